@@ -1,0 +1,18 @@
+from django.apps import AppConfig
+
+
+class QueuesConfig(AppConfig):
+    name = "queues"
+    verbose_name = "Queues"
+
+    def ready(self) -> None:
+        from django.contrib.auth import get_user_model
+        from django.db.models.signals import post_save
+
+        from queues import teams
+
+        post_save.connect(
+            teams.give_new_user_a_personal_team,
+            sender=get_user_model(),
+            dispatch_uid="queues.personal_team",
+        )

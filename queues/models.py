@@ -1,0 +1,407 @@
+"""The ledger: teams, endpoints, todos, their attempts and the audit trail.
+
+Every change of a todo's ``state`` goes through ``queues.transitions``; these classes define
+the schema, the database-enforced invariants and the scoped read entry points.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Coalesce
+
+
+class Team(models.Model):
+    """An owner scope. Every user gets a personal team; members are managed by owners."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    personal = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="teams"
+    )
+
+    class Meta:
+        db_table = "teams"
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        OWNER = "owner"
+        MEMBER = "member"
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "team_members"
+        constraints = [
+            models.UniqueConstraint(fields=["team", "user"], name="team_members_unique"),
+            models.CheckConstraint(
+                condition=Q(role__in=["owner", "member"]), name="team_members_role_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id}@{self.team_id} ({self.role})"
+
+
+VERBS = (
+    "create_todo",
+    "list_todos",
+    "get_todo",
+    "claim",
+    "claim_next",
+    "heartbeat",
+    "complete",
+    "fail",
+    "release",
+    "cancel",
+)
+
+
+class EndpointQuerySet(models.QuerySet):
+    def active(self) -> EndpointQuerySet:
+        return self.filter(revoked_at__isnull=True)
+
+    def visible_to(self, user) -> EndpointQuerySet:
+        return self.filter(team__memberships__user=user)
+
+
+class Endpoint(models.Model):
+    """An agent's credential and its queue. The token is stored only as its SHA-256."""
+
+    # Teams and endpoints are never deleted (revoke instead); the FK alone forbids it.
+    team = models.ForeignKey(Team, on_delete=models.DO_NOTHING, related_name="endpoints")
+    agent_id = models.SlugField(max_length=64)
+    name = models.CharField(max_length=200, blank=True)
+    token_hash = models.CharField(max_length=64, unique=True)
+    verbs = ArrayField(models.CharField(max_length=32))
+    notify_url = models.URLField(max_length=500, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    rotated_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    objects = EndpointQuerySet.as_manager()
+
+    class Meta:
+        db_table = "endpoints"
+        constraints = [
+            models.UniqueConstraint(fields=["team", "agent_id"], name="endpoints_agent_id_unique"),
+            models.CheckConstraint(
+                condition=Q(verbs__contained_by=list(VERBS)), name="endpoints_verbs_known"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.agent_id
+
+    @property
+    def owner_label(self) -> str:
+        return f"agent:{self.agent_id}"
+
+
+class TodoState(models.TextChoices):
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    RETRY_WAIT = "retry_wait"
+    DONE = "done"
+    DEAD = "dead"
+    CANCELED = "canceled"
+
+
+LIVE_STATES = (TodoState.PENDING, TodoState.CLAIMED, TodoState.RETRY_WAIT)
+TERMINAL_STATES = (TodoState.DONE, TodoState.DEAD, TodoState.CANCELED)
+
+
+class Outcome(models.TextChoices):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    RELEASED = "released"
+    LEASE_EXPIRED = "lease_expired"
+    REAPED = "reaped"
+    CANCELED = "canceled"
+    REVOKED = "revoked"
+
+
+DIED_OUTCOMES = (Outcome.LEASE_EXPIRED, Outcome.REAPED)
+
+
+class Disposition(models.TextChoices):
+    DONE = "done"
+    RETRY_SCHEDULED = "retry_scheduled"
+    REQUEUED = "requeued"
+    DEAD_LETTERED = "dead_lettered"
+    CANCELED = "canceled"
+
+
+class ClaimerKind(models.TextChoices):
+    ENDPOINT = "endpoint"
+    OWNER = "owner"
+
+
+class TodoQuerySet(models.QuerySet):
+    def for_endpoint(self, endpoint: Endpoint) -> TodoQuerySet:
+        return self.filter(endpoint_id=endpoint.pk)
+
+    def visible_to(self, user) -> TodoQuerySet:
+        return self.filter(endpoint__team__memberships__user=user)
+
+
+class Todo(models.Model):
+    """One unit of work on one endpoint's queue, with its lease and counters."""
+
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.DO_NOTHING, related_name="todos")
+    # An agent-to-agent send records the sending endpoint; a Board create records the user.
+    requester = models.ForeignKey(
+        Endpoint, null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="sent_todos"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.DB_SET_NULL
+    )
+    title = models.CharField(max_length=500)
+    body = models.TextField(blank=True)
+    priority = models.SmallIntegerField(default=0)
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+
+    state = models.CharField(max_length=16, choices=TodoState, default=TodoState.PENDING)
+    max_attempts = models.PositiveSmallIntegerField()
+    # ADR-0039's counter: claims in the current round (reset by a rerun).
+    attempt = models.IntegerField(default=0)
+    # Attempts of this round that ended failed, reaped or lease_expired; the cap compares this.
+    failures = models.IntegerField(default=0)
+    round = models.IntegerField(default=1)
+    # seq of the newest attempt (the open one while claimed); seqs are never reused.
+    last_attempt_seq = models.IntegerField(default=0)
+    # Rows deleted by the per-todo history cap. Kept rows are exactly seq in
+    # (attempts_pruned, last_attempt_seq], so attempts_total needs no count query.
+    attempts_pruned = models.IntegerField(default=0)
+
+    not_before = models.DateTimeField(null=True, blank=True)
+    next_retry_at = models.DateTimeField(null=True, blank=True)
+    # The live lease. While an attempt is open, these are its live values; the attempt row
+    # receives their last values when it closes, so a heartbeat writes one row, not two.
+    owner = models.CharField(max_length=200, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+
+    result = models.JSONField(null=True, blank=True)
+    dead_letter_reason = models.CharField(max_length=16, choices=Outcome, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+
+    # When the todo is (or becomes) claimable: the one ordering key of the claimable index.
+    claimable_at = models.GeneratedField(
+        expression=models.Case(
+            models.When(state=TodoState.CLAIMED, then="lease_expires_at"),
+            models.When(state=TodoState.RETRY_WAIT, then="next_retry_at"),
+            models.When(state=TodoState.PENDING, then=Coalesce("not_before", "created_at")),
+            default=None,
+        ),
+        output_field=models.DateTimeField(null=True),
+        db_persist=True,
+    )
+
+    objects = TodoQuerySet.as_manager()
+
+    class Meta:
+        db_table = "todos"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(state__in=TodoState.values), name="todos_state_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(priority__gte=-100, priority__lte=100), name="todos_priority_range"
+            ),
+            models.CheckConstraint(condition=Q(max_attempts__gte=1), name="todos_max_attempts_min"),
+            models.CheckConstraint(
+                condition=Q(attempt__gte=0, failures__gte=0, round__gte=1, attempts_pruned__gte=0),
+                name="todos_counters_valid",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=TodoState.CLAIMED) | Q(lease_expires_at__isnull=False),
+                name="todos_claimed_has_lease",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=TodoState.RETRY_WAIT) | Q(next_retry_at__isnull=False),
+                name="todos_retry_wait_has_time",
+            ),
+            models.CheckConstraint(
+                condition=Q(state__in=[TodoState.DONE, TodoState.DEAD, TodoState.CANCELED])
+                | Q(ended_at__isnull=True),
+                name="todos_ended_only_terminal",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state=TodoState.DEAD) | ~Q(dead_letter_reason=""),
+                name="todos_dead_has_reason",
+            ),
+            models.UniqueConstraint(
+                fields=["endpoint", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="todos_idempotency_key_unique",
+            ),
+        ]
+        indexes = [
+            # The claimable set (SPEC): claim_next walks this in priority order; rows that are
+            # not yet claimable are skipped on the index tuple, without a heap visit.
+            models.Index(
+                "endpoint",
+                models.F("priority").desc(),
+                "claimable_at",
+                "id",
+                name="todos_claimable",
+                condition=Q(state__in=["pending", "retry_wait", "claimed"]),
+            ),
+            # The sweeper: lapsed leases and due retries across all endpoints.
+            models.Index(
+                "state",
+                "claimable_at",
+                name="todos_sweep_due",
+                condition=Q(state__in=["claimed", "retry_wait"]),
+            ),
+            # Retention by age and by per-endpoint cap.
+            models.Index(
+                "endpoint",
+                "ended_at",
+                name="todos_terminal",
+                condition=Q(state__in=["done", "dead", "canceled"]),
+            ),
+            models.Index("ended_at", name="todos_terminal_age",
+                         condition=Q(state__in=["done", "dead", "canceled"])),
+            # list_todos: newest first, optionally by state.
+            models.Index("endpoint", models.F("id").desc(), name="todos_endpoint_list"),
+            models.Index("endpoint", "state", models.F("id").desc(), name="todos_endpoint_state"),
+        ]
+
+    def __str__(self) -> str:
+        return f"todo #{self.pk}"
+
+    @property
+    def dead_letter(self) -> bool:
+        return self.state == TodoState.DEAD
+
+    @property
+    def attempts_total(self) -> int:
+        return self.last_attempt_seq - self.attempts_pruned
+
+
+class TodoAttempt(models.Model):
+    """One claim of a todo, from the committed claim to the transition that ended it."""
+
+    todo = models.ForeignKey(Todo, on_delete=models.DB_CASCADE, related_name="attempts")
+    seq = models.IntegerField()
+    round = models.IntegerField()
+    attempt = models.IntegerField()
+    claimer_kind = models.CharField(max_length=16, choices=ClaimerKind)
+    endpoint = models.ForeignKey(
+        Endpoint, null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="+"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DB_SET_NULL,
+        related_name="+",
+    )
+    mcp_session_id = models.CharField(max_length=200, blank=True)
+    owner = models.CharField(max_length=200)
+    claimant = models.CharField(max_length=200, blank=True)
+    claimant_truncated = models.BooleanField(default=False)
+    claimant_bytes = models.IntegerField(default=0)
+
+    claimed_at = models.DateTimeField()
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome, blank=True)
+    disposition = models.CharField(max_length=16, choices=Disposition, blank=True)
+    # A human who ended someone else's attempt from the Board (release, cancel).
+    ended_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DB_SET_NULL,
+        related_name="+",
+    )
+
+    summary = models.TextField(null=True, blank=True)
+    summary_truncated = models.BooleanField(default=False)
+    summary_bytes = models.IntegerField(default=0)
+    artifact = models.CharField(max_length=600, null=True, blank=True)
+    artifact_truncated = models.BooleanField(default=False)
+    artifact_bytes = models.IntegerField(default=0)
+    result = models.JSONField(null=True, blank=True)
+    lease_token_hash = models.CharField(max_length=64, null=True, blank=True)
+
+    class Meta:
+        db_table = "todo_attempts"
+        constraints = [
+            models.UniqueConstraint(fields=["todo", "seq"], name="todo_attempts_todo_seq"),
+            models.CheckConstraint(
+                condition=Q(claimer_kind="endpoint", endpoint__isnull=False)
+                | Q(claimer_kind="owner", user__isnull=False),
+                name="todo_attempts_claimer_valid",
+            ),
+            models.CheckConstraint(
+                condition=(Q(ended_at__isnull=True) & Q(outcome="") & Q(disposition=""))
+                | (Q(ended_at__isnull=False) & Q(outcome__in=Outcome.values)
+                   & Q(disposition__in=Disposition.values)),
+                name="todo_attempts_closed_valid",
+            ),
+            # At most one open attempt per todo is an EXCLUDE constraint in migration 0002.
+        ]
+
+    def __str__(self) -> str:
+        return f"todo #{self.todo_id} attempt seq {self.seq}"
+
+    @property
+    def died(self) -> bool:
+        return self.outcome in DIED_OUTCOMES
+
+    @property
+    def fenced(self) -> bool:
+        return bool(self.lease_token_hash)
+
+
+class TodoEvent(models.Model):
+    """The audit trail: human actions, and changes that close no attempt (cancel of a pending
+    todo, revocation). Team-level actions (vend, rotate, membership) have no todo."""
+
+    team = models.ForeignKey(Team, on_delete=models.DO_NOTHING, related_name="events")
+    todo = models.ForeignKey(
+        Todo, null=True, blank=True, on_delete=models.DB_CASCADE, related_name="events"
+    )
+    actor_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DB_SET_NULL,
+        related_name="+",
+    )
+    actor_endpoint = models.ForeignKey(
+        Endpoint, null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="+"
+    )
+    kind = models.CharField(max_length=32)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "todo_events"
+        indexes = [
+            models.Index("team", models.F("created_at").desc(), name="todo_events_team_recent"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} at {self.created_at:%Y-%m-%d %H:%M:%S}"

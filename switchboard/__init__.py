@@ -1,0 +1,1 @@
+"""Switchboard: a work queue for AI agents with a memory."""

@@ -1,0 +1,47 @@
+"""The embedded PostgreSQL: started from the ``pgserver`` wheel when no DATABASE_URL is set.
+
+The data folder is kept between runs. pgserver counts the processes holding a handle on one
+data folder and stops the server cleanly (``pg_ctl stop``) when the last of them exits; child
+processes that only receive ``DATABASE_URL`` (gunicorn workers, the sweeper) hold no handle.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+_server = None
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("SWITCHBOARD_DATA_DIR", "./var")).resolve()
+
+
+def start(pgdata: Path | None = None, *, cleanup_mode: str = "stop") -> str:
+    """Start (or attach to) the embedded server and return its URL."""
+    global _server
+    os.environ.setdefault("XDG_RUNTIME_DIR", "/tmp")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+
+    pgdata = pgdata or data_dir() / "pgdata"
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    _server = pgserver.get_server(pgdata, cleanup_mode=cleanup_mode)
+    # pgserver's URI uses the 'postgres' database; ours is 'switchboard'.
+    exists = _server.psql("SELECT 1 FROM pg_database WHERE datname = 'switchboard';")
+    if "(1 row)" not in exists:
+        _server.psql("CREATE DATABASE switchboard;")
+    return _server.get_uri("switchboard")
+
+
+def stop() -> None:
+    """Release this process's handle now (the server stops if it was the last)."""
+    global _server
+    if _server is not None:
+        _server._cleanup()
+        _server = None

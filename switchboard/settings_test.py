@@ -1,0 +1,29 @@
+"""Test settings: pick the PostgreSQL to test against before the base settings read it.
+
+Order (SPEC, Stack): DATABASE_URL if set; a testcontainers PostgreSQL when
+SWITCHBOARD_TEST_DB=container (needs Docker); else an embedded PostgreSQL from the pgserver
+wheel in a temporary folder, deleted when the test run ends.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("SWITCHBOARD_DEV", "1")
+
+if not os.environ.get("DATABASE_URL"):
+    if os.environ.get("SWITCHBOARD_TEST_DB") == "container":
+        from testcontainers.postgres import PostgresContainer
+
+        _container = PostgresContainer("postgres:16-alpine", driver=None)
+        _container.start()
+        os.environ["DATABASE_URL"] = _container.get_connection_url()
+    else:
+        from switchboard import embedded
+
+        _tmp = Path(tempfile.mkdtemp(prefix="switchboard-test-pg-"))
+        os.environ["DATABASE_URL"] = embedded.start(_tmp / "pgdata", cleanup_mode="delete")
+
+from switchboard.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
