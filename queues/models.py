@@ -10,7 +10,7 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Now
 
 
 class Team(models.Model):
@@ -198,8 +198,9 @@ class Todo(models.Model):
 
     result = models.JSONField(null=True, blank=True)
     dead_letter_reason = models.CharField(max_length=16, choices=Outcome, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    updated_at = models.DateTimeField(auto_now=True)
+    # The database's clock, like every lease time: claimability compares against now().
+    created_at = models.DateTimeField(db_default=Now())
+    updated_at = models.DateTimeField(db_default=Now())
     ended_at = models.DateTimeField(null=True, blank=True)
 
     # When the todo is (or becomes) claimable: the one ordering key of the claimable index.
@@ -395,7 +396,7 @@ class TodoEvent(models.Model):
     )
     kind = models.CharField(max_length=32)
     detail = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(db_default=Now())
 
     class Meta:
         db_table = "todo_events"

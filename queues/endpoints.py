@@ -1,0 +1,67 @@
+"""Vending, rotating and listing endpoints (revocation is a transition: it kills todos)."""
+
+from __future__ import annotations
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from queues import tokens
+from queues.errors import Conflict, Invalid
+from queues.models import VERBS, Endpoint, Team, TodoEvent
+
+
+def parse_verbs(value: str | list[str] | None) -> list[str]:
+    """'all', a comma list, or a list; unknown verbs are Invalid."""
+    if value is None or value == "all" or value == ["all"]:
+        return list(VERBS)
+    items = value.split(",") if isinstance(value, str) else list(value)
+    verbs = [v.strip() for v in items if v and v.strip()]
+    unknown = sorted(set(verbs) - set(VERBS))
+    if unknown:
+        raise Invalid(f"Unknown verbs: {', '.join(unknown)}. Known: {', '.join(VERBS)}.")
+    if not verbs:
+        raise Invalid("Choose at least one verb.")
+    return [v for v in VERBS if v in verbs]
+
+
+def vend(team: Team, agent_id: str, *, verbs=None, name: str = "", user=None
+         ) -> tuple[Endpoint, str]:
+    """Create an endpoint with a frozen verb set. Returns it and its token (shown once)."""
+    slug = slugify(agent_id)
+    if not slug or slug != agent_id:
+        raise Invalid("agent_id must be a slug: lowercase letters, digits and hyphens.")
+    token = tokens.new_endpoint_token()
+    try:
+        with transaction.atomic():
+            endpoint = Endpoint.objects.create(
+                team=team, agent_id=agent_id, name=name or agent_id,
+                token_hash=tokens.digest(token), verbs=parse_verbs(verbs),
+            )
+            TodoEvent.objects.create(team=team, actor_user=user, kind="vend",
+                                     detail={"agent_id": agent_id, "verbs": endpoint.verbs})
+    except IntegrityError as exc:
+        raise Conflict(f"An endpoint named {agent_id!r} already exists in this team.") from exc
+    return endpoint, token
+
+
+def rotate(endpoint: Endpoint, *, user=None) -> str:
+    """Issue a new token; the old one stops working at once. The queue is kept."""
+    if endpoint.revoked_at is not None:
+        raise Conflict("A revoked endpoint cannot be rotated.")
+    token = tokens.new_endpoint_token()
+    with transaction.atomic():
+        endpoint.token_hash = tokens.digest(token)
+        endpoint.rotated_at = timezone.now()
+        endpoint.save(update_fields=["token_hash", "rotated_at"])
+        TodoEvent.objects.create(team_id=endpoint.team_id, actor_user=user, kind="rotate",
+                                 detail={"agent_id": endpoint.agent_id})
+    return token
+
+
+def authenticate(token: str | None) -> Endpoint | None:
+    """The endpoint whose token this is, revoked or not (the caller decides), or None.
+    The lookup is by SHA-256 digest: the raw token never reaches the database or a log."""
+    if not token or not isinstance(token, str) or len(token) > 200:
+        return None
+    return Endpoint.objects.filter(token_hash=tokens.digest(token)).first()

@@ -1,0 +1,88 @@
+"""Bounds on what attempts store: text truncated on a UTF-8 boundary and marked, never
+rejected; artifacts limited to mcp:// handles and https:// URLs; results capped at 64 KiB."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from queues.errors import Invalid
+
+SUMMARY_MAX_BYTES = 2048
+ARTIFACT_MAX_BYTES = 512
+CLAIMANT_MAX_BYTES = 128
+RESULT_MAX_BYTES = 64 * 1024
+ARTIFACT_SCHEMES = ("mcp://", "https://")
+
+
+@dataclass(frozen=True, slots=True)
+class Bounded:
+    text: str | None
+    truncated: bool = False
+    bytes: int = 0
+
+
+NOTHING = Bounded(None)
+
+
+def truncate_utf8(text: str, max_bytes: int) -> tuple[str, bool, int]:
+    """Cut ``text`` to at most ``max_bytes`` of UTF-8 without splitting a character."""
+    raw = text.encode("utf-8")
+    if len(raw) <= max_bytes:
+        return text, False, len(raw)
+    # errors="ignore" drops the partial character left at the cut.
+    return raw[:max_bytes].decode("utf-8", errors="ignore"), True, len(raw)
+
+
+def bound(value: object, *, field: str, max_bytes: int) -> Bounded:
+    if value is None:
+        return NOTHING
+    if not isinstance(value, str):
+        raise Invalid(f"{field} must be a string.")
+    # PostgreSQL text cannot hold NUL.
+    value = value.replace("\x00", "\ufffd")
+    text, truncated, size = truncate_utf8(value, max_bytes)
+    return Bounded(text, truncated, size)
+
+
+def bound_summary(value: object) -> Bounded:
+    return bound(value, field="summary", max_bytes=SUMMARY_MAX_BYTES)
+
+
+def bound_claimant(value: object) -> Bounded:
+    return bound(value, field="claimant", max_bytes=CLAIMANT_MAX_BYTES)
+
+
+def bound_artifact(value: object) -> Bounded:
+    """An artifact is a handle, never fetched: only ``mcp://`` or ``https://``."""
+    if value is None:
+        return NOTHING
+    if not isinstance(value, str):
+        raise Invalid("artifact must be a string.")
+    if not value.lower().startswith(ARTIFACT_SCHEMES):
+        raise Invalid("artifact must be an mcp:// handle or an https:// URL.")
+    return bound(value, field="artifact", max_bytes=ARTIFACT_MAX_BYTES)
+
+
+def bound_result(value: object) -> object:
+    """A result over 64 KiB (as compact JSON) is stored as a marked prefix."""
+    if value is None:
+        return None
+    try:
+        encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise Invalid("result must be JSON.") from exc
+    encoded = encoded.replace("\\u0000", "\\ufffd")  # jsonb rejects NUL in strings
+    size = len(encoded.encode("utf-8"))
+    if size <= RESULT_MAX_BYTES:
+        return json.loads(encoded) if "\\ufffd" in encoded else value
+    prefix, _, _ = truncate_utf8(encoded, RESULT_MAX_BYTES - 256)
+    return {"truncated": True, "bytes": size, "prefix": prefix}
+
+
+def summary_from_result(result: object) -> Bounded:
+    """SWITCHBOARD_ATTEMPT_SUMMARY_FROM_RESULT: compact JSON of the result, truncated."""
+    if result is None:
+        return NOTHING
+    encoded = json.dumps(result, separators=(",", ":"), ensure_ascii=False)
+    return bound(encoded, field="summary", max_bytes=SUMMARY_MAX_BYTES)

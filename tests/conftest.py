@@ -1,0 +1,66 @@
+"""Shared fixtures: small factories over the real database (never mocked)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from queues import endpoints, transitions
+from queues.transitions import Actor
+
+_n = itertools.count(1)
+
+
+@pytest.fixture
+def make_user(db):
+    def make(username: str | None = None, **extra):
+        return get_user_model().objects.create_user(
+            username=username or f"user{next(_n)}", password="pw-for-tests", **extra
+        )
+
+    return make
+
+
+@pytest.fixture
+def user(make_user):
+    return make_user("alice")
+
+
+@pytest.fixture
+def team(user):
+    return user.teams.get()
+
+
+@pytest.fixture
+def make_endpoint(team):
+    def make(agent_id: str | None = None, *, team=team, verbs="all"):
+        endpoint, _token = endpoints.vend(team, agent_id or f"agent-{next(_n)}", verbs=verbs)
+        return endpoint
+
+    return make
+
+
+@pytest.fixture
+def endpoint(make_endpoint):
+    return make_endpoint("agent-a")
+
+
+@pytest.fixture
+def make_todo(endpoint):
+    def make(title: str = "rebuild docs", *, on=None, **kwargs):
+        todo, _ = transitions.create_todo(endpoint=on or endpoint, title=title, **kwargs)
+        return todo
+
+    return make
+
+
+@pytest.fixture
+def agent(endpoint):
+    return Actor.agent(endpoint)
+
+
+@pytest.fixture
+def human(user):
+    return Actor.human(user)
