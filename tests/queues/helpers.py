@@ -1,0 +1,45 @@
+"""Small helpers for ledger tests: a controllable clock is a backdated row."""
+
+from __future__ import annotations
+
+from django.db import connection
+
+from queues.models import TodoAttempt, TodoEvent
+
+
+def lapse_lease(todo_id: int, *, seconds_ago: int = 1) -> None:
+    """Make a claimed todo's lease lapse without waiting: the DB clock decides lapses."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE todos SET lease_expires_at = statement_timestamp()"
+            " - make_interval(secs => %s) WHERE id = %s AND state = 'claimed'",
+            [seconds_ago, todo_id],
+        )
+        assert cursor.rowcount == 1
+
+
+def make_retry_due(todo_id: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE todos SET next_retry_at = statement_timestamp() - interval '1 second'"
+            " WHERE id = %s AND state = 'retry_wait'",
+            [todo_id],
+        )
+        assert cursor.rowcount == 1
+
+
+def attempts_of(todo_id: int) -> list[TodoAttempt]:
+    return list(TodoAttempt.objects.filter(todo_id=todo_id).order_by("seq"))
+
+
+def outcomes(todo_id: int) -> list[tuple[str, str]]:
+    return [(a.outcome, a.disposition) for a in attempts_of(todo_id)]
+
+
+def events_of(todo_id: int) -> list[str]:
+    return list(TodoEvent.objects.filter(todo_id=todo_id).order_by("id").values_list("kind",
+                                                                                     flat=True))
+
+
+def open_attempts(todo_id: int) -> int:
+    return TodoAttempt.objects.filter(todo_id=todo_id, ended_at__isnull=True).count()
