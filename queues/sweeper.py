@@ -1,0 +1,159 @@
+"""The sweeper: the background work no request does (SPEC, "The sweeper").
+
+One pass reaps lapsed leases, requeues due retries and deletes terminal todos past retention.
+Every step works in batches, each its own short transaction that takes its rows with
+``FOR UPDATE SKIP LOCKED``, so several sweepers can run at once: they split the work instead of
+queueing behind each other, and no row is handled twice. State changes go through
+``queues.transitions``; retention deletes only terminal todos, which no transition moves.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import partial
+
+from django.conf import settings
+from django.db import Error as DatabaseError
+from django.db import close_old_connections, connection, transaction
+
+from queues import sql, transitions
+from queues.models import TodoState
+
+log = logging.getLogger("switchboard.sweeper")
+
+REAP_BATCH = 100
+RETRY_BATCH = 500
+DELETE_BATCH = 1000
+
+
+@dataclass(slots=True)
+class SweepReport:
+    """What one pass did. ``reaped`` counts every lapsed lease closed; the ones that spent
+    the todo's last allowed attempt are also counted in ``dead_lettered_by_reap``."""
+
+    reaped: int = 0
+    dead_lettered_by_reap: int = 0
+    requeued_retries: int = 0
+    deleted_by_age: int = 0
+    deleted_by_cap: int = 0
+
+    @property
+    def did_work(self) -> bool:
+        return any(asdict(self).values())
+
+    def as_text(self) -> str:
+        return " ".join(f"{name}={count}" for name, count in asdict(self).items())
+
+
+def sweep_once(
+    *,
+    reap_batch: int = REAP_BATCH,
+    retry_batch: int = RETRY_BATCH,
+    delete_batch: int = DELETE_BATCH,
+) -> SweepReport:
+    """One full pass. Each step repeats its batch until a batch comes back short: the rows
+    a short batch skipped are locked by another sweeper or claimer, which is handling them."""
+    report = SweepReport()
+    started = time.monotonic()
+
+    def reap() -> int:
+        closed = transitions.reap_lapsed(batch=reap_batch)
+        report.reaped += len(closed)
+        report.dead_lettered_by_reap += sum(c.todo.state == TodoState.DEAD for c in closed)
+        return len(closed)
+
+    def requeue() -> int:
+        count = transitions.requeue_due_retries(batch=retry_batch)
+        report.requeued_retries += count
+        return count
+
+    _drain(reap, reap_batch)
+    _drain(requeue, retry_batch)
+    report.deleted_by_age = _delete_by_age(
+        days=settings.SWITCHBOARD_RETENTION_DAYS, batch=delete_batch
+    )
+    report.deleted_by_cap = _delete_by_cap(
+        cap=settings.SWITCHBOARD_RETENTION_MAX_TERMINAL, batch=delete_batch
+    )
+
+    elapsed_ms = round((time.monotonic() - started) * 1000)
+    # One line per pass; idle passes at DEBUG so a quiet queue does not flood the log.
+    log.log(
+        logging.INFO if report.did_work else logging.DEBUG,
+        "sweep pass %s elapsed_ms=%d",
+        report.as_text(),
+        elapsed_ms,
+        extra={"sweep": asdict(report), "elapsed_ms": elapsed_ms},
+    )
+    return report
+
+
+def run_forever(interval: float, stop_event: threading.Event) -> None:
+    """Sweep every ``interval`` seconds until ``stop_event`` is set. A database error (the
+    server restarting, a dropped connection) is logged and the pass retried next interval on
+    a fresh connection, so the sweeper outlives a database restart."""
+    log.info("sweeper started; a pass every %ss", interval)
+    try:
+        while not stop_event.is_set():
+            started = time.monotonic()
+            try:
+                # Drop a connection past CONN_MAX_AGE or found broken, as a request would.
+                close_old_connections()
+                sweep_once()
+            except DatabaseError:
+                log.exception("sweep pass failed; trying again in %ss", interval)
+                _discard_connection()
+            stop_event.wait(max(0.0, interval - (time.monotonic() - started)))
+    finally:
+        _discard_connection()
+        log.info("sweeper stopped")
+
+
+# ---------------------------------------------------------------------------------------
+# Private helpers
+
+
+def _drain(step: Callable[[], int], batch: int) -> int:
+    total = 0
+    while True:
+        done = step()
+        total += done
+        if done < batch:
+            return total
+
+
+def _delete_by_age(*, days: int, batch: int) -> int:
+    return _drain(partial(_delete, sql.RETENTION_BY_AGE, {"days": days, "batch": batch}), batch)
+
+
+def _delete_by_cap(*, cap: int, batch: int) -> int:
+    if cap == 0:  # 0 means no cap (SPEC, Settings)
+        return 0
+    with connection.cursor() as cursor:
+        cursor.execute(sql.ENDPOINTS_OVER_TERMINAL_CAP, {"cap": cap})
+        endpoint_ids = [row[0] for row in cursor.fetchall()]
+    deleted = 0
+    for endpoint_id in endpoint_ids:
+        params = {"endpoint_id": endpoint_id, "cap": cap, "batch": batch}
+        deleted += _drain(partial(_delete, sql.RETENTION_BY_CAP, params), batch)
+    return deleted
+
+
+def _delete(statement: str, params: dict) -> int:
+    """One batch of terminal todos deleted (their attempts and events cascade in the
+    database) in its own short transaction, so locks are held for one batch only."""
+    with transaction.atomic(durable=True), connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        return len(cursor.fetchall())
+
+
+def _discard_connection() -> None:
+    try:
+        connection.close()
+    except DatabaseError:
+        # Closing a connection the server already dropped can fail; it is gone either way.
+        log.debug("closing a broken database connection failed", exc_info=True)
