@@ -72,6 +72,15 @@ SCOPE_USER = """t.endpoint_id IN (
 #
 # A lapsed lease at the cap is dead-lettered instead (state 'dead' in the returned row, no
 # attempt opened); the caller then tries again (claim_next) or answers conflict (claim).
+#
+# Snapshot freshness: under READ COMMITTED, `FOR UPDATE` locks the newest version of the todo
+# row, but the other reads in this statement (the todo's attempts) see the snapshot taken when
+# the statement began. If a claim or close of this todo committed in between, the snapshot's
+# newest attempt disagrees with the locked row; then nothing is written, the first column
+# (`ok`) is false, and the caller runs the statement again: a new statement has a new
+# snapshot, and the row lock is already ours. Every write to a todo's attempts happens under
+# the todo's row lock, so agreement here means the snapshot holds exactly the attempts there
+# are. (Found by tests/queues/test_concurrency.py: the one-open-attempt constraint caught it.)
 
 _CLAIM = """
 WITH pick AS (
@@ -86,16 +95,31 @@ WITH pick AS (
      LIMIT 1
        FOR UPDATE OF t {lock_mode}
 ),
+newest AS (
+    SELECT x.seq, x.ended_at
+      FROM todo_attempts x, pick
+     WHERE x.todo_id = pick.id
+     ORDER BY x.seq DESC
+     LIMIT 1
+),
+fresh AS (
+    SELECT pick.*,
+           CASE WHEN pick.last_attempt_seq = 0 THEN newest.seq IS NULL
+                ELSE newest.seq IS NOT DISTINCT FROM pick.last_attempt_seq
+                     AND (newest.ended_at IS NULL) = (pick.prior_state = 'claimed')
+           END AS ok
+      FROM pick LEFT JOIN newest ON true
+),
 lapsed AS (
     UPDATE todo_attempts a
        SET ended_at = statement_timestamp(),
            outcome = 'lease_expired',
-           disposition = CASE WHEN pick.dies THEN 'dead_lettered' ELSE 'requeued' END,
-           last_heartbeat_at = pick.last_heartbeat_at,
-           lease_expires_at = pick.lease_expires_at
-      FROM pick
-     WHERE pick.prior_state = 'claimed'
-       AND a.todo_id = pick.id AND a.seq = pick.last_attempt_seq AND a.ended_at IS NULL
+           disposition = CASE WHEN f.dies THEN 'dead_lettered' ELSE 'requeued' END,
+           last_heartbeat_at = f.last_heartbeat_at,
+           lease_expires_at = f.lease_expires_at
+      FROM fresh f
+     WHERE f.ok AND f.prior_state = 'claimed'
+       AND a.todo_id = f.id AND a.seq = f.last_attempt_seq AND a.ended_at IS NULL
  RETURNING a.*
 ),
 pruned AS (
@@ -103,32 +127,32 @@ pruned AS (
     -- index scan. A row closed by `lapsed` above is not deleted in the same statement (it
     -- is still open in this statement's snapshot); the next claim prunes it.
     DELETE FROM todo_attempts a
-     USING pick
-     WHERE NOT pick.dies
-       AND a.todo_id = pick.id
-       AND a.seq > pick.attempts_pruned
-       AND a.seq <= pick.last_attempt_seq + 1 - %(history_cap)s
+     USING fresh f
+     WHERE f.ok AND NOT f.dies
+       AND a.todo_id = f.id
+       AND a.seq > f.attempts_pruned
+       AND a.seq <= f.last_attempt_seq + 1 - %(history_cap)s
        AND a.ended_at IS NOT NULL
  RETURNING a.seq
 ),
 moved AS (
     UPDATE todos t
-       SET state = CASE WHEN pick.dies THEN 'dead' ELSE 'claimed' END,
-           failures = t.failures + (pick.prior_state = 'claimed')::int,
-           attempt = t.attempt + (NOT pick.dies)::int,
-           last_attempt_seq = t.last_attempt_seq + (NOT pick.dies)::int,
+       SET state = CASE WHEN f.dies THEN 'dead' ELSE 'claimed' END,
+           failures = t.failures + (f.prior_state = 'claimed')::int,
+           attempt = t.attempt + (NOT f.dies)::int,
+           last_attempt_seq = t.last_attempt_seq + (NOT f.dies)::int,
            attempts_pruned = t.attempts_pruned + (SELECT count(*) FROM pruned),
-           owner = CASE WHEN pick.dies THEN '' ELSE %(owner)s END,
-           claimed_at = CASE WHEN pick.dies THEN NULL ELSE statement_timestamp() END,
+           owner = CASE WHEN f.dies THEN '' ELSE %(owner)s END,
+           claimed_at = CASE WHEN f.dies THEN NULL ELSE statement_timestamp() END,
            last_heartbeat_at = NULL,
-           lease_expires_at = CASE WHEN pick.dies THEN NULL
-                                   ELSE statement_timestamp() + make_interval(secs => %(lease_seconds)s) END,
+           lease_expires_at = CASE WHEN f.dies THEN NULL ELSE
+               statement_timestamp() + make_interval(secs => %(lease_seconds)s) END,
            next_retry_at = NULL,
-           dead_letter_reason = CASE WHEN pick.dies THEN 'lease_expired' ELSE '' END,
-           ended_at = CASE WHEN pick.dies THEN statement_timestamp() END,
+           dead_letter_reason = CASE WHEN f.dies THEN 'lease_expired' ELSE '' END,
+           ended_at = CASE WHEN f.dies THEN statement_timestamp() END,
            updated_at = statement_timestamp()
-      FROM pick
-     WHERE t.id = pick.id
+      FROM fresh f
+     WHERE f.ok AND t.id = f.id
  RETURNING t.*
 ),
 opened AS (
@@ -147,9 +171,11 @@ opened AS (
      WHERE m.state = 'claimed'
  RETURNING seq
 )
-SELECT {todo_cols}, {attempt_cols}
-  FROM moved m
-  {todo_joins}
+SELECT f.ok, {todo_cols}, {attempt_cols}
+  FROM fresh f
+  LEFT JOIN moved m ON true
+  LEFT JOIN endpoints e ON e.id = m.endpoint_id
+  LEFT JOIN endpoints rq ON rq.id = m.requester_id
   LEFT JOIN LATERAL (
       SELECT p.* FROM (
           SELECT * FROM lapsed
@@ -174,7 +200,6 @@ def _claim(pick_filter: str, lock_mode: str) -> str:
         pick_filter=pick_filter,
         lock_mode=lock_mode,
         todo_cols=_todo_cols("m"),
-        todo_joins=TODO_JOINS.format(t="m"),
         attempt_cols=_attempt_cols("pa"),
         attempt_joins=ATTEMPT_JOINS.format(a="pa"),
     )

@@ -46,6 +46,9 @@ MAX_LEASE_SECONDS = 86_400
 TITLE_MAX_CHARS = 500
 # claim_next passes over lapsed leases it dead-letters at the cap; bound the walk.
 MAX_DEAD_LETTERS_PER_CLAIM = 50
+# The todo row is locked by the first run, so a second run sees a settled todo; more than
+# a few runs would mean a bug, not a race.
+MAX_STALE_SNAPSHOT_RETRIES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +183,7 @@ def claim_next(
     params, token = _claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
     with transaction.atomic(durable=True):
         for _ in range(MAX_DEAD_LETTERS_PER_CLAIM):
-            rows = _fetch(sql.CLAIM_NEXT, params)
+            rows = _run_claim(sql.CLAIM_NEXT, params)
             if not rows:
                 return None
             claim = _claim_from_rows(rows, token)
@@ -208,7 +211,7 @@ def claim(
     params["todo_id"] = todo_id
     statement = sql.CLAIM_ONE_AGENT if actor.is_agent else sql.CLAIM_ONE_USER
     with transaction.atomic(durable=True):
-        rows = _fetch(statement, params)
+        rows = _run_claim(statement, params)
         if not rows:
             _raise_missing_or_conflict(actor, todo_id, "That todo is not claimable now.")
         result = _claim_from_rows(rows, token)
@@ -256,6 +259,16 @@ def _claim_params(
         "history_cap": settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO,
     }
     return params, token
+
+
+def _run_claim(statement: str, params: dict) -> list:
+    """Run a claim statement until its snapshot agrees with the row it locked (see
+    ``sql._CLAIM``); return its rows without the leading ``ok`` column."""
+    for _ in range(MAX_STALE_SNAPSHOT_RETRIES):
+        rows = _fetch(statement, params)
+        if not rows or rows[0][0]:
+            return [row[1:] for row in rows]
+    raise Conflict("That todo kept changing under the claim; try again.")
 
 
 def _claim_from_rows(rows: list, token: str | None) -> Claim | None:
@@ -586,7 +599,11 @@ def revoke_endpoint(endpoint: Endpoint, *, user=None) -> int:
                             summary=NOTHING, artifact=NOTHING, force_dead=True),
             "endpoint_id": endpoint.pk,
         }
-        closed = _fetch(sql.CLOSE_ALL_OF_ENDPOINT, params)
+        # Until none is left: a claim that committed after this statement's snapshot is
+        # invisible to its join (see sql._CLAIM), so look again until a pass finds nothing.
+        closed = []
+        while rows := _fetch(sql.CLOSE_ALL_OF_ENDPOINT, params):
+            closed.extend(rows)
         unclaimed = list(
             Todo.objects.filter(endpoint=endpoint, state__in=[TodoState.PENDING,
                                                                TodoState.RETRY_WAIT])

@@ -1,0 +1,227 @@
+"""Real parallel connections against one queue (threads: each has its own Django connection,
+and PostgreSQL does the work, so the GIL does not serialise the interesting part)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+from django.db import connection, connections
+
+from queues import endpoints, sql, transitions
+from queues.models import Todo, TodoAttempt
+from queues.transitions import Actor
+
+WORKERS = 8
+TODOS = 2000
+
+
+def _lock_waiters() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                       " AND datname = current_database()")
+        return cursor.fetchone()[0]
+
+
+def _bulk_todos(endpoint, count: int, *, max_attempts: int = 5) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts,"
+            " attempt, failures, round, last_attempt_seq, attempts_pruned, owner,"
+            " dead_letter_reason)"
+            " SELECT %s, 'todo ' || g, '', 0, 'pending', %s, 0, 0, 1, 0, 0, '', ''"
+            " FROM generate_series(1, %s) g",
+            [endpoint.pk, max_attempts, count],
+        )
+
+
+def _run_workers(target, count: int) -> list[BaseException]:
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(count)
+
+    def run(n: int) -> None:
+        try:
+            barrier.wait()
+            target(n)
+        except BaseException as exc:  # surfaced by the test
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=300)
+    return errors
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_eight_connections_drain_two_thousand_todos_each_claimed_once(team):
+    endpoint, _ = endpoints.vend(team, "drainer")
+    _bulk_todos(endpoint, TODOS)
+    claimed_by: dict[int, list[int]] = {n: [] for n in range(WORKERS)}
+
+    def drain(n: int) -> None:
+        agent = Actor.agent(endpoint)
+        while (claim := transitions.claim_next(endpoint=endpoint)) is not None:
+            claimed_by[n].append(claim.todo.id)
+            transitions.complete(agent, claim.todo.id, attempt_seq=claim.attempt_seq,
+                                 result={"by": n})
+
+    assert _run_workers(drain, WORKERS) == []
+
+    everything = [todo_id for ids in claimed_by.values() for todo_id in ids]
+    assert len(everything) == TODOS and len(set(everything)) == TODOS
+    assert sum(1 for ids in claimed_by.values() if ids) > 1  # it really ran in parallel
+    assert Todo.objects.exclude(state="done").count() == 0
+    assert TodoAttempt.objects.count() == TODOS
+    assert set(TodoAttempt.objects.values_list("outcome", flat=True)) == {"completed"}
+    per_todo = Counter(TodoAttempt.objects.values_list("todo_id", flat=True))
+    assert set(per_todo.values()) == {1}
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_racing_takeovers_and_reaps_never_open_two_attempts(team):
+    """Workers that fail, release or abandon their leases while a reaper runs: every todo
+    ends with at most one open attempt, seqs strictly increasing, nothing lost."""
+    endpoint, _ = endpoints.vend(team, "chaos")
+    _bulk_todos(endpoint, 300, max_attempts=3)
+    stop = threading.Event()
+
+    def work(n: int) -> None:
+        agent = Actor.agent(endpoint)
+        if n == 0:  # the reaper
+            while not stop.is_set():
+                transitions.reap_lapsed()
+                transitions.requeue_due_retries()
+            return
+        for i in range(400):
+            claim = transitions.claim_next(endpoint=endpoint, lease_seconds=1)
+            if claim is None:
+                break
+            kind = (claim.todo.id + i + n) % 4
+            if kind == 0:
+                transitions.complete(agent, claim.todo.id, attempt_seq=claim.attempt_seq)
+            elif kind == 1:
+                transitions.fail(agent, claim.todo.id, attempt_seq=claim.attempt_seq)
+            elif kind == 2:
+                transitions.release(agent, claim.todo.id, attempt_seq=claim.attempt_seq)
+            else:  # abandon: make the lease lapse at once so it is reaped or taken over
+                with connection.cursor() as cursor:
+                    cursor.execute(
+                        "UPDATE todos SET lease_expires_at = statement_timestamp()"
+                        " - interval '1 second' WHERE id = %s AND last_attempt_seq = %s"
+                        " AND state = 'claimed'",
+                        [claim.todo.id, claim.attempt_seq],
+                    )
+
+    remaining = [WORKERS - 1]
+    lock = threading.Lock()
+
+    def workers_then_stop(n: int) -> None:
+        try:
+            work(n)
+        finally:
+            if n != 0:
+                with lock:
+                    remaining[0] -= 1
+                    if remaining[0] == 0:
+                        stop.set()
+
+    assert _run_workers(workers_then_stop, WORKERS) == []
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT todo_id FROM todo_attempts WHERE ended_at IS NULL"
+            " GROUP BY todo_id HAVING count(*) > 1"
+        )
+        assert cursor.fetchall() == []
+        cursor.execute(
+            "SELECT count(*) FROM todos t WHERE t.state = 'claimed' AND NOT EXISTS ("
+            " SELECT 1 FROM todo_attempts a WHERE a.todo_id = t.id AND a.ended_at IS NULL)"
+        )
+        assert cursor.fetchone()[0] == 0
+        cursor.execute(
+            "SELECT count(*) FROM todo_attempts a JOIN todos t ON t.id = a.todo_id"
+            " WHERE a.seq > t.last_attempt_seq"
+        )
+        assert cursor.fetchone()[0] == 0
+    assert Todo.objects.count() == 300
+    # the failure budget was honoured for every todo that died
+    for todo in Todo.objects.filter(state="dead"):
+        assert todo.failures == todo.max_attempts
+        assert todo.dead_letter_reason in {"failed", "reaped", "lease_expired"}
+    assert TodoAttempt.objects.filter(outcome__in=["reaped", "lease_expired"]).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_claim_that_waited_for_the_row_lock_rereads_the_attempts(team):
+    """Regression: a claim whose snapshot predates a takeover committed while it waited for
+    the todo's row lock must not open a second open attempt (it used to violate the
+    one-open-attempt constraint); it re-runs on a fresh snapshot and takes over again."""
+    import time
+
+    endpoint, _ = endpoints.vend(team, "waiter")
+    todo, _ = transitions.create_todo(endpoint=endpoint, title="contended", max_attempts=10)
+    agent = Actor.agent(endpoint)
+    transitions.claim(agent, todo.id)
+    lapse = (
+        "UPDATE todos SET lease_expires_at = statement_timestamp() - interval '1 second'"
+        " WHERE id = %s"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(lapse, [todo.id])
+
+    holder_ready, release_holder = threading.Event(), threading.Event()
+    waiter_result: list = []
+
+    def holder() -> None:
+        from django.db import transaction
+
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT id FROM todos WHERE id = %s FOR UPDATE", [todo.id])
+                holder_ready.set()
+                # the waiter now blocks on this lock, its snapshot already taken
+                release_holder.wait(30)
+                # a takeover (the claim statement itself): attempt 2, then it lapses too
+                params, _ = transitions._claim_params(agent, None, False, None, None)
+                cursor.execute(sql.CLAIM_ONE_AGENT, {**params, "todo_id": todo.id})
+                assert cursor.fetchall()[0][0] is True
+                cursor.execute(lapse, [todo.id])
+        finally:
+            connections.close_all()
+
+    def waiter() -> None:
+        try:
+            waiter_result.append(transitions.claim(agent, todo.id))
+        except BaseException as exc:
+            waiter_result.append(exc)
+        finally:
+            connections.close_all()
+
+    h = threading.Thread(target=holder)
+    h.start()
+    assert holder_ready.wait(30)
+    w = threading.Thread(target=waiter)
+    w.start()
+    # wait until the waiter is blocked on the row lock (its snapshot is now taken)
+    for _ in range(1000):
+        if _lock_waiters():
+            break
+        time.sleep(0.01)
+    assert _lock_waiters() == 1
+    release_holder.set()
+    h.join(30)
+    w.join(30)
+
+    [claim] = waiter_result
+    assert not isinstance(claim, BaseException), claim
+    assert claim.attempt_seq == 3
+    outcomes = list(TodoAttempt.objects.filter(todo_id=todo.id).order_by("seq")
+                    .values_list("seq", "outcome"))
+    assert outcomes == [(1, "lease_expired"), (2, "lease_expired"), (3, "")]
