@@ -377,7 +377,7 @@ def test_create_todo_validates_and_writes_nothing_on_bad_input(endpoint):
         {"title": "ok", "priority": 101},
         {"title": "ok", "priority": "high"},
         {"title": "ok", "max_attempts": 0},
-        {"title": "ok", "not_before": datetime(2030, 1, 1)},  # naive
+        {"title": "ok", "not_before": datetime(2030, 1, 1)},  # noqa: DTZ001 (naive on purpose)
         {"title": "ok", "idempotency_key": ""},
         {"title": "ok", "body": None},
     ]
