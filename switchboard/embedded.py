@@ -31,6 +31,7 @@ def start(pgdata: Path | None = None, *, cleanup_mode: str = "stop") -> str:
 
     pgdata = pgdata or data_dir() / "pgdata"
     pgdata.parent.mkdir(parents=True, exist_ok=True)
+    _forget_dead_handles(pgdata)
     _server = pgserver.get_server(pgdata, cleanup_mode=cleanup_mode)
     # pgserver's URI uses the 'postgres' database; ours is 'switchboard'.
     exists = _server.psql("SELECT 1 FROM pg_database WHERE datname = 'switchboard';")
@@ -39,9 +40,31 @@ def start(pgdata: Path | None = None, *, cleanup_mode: str = "stop") -> str:
     return _server.get_uri("switchboard")
 
 
+def is_held() -> bool:
+    """Whether this process holds a handle on the embedded server."""
+    return _server is not None
+
+
 def stop() -> None:
     """Release this process's handle now (the server stops if it was the last)."""
     global _server
     if _server is not None:
         _server._cleanup()
         _server = None
+
+
+def _forget_dead_handles(pgdata: Path) -> None:
+    """Drop the pids of processes that died without releasing their handle (SIGKILL, a
+    crash). pgserver never prunes them, so one stale pid would keep every later run from
+    stopping the server on exit."""
+    import psutil
+    from pgserver.postgres_server import PostgresServer
+    from pgserver.utils import DiskList
+
+    handles = DiskList(pgdata.resolve() / ".handle_pids.json")
+    with PostgresServer._lock:
+        pids = handles.get()
+        alive = [pid for pid in pids if psutil.pid_exists(pid)]
+        if alive != pids:
+            log.info("forgetting embedded PostgreSQL handles of exited processes")
+            handles.put(alive)
