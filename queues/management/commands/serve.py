@@ -1,0 +1,47 @@
+"""``switchboard serve``: the web server alone (gunicorn, gthread workers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.core.management.base import BaseCommand
+from django.db import connections
+from gunicorn.app.base import Application
+
+import switchboard
+
+CONFIG_FILE = Path(switchboard.__file__).resolve().parent / "gunicorn_conf.py"
+
+
+class Command(BaseCommand):
+    help = "Serve the Board and the API with gunicorn (settings: switchboard/gunicorn_conf.py)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--host", default="127.0.0.1", help="address to bind [127.0.0.1]")
+        parser.add_argument("--port", type=int, default=8000, help="port to bind [8000]")
+
+    def handle(self, *args, host: str, port: int, **options) -> None:
+        # gunicorn forks its workers from this process: no connection may cross the fork.
+        connections.close_all()
+        # Gunicorn runs in this process (not exec'd), so an embedded PostgreSQL this process
+        # started is released on exit.
+        _Gunicorn(bind=_bind(host, port)).run()
+
+
+def _bind(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+class _Gunicorn(Application):
+    def __init__(self, *, bind: str) -> None:
+        self._bind = bind
+        super().__init__(prog="switchboard serve")
+
+    def load_config(self) -> None:
+        self.load_config_from_file(str(CONFIG_FILE))
+        self.cfg.set("bind", [self._bind])
+
+    def load(self):
+        from switchboard.wsgi import application
+
+        return application

@@ -1,0 +1,177 @@
+"""``switchboard up``: everything a local Switchboard needs, in one command (``make run``).
+
+Migrates, makes sure someone can sign in, then runs the web server and the sweeper as child
+processes until interrupted. With no DATABASE_URL the embedded PostgreSQL was started when
+this process read its settings; the children inherit DATABASE_URL and only attach to it, so
+on the way out the children stop first and the server, held by this process, stops last.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
+
+from switchboard import embedded
+
+FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# How long the web server and sweeper get to stop before they are killed.
+STOP_TIMEOUT_SECONDS = 15
+READY_TIMEOUT_SECONDS = 60
+
+
+class Command(BaseCommand):
+    help = (
+        "Migrate, create a first user if there is none, then serve the Board and API with "
+        "the sweeper until interrupted (what `make run` runs)."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--host", default="127.0.0.1", help="address to bind [127.0.0.1]")
+        parser.add_argument("--port", type=int, default=8000, help="port to bind [8000]")
+        parser.add_argument("--no-demo", action="store_true", help="do not start the demo agents")
+
+    def handle(self, *args, host: str, port: int, no_demo: bool, **options) -> None:
+        _check_port_free(host, port)
+        self._say("Migrating the database…")
+        call_command("migrate", interactive=False, verbosity=0)
+        # WhiteNoise serves from STATIC_ROOT under gunicorn, so CSS needs collecting first.
+        call_command("collectstatic", interactive=False, verbosity=0)
+        sign_in = self._ensure_first_user()
+        # The demo agents (`switchboard demo`, SPEC "Command line and first run") do not exist
+        # yet. When they do, start them here as a third child, unless --no-demo was given or
+        # the database already held todos before this run.
+        del no_demo
+        connections.close_all()  # nothing of this process's session crosses into the children
+
+        self._stop_signal: int | None = None
+        for signum in FORWARDED_SIGNALS:
+            signal.signal(signum, self._on_signal)
+        children = {
+            "web server": _spawn("serve", "--host", host, "--port", str(port)),
+            "sweeper": _spawn("sweep"),
+        }
+        failed = None
+        try:
+            if self._wait_until_serving(host, port, children["web server"]):
+                self._banner(host, port, sign_in)
+            failed = self._supervise(children)
+        finally:
+            self._stop_children(children)
+            connections.close_all()
+            if embedded.is_held():
+                self._say("Stopping the embedded PostgreSQL…")
+                embedded.stop()
+        if failed is not None:
+            raise CommandError(f"The {failed} exited unexpectedly; everything was stopped.")
+        self._say("Stopped.")
+
+    # ----------------------------------------------------------------------------------
+
+    def _ensure_first_user(self) -> str:
+        """Create `admin` when the database has no user yet; say how to sign in."""
+        User = get_user_model()
+        if User.objects.exists():
+            return (
+                "Sign in with your existing user (add one: `switchboard adduser NAME`; "
+                "reset a password: `python manage.py changepassword NAME`)."
+            )
+        given = os.environ.get("SWITCHBOARD_PASSWORD", "")
+        password = given or secrets.token_urlsafe(12)
+        # The first user is the operator too (Django admin at /admin/); the post_save signal
+        # gives them a personal team like everyone else.
+        User.objects.create_superuser("admin", email="", password=password)
+        shown = "the value of SWITCHBOARD_PASSWORD" if given else password
+        note = "" if given else "\n  (this password is shown once; keep it)"
+        return f"Sign in as:  admin\n  password:   {shown}{note}"
+
+    def _banner(self, host: str, port: int, sign_in: str) -> None:
+        shown_host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+        url = (
+            f"http://{shown_host}:{port}/"
+            if ":" not in shown_host
+            else f"http://[{shown_host}]:{port}/"
+        )
+        rule = "=" * 72
+        lines = [
+            rule,
+            f"  Switchboard is running at {url}",
+            f"  {sign_in}",
+            "  Stop with Ctrl-C.",
+            rule,
+        ]
+        self._say("\n" + "\n".join(lines) + "\n")
+
+    def _wait_until_serving(self, host: str, port: int, web: subprocess.Popen) -> bool:
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        while time.monotonic() < deadline and self._stop_signal is None and web.poll() is None:
+            try:
+                with socket.create_connection((_connect_host(host), port), timeout=1):
+                    return True
+            except OSError:
+                time.sleep(0.2)
+        return False
+
+    def _supervise(self, children: dict[str, subprocess.Popen]) -> str | None:
+        """Wait for a stop signal (None) or a child that exits on its own (its name)."""
+        while self._stop_signal is None:
+            for name, child in children.items():
+                if child.poll() is not None:
+                    return name
+            time.sleep(0.2)
+        return None
+
+    def _on_signal(self, signum: int, frame) -> None:
+        first = self._stop_signal is None
+        self._stop_signal = signum
+        if first:
+            self._say(f"\nStopping ({signal.Signals(signum).name})…")
+
+    def _stop_children(self, children: dict[str, subprocess.Popen]) -> None:
+        for child in children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+        for name, child in children.items():
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self._say(f"The {name} did not stop in {STOP_TIMEOUT_SECONDS}s; killing it.")
+                child.kill()
+                child.wait()
+
+    def _say(self, text: str) -> None:
+        self.stdout.write(text)
+        self.stdout.flush()
+
+
+def _spawn(*command: str) -> subprocess.Popen:
+    # The same interpreter and settings; DATABASE_URL (set when the embedded server started)
+    # makes the child attach to this process's database instead of starting its own.
+    return subprocess.Popen([sys.executable, "-m", "switchboard", *command], env=os.environ.copy())
+
+
+def _connect_host(host: str) -> str:
+    return {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            raise CommandError(
+                f"Cannot listen on {host}:{port} ({exc.strerror}). Stop whatever uses it, "
+                "or choose another port: `switchboard up --port 8001`."
+            ) from exc

@@ -1,0 +1,38 @@
+"""Gunicorn settings for ``switchboard serve``.
+
+Threads, not processes, carry the concurrency: a request mostly waits on PostgreSQL, and
+gthread workers keep one database connection per thread (CONN_MAX_AGE reuses it). Also usable
+directly: ``gunicorn -c switchboard/gunicorn_conf.py`` (binds SWITCHBOARD_BIND then).
+"""
+
+import os
+
+
+def _whole(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    try:
+        value = int(raw) if raw else default
+    except ValueError:
+        raise SystemExit(f"{name} must be a whole number, not {raw!r}") from None
+    if value < 1:
+        raise SystemExit(f"{name} must be at least 1, not {value}")
+    return value
+
+
+wsgi_app = "switchboard.wsgi:application"
+bind = [os.environ.get("SWITCHBOARD_BIND", "127.0.0.1:8000")]  # `serve --host/--port` override
+worker_class = "gthread"
+workers = _whole("SWITCHBOARD_WEB_WORKERS", 2)
+threads = _whole("SWITCHBOARD_WEB_THREADS", 8)
+# Agents long-poll and hold keep-alive connections; the worker heartbeat is not a request limit.
+timeout = 60
+keepalive = 5
+# Stop promptly on SIGTERM: `switchboard up` waits for the web server before stopping
+# the embedded PostgreSQL.
+graceful_timeout = 10
+accesslog = "-"
+errorlog = "-"
+access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms'
+# Gunicorn ≥ 25 opens a control socket at one fixed path per user: two servers on one machine
+# (a test run beside `make run`) would take it from each other. Nothing here uses it.
+control_socket_disable = True

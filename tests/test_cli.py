@@ -1,0 +1,337 @@
+"""The `switchboard` command as a user runs it: real subprocesses against the test database."""
+
+from __future__ import annotations
+
+import http.cookiejar
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.conf import global_settings
+from django.contrib.auth import get_user_model
+from django.db import connection
+
+from queues import endpoints, transitions
+from queues.models import Endpoint, Membership, Team, Todo
+from switchboard import dburl
+from tests.queues.helpers import lapse_lease
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+# The console script installed beside this interpreter (pyproject: [project.scripts]).
+SWITCHBOARD = str(Path(sys.executable).with_name("switchboard"))
+
+
+@pytest.fixture
+def cli_env() -> dict[str, str]:
+    """The environment of a user's shell pointed at the test database (committed rows are
+    visible to the subprocess: these tests run outside a test transaction)."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DJANGO_SETTINGS_MODULE", "SWITCHBOARD_PASSWORD", "SECRET_KEY", "DEBUG"}
+    }
+    env["DATABASE_URL"] = dburl.build(connection.settings_dict)
+    env["SWITCHBOARD_DEV"] = "1"
+    return env
+
+
+@pytest.fixture
+def real_hashers(settings):
+    """The subprocesses hash with the production hashers; the test settings' fast MD5 hasher
+    alone could not check what they stored."""
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
+
+
+@pytest.fixture
+def switchboard(cli_env, tmp_path):
+    def run(*args: str, **env: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [SWITCHBOARD, *args],
+            env={**cli_env, **env},
+            cwd=tmp_path,
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    return run
+
+
+def test_outside_development_it_refuses_to_start_without_a_secret_key(switchboard, db):
+    result = switchboard("sweep", "--once", SWITCHBOARD_DEV="0")
+
+    assert result.returncode == 2
+    assert "switchboard: SECRET_KEY is not set" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# vend
+
+
+def test_vend_prints_only_the_token(switchboard, team):
+    result = switchboard("vend", "docs-builder", "--team", team.slug, "--verbs", "complete,claim")
+
+    assert result.returncode == 0, result.stderr
+    token = result.stdout.removesuffix("\n")
+    assert token and "\n" not in token and " " not in token
+    endpoint = endpoints.authenticate(token)
+    assert endpoint is not None
+    assert (endpoint.agent_id, endpoint.team_id) == ("docs-builder", team.id)
+    assert endpoint.verbs == ["claim", "complete"]
+    assert "shown once" in result.stderr
+
+
+def test_vend_to_an_unknown_team_fails_with_a_clear_message(switchboard, team):
+    result = switchboard("vend", "docs-builder", "--team", "no-such-team")
+
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert "No team with slug 'no-such-team'" in result.stderr
+    assert not Endpoint.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--verbs", "claim,teleport"], "Unknown verbs: teleport"),
+        (["--name", "again"], "already exists"),
+    ],
+)
+def test_vend_refuses_bad_input(switchboard, team, args, message):
+    endpoints.vend(team, "docs-builder")
+
+    result = switchboard("vend", "docs-builder", "--team", team.slug, *args)
+
+    assert result.returncode == 1 and result.stdout == ""
+    assert message in result.stderr
+    assert Endpoint.objects.count() == 1
+
+
+# ---------------------------------------------------------------------------------------
+# adduser
+
+
+def test_adduser_creates_a_team_and_makes_them_its_owner(switchboard, real_hashers):
+    password = "correct horse battery"
+
+    first = switchboard("adduser", "bob", "--team", "ops", "--staff", SWITCHBOARD_PASSWORD=password)
+    second = switchboard("adduser", "carol", "--team", "ops", SWITCHBOARD_PASSWORD=password)
+
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 0, second.stderr
+    bob = get_user_model().objects.get(username="bob")
+    carol = get_user_model().objects.get(username="carol")
+    assert bob.check_password(password) and bob.is_staff and not bob.is_superuser
+    assert not carol.is_staff
+    roles = dict(Membership.objects.filter(team__slug="ops").values_list("user__username", "role"))
+    assert roles == {"bob": "owner", "carol": "member"}
+    assert bob.teams.filter(personal=True).count() == 1  # the post_save signal's team
+    assert "owner of team ops" in first.stdout
+
+
+def test_adduser_refuses_an_existing_name(switchboard, user):
+    result = switchboard("adduser", user.username, SWITCHBOARD_PASSWORD="another long one")
+
+    assert result.returncode == 1
+    assert "already exists" in result.stderr
+    assert user.teams.count() == 1
+
+
+def test_adduser_without_a_password_or_a_terminal_fails(switchboard, db):
+    result = switchboard("adduser", "dave")
+
+    assert result.returncode == 1
+    assert "SWITCHBOARD_PASSWORD" in result.stderr
+    assert not get_user_model().objects.filter(username="dave").exists()
+    assert not Team.objects.exists()
+
+
+def test_adduser_applies_the_password_rules(switchboard, db):
+    result = switchboard("adduser", "erin", SWITCHBOARD_PASSWORD="short")
+
+    assert result.returncode == 1
+    assert "too short" in result.stderr
+    assert not get_user_model().objects.exists()
+
+
+# ---------------------------------------------------------------------------------------
+# sweep
+
+
+def test_sweep_once_reaps_a_lapsed_lease_and_prints_the_counts(switchboard, endpoint, make_todo):
+    todo = make_todo()
+    transitions.claim_next(endpoint=endpoint)
+    lapse_lease(todo.id)
+
+    result = switchboard("sweep", "--once")
+
+    assert result.returncode == 0, result.stderr
+    assert "reaped: 1" in result.stdout.splitlines()
+    assert "deleted_by_age: 0" in result.stdout.splitlines()
+    assert Todo.objects.get(pk=todo.id).state == "pending"
+
+
+# ---------------------------------------------------------------------------------------
+# serve and up: long-running; started, checked over HTTP, stopped
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [SWITCHBOARD, *args],
+            env=env,
+            cwd=log.parent,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _wait_for_200(url: str, process: subprocess.Popen, log: Path, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(f"exited with {process.returncode} before serving:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        time.sleep(0.2)
+    pytest.fail(f"{url} never answered 200:\n{log.read_text()}")
+
+
+def _stop(process: subprocess.Popen) -> int:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+    try:
+        return process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise
+
+
+def _refuses_connections(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return True
+    return False
+
+
+def test_serve_answers_the_login_page(cli_env, tmp_path, db):
+    port = _free_port()
+    env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1", "SWITCHBOARD_WEB_THREADS": "2"}
+    log = tmp_path / "serve.log"
+    server = _start(["serve", "--port", str(port)], env, log)
+    try:
+        _wait_for_200(f"http://127.0.0.1:{port}/login/", server, log)
+    finally:
+        code = _stop(server)
+
+    assert code == 0, log.read_text()
+    assert _refuses_connections(port)
+
+
+def _wait_for_banner(log: Path) -> None:
+    """`up` prints how to sign in once its server answers, a moment after we see it do so."""
+    deadline = time.monotonic() + 10
+    while "Stop with Ctrl-C" not in log.read_text():
+        if time.monotonic() > deadline:
+            pytest.fail(f"no sign-in banner:\n{log.read_text()}")
+        time.sleep(0.1)
+
+
+def _sign_in(base: str, username: str, password: str) -> str:
+    """Sign in through the login form as a browser would; return the page landed on."""
+    opener = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+    )
+    with opener.open(f"{base}login/") as response:
+        csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', response.read().decode())
+    assert csrf is not None
+    form = urllib.parse.urlencode(
+        {"csrfmiddlewaretoken": csrf[1], "username": username, "password": password}
+    ).encode()
+    with opener.open(f"{base}login/", data=form) as response:
+        assert response.url == base
+        return response.read().decode()
+
+
+def test_up_makes_a_first_user_serves_and_stops_its_children(cli_env, tmp_path, real_hashers):
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}/"
+    env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1", "SWITCHBOARD_WEB_THREADS": "2"}
+    log = tmp_path / "up.log"
+    up = _start(["up", "--port", str(port), "--no-demo"], env, log)
+    try:
+        _wait_for_200(f"{base}login/", up, log)
+        with urllib.request.urlopen(f"{base}static/board/board.css") as css:
+            assert css.status == 200
+        _wait_for_banner(log)
+        printed = re.search(r"Sign in as:\s+(\S+)\n\s+password:\s+(\S+)", log.read_text())
+        assert printed is not None, log.read_text()
+        page = _sign_in(base, printed[1], printed[2])
+    finally:
+        code = _stop(up)
+
+    output = log.read_text()
+    assert code == 0, output
+    assert f"Switchboard is running at {base}" in output
+    assert printed[1] == "admin" and get_user_model().objects.get().username == "admin"
+    assert "Signed in as <strong>admin</strong>" in page
+    assert "sweeper started" in output and "sweeper stopped" in output
+    assert _refuses_connections(port)
+
+
+def test_up_does_not_echo_a_password_it_was_given(cli_env, tmp_path, real_hashers):
+    port = _free_port()
+    env = {
+        **cli_env,
+        "SWITCHBOARD_PASSWORD": "given by the operator",
+        "SWITCHBOARD_WEB_WORKERS": "1",
+    }
+    log = tmp_path / "up.log"
+    up = _start(["up", "--port", str(port)], env, log)
+    try:
+        _wait_for_200(f"http://127.0.0.1:{port}/login/", up, log)
+        _wait_for_banner(log)
+    finally:
+        code = _stop(up)
+
+    output = log.read_text()
+    assert code == 0, output
+    assert "password:   the value of SWITCHBOARD_PASSWORD" in output
+    assert "given by the operator" not in output
+    assert get_user_model().objects.get().check_password("given by the operator")
+
+
+def test_up_on_a_busy_port_says_so_before_touching_anything(switchboard, db):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        result = switchboard("up", "--port", str(busy.getsockname()[1]))
+
+    assert result.returncode == 1
+    assert "Cannot listen on 127.0.0.1:" in result.stderr and "--port" in result.stderr
+    assert not get_user_model().objects.exists()
