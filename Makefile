@@ -1,0 +1,57 @@
+# Switchboard: `make run` to try it, `make test` before you push.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV := .venv
+PY := $(VENV)/bin/python
+# Reinstall only when pyproject.toml changed since the last install.
+STAMP := $(VENV)/.installed
+
+.PHONY: help run test lint bench clean
+
+help:
+	@echo "make run    start Switchboard on http://127.0.0.1:8000/ (embedded PostgreSQL in ./var)"
+	@echo "make test   migrations check, ruff, and the whole test suite"
+	@echo "make lint   ruff check and ruff format --check"
+	@echo "make bench  the benchmarks in bench/"
+	@echo "make clean  remove the virtualenv, caches and collected static files (keeps ./var)"
+
+# Python >= 3.12: pyenv's 3.12 (this repo's .python-version), python3.12 on PATH, any
+# ~/.pyenv 3.12, else python3 if it is new enough.
+$(PY):
+	@python="$$(pyenv which python3.12 2>/dev/null || command -v python3.12 || true)"; \
+	if [ -z "$$python" ]; then python="$$(ls -d $$HOME/.pyenv/versions/3.12*/bin/python 2>/dev/null | sort -V | tail -n 1)"; fi; \
+	if [ -z "$$python" ] && python3 -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then python="$$(command -v python3)"; fi; \
+	if [ -z "$$python" ]; then \
+	  echo "make: Switchboard needs Python 3.12 or newer, and none was found" >&2; \
+	  echo "      (tried: pyenv which python3.12, python3.12 on PATH, ~/.pyenv/versions/3.12*, python3)." >&2; \
+	  echo "      Install it, e.g. 'pyenv install 3.12', and run make again." >&2; \
+	  exit 1; \
+	fi; \
+	echo "Creating $(VENV) with $$python"; \
+	"$$python" -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+run: $(STAMP)
+	SWITCHBOARD_DEV=1 $(VENV)/bin/switchboard up
+
+test: $(STAMP)
+	SWITCHBOARD_DEV=1 DJANGO_SETTINGS_MODULE=switchboard.settings_test $(PY) manage.py makemigrations --check --dry-run
+	$(VENV)/bin/ruff check .
+	@rc=0; $(VENV)/bin/pytest -q || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure." >&2; fi; \
+	exit $$rc
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+bench: $(STAMP)
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache staticfiles build dist *.egg-info
+	find . -path ./var -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
