@@ -25,8 +25,9 @@ def parse_verbs(value: str | list[str] | None) -> list[str]:
     return [v for v in VERBS if v in verbs]
 
 
-def vend(team: Team, agent_id: str, *, verbs=None, name: str = "", user=None
-         ) -> tuple[Endpoint, str]:
+def vend(
+    team: Team, agent_id: str, *, verbs=None, name: str = "", user=None
+) -> tuple[Endpoint, str]:
     """Create an endpoint with a frozen verb set. Returns it and its token (shown once)."""
     slug = slugify(agent_id)
     if not slug or slug != agent_id:
@@ -35,11 +36,18 @@ def vend(team: Team, agent_id: str, *, verbs=None, name: str = "", user=None
     try:
         with transaction.atomic():
             endpoint = Endpoint.objects.create(
-                team=team, agent_id=agent_id, name=name or agent_id,
-                token_hash=tokens.digest(token), verbs=parse_verbs(verbs),
+                team=team,
+                agent_id=agent_id,
+                name=name or agent_id,
+                token_hash=tokens.digest(token),
+                verbs=parse_verbs(verbs),
             )
-            TodoEvent.objects.create(team=team, actor_user=user, kind="vend",
-                                     detail={"agent_id": agent_id, "verbs": endpoint.verbs})
+            TodoEvent.objects.create(
+                team=team,
+                actor_user=user,
+                kind="vend",
+                detail={"agent_id": agent_id, "verbs": endpoint.verbs},
+            )
     except IntegrityError as exc:
         raise Conflict(f"An endpoint named {agent_id!r} already exists in this team.") from exc
     return endpoint, token
@@ -54,8 +62,12 @@ def rotate(endpoint: Endpoint, *, user=None) -> str:
         endpoint.token_hash = tokens.digest(token)
         endpoint.rotated_at = timezone.now()
         endpoint.save(update_fields=["token_hash", "rotated_at"])
-        TodoEvent.objects.create(team_id=endpoint.team_id, actor_user=user, kind="rotate",
-                                 detail={"agent_id": endpoint.agent_id})
+        TodoEvent.objects.create(
+            team_id=endpoint.team_id,
+            actor_user=user,
+            kind="rotate",
+            detail={"agent_id": endpoint.agent_id},
+        )
     return token
 
 

@@ -279,8 +279,11 @@ class Todo(models.Model):
                 name="todos_terminal",
                 condition=Q(state__in=["done", "dead", "canceled"]),
             ),
-            models.Index("ended_at", name="todos_terminal_age",
-                         condition=Q(state__in=["done", "dead", "canceled"])),
+            models.Index(
+                "ended_at",
+                name="todos_terminal_age",
+                condition=Q(state__in=["done", "dead", "canceled"]),
+            ),
             # list_todos: newest first, optionally by state.
             models.Index("endpoint", models.F("id").desc(), name="todos_endpoint_list"),
             models.Index("endpoint", "state", models.F("id").desc(), name="todos_endpoint_state"),
@@ -357,8 +360,11 @@ class TodoAttempt(models.Model):
             ),
             models.CheckConstraint(
                 condition=(Q(ended_at__isnull=True) & Q(outcome="") & Q(disposition=""))
-                | (Q(ended_at__isnull=False) & Q(outcome__in=Outcome.values)
-                   & Q(disposition__in=Disposition.values)),
+                | (
+                    Q(ended_at__isnull=False)
+                    & Q(outcome__in=Outcome.values)
+                    & Q(disposition__in=Disposition.values)
+                ),
                 name="todo_attempts_closed_valid",
             ),
             # At most one open attempt per todo is an EXCLUDE constraint in migration 0002.

@@ -45,8 +45,9 @@ def get_todo_for_endpoint(endpoint: Endpoint, todo_id, *, attempts_limit=None) -
     """get_todo on the agent path: a todo of the endpoint's own queue, with its newest
     attempts; or a todo it sent elsewhere (as requester): state and result, no attempts."""
     todo_id = _todo_id(todo_id)
-    limit = _limit(attempts_limit, name="attempts_limit", default=ATTEMPTS_DEFAULT,
-                   maximum=ATTEMPTS_MAX)
+    limit = _limit(
+        attempts_limit, name="attempts_limit", default=ATTEMPTS_DEFAULT, maximum=ATTEMPTS_MAX
+    )
     statement = sql.SELECT_TODO.format(
         scope="t.endpoint_id = %(endpoint_id)s OR t.requester_id = %(endpoint_id)s"
     )
@@ -62,10 +63,12 @@ def get_todo_for_endpoint(endpoint: Endpoint, todo_id, *, attempts_limit=None) -
 def get_todo_for_user(user, todo_id, *, attempts_limit=None) -> TodoDetail:
     """The Board path: a todo of any endpoint in the user's teams."""
     todo_id = _todo_id(todo_id)
-    limit = _limit(attempts_limit, name="attempts_limit", default=ATTEMPTS_DEFAULT,
-                   maximum=ATTEMPTS_MAX)
-    rows = _fetch(sql.SELECT_TODO.format(scope=sql.SCOPE_USER),
-                  {"todo_id": todo_id, "scope_user": user.pk})
+    limit = _limit(
+        attempts_limit, name="attempts_limit", default=ATTEMPTS_DEFAULT, maximum=ATTEMPTS_MAX
+    )
+    rows = _fetch(
+        sql.SELECT_TODO.format(scope=sql.SCOPE_USER), {"todo_id": todo_id, "scope_user": user.pk}
+    )
     if not rows:
         raise NotFound()
     todo = TodoRecord.from_row(rows[0])
@@ -79,16 +82,19 @@ def _attempts(todo: TodoRecord, limit: int) -> list[AttemptRecord]:
     return [AttemptRecord.from_row(row).with_live_lease(todo) for row in rows]
 
 
-def list_todos(endpoint: Endpoint, *, state=None, limit=None, cursor=None
-               ) -> tuple[list[TodoRecord], str | None]:
+def list_todos(
+    endpoint: Endpoint, *, state=None, limit=None, cursor=None
+) -> tuple[list[TodoRecord], str | None]:
     """The endpoint's queue, newest first, by keyset: ``cursor`` continues after the last
     page. One query."""
     if state is not None and state not in TodoState.values:
         raise Invalid(f"state must be one of {', '.join(TodoState.values)}.")
     limit = _limit(limit, name="limit", default=LIST_DEFAULT, maximum=LIST_MAX)
     before_id = decode_cursor(cursor) if cursor is not None else None
-    rows = _fetch(sql.LIST_TODOS, {"endpoint_id": endpoint.pk, "state": state,
-                                   "before_id": before_id, "limit": limit + 1})
+    rows = _fetch(
+        sql.LIST_TODOS,
+        {"endpoint_id": endpoint.pk, "state": state, "before_id": before_id, "limit": limit + 1},
+    )
     todos = [TodoRecord.from_row(row) for row in rows[:limit]]
     next_cursor = encode_cursor(todos[-1].id) if len(rows) > limit else None
     return todos, next_cursor

@@ -295,7 +295,9 @@ def _close(cur_filter: str, cur_tail: str = "FOR UPDATE OF t") -> str:
 # The agent's fast path: it holds the open attempt, which is not fenced, and the seq (if
 # given) matches. No row back means "not that simple": the caller takes the locked path.
 CLOSE_HELD_BY_AGENT = _close(
-    "t.id = %(todo_id)s AND " + SCOPE_ENDPOINT + """
+    "t.id = %(todo_id)s AND "
+    + SCOPE_ENDPOINT
+    + """
        AND a.claimer_kind = 'endpoint' AND a.endpoint_id = %(scope_endpoint)s
        AND a.lease_token_hash IS NULL
        AND (%(attempt_seq)s::int IS NULL OR a.seq = %(attempt_seq)s::int)"""
@@ -328,7 +330,9 @@ UPDATE todos t
 RETURNING t.lease_expires_at, t.last_attempt_seq
 """
 HEARTBEAT_HELD_BY_AGENT = _HEARTBEAT.format(
-    filter="t.id = %(todo_id)s AND " + SCOPE_ENDPOINT + """
+    filter="t.id = %(todo_id)s AND "
+    + SCOPE_ENDPOINT
+    + """
        AND a.claimer_kind = 'endpoint' AND a.endpoint_id = %(scope_endpoint)s
        AND a.lease_token_hash IS NULL
        AND (%(attempt_seq)s::int IS NULL OR a.seq = %(attempt_seq)s::int)"""
@@ -347,9 +351,7 @@ SELECT t.id, t.state, t.endpoint_id, t.requester_id, t.last_attempt_seq, t.round
  WHERE t.id = %(todo_id)s AND ({scope})
    FOR UPDATE OF t
 """
-LOCK_TODO_AGENT = LOCK_TODO.format(
-    scope=SCOPE_ENDPOINT + " OR t.requester_id = %(scope_endpoint)s"
-)
+LOCK_TODO_AGENT = LOCK_TODO.format(scope=SCOPE_ENDPOINT + " OR t.requester_id = %(scope_endpoint)s")
 LOCK_TODO_USER = LOCK_TODO.format(scope=SCOPE_USER)
 
 ATTEMPT_FOR_CHECK = """
@@ -441,13 +443,23 @@ HAVING count(*) > %(cap)s
 """
 
 RETENTION_BY_CAP = """
-WITH beyond AS (
-    SELECT t.id FROM todos t
+WITH cutoff AS (
+    -- The newest `cap` terminal todos stay. The cutoff is found without locks: with
+    -- SKIP LOCKED in the same scan, a locked newer row would not count toward the OFFSET
+    -- and one older todo too many would go.
+    SELECT t.ended_at, t.id FROM todos t
      WHERE t.endpoint_id = %(endpoint_id)s AND t.state IN ('done', 'dead', 'canceled')
      ORDER BY t.ended_at DESC, t.id DESC
-    OFFSET %(cap)s
+    OFFSET %(cap)s - 1
+     LIMIT 1
+),
+beyond AS (
+    SELECT t.id FROM todos t, cutoff c
+     WHERE t.endpoint_id = %(endpoint_id)s AND t.state IN ('done', 'dead', 'canceled')
+       AND (t.ended_at, t.id) < (c.ended_at, c.id)
+     ORDER BY t.ended_at, t.id
      LIMIT %(batch)s
-       FOR UPDATE SKIP LOCKED
+       FOR UPDATE OF t SKIP LOCKED
 )
 DELETE FROM todos t USING beyond WHERE t.id = beyond.id
 RETURNING t.id

@@ -45,8 +45,12 @@ def add_member(team: Team, user, *, role: str = Membership.Role.MEMBER, by=None)
             membership.save(update_fields=["role"])
         elif not created:
             return membership
-        TodoEvent.objects.create(team=team, actor_user=by, kind="member_add",
-                                 detail={"user_id": user.pk, "role": membership.role})
+        TodoEvent.objects.create(
+            team=team,
+            actor_user=by,
+            kind="member_add",
+            detail={"user_id": user.pk, "role": membership.role},
+        )
     return membership
 
 
@@ -62,6 +66,7 @@ def remove_member(team: Team, user, *, by=None) -> bool:
         if membership.role == Membership.Role.OWNER and owners.count() == 1:
             raise Conflict("A team keeps at least one owner.")
         membership.delete()
-        TodoEvent.objects.create(team=team, actor_user=by, kind="member_remove",
-                                 detail={"user_id": user.pk})
+        TodoEvent.objects.create(
+            team=team, actor_user=by, kind="member_remove", detail={"user_id": user.pk}
+        )
     return True

@@ -216,8 +216,13 @@ def claim(
             _raise_missing_or_conflict(actor, todo_id, "That todo is not claimable now.")
         result = _claim_from_rows(rows, token)
         if result is not None and not actor.is_agent:
-            _event(todo_id, _team_of(result.todo), user=actor.user, kind="claim",
-                   detail={"attempt_seq": result.attempt_seq})
+            _event(
+                todo_id,
+                _team_of(result.todo),
+                user=actor.user,
+                kind="claim",
+                detail={"attempt_seq": result.attempt_seq},
+            )
     if result is None:
         raise Conflict(
             "That todo's lease had lapsed on its last allowed attempt; it was dead-lettered."
@@ -277,8 +282,9 @@ def _claim_from_rows(rows: list, token: str | None) -> Claim | None:
     if todo.state != TodoState.CLAIMED:
         return None
     prior = [attempt for _, attempt in map(split_row, rows) if attempt is not None]
-    return Claim(todo=todo, attempt_seq=todo.last_attempt_seq, lease_token=token,
-                 prior_attempts=prior)
+    return Claim(
+        todo=todo, attempt_seq=todo.last_attempt_seq, lease_token=token, prior_attempts=prior
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -327,8 +333,13 @@ def heartbeat(
         params["attempt_seq"] = open_attempt.seq
         rows = _fetch(sql.HEARTBEAT_CHECKED, params)
         if not actor.is_agent:
-            _event(todo_id, locked.team_id, user=actor.user, kind="extend",
-                   detail={"attempt_seq": open_attempt.seq})
+            _event(
+                todo_id,
+                locked.team_id,
+                user=actor.user,
+                kind="extend",
+                detail={"attempt_seq": open_attempt.seq},
+            )
         return rows[0][0]
 
 
@@ -347,8 +358,16 @@ def complete(
     artifact: str | None = None,
 ) -> Closed:
     """The holder reports success: todo done, attempt completed/done."""
-    return _end(actor, "complete", todo_id, attempt_seq=attempt_seq, lease_token=lease_token,
-                result=result, summary=summary, artifact=artifact)
+    return _end(
+        actor,
+        "complete",
+        todo_id,
+        attempt_seq=attempt_seq,
+        lease_token=lease_token,
+        result=result,
+        summary=summary,
+        artifact=artifact,
+    )
 
 
 def fail(
@@ -366,8 +385,17 @@ def fail(
     when ``retryable`` is false."""
     if not isinstance(retryable, bool):
         raise Invalid("retryable must be true or false.")
-    return _end(actor, "fail", todo_id, attempt_seq=attempt_seq, lease_token=lease_token,
-                result=result, summary=summary, artifact=artifact, retryable=retryable)
+    return _end(
+        actor,
+        "fail",
+        todo_id,
+        attempt_seq=attempt_seq,
+        lease_token=lease_token,
+        result=result,
+        summary=summary,
+        artifact=artifact,
+        retryable=retryable,
+    )
 
 
 def release(
@@ -381,8 +409,15 @@ def release(
 ) -> Closed:
     """End the attempt without a verdict: back to pending, the failure budget untouched. The
     holder may release; so may a human on any lease in their teams (passing its fence)."""
-    return _end(actor, "release", todo_id, attempt_seq=attempt_seq, lease_token=lease_token,
-                summary=summary, artifact=artifact)
+    return _end(
+        actor,
+        "release",
+        todo_id,
+        attempt_seq=attempt_seq,
+        lease_token=lease_token,
+        summary=summary,
+        artifact=artifact,
+    )
 
 
 def cancel(
@@ -422,9 +457,16 @@ def _end(
     artifact_b = bound_artifact(artifact)
     params = {
         **actor.scope_params(),
-        **_close_params(outcome=outcome, ok_state=ok_state, counts_failure=counts_failure,
-                        sets_result=sets_result, result=stored_result, summary=summary_b,
-                        artifact=artifact_b, force_dead=verb == "fail" and not retryable),
+        **_close_params(
+            outcome=outcome,
+            ok_state=ok_state,
+            counts_failure=counts_failure,
+            sets_result=sets_result,
+            result=stored_result,
+            summary=summary_b,
+            artifact=artifact_b,
+            force_dead=verb == "fail" and not retryable,
+        ),
         "todo_id": todo_id,
         "attempt_seq": attempt_seq,
     }
@@ -437,7 +479,11 @@ def _end(
 
 
 def _end_checked(
-    actor: Actor, verb: str, todo_id: int, attempt_seq: int | None, lease_token: str | None,
+    actor: Actor,
+    verb: str,
+    todo_id: int,
+    attempt_seq: int | None,
+    lease_token: str | None,
     params: dict,
 ) -> Closed:
     """The locked path: classify the call (SPEC, "Which attempt a call means") and act."""
@@ -459,8 +505,14 @@ def _end_checked(
             _check_fence(open_attempt, lease_token)
             return _close_checked(actor, verb, open_attempt.seq, params, locked, ended_by=None)
         if overrides and attempt_seq in (None, open_attempt.seq) and lease_token is None:
-            return _close_checked(actor, verb, open_attempt.seq, params, locked,
-                                  ended_by=None if actor.is_agent else actor.user.pk)
+            return _close_checked(
+                actor,
+                verb,
+                open_attempt.seq,
+                params,
+                locked,
+                ended_by=None if actor.is_agent else actor.user.pk,
+            )
     elif verb == "cancel" and locked.state in (TodoState.PENDING, TodoState.RETRY_WAIT):
         if attempt_seq is not None or lease_token is not None:
             raise Conflict("That todo has no open attempt.")
@@ -477,23 +529,38 @@ def _end_checked(
         and _closed_by(actor, named, verb)
         and _fence_ok(named, lease_token)
     ):
-        return Closed(todo=_read_todo(todo_id), attempt=_read_attempt(todo_id, named.seq),
-                      replayed=True)
+        return Closed(
+            todo=_read_todo(todo_id), attempt=_read_attempt(todo_id, named.seq), replayed=True
+        )
     raise Conflict(_conflict_message(locked, open_attempt, attempt_seq))
 
 
-def _close_checked(actor: Actor, verb: str, seq: int, params: dict, locked, *,
-                   ended_by: int | None) -> Closed:
+def _close_checked(
+    actor: Actor, verb: str, seq: int, params: dict, locked, *, ended_by: int | None
+) -> Closed:
     params = {**params, "attempt_seq": seq, "ended_by": ended_by}
     rows = _fetch(sql.CLOSE_CHECKED, params)
     closed = _closed(rows)
     if not actor.is_agent:
-        _event(locked.id, locked.team_id, user=actor.user, kind=verb,
-               detail={"attempt_seq": seq, "outcome": closed.attempt.outcome,
-                       "disposition": closed.attempt.disposition})
+        _event(
+            locked.id,
+            locked.team_id,
+            user=actor.user,
+            kind=verb,
+            detail={
+                "attempt_seq": seq,
+                "outcome": closed.attempt.outcome,
+                "disposition": closed.attempt.disposition,
+            },
+        )
     elif locked.endpoint_id != actor.endpoint.pk:
-        _event(locked.id, locked.team_id, endpoint=actor.endpoint, kind="cancel",
-               detail={"attempt_seq": seq, "requester": True})
+        _event(
+            locked.id,
+            locked.team_id,
+            endpoint=actor.endpoint,
+            kind="cancel",
+            detail={"attempt_seq": seq, "requester": True},
+        )
     if closed.todo.state == TodoState.PENDING:
         _ring(closed.todo.endpoint_id)
     return closed
@@ -501,17 +568,35 @@ def _close_checked(actor: Actor, verb: str, seq: int, params: dict, locked, *,
 
 def _cancel_unclaimed(actor: Actor, locked) -> Closed:
     moved = Todo.objects.filter(pk=locked.id, state=locked.state).update(
-        state=TodoState.CANCELED, next_retry_at=None, ended_at=Now(), updated_at=Now(),
+        state=TodoState.CANCELED,
+        next_retry_at=None,
+        ended_at=Now(),
+        updated_at=Now(),
     )
     if moved != 1:  # impossible under the row lock; guard anyway
         raise Conflict("That todo moved on; read it again.")
-    _event(locked.id, locked.team_id, user=None if actor.is_agent else actor.user,
-           endpoint=actor.endpoint, kind="cancel", detail={"from_state": locked.state})
+    _event(
+        locked.id,
+        locked.team_id,
+        user=None if actor.is_agent else actor.user,
+        endpoint=actor.endpoint,
+        kind="cancel",
+        detail={"from_state": locked.state},
+    )
     return Closed(todo=_read_todo(locked.id), attempt=None)
 
 
-def _close_params(*, outcome: str, ok_state: str, counts_failure: bool, sets_result: bool,
-                  result: Any, summary: Bounded, artifact: Bounded, force_dead: bool) -> dict:
+def _close_params(
+    *,
+    outcome: str,
+    ok_state: str,
+    counts_failure: bool,
+    sets_result: bool,
+    result: Any,
+    summary: Bounded,
+    artifact: Bounded,
+    force_dead: bool,
+) -> dict:
     return {
         "outcome": outcome,
         "ok_state": ok_state,
@@ -543,7 +628,10 @@ def _closed(rows: list) -> Closed:
 def retry_now(user, todo_id: int) -> TodoRecord:
     """A waiting retry (retry_wait) goes to pending at once: same round, counters kept."""
     return _requeue_by_hand(
-        user, todo_id, from_states=(TodoState.RETRY_WAIT,), kind="retry_now",
+        user,
+        todo_id,
+        from_states=(TodoState.RETRY_WAIT,),
+        kind="retry_now",
         changes={"next_retry_at": None},
         message="Only a todo waiting to retry can be retried now.",
     )
@@ -553,16 +641,26 @@ def rerun(user, todo_id: int) -> TodoRecord:
     """A finished todo (dead, done or canceled) runs again in a new round: pending, round+1,
     attempt and failures reset, the result of record cleared (each attempt keeps its own)."""
     return _requeue_by_hand(
-        user, todo_id, from_states=(TodoState.DEAD, TodoState.DONE, TodoState.CANCELED),
+        user,
+        todo_id,
+        from_states=(TodoState.DEAD, TodoState.DONE, TodoState.CANCELED),
         kind="rerun",
-        changes={"round": F("round") + 1, "attempt": 0, "failures": 0, "result": None,
-                 "dead_letter_reason": "", "ended_at": None, "not_before": None},
+        changes={
+            "round": F("round") + 1,
+            "attempt": 0,
+            "failures": 0,
+            "result": None,
+            "dead_letter_reason": "",
+            "ended_at": None,
+            "not_before": None,
+        },
         message="Only a done, dead or canceled todo can be rerun.",
     )
 
 
-def _requeue_by_hand(user, todo_id: int, *, from_states: tuple, kind: str, changes: dict,
-                     message: str) -> TodoRecord:
+def _requeue_by_hand(
+    user, todo_id: int, *, from_states: tuple, kind: str, changes: dict, message: str
+) -> TodoRecord:
     actor = Actor.human(user)
     todo_id = _todo_id(todo_id)
     with transaction.atomic(durable=True):
@@ -574,8 +672,7 @@ def _requeue_by_hand(user, todo_id: int, *, from_states: tuple, kind: str, chang
         )
         if moved != 1:
             raise Conflict("That todo moved on; read it again.")
-        _event(todo_id, locked.team_id, user=user, kind=kind,
-               detail={"from_state": locked.state})
+        _event(todo_id, locked.team_id, user=user, kind=kind, detail={"from_state": locked.state})
         _ring(locked.endpoint_id)
         return _read_todo(todo_id)
 
@@ -594,9 +691,16 @@ def revoke_endpoint(endpoint: Endpoint, *, user=None) -> int:
         if updated != 1:
             raise Conflict("That endpoint is already revoked.")
         params = {
-            **_close_params(outcome=Outcome.REVOKED, ok_state=TodoState.DEAD,
-                            counts_failure=False, sets_result=False, result=None,
-                            summary=NOTHING, artifact=NOTHING, force_dead=True),
+            **_close_params(
+                outcome=Outcome.REVOKED,
+                ok_state=TodoState.DEAD,
+                counts_failure=False,
+                sets_result=False,
+                result=None,
+                summary=NOTHING,
+                artifact=NOTHING,
+                force_dead=True,
+            ),
             "endpoint_id": endpoint.pk,
         }
         # Until none is left: a claim that committed after this statement's snapshot is
@@ -605,23 +709,38 @@ def revoke_endpoint(endpoint: Endpoint, *, user=None) -> int:
         while rows := _fetch(sql.CLOSE_ALL_OF_ENDPOINT, params):
             closed.extend(rows)
         unclaimed = list(
-            Todo.objects.filter(endpoint=endpoint, state__in=[TodoState.PENDING,
-                                                               TodoState.RETRY_WAIT])
+            Todo.objects.filter(
+                endpoint=endpoint, state__in=[TodoState.PENDING, TodoState.RETRY_WAIT]
+            )
             .select_for_update()
             .values_list("pk", flat=True)
         )
         Todo.objects.filter(pk__in=unclaimed).update(
-            state=TodoState.DEAD, dead_letter_reason=Outcome.REVOKED, next_retry_at=None,
-            ended_at=Now(), updated_at=Now(),
+            state=TodoState.DEAD,
+            dead_letter_reason=Outcome.REVOKED,
+            next_retry_at=None,
+            ended_at=Now(),
+            updated_at=Now(),
         )
         TodoEvent.objects.bulk_create(
-            TodoEvent(team_id=endpoint.team_id, todo_id=pk, actor_user=user, kind="revoked",
-                      detail={"reason": "endpoint revoked", "open_attempt": False})
+            TodoEvent(
+                team_id=endpoint.team_id,
+                todo_id=pk,
+                actor_user=user,
+                kind="revoked",
+                detail={"reason": "endpoint revoked", "open_attempt": False},
+            )
             for pk in unclaimed
         )
-        TodoEvent.objects.create(team_id=endpoint.team_id, actor_user=user, kind="revoke",
-                                 detail={"agent_id": endpoint.agent_id,
-                                         "todos_dead_lettered": len(closed) + len(unclaimed)})
+        TodoEvent.objects.create(
+            team_id=endpoint.team_id,
+            actor_user=user,
+            kind="revoke",
+            detail={
+                "agent_id": endpoint.agent_id,
+                "todos_dead_lettered": len(closed) + len(unclaimed),
+            },
+        )
         endpoint.refresh_from_db(fields=["revoked_at"])
         return len(closed) + len(unclaimed)
 
@@ -634,9 +753,16 @@ def revoke_endpoint(endpoint: Endpoint, *, user=None) -> int:
 def reap_lapsed(*, batch: int = 100) -> list[Closed]:
     """Close lapsed leases as reaped: pending below the cap, dead at it."""
     params = {
-        **_close_params(outcome=Outcome.REAPED, ok_state=TodoState.PENDING, counts_failure=True,
-                        sets_result=False, result=None, summary=NOTHING, artifact=NOTHING,
-                        force_dead=False),
+        **_close_params(
+            outcome=Outcome.REAPED,
+            ok_state=TodoState.PENDING,
+            counts_failure=True,
+            sets_result=False,
+            result=None,
+            summary=NOTHING,
+            artifact=NOTHING,
+            force_dead=False,
+        ),
         "batch": batch,
     }
     with transaction.atomic(durable=True):
@@ -747,15 +873,17 @@ def _check_fence(attempt: _CheckAttempt, lease_token: str | None) -> None:
         raise Conflict("The lease token does not match this todo's open attempt.")
 
 
-def _check_seq_and_fence(attempt: _CheckAttempt, attempt_seq: int | None,
-                         lease_token: str | None) -> None:
+def _check_seq_and_fence(
+    attempt: _CheckAttempt, attempt_seq: int | None, lease_token: str | None
+) -> None:
     if attempt_seq is not None and attempt_seq != attempt.seq:
         raise Conflict(f"attempt_seq {attempt_seq} is not the open attempt.")
     _check_fence(attempt, lease_token)
 
 
-def _conflict_message(locked: _Locked, open_attempt: _CheckAttempt | None,
-                      attempt_seq: int | None) -> str:
+def _conflict_message(
+    locked: _Locked, open_attempt: _CheckAttempt | None, attempt_seq: int | None
+) -> str:
     if open_attempt is None:
         return f"That todo has no open attempt (it is {locked.state})."
     if attempt_seq is not None and attempt_seq != open_attempt.seq:
@@ -787,10 +915,23 @@ def _team_of(todo: TodoRecord) -> int:
     return Endpoint.objects.values_list("team_id", flat=True).get(pk=todo.endpoint_id)
 
 
-def _event(todo_id: int | None, team_id: int, *, user=None, endpoint: Endpoint | None = None,
-           kind: str, detail: dict | None = None) -> None:
-    TodoEvent.objects.create(team_id=team_id, todo_id=todo_id, actor_user=user,
-                             actor_endpoint=endpoint, kind=kind, detail=detail or {})
+def _event(
+    todo_id: int | None,
+    team_id: int,
+    *,
+    user=None,
+    endpoint: Endpoint | None = None,
+    kind: str,
+    detail: dict | None = None,
+) -> None:
+    TodoEvent.objects.create(
+        team_id=team_id,
+        todo_id=todo_id,
+        actor_user=user,
+        actor_endpoint=endpoint,
+        kind=kind,
+        detail=detail or {},
+    )
 
 
 def _ring(endpoint_id: int) -> None:

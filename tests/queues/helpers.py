@@ -37,8 +37,9 @@ def outcomes(todo_id: int) -> list[tuple[str, str]]:
 
 
 def events_of(todo_id: int) -> list[str]:
-    return list(TodoEvent.objects.filter(todo_id=todo_id).order_by("id").values_list("kind",
-                                                                                     flat=True))
+    return list(
+        TodoEvent.objects.filter(todo_id=todo_id).order_by("id").values_list("kind", flat=True)
+    )
 
 
 def open_attempts(todo_id: int) -> int:

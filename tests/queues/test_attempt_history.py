@@ -29,8 +29,13 @@ def test_claim_heartbeat_fail_backoff_requeue_claim_records_two_attempts(
     todo = make_todo(max_attempts=3)
     first = transitions.claim_next(endpoint=endpoint, claimant="relay/run-1")
     transitions.heartbeat(agent, todo.id, attempt_seq=first.attempt_seq)
-    failed = transitions.fail(agent, todo.id, attempt_seq=first.attempt_seq,
-                              summary="tests still red", artifact="mcp://cairn/r-1")
+    failed = transitions.fail(
+        agent,
+        todo.id,
+        attempt_seq=first.attempt_seq,
+        summary="tests still red",
+        artifact="mcp://cairn/r-1",
+    )
     assert failed.todo.state == "retry_wait" and failed.todo.next_retry_at is not None
     make_retry_due(todo.id)
     assert transitions.requeue_due_retries() == 1
@@ -83,8 +88,13 @@ def test_foreign_todo_is_not_found_exactly_like_an_unknown_one(make_endpoint, ma
         selectors.get_todo_for_endpoint(b, 987_654_321)
 
     assert foreign.value.as_dict() == unknown.value.as_dict()
-    for verb in (transitions.complete, transitions.fail, transitions.release,
-                 transitions.heartbeat, transitions.claim):
+    for verb in (
+        transitions.complete,
+        transitions.fail,
+        transitions.release,
+        transitions.heartbeat,
+        transitions.claim,
+    ):
         with pytest.raises(NotFound) as foreign:
             verb(Actor.agent(b), todo.id)
         with pytest.raises(NotFound) as unknown:
@@ -221,8 +231,7 @@ def test_summary_from_result_is_off_by_default_and_derived_when_on(
 # --- Stale workers and which attempt a call means ------------------------------------------
 
 
-def test_stale_unfenced_worker_with_its_seq_cannot_fail_the_new_attempt(endpoint, agent,
-                                                                         make_todo):
+def test_stale_unfenced_worker_with_its_seq_cannot_fail_the_new_attempt(endpoint, agent, make_todo):
     todo = make_todo()
     a = transitions.claim_next(endpoint=endpoint, claimant="worker-a")
     lapse_lease(todo.id)
@@ -256,19 +265,30 @@ def test_repeating_a_close_returns_the_recorded_result_and_writes_nothing(
 ):
     todo = make_todo()
     claim = transitions.claim_next(endpoint=endpoint, require_fence=True)
-    first = transitions.complete(agent, todo.id, attempt_seq=claim.attempt_seq,
-                                 lease_token=claim.lease_token, result={"n": 1})
+    first = transitions.complete(
+        agent,
+        todo.id,
+        attempt_seq=claim.attempt_seq,
+        lease_token=claim.lease_token,
+        result={"n": 1},
+    )
     before = snapshot(todo.id)
 
-    again = transitions.complete(agent, todo.id, attempt_seq=claim.attempt_seq,
-                                 lease_token=claim.lease_token, result={"n": 2})
+    again = transitions.complete(
+        agent,
+        todo.id,
+        attempt_seq=claim.attempt_seq,
+        lease_token=claim.lease_token,
+        result={"n": 2},
+    )
 
     assert again.replayed and not first.replayed
     assert again.attempt.outcome == "completed" and again.todo.result == {"n": 1}
     assert snapshot(todo.id) == before
     with pytest.raises(Conflict):  # a different verb is not a repeat
-        transitions.fail(agent, todo.id, attempt_seq=claim.attempt_seq,
-                         lease_token=claim.lease_token)
+        transitions.fail(
+            agent, todo.id, attempt_seq=claim.attempt_seq, lease_token=claim.lease_token
+        )
     with pytest.raises(Conflict):  # nor is the same verb without the fence
         transitions.complete(agent, todo.id, attempt_seq=claim.attempt_seq)
 
@@ -305,8 +325,14 @@ def test_claiming_a_claimed_todo_is_conflict(endpoint, agent, make_todo):
 
 @pytest.mark.parametrize(
     "artifact",
-    ["ftp://files/x", "http://insecure.test/x", "file:///etc/passwd", "javascript:alert(1)", "",
-     "cairn/r-1"],
+    [
+        "ftp://files/x",
+        "http://insecure.test/x",
+        "file:///etc/passwd",
+        "javascript:alert(1)",
+        "",
+        "cairn/r-1",
+    ],
 )
 def test_artifact_with_another_scheme_is_invalid_and_nothing_is_written(
     endpoint, agent, make_todo, artifact
@@ -389,10 +415,12 @@ def test_create_todo_validates_and_writes_nothing_on_bad_input(endpoint):
 
 def test_idempotency_key_returns_the_existing_todo(endpoint, make_endpoint):
     first, created = transitions.create_todo(endpoint=endpoint, title="a", idempotency_key="k1")
-    again, created_again = transitions.create_todo(endpoint=endpoint, title="b",
-                                                   idempotency_key="k1")
-    other, _ = transitions.create_todo(endpoint=make_endpoint("elsewhere"), title="c",
-                                       idempotency_key="k1")
+    again, created_again = transitions.create_todo(
+        endpoint=endpoint, title="b", idempotency_key="k1"
+    )
+    other, _ = transitions.create_todo(
+        endpoint=make_endpoint("elsewhere"), title="c", idempotency_key="k1"
+    )
     assert created and not created_again and again.id == first.id and again.title == "a"
     assert other.id != first.id
 
@@ -402,8 +430,9 @@ def test_not_before_holds_a_todo_back(endpoint):
 
     from django.utils import timezone
 
-    later, _ = transitions.create_todo(endpoint=endpoint, title="later",
-                                       not_before=timezone.now() + timedelta(hours=1))
+    later, _ = transitions.create_todo(
+        endpoint=endpoint, title="later", not_before=timezone.now() + timedelta(hours=1)
+    )
     assert transitions.claim_next(endpoint=endpoint) is None
     with pytest.raises(Conflict):
         transitions.claim(Actor.agent(endpoint), later.id)

@@ -19,8 +19,10 @@ TODOS = 2000
 
 def _lock_waiters() -> int:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                       " AND datname = current_database()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND datname = current_database()"
+        )
         return cursor.fetchone()[0]
 
 
@@ -68,8 +70,9 @@ def test_eight_connections_drain_two_thousand_todos_each_claimed_once(team):
         agent = Actor.agent(endpoint)
         while (claim := transitions.claim_next(endpoint=endpoint)) is not None:
             claimed_by[n].append(claim.todo.id)
-            transitions.complete(agent, claim.todo.id, attempt_seq=claim.attempt_seq,
-                                 result={"by": n})
+            transitions.complete(
+                agent, claim.todo.id, attempt_seq=claim.attempt_seq, result={"by": n}
+            )
 
     assert _run_workers(drain, WORKERS) == []
 
@@ -222,6 +225,7 @@ def test_a_claim_that_waited_for_the_row_lock_rereads_the_attempts(team):
     [claim] = waiter_result
     assert not isinstance(claim, BaseException), claim
     assert claim.attempt_seq == 3
-    outcomes = list(TodoAttempt.objects.filter(todo_id=todo.id).order_by("seq")
-                    .values_list("seq", "outcome"))
+    outcomes = list(
+        TodoAttempt.objects.filter(todo_id=todo.id).order_by("seq").values_list("seq", "outcome")
+    )
     assert outcomes == [(1, "lease_expired"), (2, "lease_expired"), (3, "")]

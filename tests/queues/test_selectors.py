@@ -86,8 +86,17 @@ def test_list_todos_filters_by_state(endpoint, make_todo):
     assert [t.id for t in claimed] == [first.id]
 
 
-@pytest.mark.parametrize("kwargs", [{"state": "nope"}, {"limit": 201}, {"limit": 0},
-                                    {"cursor": "!!!"}, {"cursor": "djI6MQ"}, {"cursor": 5}])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"state": "nope"},
+        {"limit": 201},
+        {"limit": 0},
+        {"cursor": "!!!"},
+        {"cursor": "djI6MQ"},
+        {"cursor": 5},
+    ],
+)
 def test_list_todos_rejects_bad_arguments(endpoint, kwargs):
     with pytest.raises(Invalid):
         selectors.list_todos(endpoint, **kwargs)

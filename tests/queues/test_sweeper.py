@@ -221,6 +221,48 @@ def test_per_endpoint_cap_keeps_the_newest_terminal_todos(
     assert set(TodoAttempt.objects.values_list("todo_id", flat=True)) == kept - {live.id}
 
 
+@pytest.mark.django_db(transaction=True)
+def test_cap_counts_a_locked_newest_todo_as_kept(team, settings):
+    """Regression: with OFFSET and SKIP LOCKED in one scan, a newer terminal todo locked by
+    someone else (say a human rerunning it) did not count toward the cap, and one todo too
+    many was deleted."""
+    settings.SWITCHBOARD_RETENTION_MAX_TERMINAL = 2
+    endpoint, _ = endpoints.vend(team, "capped")
+    agent = Actor.agent(endpoint)
+    done = []
+    for n in range(4):
+        todo, _ = transitions.create_todo(endpoint=endpoint, title=f"done {n}")
+        transitions.claim(agent, todo.id)
+        transitions.complete(agent, todo.id)
+        done.append(todo)
+    for age, todo in enumerate(reversed(done)):  # done[3] is the newest
+        _ended_days_ago(todo.id, age + 1)
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_newest() -> None:
+        from django.db import transaction
+
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("SELECT id FROM todos WHERE id = %s FOR UPDATE", [done[3].id])
+                locked.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold_newest)
+    holder.start()
+    assert locked.wait(30)
+    try:
+        report = sweeper.sweep_once()
+    finally:
+        release.set()
+        holder.join(30)
+
+    assert report.deleted_by_cap == 2
+    assert set(Todo.objects.values_list("id", flat=True)) == {done[2].id, done[3].id}
+
+
 def test_a_cap_of_zero_means_no_cap(endpoint, agent, make_todo, settings):
     settings.SWITCHBOARD_RETENTION_MAX_TERMINAL = 0
     for n in range(3):

@@ -17,7 +17,9 @@ def test_membership_changes_are_audited(user, make_user):
     carol = make_user("carol")
     teams.add_member(team, carol, by=user)
     assert teams.remove_member(team, carol, by=user)
-    kinds = list(TodoEvent.objects.filter(team=team).order_by("id").values_list("kind", "actor_user"))
+    kinds = list(
+        TodoEvent.objects.filter(team=team).order_by("id").values_list("kind", "actor_user")
+    )
     assert kinds == [("member_add", None), ("member_add", user.pk), ("member_remove", user.pk)]
     with pytest.raises(Conflict):
         teams.remove_member(team, user, by=user)  # the last owner stays

@@ -48,8 +48,9 @@ def test_complete_is_done_completed_done(endpoint, agent, make_todo):
     todo = make_todo()
     claim = transitions.claim_next(endpoint=endpoint)
 
-    closed = transitions.complete(agent, todo.id, attempt_seq=claim.attempt_seq,
-                                  result={"pages": 12}, summary="rebuilt")
+    closed = transitions.complete(
+        agent, todo.id, attempt_seq=claim.attempt_seq, result={"pages": 12}, summary="rebuilt"
+    )
 
     assert closed.todo.state == "done" and closed.todo.result == {"pages": 12}
     assert closed.todo.ended_at is not None and closed.todo.owner == ""
@@ -77,8 +78,7 @@ def test_backoff_grows_with_failures_and_respects_the_max(settings, endpoint, ag
     todo = make_todo(max_attempts=10)
     delays = []
     for _ in range(4):
-        transitions.claim(agent, todo.id) if delays else transitions.claim_next(
-            endpoint=endpoint)
+        transitions.claim(agent, todo.id) if delays else transitions.claim_next(endpoint=endpoint)
         closed = transitions.fail(agent, todo.id)
         delays.append((closed.todo.next_retry_at - closed.attempt.ended_at).total_seconds())
         make_retry_due(todo.id)
@@ -351,8 +351,9 @@ def test_heartbeat_extends_and_works_past_expiry_while_open(endpoint, agent, mak
     claim = transitions.claim_next(endpoint=endpoint, lease_seconds=30)
     lapse_lease(todo.id)
 
-    expires = transitions.heartbeat(agent, todo.id, attempt_seq=claim.attempt_seq,
-                                    lease_seconds=600)
+    expires = transitions.heartbeat(
+        agent, todo.id, attempt_seq=claim.attempt_seq, lease_seconds=600
+    )
 
     row = Todo.objects.get(pk=todo.id)
     assert row.lease_expires_at == expires
