@@ -40,6 +40,7 @@ class SweepReport:
     requeued_retries: int = 0
     deleted_by_age: int = 0
     deleted_by_cap: int = 0
+    dead_lettered_revoked: int = 0
 
     @property
     def did_work(self) -> bool:
@@ -73,6 +74,7 @@ def sweep_once(
 
     _drain(reap, reap_batch)
     _drain(requeue, retry_batch)
+    report.dead_lettered_revoked = transitions.dead_letter_revoked_leftovers()
     report.deleted_by_age = _delete_by_age(
         days=settings.SWITCHBOARD_RETENTION_DAYS, batch=delete_batch
     )

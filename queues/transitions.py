@@ -24,6 +24,7 @@ from django.utils import timezone
 from queues import sql, tokens
 from queues.errors import Conflict, Invalid, NotFound, Unauthorized
 from queues.models import (
+    LIVE_STATES,
     ClaimerKind,
     Endpoint,
     Outcome,
@@ -690,59 +691,72 @@ def revoke_endpoint(endpoint: Endpoint, *, user=None) -> int:
         )
         if updated != 1:
             raise Conflict("That endpoint is already revoked.")
-        params = {
-            **_close_params(
-                outcome=Outcome.REVOKED,
-                ok_state=TodoState.DEAD,
-                counts_failure=False,
-                sets_result=False,
-                result=None,
-                summary=NOTHING,
-                artifact=NOTHING,
-                force_dead=True,
-            ),
-            "endpoint_id": endpoint.pk,
-        }
-        # Until none is left: a claim that committed after this statement's snapshot is
-        # invisible to its join (see sql._CLAIM), so look again until a pass finds nothing.
-        closed = []
-        while rows := _fetch(sql.CLOSE_ALL_OF_ENDPOINT, params):
-            closed.extend(rows)
-        unclaimed = list(
-            Todo.objects.filter(
-                endpoint=endpoint, state__in=[TodoState.PENDING, TodoState.RETRY_WAIT]
-            )
-            .select_for_update()
-            .values_list("pk", flat=True)
-        )
-        Todo.objects.filter(pk__in=unclaimed).update(
-            state=TodoState.DEAD,
-            dead_letter_reason=Outcome.REVOKED,
-            next_retry_at=None,
-            ended_at=Now(),
-            updated_at=Now(),
-        )
-        TodoEvent.objects.bulk_create(
-            TodoEvent(
-                team_id=endpoint.team_id,
-                todo_id=pk,
-                actor_user=user,
-                kind="revoked",
-                detail={"reason": "endpoint revoked", "open_attempt": False},
-            )
-            for pk in unclaimed
-        )
+        killed = _dead_letter_live_todos(endpoint.pk, endpoint.team_id, user=user)
         TodoEvent.objects.create(
             team_id=endpoint.team_id,
             actor_user=user,
             kind="revoke",
-            detail={
-                "agent_id": endpoint.agent_id,
-                "todos_dead_lettered": len(closed) + len(unclaimed),
-            },
+            detail={"agent_id": endpoint.agent_id, "todos_dead_lettered": killed},
         )
         endpoint.refresh_from_db(fields=["revoked_at"])
-        return len(closed) + len(unclaimed)
+        return killed
+
+
+def dead_letter_revoked_leftovers() -> int:
+    """The sweeper's safety net: a claim already in flight when its endpoint was revoked can
+    commit after the revocation; such a todo is dead-lettered here. Returns how many."""
+    killed = 0
+    revoked = Endpoint.objects.filter(revoked_at__isnull=False, todos__state__in=LIVE_STATES)
+    for endpoint_id, team_id in revoked.values_list("pk", "team_id").distinct():
+        with transaction.atomic(durable=True):
+            killed += _dead_letter_live_todos(endpoint_id, team_id, user=None)
+    return killed
+
+
+def _dead_letter_live_todos(endpoint_id: int, team_id: int, *, user) -> int:
+    params = {
+        **_close_params(
+            outcome=Outcome.REVOKED,
+            ok_state=TodoState.DEAD,
+            counts_failure=False,
+            sets_result=False,
+            result=None,
+            summary=NOTHING,
+            artifact=NOTHING,
+            force_dead=True,
+        ),
+        "endpoint_id": endpoint_id,
+    }
+    # Until none is left: a claim that committed after this statement's snapshot is
+    # invisible to its join (see sql._CLAIM), so look again until a pass finds nothing.
+    closed = []
+    while rows := _fetch(sql.CLOSE_ALL_OF_ENDPOINT, params):
+        closed.extend(rows)
+    unclaimed = list(
+        Todo.objects.filter(
+            endpoint_id=endpoint_id, state__in=[TodoState.PENDING, TodoState.RETRY_WAIT]
+        )
+        .select_for_update()
+        .values_list("pk", flat=True)
+    )
+    Todo.objects.filter(pk__in=unclaimed).update(
+        state=TodoState.DEAD,
+        dead_letter_reason=Outcome.REVOKED,
+        next_retry_at=None,
+        ended_at=Now(),
+        updated_at=Now(),
+    )
+    TodoEvent.objects.bulk_create(
+        TodoEvent(
+            team_id=team_id,
+            todo_id=pk,
+            actor_user=user,
+            kind="revoked",
+            detail={"reason": "endpoint revoked", "open_attempt": False},
+        )
+        for pk in unclaimed
+    )
+    return len(closed) + len(unclaimed)
 
 
 # ---------------------------------------------------------------------------------------

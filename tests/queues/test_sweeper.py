@@ -128,6 +128,7 @@ def test_each_pass_logs_one_line_with_the_counts(endpoint, make_todo, caplog):
         "requeued_retries": 0,
         "deleted_by_age": 0,
         "deleted_by_cap": 0,
+        "dead_lettered_revoked": 0,
     }
     assert "reaped=1" in passes[0].getMessage()
 
@@ -403,3 +404,27 @@ DROP TRIGGER IF EXISTS sweeper_test_kill_once ON todos;
 DROP FUNCTION IF EXISTS sweeper_test_kill_once();
 DROP SEQUENCE IF EXISTS sweeper_test_kill_once;
 """
+
+
+def test_a_todo_claimed_after_its_endpoint_was_revoked_is_dead_lettered(endpoint, agent, make_todo):
+    """A claim in flight during a revocation can commit after it (it authenticated first);
+    the sweeper dead-letters what such a race leaves live."""
+    todo = make_todo()
+    transitions.revoke_endpoint(endpoint)
+    with connection.cursor() as cursor:  # the late claim, as it would land
+        cursor.execute(
+            "UPDATE todos SET state = 'pending', dead_letter_reason = '', ended_at = NULL"
+            " WHERE id = %s",
+            [todo.id],
+        )
+    endpoint.revoked_at = None  # the in-flight request's view of its endpoint
+    transitions.claim(agent, todo.id)
+
+    report = sweeper.sweep_once()
+
+    assert report.dead_lettered_revoked == 1
+    row = Todo.objects.get(pk=todo.id)
+    assert row.state == "dead" and row.dead_letter_reason == "revoked"
+    assert list(TodoAttempt.objects.filter(todo_id=todo.id).values_list("outcome", flat=True)) == [
+        "revoked"
+    ]
