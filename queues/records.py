@@ -222,6 +222,17 @@ class Claim:
 
 
 @dataclass(frozen=True, slots=True)
+class Lease:
+    """A heartbeat's answer: the open attempt and when its lease now lapses."""
+
+    lease_expires_at: datetime
+    attempt_seq: int
+
+    def as_api(self) -> dict:
+        return {"lease_expires_at": _iso(self.lease_expires_at), "attempt_seq": self.attempt_seq}
+
+
+@dataclass(frozen=True, slots=True)
 class Closed:
     """The todo after a close, the attempt that closed (if one was open), and whether this
     call only replayed an earlier identical close (nothing was written)."""

@@ -32,7 +32,7 @@ from queues.models import (
     TodoEvent,
     TodoState,
 )
-from queues.records import AttemptRecord, Claim, Closed, TodoRecord, split_row
+from queues.records import AttemptRecord, Claim, Closed, Lease, TodoRecord, split_row
 from queues.text import (
     NOTHING,
     Bounded,
@@ -299,7 +299,7 @@ def heartbeat(
     attempt_seq: int | None = None,
     lease_token: str | None = None,
     lease_seconds: int | None = None,
-) -> datetime:
+) -> Lease:
     """Keep the caller's open attempt alive; the lease is extended to now + lease_seconds
     (never shortened). Allowed past lease_expires_at while the attempt is still open."""
     if actor.is_agent:
@@ -322,7 +322,7 @@ def heartbeat(
         if actor.is_agent and lease_token is None:
             rows = _fetch(sql.HEARTBEAT_HELD_BY_AGENT, params)
             if rows:
-                return rows[0][0]
+                return Lease(*rows[0])
         locked = _lock(actor, todo_id)
         check = _attempts_for_check(todo_id, attempt_seq)
         open_attempt = check.open
@@ -341,7 +341,7 @@ def heartbeat(
                 kind="extend",
                 detail={"attempt_seq": open_attempt.seq},
             )
-        return rows[0][0]
+        return Lease(*rows[0])
 
 
 # ---------------------------------------------------------------------------------------

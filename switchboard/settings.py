@@ -124,6 +124,9 @@ TIME_ZONE = "UTC"
 USE_I18N = False
 USE_TZ = True
 
+# Agent request bodies over 1 MiB are `invalid` before anything is read into the database.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]

@@ -27,3 +27,7 @@ if not os.environ.get("DATABASE_URL"):
 from switchboard.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# The live server answers each request on a thread of its own; a connection kept open there
+# (CONN_MAX_AGE) would outlive the test and keep the test database from being dropped.
+DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405

@@ -64,3 +64,22 @@ def agent(endpoint):
 @pytest.fixture
 def human(user):
     return Actor.human(user)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _doorbell_stops_before_the_test_database_goes(django_db_setup, django_db_blocker):
+    """The doorbell's LISTEN connection would keep the test database from being dropped."""
+    yield
+    from queues.doorbell import doorbell
+
+    doorbell.stop()
+
+
+@pytest.fixture
+def vend(team):
+    """Vend an endpoint and return (endpoint, token)."""
+
+    def make(agent_id: str | None = None, *, team=team, verbs="all"):
+        return endpoints.vend(team, agent_id or f"agent-{next(_n)}", verbs=verbs)
+
+    return make

@@ -42,7 +42,7 @@ def test_get_todo_reports_next_retry_and_dead_letter(endpoint, agent, make_todo)
 def test_open_attempt_shows_the_live_lease(endpoint, agent, make_todo):
     todo = make_todo()
     transitions.claim_next(endpoint=endpoint, lease_seconds=60)
-    expires = transitions.heartbeat(agent, todo.id, lease_seconds=900)
+    expires = transitions.heartbeat(agent, todo.id, lease_seconds=900).lease_expires_at
     [attempt] = selectors.get_todo_for_endpoint(endpoint, todo.id).attempts
     assert attempt.lease_expires_at == expires and attempt.last_heartbeat_at is not None
 

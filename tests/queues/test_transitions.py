@@ -351,12 +351,11 @@ def test_heartbeat_extends_and_works_past_expiry_while_open(endpoint, agent, mak
     claim = transitions.claim_next(endpoint=endpoint, lease_seconds=30)
     lapse_lease(todo.id)
 
-    expires = transitions.heartbeat(
-        agent, todo.id, attempt_seq=claim.attempt_seq, lease_seconds=600
-    )
+    lease = transitions.heartbeat(agent, todo.id, attempt_seq=claim.attempt_seq, lease_seconds=600)
 
     row = Todo.objects.get(pk=todo.id)
-    assert row.lease_expires_at == expires
+    assert row.lease_expires_at == lease.lease_expires_at
+    assert lease.attempt_seq == claim.attempt_seq
     assert row.lease_expires_at - row.last_heartbeat_at == timedelta(seconds=600)
     # closing copies the live lease onto the attempt
     transitions.complete(agent, todo.id)

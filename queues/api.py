@@ -1,0 +1,118 @@
+"""The agent HTTP API: ``POST /api/v1/<verb>`` with a JSON body and a Bearer endpoint token.
+
+A thin adapter: authenticate, check the frozen verb set, decode the body with the verb's
+schema, call the shared handler, encode. One error shape, ``{"error": {"code", "message"}}``,
+and one mapping from domain errors to status codes (``DomainError.status``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import msgspec
+from django.core.exceptions import RequestDataTooBig
+from django.db import DatabaseError, DataError, InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from queues import schemas, verbs
+from queues.endpoints import authenticate
+from queues.errors import DomainError, Invalid, NotFound, Unauthorized, Unavailable
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1024 * 1024
+_encoder = msgspec.json.Encoder()
+_decoders = {verb: msgspec.json.Decoder(params) for verb, (params, _, _) in schemas.VERBS.items()}
+
+
+def json_response(data: object, status: int = 200) -> HttpResponse:
+    response = HttpResponse(_encoder.encode(data), status=status, content_type="application/json")
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def error_response(error: DomainError) -> HttpResponse:
+    response = json_response(error.as_dict(), status=error.status)
+    if error.status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="switchboard"'
+    if "retry_after" in error.extra:
+        response["Retry-After"] = str(max(1, round(error.extra["retry_after"])))
+    return response
+
+
+def bearer_token(request: HttpRequest) -> str | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        return None
+    return token.strip()
+
+
+def endpoint_for(request: HttpRequest):
+    """The live endpoint the request's bearer token names; Unauthorized otherwise."""
+    endpoint = authenticate(bearer_token(request))
+    if endpoint is None:
+        raise Unauthorized("A valid endpoint token is required (Authorization: Bearer …).")
+    if endpoint.revoked_at is not None:
+        raise Unauthorized("This endpoint has been revoked.")
+    return endpoint
+
+
+def decode(verb: str, body: bytes):
+    try:
+        return _decoders[verb].decode(body or b"{}")
+    except msgspec.ValidationError as exc:
+        raise Invalid(f"Invalid arguments: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise Invalid(f"The body is not valid JSON: {exc}") from None
+
+
+def read_body(request: HttpRequest) -> bytes:
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise Invalid("Content-Length is not a number.") from None
+    if declared > MAX_BODY_BYTES:
+        raise Invalid(f"The body is over {MAX_BODY_BYTES} bytes.")
+    try:
+        body = request.body
+    except RequestDataTooBig:
+        raise Invalid(f"The body is over {MAX_BODY_BYTES} bytes.") from None
+    if len(body) > MAX_BODY_BYTES:
+        raise Invalid(f"The body is over {MAX_BODY_BYTES} bytes.")
+    return body
+
+
+@csrf_exempt
+def verb_view(request: HttpRequest, verb: str) -> HttpResponse:
+    if request.method != "POST":
+        response = error_response(Invalid("Use POST with a JSON body."))
+        response.status_code = 405
+        response["Allow"] = "POST"
+        return response
+    try:
+        endpoint = endpoint_for(request)
+        if verb not in verbs.HANDLERS:
+            raise NotFound(f"No such verb. Verbs: {', '.join(verbs.HANDLERS)}.")
+        verbs.check_allowed(endpoint, verb)
+        params = decode(verb, read_body(request))
+        result = verbs.HANDLERS[verb](endpoint, params)
+    except DomainError as error:
+        return error_response(error)
+    except (OperationalError, InterfaceError) as exc:
+        # The database is down or restarting: say so, and keep the process alive.
+        log.warning("database unavailable during %s: %s", verb, type(exc).__name__)
+        return error_response(Unavailable("The database is unavailable; retry shortly."))
+    except DataError:
+        return error_response(Invalid("A value is out of the range PostgreSQL can store."))
+    except DatabaseError:
+        log.exception("database error during %s", verb)
+        return error_response(Unavailable("The request could not be completed; retry."))
+    return json_response(result)
+
+
+def openapi_view(request: HttpRequest) -> HttpResponse:
+    from queues.openapi import document
+
+    return json_response(document())

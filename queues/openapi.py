@@ -1,0 +1,75 @@
+"""The OpenAPI document for the agent API, generated from ``queues.schemas`` (the same
+structs that decode requests), never kept by hand."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import msgspec
+
+from queues import schemas
+from queues.records import UNTRUSTED_NOTICE
+
+ERRORS = {
+    "400": "invalid: malformed JSON, wrong types, unknown fields, a body over 1 MiB",
+    "401": "unauthorized: no token, a wrong token, or a revoked endpoint",
+    "403": "forbidden: the verb is not in this endpoint's frozen verb set",
+    "404": "not_found: an unknown or foreign id (the two answer byte-identically)",
+    "409": "conflict: the todo is not in a state for this (not held, stale attempt_seq, "
+    "wrong lease token, not claimable)",
+    "429": "rate_limited: over SWITCHBOARD_CLAIMS_PER_MINUTE (with retry_after)",
+    "503": "unavailable: the database is unavailable; retry",
+}
+
+
+@cache
+def document() -> dict:
+    types = [t for params, out, _ in schemas.VERBS.values() for t in (params, out)]
+    types.append(schemas.ErrorOut)
+    (refs, components) = msgspec.json.schema_components(
+        types, ref_template="#/components/schemas/{name}"
+    )
+    ref_of = dict(zip(types, refs, strict=True))
+    paths = {}
+    for verb, (params, out, description) in schemas.VERBS.items():
+        responses = {"200": {"description": "OK", "content": _json(ref_of[out])}}
+        for status, text in ERRORS.items():
+            responses[status] = {"description": text, "content": _json(ref_of[schemas.ErrorOut])}
+        paths[f"/api/v1/{verb}"] = {
+            "post": {
+                "operationId": verb,
+                "summary": description,
+                "description": description
+                + (
+                    f"\n\n{UNTRUSTED_NOTICE}" if verb in ("get_todo", "claim", "claim_next") else ""
+                ),
+                "security": [{"endpointToken": []}],
+                "requestBody": {"required": True, "content": _json(ref_of[params])},
+                "responses": responses,
+            }
+        }
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Switchboard agent API",
+            "version": "1",
+            "description": "Agents claim todos as leases, heartbeat them, and complete, fail or "
+            "release them. Every claim opens an attempt; every ending closes it. "
+            + UNTRUSTED_NOTICE,
+        },
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {
+                "endpointToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "The endpoint's token, shown once at vend.",
+                }
+            },
+        },
+    }
+
+
+def _json(schema: dict) -> dict:
+    return {"application/json": {"schema": schema}}

@@ -1,0 +1,173 @@
+"""The agent verbs, shared by the HTTP API and the MCP tools.
+
+Each handler takes the authenticated endpoint and the verb's decoded params (a struct from
+``queues.schemas``) and returns the response as a JSON-ready dict. It calls one transition or
+selector; authentication, the frozen verb set and decoding happen in the adapters around it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from django.db import connection
+
+from queues import schemas, selectors, transitions
+from queues.doorbell import doorbell
+from queues.errors import Forbidden, NotFound
+from queues.models import Endpoint
+from queues.records import UNTRUSTED_NOTICE
+from queues.transitions import Actor
+
+# get_todo reads only the endpoint's own queue, which list_todos already enumerates, so any
+# endpoint holding either may call it (ADR-0039's "no new power" for frozen verb sets).
+READ_ALIASES = {"get_todo": ("get_todo", "list_todos")}
+# While a long-poll waits, it re-checks at least this often: todos also become claimable by
+# the clock alone (not_before passing, a lease lapsing), which rings no doorbell.
+RECHECK_SECONDS = 5.0
+
+
+def allowed(endpoint: Endpoint, verb: str) -> bool:
+    return any(v in endpoint.verbs for v in READ_ALIASES.get(verb, (verb,)))
+
+
+def check_allowed(endpoint: Endpoint, verb: str) -> None:
+    if not allowed(endpoint, verb):
+        raise Forbidden(f"This endpoint was not vended the {verb!r} verb.")
+
+
+def create_todo(endpoint: Endpoint, p: schemas.CreateTodo, **_) -> dict:
+    target, requester = endpoint, None
+    if p.to is not None and p.to != endpoint.agent_id:
+        # Unknown and foreign agent_ids answer alike: only this team's live endpoints exist.
+        target = Endpoint.objects.filter(
+            team_id=endpoint.team_id, agent_id=p.to, revoked_at__isnull=True
+        ).first()
+        if target is None:
+            raise NotFound("No such endpoint in this team.")
+        requester = endpoint
+    todo, created = transitions.create_todo(
+        endpoint=target,
+        title=p.title,
+        body=p.body,
+        priority=p.priority,
+        max_attempts=p.max_attempts,
+        not_before=p.not_before,
+        idempotency_key=p.idempotency_key,
+        requester=requester,
+    )
+    return {"todo": todo.as_api(), "created": created}
+
+
+def list_todos(endpoint: Endpoint, p: schemas.ListTodos, **_) -> dict:
+    todos, next_cursor = selectors.list_todos(
+        endpoint, state=p.state, limit=p.limit, cursor=p.cursor
+    )
+    return {"todos": [t.as_api() for t in todos], "next_cursor": next_cursor}
+
+
+def get_todo(endpoint: Endpoint, p: schemas.GetTodo, **_) -> dict:
+    detail = selectors.get_todo_for_endpoint(endpoint, p.todo_id, attempts_limit=p.attempts_limit)
+    return detail.as_api()
+
+
+def claim(endpoint: Endpoint, p: schemas.Claim, *, mcp_session_id: str | None = None) -> dict:
+    return transitions.claim(
+        Actor.agent(endpoint),
+        p.todo_id,
+        lease_seconds=p.lease_seconds,
+        require_fence=p.require_fence,
+        claimant=p.claimant,
+        mcp_session_id=mcp_session_id,
+    ).as_api()
+
+
+def claim_next(
+    endpoint: Endpoint, p: schemas.ClaimNext, *, mcp_session_id: str | None = None
+) -> dict:
+    """Claim at once, or wait up to ``wait_seconds`` for the doorbell. While waiting, the
+    request holds no transaction and gives its database connection back."""
+    deadline = time.monotonic() + (p.wait_seconds or 0)
+    while True:
+        # Take the ticket before looking, so a ring between the miss and the wait is kept.
+        ticket = doorbell.ticket(endpoint.pk)
+        result = transitions.claim_next(
+            endpoint=endpoint,
+            lease_seconds=p.lease_seconds,
+            require_fence=p.require_fence,
+            claimant=p.claimant,
+            mcp_session_id=mcp_session_id,
+        )
+        if result is not None:
+            return result.as_api()
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return {"todo": None, "prior_attempts": [], "untrusted_notice": UNTRUSTED_NOTICE}
+        connection.close()  # back to the pool (or closed): waiting holds no connection
+        doorbell.wait(endpoint.pk, ticket, min(remaining, RECHECK_SECONDS))
+
+
+def heartbeat(endpoint: Endpoint, p: schemas.Heartbeat, **_) -> dict:
+    return transitions.heartbeat(
+        Actor.agent(endpoint),
+        p.todo_id,
+        attempt_seq=p.attempt_seq,
+        lease_token=p.lease_token,
+        lease_seconds=p.lease_seconds,
+    ).as_api()
+
+
+def complete(endpoint: Endpoint, p: schemas.Complete, **_) -> dict:
+    return transitions.complete(
+        Actor.agent(endpoint),
+        p.todo_id,
+        attempt_seq=p.attempt_seq,
+        lease_token=p.lease_token,
+        result=p.result,
+        summary=p.summary,
+        artifact=p.artifact,
+    ).as_api()
+
+
+def fail(endpoint: Endpoint, p: schemas.Fail, **_) -> dict:
+    return transitions.fail(
+        Actor.agent(endpoint),
+        p.todo_id,
+        attempt_seq=p.attempt_seq,
+        lease_token=p.lease_token,
+        result=p.result,
+        summary=p.summary,
+        artifact=p.artifact,
+        retryable=p.retryable,
+    ).as_api()
+
+
+def release(endpoint: Endpoint, p: schemas.Release, **_) -> dict:
+    return transitions.release(
+        Actor.agent(endpoint),
+        p.todo_id,
+        attempt_seq=p.attempt_seq,
+        lease_token=p.lease_token,
+        summary=p.summary,
+        artifact=p.artifact,
+    ).as_api()
+
+
+def cancel(endpoint: Endpoint, p: schemas.Cancel, **_) -> dict:
+    return transitions.cancel(
+        Actor.agent(endpoint), p.todo_id, attempt_seq=p.attempt_seq, lease_token=p.lease_token
+    ).as_api()
+
+
+HANDLERS: dict[str, Callable[..., dict]] = {
+    "create_todo": create_todo,
+    "list_todos": list_todos,
+    "get_todo": get_todo,
+    "claim": claim,
+    "claim_next": claim_next,
+    "heartbeat": heartbeat,
+    "complete": complete,
+    "fail": fail,
+    "release": release,
+    "cancel": cancel,
+}
