@@ -1,0 +1,235 @@
+"""Bad input to every verb over HTTP: a precise 4xx in the one error shape, never a 500, and
+nothing written."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from queues import transitions
+from tests.queues.api_helpers import check_shape, post
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+VERBS = [
+    "create_todo",
+    "list_todos",
+    "get_todo",
+    "claim",
+    "claim_next",
+    "heartbeat",
+    "complete",
+    "fail",
+    "release",
+    "cancel",
+]
+ID_VERBS = ["get_todo", "claim", "heartbeat", "complete", "fail", "release", "cancel"]
+HOLDER_VERBS = ["heartbeat", "complete", "fail", "release", "cancel"]
+WRONG_TYPES = {
+    "create_todo": {"title": 5},
+    "list_todos": {"limit": "5"},
+    "get_todo": {"todo_id": "1"},
+    "claim": {"todo_id": 1, "require_fence": "yes"},
+    "claim_next": {"lease_seconds": "60"},
+    "heartbeat": {"todo_id": 1, "attempt_seq": 1.5},
+    "complete": {"todo_id": 1, "summary": ["a"]},
+    "fail": {"todo_id": 1, "retryable": "no"},
+    "release": {"todo_id": [1]},
+    "cancel": {"todo_id": True},
+}
+REQUIRED = {
+    "create_todo": "title",
+    "get_todo": "todo_id",
+    "claim": "todo_id",
+    "heartbeat": "todo_id",
+    "complete": "todo_id",
+    "fail": "todo_id",
+    "release": "todo_id",
+    "cancel": "todo_id",
+}
+
+
+def ledger_state() -> tuple:
+    """Everything the API could write, to assert it wrote nothing."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (SELECT json_agg(t ORDER BY id) FROM todos t),"
+            " (SELECT json_agg(a ORDER BY id) FROM todo_attempts a),"
+            " (SELECT count(*) FROM todo_events), (SELECT json_agg(e ORDER BY id) FROM endpoints e)"
+        )
+        return cursor.fetchone()
+
+
+@pytest.fixture
+def world(live_server, vend):
+    endpoint, token = vend("agent-a")
+    _, other_token = vend("agent-b")
+    narrow, narrow_token = vend("narrow", verbs="get_todo")
+    revoked, revoked_token = vend("gone")
+    transitions.revoke_endpoint(revoked)
+    todo, _ = transitions.create_todo(endpoint=endpoint, title="held")
+    claim = transitions.claim_next(endpoint=endpoint, require_fence=True)
+    foreign, _ = transitions.create_todo(endpoint=narrow, title="theirs")
+    return {
+        "base": live_server.url,
+        "token": token,
+        "other": other_token,
+        "narrow": narrow_token,
+        "revoked": revoked_token,
+        "todo": todo.id,
+        "foreign": foreign.id,
+        "lease": claim.lease_token,
+    }
+
+
+def expect(response, status: int, code: str, verb: str = "list_todos") -> None:
+    assert response.status_code == status, (response.status_code, response.text)
+    body = check_shape(verb, response)
+    assert body["error"]["code"] == code and body["error"]["message"]
+    assert response.headers["Content-Type"] == "application/json"
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_every_kind_of_bad_input_is_a_precise_4xx_and_writes_nothing(world, verb):
+    base, token = world["base"], world["token"]
+    before = ledger_state()
+
+    expect(post(base, verb, raw=b'{"todo_id": ', token=token), 400, "invalid")
+    expect(post(base, verb, raw=b"[1, 2]", token=token), 400, "invalid")
+    expect(post(base, verb, raw=b"\xff\xfe not utf-8", token=token), 400, "invalid")
+    expect(post(base, verb, WRONG_TYPES[verb], token=token), 400, "invalid")
+    valid = {"todo_id": world["todo"]} if verb in ID_VERBS else {}
+    if verb == "create_todo":
+        valid = {"title": "t"}
+    unknown = post(base, verb, {**valid, "bogus": 1}, token=token)
+    expect(unknown, 400, "invalid")
+    assert "bogus" in unknown.json()["error"]["message"]
+    if verb in REQUIRED:
+        missing = post(base, verb, {}, token=token)
+        expect(missing, 400, "invalid")
+        assert REQUIRED[verb] in missing.json()["error"]["message"]
+    huge = {**valid, "summary": "x" * (1024 * 1024 + 10)}
+    expect(post(base, verb, huge, token=token), 400, "invalid")
+    expect(post(base, verb, {}), 401, "unauthorized")
+    expect(post(base, verb, {}, token="sbe_wrong"), 401, "unauthorized")
+    expect(post(base, verb, {}, token=world["revoked"]), 401, "unauthorized")
+    expect(post(base, verb, {}, headers={"Authorization": f"Basic {token}"}), 401, "unauthorized")
+    if verb != "get_todo":
+        expect(post(base, verb, {}, token=world["narrow"]), 403, "forbidden")
+    if verb in ID_VERBS:
+        expect(post(base, verb, {"todo_id": world["foreign"]}, token=token), 404, "not_found")
+        expect(post(base, verb, {"todo_id": 2**62}, token=token), 404, "not_found")
+        expect(post(base, verb, {"todo_id": 2**70}, token=token), 404, "not_found")
+    if verb in HOLDER_VERBS:
+        stale = {"todo_id": world["todo"], "lease_token": "sbl_stale-or-forged"}
+        expect(post(base, verb, stale, token=token), 409, "conflict")
+        no_fence = {"todo_id": world["todo"]}
+        expect(post(base, verb, no_fence, token=token), 409, "conflict")
+        old_seq = {"todo_id": world["todo"], "attempt_seq": 7, "lease_token": world["lease"]}
+        expect(post(base, verb, old_seq, token=token), 409, "conflict")
+
+    assert ledger_state() == before
+
+
+def test_unknown_verb_and_wrong_method(world):
+    import httpx
+
+    base, token = world["base"], world["token"]
+    before = ledger_state()
+    expect(post(base, "claim_everything", {}, token=token), 404, "not_found")
+    response = httpx.get(f"{base}/api/v1/list_todos", headers={"Authorization": f"Bearer {token}"})
+    assert response.status_code == 405 and response.json()["error"]["code"] == "invalid"
+    assert ledger_state() == before
+
+
+def test_out_of_range_values_are_invalid(world):
+    base, token = world["base"], world["token"]
+    before = ledger_state()
+    for verb, body in [
+        ("create_todo", {"title": "x", "priority": 101}),
+        ("create_todo", {"title": "x", "max_attempts": 0}),
+        ("create_todo", {"title": "x", "not_before": "2030-01-01T00:00:00"}),  # no zone
+        ("create_todo", {"title": "x", "not_before": "tomorrow"}),
+        ("create_todo", {"title": "   "}),
+        ("claim_next", {"lease_seconds": 0}),
+        ("claim_next", {"lease_seconds": 86_401}),
+        ("claim_next", {"wait_seconds": 31}),
+        ("list_todos", {"limit": 201}),
+        ("list_todos", {"cursor": "not-a-cursor"}),
+        ("list_todos", {"state": "lost"}),
+        ("get_todo", {"todo_id": world["todo"], "attempts_limit": 51}),
+        (
+            "complete",
+            {
+                "todo_id": world["todo"],
+                "lease_token": world["lease"],
+                "artifact": "file:///etc/passwd",
+            },
+        ),
+    ]:
+        expect(post(base, verb, body, token=token), 400, "invalid", verb)
+    assert ledger_state() == before
+
+
+def test_oversize_text_is_truncated_not_rejected(world):
+    base, token = world["base"], world["token"]
+    response = post(
+        base,
+        "complete",
+        {
+            "todo_id": world["todo"],
+            "lease_token": world["lease"],
+            "summary": "é" * 5000,
+            "artifact": "https://x.test/" + "a" * 1000,
+        },
+        token=token,
+    )
+    assert response.status_code == 200
+    detail = post(base, "get_todo", {"todo_id": world["todo"]}, token=token).json()
+    attempt = detail["todo"]["attempts"][0]
+    assert attempt["summary_truncated"] and attempt["summary_bytes"] == 10_000
+    assert len(attempt["summary"].encode()) <= 2048
+    assert attempt["artifact_truncated"]
+
+
+def test_openapi_document_describes_every_verb(live_server):
+    import httpx
+
+    document = httpx.get(f"{live_server.url}/api/v1/openapi.json").json()
+    assert document["openapi"].startswith("3.1")
+    for verb in VERBS:
+        operation = document["paths"][f"/api/v1/{verb}"]["post"]
+        assert set(operation["responses"]) >= {"200", "400", "401", "403", "404", "409"}
+    schema = document["components"]["schemas"]["ClaimNext"]
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["wait_seconds"]["anyOf"][0]["maximum"] == 30
+
+
+@pytest.mark.django_db
+def test_query_counts_of_the_list_and_claim_verbs_are_pinned(
+    client, vend, django_assert_num_queries
+):
+    """In-process, through the whole Django stack (no live server needed to count)."""
+    from queues import transitions as t
+
+    endpoint, token = vend("counted")
+    for n in range(30):
+        t.create_todo(endpoint=endpoint, title=f"t{n}")
+    auth = {"Authorization": f"Bearer {token}"}
+
+    def call(verb: str, body: dict):
+        return client.post(f"/api/v1/{verb}", body, content_type="application/json", headers=auth)
+
+    # the token lookup, then the one claim statement (as SAVEPOINT/RELEASE in the test's
+    # transaction, BEGIN/COMMIT in production)
+    with django_assert_num_queries(1 + 1 + 2):
+        claimed = call("claim_next", {}).json()
+    todo_id = claimed["todo"]["id"]
+    t.release(t.Actor.agent(endpoint), todo_id)
+    t.claim(t.Actor.agent(endpoint), todo_id)
+    # the token lookup, the todo, its attempts
+    with django_assert_num_queries(1 + 2):
+        assert call("get_todo", {"todo_id": todo_id}).status_code == 200
+    # the token lookup and one keyset query, whatever the page size
+    with django_assert_num_queries(1 + 1):
+        assert len(call("list_todos", {"limit": 200}).json()["todos"]) == 30
