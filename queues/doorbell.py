@@ -66,9 +66,8 @@ class Doorbell:
         while not self._stopping.is_set():
             try:
                 params = connection.get_connection_params()
-                params.pop("cursor_factory", None)
-                params.pop("context", None)
-                params.pop("prepare_threshold", None)
+                for key in ("cursor_factory", "context", "prepare_threshold", "pool"):
+                    params.pop(key, None)
                 with psycopg.connect(**params, autocommit=True) as conn:
                     conn.execute(f"LISTEN {DOORBELL_CHANNEL}")
                     self.listening.set()

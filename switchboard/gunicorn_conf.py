@@ -1,7 +1,9 @@
 """Gunicorn settings for ``switchboard serve``.
 
-Threads, not processes, carry the concurrency: a request mostly waits on PostgreSQL, and
-gthread workers keep one database connection per thread (CONN_MAX_AGE reuses it). Also usable
+Threads, not processes, carry the concurrency: a request mostly waits on PostgreSQL (or, for a
+claim_next long-poll, on the doorbell), and the threads of a worker share its connection pool
+(SWITCHBOARD_DB_POOL_SIZE). 32 threads a worker leave room for 16 long-polls per worker
+without starving other requests. Also usable
 directly: ``gunicorn -c switchboard/gunicorn_conf.py`` (binds SWITCHBOARD_BIND then).
 """
 
@@ -23,7 +25,7 @@ wsgi_app = "switchboard.wsgi:application"
 bind = [os.environ.get("SWITCHBOARD_BIND", "127.0.0.1:8000")]  # `serve --host/--port` override
 worker_class = "gthread"
 workers = _whole("SWITCHBOARD_WEB_WORKERS", 2)
-threads = _whole("SWITCHBOARD_WEB_THREADS", 8)
+threads = _whole("SWITCHBOARD_WEB_THREADS", 32)
 # Agents long-poll and hold keep-alive connections; the worker heartbeat is not a request limit.
 timeout = 60
 keepalive = 5

@@ -107,8 +107,21 @@ def _database_url() -> str:
 
 
 DATABASES = {"default": dburl.parse(_database_url())}
-DATABASES["default"]["CONN_MAX_AGE"] = env_int("SWITCHBOARD_CONN_MAX_AGE", 60, minimum=0)
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+# A connection pool per process (psycopg_pool through Django): a request borrows a connection
+# for its queries and gives it back when it ends, so a claim_next long-poll that waits holds
+# none, and many gunicorn threads share a few connections. 0 turns pooling off and keeps a
+# persistent connection per thread instead (SWITCHBOARD_CONN_MAX_AGE seconds).
+SWITCHBOARD_DB_POOL_SIZE = env_int("SWITCHBOARD_DB_POOL_SIZE", 16, minimum=0)
+if SWITCHBOARD_DB_POOL_SIZE:
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": 1,
+        "max_size": SWITCHBOARD_DB_POOL_SIZE,
+        "timeout": 10,
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+else:
+    DATABASES["default"]["CONN_MAX_AGE"] = env_int("SWITCHBOARD_CONN_MAX_AGE", 60, minimum=0)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

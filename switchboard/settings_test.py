@@ -31,3 +31,5 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # The live server answers each request on a thread of its own; a connection kept open there
 # (CONN_MAX_AGE) would outlive the test and keep the test database from being dropped.
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+# No pool in tests: pytest-django's per-test transactions want plain connections.
+DATABASES["default"]["OPTIONS"].pop("pool", None)  # noqa: F405

@@ -21,8 +21,12 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000, help="port to bind [8000]")
 
     def handle(self, *args, host: str, port: int, **options) -> None:
-        # gunicorn forks its workers from this process: no connection may cross the fork.
+        # gunicorn forks its workers from this process: no connection (or pooled connection)
+        # may cross the fork.
         connections.close_all()
+        for conn in connections.all(initialized_only=True):
+            if conn.settings_dict["OPTIONS"].get("pool"):
+                conn.close_pool()
         # Gunicorn runs in this process (not exec'd), so an embedded PostgreSQL this process
         # started is released on exit.
         _Gunicorn(bind=_bind(host, port)).run()
