@@ -161,13 +161,25 @@ class TodoQuerySet(models.QuerySet):
 class Todo(models.Model):
     """One unit of work on one endpoint's queue, with its lease and counters."""
 
-    endpoint = models.ForeignKey(Endpoint, on_delete=models.DO_NOTHING, related_name="todos")
+    # No index of its own: the composite indexes below all lead with endpoint.
+    endpoint = models.ForeignKey(
+        Endpoint, on_delete=models.DO_NOTHING, related_name="todos", db_index=False
+    )
     # An agent-to-agent send records the sending endpoint; a Board create records the user.
     requester = models.ForeignKey(
-        Endpoint, null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="sent_todos"
+        Endpoint,
+        null=True,
+        blank=True,
+        on_delete=models.DB_SET_NULL,
+        related_name="sent_todos",
+        db_index=False,  # partial index below: most todos have none
     )
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.DB_SET_NULL
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DB_SET_NULL,
+        db_index=False,  # partial index below
     )
     title = models.CharField(max_length=500)
     body = models.TextField(blank=True)
@@ -287,6 +299,11 @@ class Todo(models.Model):
             # list_todos: newest first, optionally by state.
             models.Index("endpoint", models.F("id").desc(), name="todos_endpoint_list"),
             models.Index("endpoint", "state", models.F("id").desc(), name="todos_endpoint_state"),
+            # For ON DELETE SET NULL and "what did I send"; most todos have neither.
+            models.Index("requester", name="todos_requester", condition=Q(requester__isnull=False)),
+            models.Index(
+                "created_by", name="todos_created_by", condition=Q(created_by__isnull=False)
+            ),
         ]
 
     def __str__(self) -> str:
@@ -304,13 +321,23 @@ class Todo(models.Model):
 class TodoAttempt(models.Model):
     """One claim of a todo, from the committed claim to the transition that ended it."""
 
-    todo = models.ForeignKey(Todo, on_delete=models.DB_CASCADE, related_name="attempts")
+    # Every index here is written on each claim and close: the (todo, seq) unique index
+    # serves the foreign key too, and the rare references get partial indexes.
+    todo = models.ForeignKey(
+        Todo, on_delete=models.DB_CASCADE, related_name="attempts", db_index=False
+    )
     seq = models.IntegerField()
     round = models.IntegerField()
     attempt = models.IntegerField()
     claimer_kind = models.CharField(max_length=16, choices=ClaimerKind)
+    # Endpoints are never deleted and nothing looks attempts up by endpoint: no index.
     endpoint = models.ForeignKey(
-        Endpoint, null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="+"
+        Endpoint,
+        null=True,
+        blank=True,
+        on_delete=models.DB_SET_NULL,
+        related_name="+",
+        db_index=False,
     )
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
@@ -318,6 +345,7 @@ class TodoAttempt(models.Model):
         blank=True,
         on_delete=models.DB_SET_NULL,
         related_name="+",
+        db_index=False,  # partial index below
     )
     mcp_session_id = models.CharField(max_length=200, blank=True)
     owner = models.CharField(max_length=200)
@@ -338,6 +366,7 @@ class TodoAttempt(models.Model):
         blank=True,
         on_delete=models.DB_SET_NULL,
         related_name="+",
+        db_index=False,  # partial index below
     )
 
     summary = models.TextField(null=True, blank=True)
@@ -369,6 +398,13 @@ class TodoAttempt(models.Model):
             ),
             # At most one open attempt per todo is an EXCLUDE constraint in migration 0002.
         ]
+        indexes = [
+            # For ON DELETE SET NULL when a user goes; owner attempts are the rare ones.
+            models.Index("user", name="todo_attempts_user", condition=Q(user__isnull=False)),
+            models.Index(
+                "ended_by", name="todo_attempts_ended_by", condition=Q(ended_by__isnull=False)
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"todo #{self.todo_id} attempt seq {self.seq}"
@@ -386,7 +422,9 @@ class TodoEvent(models.Model):
     """The audit trail: human actions, and changes that close no attempt (cancel of a pending
     todo, revocation). Team-level actions (vend, rotate, membership) have no todo."""
 
-    team = models.ForeignKey(Team, on_delete=models.DO_NOTHING, related_name="events")
+    team = models.ForeignKey(
+        Team, on_delete=models.DO_NOTHING, related_name="events", db_index=False
+    )  # todo_events_team_recent leads with team
     todo = models.ForeignKey(
         Todo, null=True, blank=True, on_delete=models.DB_CASCADE, related_name="events"
     )

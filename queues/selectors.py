@@ -6,8 +6,6 @@ from __future__ import annotations
 import base64
 import binascii
 
-from django.db import connection
-
 from queues import sql
 from queues.errors import Invalid, NotFound
 from queues.models import Endpoint, TodoState
@@ -17,12 +15,6 @@ ATTEMPTS_DEFAULT = 20
 ATTEMPTS_MAX = 50
 LIST_DEFAULT = 50
 LIST_MAX = 200
-
-
-def _fetch(statement: str, params: dict) -> list:
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        return cursor.fetchall()
 
 
 def _limit(value, *, name: str, default: int, maximum: int) -> int:
@@ -51,7 +43,7 @@ def get_todo_for_endpoint(endpoint: Endpoint, todo_id, *, attempts_limit=None) -
     statement = sql.SELECT_TODO.format(
         scope="t.endpoint_id = %(endpoint_id)s OR t.requester_id = %(endpoint_id)s"
     )
-    rows = _fetch(statement, {"todo_id": todo_id, "endpoint_id": endpoint.pk})
+    rows = sql.fetch(statement, {"todo_id": todo_id, "endpoint_id": endpoint.pk})
     if not rows:
         raise NotFound()
     todo = TodoRecord.from_row(rows[0])
@@ -66,7 +58,7 @@ def get_todo_for_user(user, todo_id, *, attempts_limit=None) -> TodoDetail:
     limit = _limit(
         attempts_limit, name="attempts_limit", default=ATTEMPTS_DEFAULT, maximum=ATTEMPTS_MAX
     )
-    rows = _fetch(
+    rows = sql.fetch(
         sql.SELECT_TODO.format(scope=sql.SCOPE_USER), {"todo_id": todo_id, "scope_user": user.pk}
     )
     if not rows:
@@ -78,7 +70,7 @@ def get_todo_for_user(user, todo_id, *, attempts_limit=None) -> TodoDetail:
 def _attempts(todo: TodoRecord, limit: int) -> list[AttemptRecord]:
     if todo.last_attempt_seq == 0:
         return []  # never claimed: skip the query
-    rows = _fetch(sql.SELECT_ATTEMPTS, {"todo_id": todo.id, "limit": limit})
+    rows = sql.fetch(sql.SELECT_ATTEMPTS, {"todo_id": todo.id, "limit": limit})
     return [AttemptRecord.from_row(row).with_live_lease(todo) for row in rows]
 
 
@@ -91,7 +83,7 @@ def list_todos(
         raise Invalid(f"state must be one of {', '.join(TodoState.values)}.")
     limit = _limit(limit, name="limit", default=LIST_DEFAULT, maximum=LIST_MAX)
     before_id = decode_cursor(cursor) if cursor is not None else None
-    rows = _fetch(
+    rows = sql.fetch(
         sql.LIST_TODOS,
         {"endpoint_id": endpoint.pk, "state": state, "before_id": before_id, "limit": limit + 1},
     )

@@ -75,6 +75,7 @@ def sweep_once(
     _drain(reap, reap_batch)
     _drain(requeue, retry_batch)
     report.dead_lettered_revoked = transitions.dead_letter_revoked_leftovers()
+    _refresh_stale_statistics()
     report.deleted_by_age = _delete_by_age(
         days=settings.SWITCHBOARD_RETENTION_DAYS, batch=delete_batch
     )
@@ -159,3 +160,15 @@ def _discard_connection() -> None:
     except DatabaseError:
         # Closing a connection the server already dropped can fail; it is gone either way.
         log.debug("closing a broken database connection failed", exc_info=True)
+
+
+def _refresh_stale_statistics() -> int:
+    """ANALYZE todos / todo_attempts when they changed by more than their size since their
+    statistics were taken (see sql.STALE_STATISTICS). Returns how many tables."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql.STALE_STATISTICS)
+        tables = [name for (name,) in cursor.fetchall()]
+        for table in tables:  # names come from the fixed list in the query
+            cursor.execute(f"ANALYZE {connection.ops.quote_name(table)}")
+            log.info("analyzed %s: its statistics lagged behind its contents", table)
+    return len(tables)

@@ -271,7 +271,7 @@ def _run_claim(statement: str, params: dict) -> list:
     """Run a claim statement until its snapshot agrees with the row it locked (see
     ``sql._CLAIM``); return its rows without the leading ``ok`` column."""
     for _ in range(MAX_STALE_SNAPSHOT_RETRIES):
-        rows = _fetch(statement, params)
+        rows = sql.fetch(statement, params)
         if not rows or rows[0][0]:
             return [row[1:] for row in rows]
     raise Conflict("That todo kept changing under the claim; try again.")
@@ -320,7 +320,7 @@ def heartbeat(
     }
     with transaction.atomic(durable=True):
         if actor.is_agent and lease_token is None:
-            rows = _fetch(sql.HEARTBEAT_HELD_BY_AGENT, params)
+            rows = sql.fetch(sql.HEARTBEAT_HELD_BY_AGENT, params)
             if rows:
                 return Lease(*rows[0])
         locked = _lock(actor, todo_id)
@@ -332,7 +332,7 @@ def heartbeat(
             raise Conflict("The caller does not hold an open attempt on this todo.")
         _check_seq_and_fence(open_attempt, attempt_seq, lease_token)
         params["attempt_seq"] = open_attempt.seq
-        rows = _fetch(sql.HEARTBEAT_CHECKED, params)
+        rows = sql.fetch(sql.HEARTBEAT_CHECKED, params)
         if not actor.is_agent:
             _event(
                 todo_id,
@@ -473,7 +473,7 @@ def _end(
     }
     with transaction.atomic(durable=True):
         if actor.is_agent and lease_token is None:
-            rows = _fetch(sql.CLOSE_HELD_BY_AGENT, params)
+            rows = sql.fetch(sql.CLOSE_HELD_BY_AGENT, params)
             if rows:
                 return _closed(rows)
         return _end_checked(actor, verb, todo_id, attempt_seq, lease_token, params)
@@ -540,7 +540,7 @@ def _close_checked(
     actor: Actor, verb: str, seq: int, params: dict, locked, *, ended_by: int | None
 ) -> Closed:
     params = {**params, "attempt_seq": seq, "ended_by": ended_by}
-    rows = _fetch(sql.CLOSE_CHECKED, params)
+    rows = sql.fetch(sql.CLOSE_CHECKED, params)
     closed = _closed(rows)
     if not actor.is_agent:
         _event(
@@ -730,7 +730,7 @@ def _dead_letter_live_todos(endpoint_id: int, team_id: int, *, user) -> int:
     # Until none is left: a claim that committed after this statement's snapshot is
     # invisible to its join (see sql._CLAIM), so look again until a pass finds nothing.
     closed = []
-    while rows := _fetch(sql.CLOSE_ALL_OF_ENDPOINT, params):
+    while rows := sql.fetch(sql.CLOSE_ALL_OF_ENDPOINT, params):
         closed.extend(rows)
     unclaimed = list(
         Todo.objects.filter(
@@ -780,7 +780,7 @@ def reap_lapsed(*, batch: int = 100) -> list[Closed]:
         "batch": batch,
     }
     with transaction.atomic(durable=True):
-        rows = _fetch(sql.CLOSE_LAPSED, params)
+        rows = sql.fetch(sql.CLOSE_LAPSED, params)
         reaped = [Closed(*split_row(row)) for row in rows]
         for endpoint_id in {c.todo.endpoint_id for c in reaped if c.todo.state == "pending"}:
             _ring(endpoint_id)
@@ -791,7 +791,7 @@ def requeue_due_retries(*, batch: int = 500) -> int:
     """Move due retry_wait todos to pending and ring their endpoints' doorbells. (A claim
     does not wait for this: a due retry_wait todo is already claimable.)"""
     with transaction.atomic(durable=True):
-        rows = _fetch(sql.REQUEUE_DUE_RETRIES, {"batch": batch})
+        rows = sql.fetch(sql.REQUEUE_DUE_RETRIES, {"batch": batch})
         for endpoint_id in {endpoint_id for _, endpoint_id in rows}:
             _ring(endpoint_id)
         return len(rows)
@@ -830,22 +830,16 @@ class _Check:
     named: _CheckAttempt | None
 
 
-def _fetch(statement: str, params: dict) -> list:
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        return cursor.fetchall()
-
-
 def _lock(actor: Actor, todo_id: int) -> _Locked:
     statement = sql.LOCK_TODO_AGENT if actor.is_agent else sql.LOCK_TODO_USER
-    rows = _fetch(statement, {**actor.scope_params(), "todo_id": todo_id})
+    rows = sql.fetch(statement, {**actor.scope_params(), "todo_id": todo_id})
     if not rows:
         raise NotFound()
     return _Locked(*rows[0])
 
 
 def _attempts_for_check(todo_id: int, attempt_seq: int | None) -> _Check:
-    rows = _fetch(sql.ATTEMPT_FOR_CHECK, {"todo_id": todo_id, "attempt_seq": attempt_seq})
+    rows = sql.fetch(sql.ATTEMPT_FOR_CHECK, {"todo_id": todo_id, "attempt_seq": attempt_seq})
     found = [_CheckAttempt(*row) for row in rows]
     open_attempt = next((a for a in found if a.ended_at is None), None)
     if attempt_seq is not None:
@@ -906,7 +900,7 @@ def _conflict_message(
 
 
 def _raise_missing_or_conflict(actor: Actor, todo_id: int, message: str) -> None:
-    visible = _fetch(
+    visible = sql.fetch(
         sql.SELECT_TODO.format(scope=sql.SCOPE_ENDPOINT if actor.is_agent else sql.SCOPE_USER),
         {**actor.scope_params(), "todo_id": todo_id},
     )
@@ -916,12 +910,12 @@ def _raise_missing_or_conflict(actor: Actor, todo_id: int, message: str) -> None
 
 
 def _read_todo(todo_id: int) -> TodoRecord:
-    rows = _fetch(sql.SELECT_TODO.format(scope="true"), {"todo_id": todo_id})
+    rows = sql.fetch(sql.SELECT_TODO.format(scope="true"), {"todo_id": todo_id})
     return TodoRecord.from_row(rows[0])
 
 
 def _read_attempt(todo_id: int, seq: int) -> AttemptRecord | None:
-    rows = _fetch(sql.SELECT_ATTEMPT, {"todo_id": todo_id, "seq": seq})
+    rows = sql.fetch(sql.SELECT_ATTEMPT, {"todo_id": todo_id, "seq": seq})
     return AttemptRecord.from_row(rows[0]) if rows else None
 
 

@@ -174,3 +174,7 @@ SWITCHBOARD_SWEEP_INTERVAL_SECONDS = env_int("SWITCHBOARD_SWEEP_INTERVAL_SECONDS
 SWITCHBOARD_CLAIMS_PER_MINUTE = env_int("SWITCHBOARD_CLAIMS_PER_MINUTE", 0, minimum=0)
 SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE = env_bool("SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE")
 SWITCHBOARD_METRICS_TOKEN = os.environ.get("SWITCHBOARD_METRICS_TOKEN", "")
+# The hot statements of queues/sql.py run as server-side prepared statements (planned once
+# per connection). Turn off behind a pooler that cannot keep them (pgbouncer < 1.21 in
+# transaction mode).
+SWITCHBOARD_PREPARED_STATEMENTS = env_bool("SWITCHBOARD_PREPARED_STATEMENTS", True)

@@ -1,0 +1,76 @@
+"""The named statements' plans: index-backed as the generic plans PostgreSQL caches for the
+prepared hot statements, and the sweeper's statistics refresh that invalidates a plan made
+while the tables were empty."""
+
+from __future__ import annotations
+
+import logging
+import re
+
+import pytest
+from django.db import connection
+
+from queues import sql, sweeper, transitions
+
+
+def _generic_plan(statement: str) -> str:
+    """EXPLAIN (GENERIC_PLAN) of a statement, with its placeholders as the server sees them
+    ($1, $2, ...), i.e. the plan a prepared statement caches (PostgreSQL 16+)."""
+    numbers: dict[str, int] = {}
+
+    def placeholder(match: re.Match) -> str:
+        return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
+
+    query = re.sub(r"%\((\w+)\)s", placeholder, statement)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('server_version_num')::int")
+        if cursor.fetchone()[0] < 160000:
+            pytest.skip("EXPLAIN (GENERIC_PLAN) needs PostgreSQL 16 or newer")
+        cursor.execute("EXPLAIN (GENERIC_PLAN) " + query.replace("%%", "%"))
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+@pytest.mark.django_db
+def test_hot_statements_plan_index_scans_once_analyzed(agent, make_todo):
+    for n in range(300):
+        todo = make_todo(f"t{n}")
+        transitions.claim(agent, todo.id)
+        transitions.complete(agent, todo.id)
+    make_todo("waiting")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE todos")
+        cursor.execute("ANALYZE todo_attempts")
+
+    claim = _generic_plan(sql.CLAIM_NEXT)
+    assert "todos_claimable" in claim and "todo_attempts_todo_seq" in claim
+    for statement in (
+        sql.CLAIM_NEXT,
+        sql.CLOSE_HELD_BY_AGENT,
+        sql.HEARTBEAT_HELD_BY_AGENT,
+        sql.CLOSE_CHECKED,
+        sql.SELECT_ATTEMPTS,
+        sql.LIST_TODOS,
+    ):
+        plan = _generic_plan(statement)
+        assert "Seq Scan on todo_attempts" not in plan, plan
+        assert "Seq Scan on todos" not in plan, plan
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_sweeper_analyzes_a_table_that_outgrew_its_statistics(endpoint, caplog):
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE todos")
+        cursor.execute(
+            "INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts,"
+            " attempt, failures, round, last_attempt_seq, attempts_pruned, owner,"
+            " dead_letter_reason) SELECT %s, 'bulk', '', 0, 'pending', 5, 0, 0, 1, 0, 0, '', ''"
+            " FROM generate_series(1, 2000)",
+            [endpoint.pk],
+        )
+        cursor.execute("SELECT pg_stat_force_next_flush()")
+    with caplog.at_level(logging.INFO, logger="switchboard.sweeper"):
+        sweeper.sweep_once()
+    assert any("analyzed todos" in r.getMessage() for r in caplog.records)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'todos'")
+        assert cursor.fetchone()[0] >= 2000
