@@ -56,16 +56,23 @@ def prepare_environment() -> dict:
     if extra and not settings["HOST"].startswith("/"):
         bench_url += "?" + "&".join(f"{k}={quote(str(v))}" for k, v in extra.items())
     os.environ["DATABASE_URL"] = bench_url
-    return {"embedded": embedded, "database": BENCH_DB,
-            "host": settings["HOST"] if not settings["HOST"].startswith("/") else "unix socket"}
+    return {
+        "embedded": embedded,
+        "database": BENCH_DB,
+        "host": settings["HOST"] if not settings["HOST"].startswith("/") else "unix socket",
+    }
 
 
 def _connect(settings: dict, dbname: str):
     import psycopg
 
     kwargs = {"dbname": dbname, "autocommit": True}
-    for key, name in (("USER", "user"), ("PASSWORD", "password"), ("HOST", "host"),
-                      ("PORT", "port")):
+    for key, name in (
+        ("USER", "user"),
+        ("PASSWORD", "password"),
+        ("HOST", "host"),
+        ("PORT", "port"),
+    ):
         if settings.get(key):
             kwargs[name] = settings[key]
     kwargs.update(settings.get("OPTIONS") or {})
@@ -160,14 +167,23 @@ def create_bench_tables() -> None:
 def server_facts() -> dict:
     from django.db import connection
 
-    names = ("server_version", "shared_buffers", "synchronous_commit", "fsync",
-             "plan_cache_mode", "max_connections", "jit")
+    names = (
+        "server_version",
+        "shared_buffers",
+        "synchronous_commit",
+        "fsync",
+        "plan_cache_mode",
+        "max_connections",
+        "jit",
+    )
     facts = {}
     with connection.cursor() as cursor:
         for name in names:
             cursor.execute(f"SHOW {name}")
             facts[name] = cursor.fetchone()[0]
-    facts["django_cursor"] = type(connection.connection.cursor()).__name__ if connection.connection else None
+    facts["django_cursor"] = (
+        type(connection.connection.cursor()).__name__ if connection.connection else None
+    )
     facts["server_side_binding"] = bool(
         connection.settings_dict.get("OPTIONS", {}).get("server_side_binding")
     )

@@ -38,16 +38,24 @@ def summarize(lines: list[str]) -> dict:
         kind, index, table = m.group(1), m.group(2), m.group(3)
         if kind == "Bitmap Index Scan":  # "Bitmap Index Scan on <index>"
             index = table
-            table = "todo_attempts" if index.startswith("todo_attempts") else (
-                "todos" if index.startswith("todos") else index)
+            table = (
+                "todo_attempts"
+                if index.startswith("todo_attempts")
+                else ("todos" if index.startswith("todos") else index)
+            )
         loops = re.search(r"loops=(\d+)", line)
         rows = re.search(r"actual time=\S+ rows=(\d+)", line)
         never = "never executed" in line
-        scans.append({
-            "kind": kind, "index": index, "table": table,
-            "rows": int(rows.group(1)) if rows else None,
-            "loops": int(loops.group(1)) if loops else None, "never_executed": never,
-        })
+        scans.append(
+            {
+                "kind": kind,
+                "index": index,
+                "table": table,
+                "rows": int(rows.group(1)) if rows else None,
+                "loops": int(loops.group(1)) if loops else None,
+                "never_executed": never,
+            }
+        )
     out = {"scans": scans}
     for line in lines:
         s = line.strip()
@@ -62,23 +70,30 @@ def summarize(lines: list[str]) -> dict:
             break
     out["triggers"] = []
     for line in lines:
-        m = re.match(r"\s*Trigger for constraint (\S+)(?: on \S+)?: time=([\d.]+) calls=(\d+)", line)
+        m = re.match(
+            r"\s*Trigger for constraint (\S+)(?: on \S+)?: time=([\d.]+) calls=(\d+)", line
+        )
         if m:
-            out["triggers"].append({"constraint": m.group(1), "ms": float(m.group(2)),
-                                    "calls": int(m.group(3))})
+            out["triggers"].append(
+                {"constraint": m.group(1), "ms": float(m.group(2)), "calls": int(m.group(3))}
+            )
     out["seq_scan_attempts"] = any(
         s["kind"] == "Seq Scan" and s["table"] == "todo_attempts" and not s["never_executed"]
         for s in scans
     )
     out["seq_scan_todos"] = any(
-        s["kind"] == "Seq Scan" and s["table"] == "todos" and not s["never_executed"]
-        for s in scans
+        s["kind"] == "Seq Scan" and s["table"] == "todos" and not s["never_executed"] for s in scans
     )
     return out
 
 
-_KIND = {"Seq Scan": "SEQ SCAN", "Index Scan": "idx", "Index Scan Backward": "idx-bwd",
-         "Index Only Scan": "idx-only", "Bitmap Index Scan": "bitmap"}
+_KIND = {
+    "Seq Scan": "SEQ SCAN",
+    "Index Scan": "idx",
+    "Index Scan Backward": "idx-bwd",
+    "Index Only Scan": "idx-only",
+    "Bitmap Index Scan": "bitmap",
+}
 
 
 def scan_line(summary: dict) -> str:
@@ -175,8 +190,12 @@ def _claim_and_commit(endpoint_id: int, count: int) -> dict:
 
 def _look(endpoint_id: int, claims: int) -> dict:
     lines, summary = explain_claim(endpoint_id)
-    return {"scans": scan_line(summary), "summary": summary, "explain": lines,
-            **_claim_and_commit(endpoint_id, claims)}
+    return {
+        "scans": scan_line(summary),
+        "summary": summary,
+        "explain": lines,
+        **_claim_and_commit(endpoint_id, claims),
+    }
 
 
 def plan_cache_check(endpoint_id: int, history: int, pending: int = 400) -> dict:
@@ -212,8 +231,7 @@ def plan_cache_check(endpoint_id: int, history: int, pending: int = 400) -> dict
         pg = connection.connection
         facts = {
             "django_cursor": f"{cursor_class.__module__}.{cursor_class.__qualname__}",
-            "client_side_binding": any(
-                c.__name__ == "ClientCursor" for c in cursor_class.__mro__),
+            "client_side_binding": any(c.__name__ == "ClientCursor" for c in cursor_class.__mro__),
             "prepare_threshold": pg.prepare_threshold,
             "pg_prepared_statements": prepared_count,
             "empty_claim_p50_ms": _p50(empty_lat),
@@ -224,7 +242,8 @@ def plan_cache_check(endpoint_id: int, history: int, pending: int = 400) -> dict
             seed.add_history("ours", endpoint_id, history)
             seed.add_pending("ours", endpoint_id, pending)
             facts["reltuples_todos"] = seed._scalar(
-                "SELECT reltuples FROM pg_class WHERE relname = 'todos'")
+                "SELECT reltuples FROM pg_class WHERE relname = 'todos'"
+            )
         facts["same_session"] = _look(endpoint_id, per_step)
         with connection.cursor() as cursor:
             cursor.execute("DISCARD PLANS")
@@ -285,8 +304,10 @@ def generic_plan_check(endpoint_id: int, history: int, pending: int = 50) -> dic
         out["analyzed"] = {"summary": fresh, "scans": scan_line(fresh)}
         out["explain_analyzed"] = lines
         with connection.cursor() as cursor:
-            cursor.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-                           "WHERE name = 'bench_claim'")
+            cursor.execute(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE name = 'bench_claim'"
+            )
             out["plans_generic_custom"] = list(cursor.fetchone())
     finally:
         with connection.cursor() as cursor:

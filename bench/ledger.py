@@ -44,24 +44,43 @@ class Ledger:
 
     # -- recording -----------------------------------------------------------------------
 
-    def add_drain(self, *, scenario: str, history: int, workers: int, heartbeat: bool,
-                  system: str, rep: int, position: int, stats: dict, section: str = "main"
-                  ) -> dict:
+    def add_drain(
+        self,
+        *,
+        scenario: str,
+        history: int,
+        workers: int,
+        heartbeat: bool,
+        system: str,
+        rep: int,
+        position: int,
+        stats: dict,
+        section: str = "main",
+    ) -> dict:
         n = stats["n"] or 1
         record = {
-            "section": section, "scenario": scenario, "history": history, "workers": workers,
-            "heartbeat": heartbeat, "system": system, "rep": rep, "position": position,
-            "todos": stats["n"], "wall_s": round(stats["wall"], 4),
+            "section": section,
+            "scenario": scenario,
+            "history": history,
+            "workers": workers,
+            "heartbeat": heartbeat,
+            "system": system,
+            "rep": rep,
+            "position": position,
+            "todos": stats["n"],
+            "wall_s": round(stats["wall"], 4),
             "todos_per_s": round(stats["per_s"], 2),
             "claim_p50_ms": _ms(percentile(stats["lat"], 50)),
             "claim_p95_ms": _ms(percentile(stats["lat"], 95)),
             "claim_p99_ms": _ms(percentile(stats["lat"], 99)),
             "heartbeat_p50_ms": _ms(percentile(stats["hb_lat"], 50)),
             "client_cpu_ms_per_todo": round(stats["client_cpu"] * 1000 / n, 4),
-            "server_cpu_ms_per_todo": (None if stats["server_cpu"] is None
-                                       else round(stats["server_cpu"] * 1000 / n, 4)),
-            "wal_bytes_per_todo": (None if stats["wal_bytes"] is None
-                                   else round(stats["wal_bytes"] / n, 1)),
+            "server_cpu_ms_per_todo": (
+                None if stats["server_cpu"] is None else round(stats["server_cpu"] * 1000 / n, 4)
+            ),
+            "wal_bytes_per_todo": (
+                None if stats["wal_bytes"] is None else round(stats["wal_bytes"] / n, 1)
+            ),
             "per_worker": stats["per_worker"],
         }
         self.drains.append(record)
@@ -108,7 +127,8 @@ class Ledger:
                 "heartbeat_p50_ms": _ms(percentile(hb, 50)),
                 "cpu_ms_per_todo": _sum_or_none(
                     _median([d["client_cpu_ms_per_todo"] for d in mine]),
-                    _median([d["server_cpu_ms_per_todo"] for d in mine])),
+                    _median([d["server_cpu_ms_per_todo"] for d in mine]),
+                ),
                 "client_cpu_ms_per_todo": _median([d["client_cpu_ms_per_todo"] for d in mine]),
                 "server_cpu_ms_per_todo": _median([d["server_cpu_ms_per_todo"] for d in mine]),
                 "wal_bytes_per_todo": _median([d["wal_bytes_per_todo"] for d in mine]),
@@ -118,22 +138,34 @@ class Ledger:
         for name in systems:
             if name == "bare" or not bare:
                 continue
-            per_rep = [d["todos_per_s"] / bare[d["rep"]] for d in drains
-                       if d["system"] == name and bare.get(d["rep"])]
+            per_rep = [
+                d["todos_per_s"] / bare[d["rep"]]
+                for d in drains
+                if d["system"] == name and bare.get(d["rep"])
+            ]
             if per_rep:
-                ratios[name] = {"median": round(statistics.median(per_rep), 3),
-                                "min": round(min(per_rep), 3), "max": round(max(per_rep), 3),
-                                "per_rep": [round(r, 3) for r in per_rep]}
-        return {"key": list(key), "section": section, "scenario": scenario,
-                "history": history, "workers": workers, "heartbeat": heartbeat,
-                "systems": systems, "ratios": ratios}
+                ratios[name] = {
+                    "median": round(statistics.median(per_rep), 3),
+                    "min": round(min(per_rep), 3),
+                    "max": round(max(per_rep), 3),
+                    "per_rep": [round(r, 3) for r in per_rep],
+                }
+        return {
+            "key": list(key),
+            "section": section,
+            "scenario": scenario,
+            "history": history,
+            "workers": workers,
+            "heartbeat": heartbeat,
+            "systems": systems,
+            "ratios": ratios,
+        }
 
     # -- output --------------------------------------------------------------------------
 
     def to_json(self) -> dict:
         meta = {k: v for k, v in self.meta.items() if k != "_cells"}
-        return {"meta": meta, "cells": self.cells(), "drains": self.drains,
-                "notes": self.notes}
+        return {"meta": meta, "cells": self.cells(), "drains": self.drains, "notes": self.notes}
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -173,12 +205,15 @@ def _f(x, fmt="{:.0f}", none="-") -> str:
 
 
 def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(headers)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
 
     def line(cells):
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
 
     out = [line(headers), line(["-" * w for w in widths])]
     out += [line(r) for r in rows]
@@ -200,27 +235,50 @@ def _lat(s: dict | None) -> str:
 
 
 def main_rows(cells: list[dict]) -> tuple[list[str], list[list[str]], set[int]]:
-    headers = ["scenario", "history", "wk", "hb", "bare/s", "ours/s", "ours/bare",
-               "hand/bare", "claim p50/p95 ms bare", "ours", "hb p50 ms bare/ours",
-               "CPU ms/todo bare/ours", "CPU ratio", "WAL B/todo bare/ours"]
+    headers = [
+        "scenario",
+        "history",
+        "wk",
+        "hb",
+        "bare/s",
+        "ours/s",
+        "ours/bare",
+        "hand/bare",
+        "claim p50/p95 ms bare",
+        "ours",
+        "hb p50 ms bare/ours",
+        "CPU ms/todo bare/ours",
+        "CPU ratio",
+        "WAL B/todo bare/ours",
+    ]
     rows = []
     for c in cells:
         s = c["systems"]
         bare, ours = s.get("bare"), s.get("ours")
         hb = "-"
         if c["heartbeat"] and bare and ours:
-            hb = f"{_f(bare['heartbeat_p50_ms'], '{:.2f}')}/{_f(ours['heartbeat_p50_ms'], '{:.2f}')}"
-        rows.append([
-            c["scenario"], f"{c['history']:,}", str(c["workers"]),
-            "yes" if c["heartbeat"] else "no",
-            _f(bare and bare["todos_per_s"]), _f(ours and ours["todos_per_s"]),
-            _ratio(c["ratios"].get("ours")), _ratio(c["ratios"].get("hand")),
-            _lat(bare), _lat(ours), hb,
-            f"{_f(bare and bare['cpu_ms_per_todo'], '{:.2f}')}/"
-            f"{_f(ours and ours['cpu_ms_per_todo'], '{:.2f}')}",
-            _cpu_ratio(bare, ours),
-            f"{_f(bare and bare['wal_bytes_per_todo'])}/{_f(ours and ours['wal_bytes_per_todo'])}",
-        ])
+            hb = (
+                f"{_f(bare['heartbeat_p50_ms'], '{:.2f}')}/{_f(ours['heartbeat_p50_ms'], '{:.2f}')}"
+            )
+        rows.append(
+            [
+                c["scenario"],
+                f"{c['history']:,}",
+                str(c["workers"]),
+                "yes" if c["heartbeat"] else "no",
+                _f(bare and bare["todos_per_s"]),
+                _f(ours and ours["todos_per_s"]),
+                _ratio(c["ratios"].get("ours")),
+                _ratio(c["ratios"].get("hand")),
+                _lat(bare),
+                _lat(ours),
+                hb,
+                f"{_f(bare and bare['cpu_ms_per_todo'], '{:.2f}')}/"
+                f"{_f(ours and ours['cpu_ms_per_todo'], '{:.2f}')}",
+                _cpu_ratio(bare, ours),
+                f"{_f(bare and bare['wal_bytes_per_todo'])}/{_f(ours and ours['wal_bytes_per_todo'])}",
+            ]
+        )
     return headers, rows, {1, 2, 4, 5, 8, 9, 10, 11, 12, 13}
 
 
@@ -233,9 +291,20 @@ def _cpu_ratio(bare: dict | None, other: dict | None) -> str:
 
 
 def whatif_rows(cells: list[dict]) -> tuple[list[str], list[list[str]], set[int]]:
-    headers = ["scenario", "history", "wk", "hb", "variant", "todos/s", "x/bare",
-               "vs ours baseline", "claim p50/p95 ms", "CPU ms/todo", "CPU ratio",
-               "WAL B/todo"]
+    headers = [
+        "scenario",
+        "history",
+        "wk",
+        "hb",
+        "variant",
+        "todos/s",
+        "x/bare",
+        "vs ours baseline",
+        "claim p50/p95 ms",
+        "CPU ms/todo",
+        "CPU ratio",
+        "WAL B/todo",
+    ]
     rows = []
     for c in cells:
         s = c["systems"]
@@ -247,19 +316,40 @@ def whatif_rows(cells: list[dict]) -> tuple[list[str], list[list[str]], set[int]
             vs = "-"
             if base and name != "ours" and base["todos_per_s"]:
                 vs = f"{sysd['todos_per_s'] / base['todos_per_s']:.2f}x"
-            rows.append([
-                c["scenario"], f"{c['history']:,}", str(c["workers"]),
-                "yes" if c["heartbeat"] else "no", variant, _f(sysd["todos_per_s"]),
-                _ratio(c["ratios"].get(name)), vs, _lat(sysd),
-                _f(sysd["cpu_ms_per_todo"], "{:.2f}"), _cpu_ratio(s.get("bare"), sysd),
-                _f(sysd["wal_bytes_per_todo"]),
-            ])
+            rows.append(
+                [
+                    c["scenario"],
+                    f"{c['history']:,}",
+                    str(c["workers"]),
+                    "yes" if c["heartbeat"] else "no",
+                    variant,
+                    _f(sysd["todos_per_s"]),
+                    _ratio(c["ratios"].get(name)),
+                    vs,
+                    _lat(sysd),
+                    _f(sysd["cpu_ms_per_todo"], "{:.2f}"),
+                    _cpu_ratio(s.get("bare"), sysd),
+                    _f(sysd["wal_bytes_per_todo"]),
+                ]
+            )
         if "bare" in s:
             b = s["bare"]
-            rows.append([c["scenario"], f"{c['history']:,}", str(c["workers"]),
-                         "yes" if c["heartbeat"] else "no", "(bare)", _f(b["todos_per_s"]),
-                         "1.00", "-", _lat(b), _f(b["cpu_ms_per_todo"], "{:.2f}"), "1.00",
-                         _f(b["wal_bytes_per_todo"])])
+            rows.append(
+                [
+                    c["scenario"],
+                    f"{c['history']:,}",
+                    str(c["workers"]),
+                    "yes" if c["heartbeat"] else "no",
+                    "(bare)",
+                    _f(b["todos_per_s"]),
+                    "1.00",
+                    "-",
+                    _lat(b),
+                    _f(b["cpu_ms_per_todo"], "{:.2f}"),
+                    "1.00",
+                    _f(b["wal_bytes_per_todo"]),
+                ]
+            )
     return headers, rows, {1, 2, 5, 6, 7, 8, 9, 10, 11}
 
 
@@ -269,10 +359,14 @@ def render(ledger: Ledger) -> str:
     main = [c for c in cells if c["section"] == "main"]
     whatif = [c for c in cells if c["section"] == "whatif"]
     out = []
-    out.append("Switchboard bench: claim_next + complete through queues.transitions (ours, with "
-               "attempt history)")
-    out.append("vs a bare FOR UPDATE SKIP LOCKED claim/complete loop without history (bare), "
-               "same database, same run.")
+    out.append(
+        "Switchboard bench: claim_next + complete through queues.transitions (ours, with "
+        "attempt history)"
+    )
+    out.append(
+        "vs a bare FOR UPDATE SKIP LOCKED claim/complete loop without history (bare), "
+        "same database, same run."
+    )
     if m:
         out.append(
             f"server: PostgreSQL {m.get('server', {}).get('server_version', '?')} "
@@ -280,34 +374,47 @@ def render(ledger: Ledger) -> str:
             f"db {m.get('database')}, synchronous_commit={m.get('server', {}).get('synchronous_commit')}"
             f", fsync={m.get('server', {}).get('fsync')}; {m.get('cpus')} CPUs; "
             f"code {m.get('git', {}).get('head', '?')[:10]}"
-            + (" + uncommitted changes in " + ", ".join(m["git"]["dirty"])
-               if m.get("git", {}).get("dirty") else ""))
+            + (
+                " + uncommitted changes in " + ", ".join(m["git"]["dirty"])
+                if m.get("git", {}).get("dirty")
+                else ""
+            )
+        )
         out.append(
             f"{m.get('todos')} todos per drain, {m.get('reps')} runs per cell, order alternated "
             f"per run ({m.get('order_note')}); todos/s = median over runs, ours/bare = median "
-            f"of per-run ratios (lowest-highest); claim p50/p95 pool every claim of the cell.")
+            f"of per-run ratios (lowest-highest); claim p50/p95 pool every claim of the cell."
+        )
     out.append("")
     if main:
         headers, rows, right = main_rows(main)
         out += _table(headers, rows, right)
     out.append("")
-    out.append("hand = hand-written SQL loop that opens/closes an attempt row (calibration; "
-               "issue: 0.84-0.92 of bare). hb = one heartbeat per todo. CPU = worker process + "
-               "its PostgreSQL backend,")
-    out.append("per todo; CPU ratio = bare CPU / ours CPU, the ratio both would reach when "
-               "CPU-bound, nearly immune to other load on the machine. WAL = WAL bytes per todo.")
+    out.append(
+        "hand = hand-written SQL loop that opens/closes an attempt row (calibration; "
+        "issue: 0.84-0.92 of bare). hb = one heartbeat per todo. CPU = worker process + "
+        "its PostgreSQL backend,"
+    )
+    out.append(
+        "per todo; CPU ratio = bare CPU / ours CPU, the ratio both would reach when "
+        "CPU-bound, nearly immune to other load on the machine. WAL = WAL bytes per todo."
+    )
     verdict = ledger.notes.get("verdict")
     if verdict:
         out.append("")
         out += verdict
     if not whatif:
         out.append("")
-        out.append("Proposed changes can be measured next to this baseline with --whatif "
-                   "(see bench/variants.py), e.g. --whatif prepared,lean-indexes")
+        out.append(
+            "Proposed changes can be measured next to this baseline with --whatif "
+            "(see bench/variants.py), e.g. --whatif prepared,lean-indexes"
+        )
     if whatif:
         out.append("")
-        out.append("What-if (proposed changes, applied by monkeypatch / on the bench database "
-                   "only; same drains, same run):")
+        out.append(
+            "What-if (proposed changes, applied by monkeypatch / on the bench database "
+            "only; same drains, same run):"
+        )
         headers, rows, right = whatif_rows(whatif)
         out += _table(headers, rows, right)
     for key in ("growth", "explain", "plan_cache"):
@@ -317,16 +424,19 @@ def render(ledger: Ledger) -> str:
             out += lines
     if m.get("duration_s"):
         out.append("")
-        out.append(f"run took {m['duration_s']:.0f} s; load average before/after "
-                   f"{m.get('loadavg_start')} / {m.get('loadavg_end')}; ledger: "
-                   f"{m.get('ledger_path', '-')}")
+        out.append(
+            f"run took {m['duration_s']:.0f} s; load average before/after "
+            f"{m.get('loadavg_start')} / {m.get('loadavg_end')}; ledger: "
+            f"{m.get('ledger_path', '-')}"
+        )
     return "\n".join(out)
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python bench/ledger.py bench/results/ledger-<timestamp>.json",
-              file=sys.stderr)
+        print(
+            "usage: python bench/ledger.py bench/results/ledger-<timestamp>.json", file=sys.stderr
+        )
         return 2
     print(Ledger.load(Path(argv[1])).render())
     return 0

@@ -11,9 +11,10 @@ Between "ready" and "go" the worker is blocked on the pipe, so "go" sent to ever
 row is the start barrier; the drain's wall time runs from just before the first "go" to the
 latest worker's end (``time.perf_counter`` is CLOCK_MONOTONIC, one clock for all processes).
 
-Every loop has the same transaction discipline: each claim, heartbeat and complete is its own
-transaction (``transaction.atomic()``), on the same kind of Django connection (psycopg 3,
-Django's client-side-binding cursor).
+Every loop has the same discipline: each claim, heartbeat and complete is one statement and its
+own transaction (autocommit, as queues.transitions runs its single-statement transitions), sent
+through the same cursor (``queues.sql``'s server-side prepared statements on Django's psycopg 3
+connection), so the comparison is the SQL and the bookkeeping, not the driver path.
 """
 
 from __future__ import annotations
@@ -78,18 +79,29 @@ UPDATE bench_hand_attempts a SET ended_at = now(), outcome = 'completed', result
 RESULT = {"ok": True}
 
 
-def _bare(endpoint_id: int, heartbeat: bool, lat: list, hb_lat: list) -> int:
-    from django.db import connection, transaction
+def _run(cursor, statement: str, params) -> tuple | None:
+    cursor.execute(statement, params)
+    return cursor.fetchone() if cursor.description else None
 
+
+def _cursor():
+    """The cursor queues.sql.fetch uses: server-side binding, prepared on first use."""
+    from django.db import connection
+
+    from queues.sql import _PreparedCursor
+
+    connection.ensure_connection()
+    return connection._prepare_cursor(_PreparedCursor(connection.connection))
+
+
+def _bare(endpoint_id: int, heartbeat: bool, lat: list, hb_lat: list) -> int:
     payload = json.dumps(RESULT)
     n = 0
     clock = time.perf_counter
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         while True:
             t = clock()
-            with transaction.atomic():
-                cursor.execute(BARE_CLAIM, (endpoint_id,))
-                row = cursor.fetchone()
+            row = _run(cursor, BARE_CLAIM, (endpoint_id,))
             lat.append(clock() - t)
             if row is None:
                 lat.pop()  # the empty claim that ends the drain is not a claim
@@ -97,26 +109,20 @@ def _bare(endpoint_id: int, heartbeat: bool, lat: list, hb_lat: list) -> int:
             job = row[0]
             if heartbeat:
                 t = clock()
-                with transaction.atomic():
-                    cursor.execute(BARE_HEARTBEAT, (job,))
+                _run(cursor, BARE_HEARTBEAT, (job,))
                 hb_lat.append(clock() - t)
-            with transaction.atomic():
-                cursor.execute(BARE_COMPLETE, (payload, job))
+            _run(cursor, BARE_COMPLETE, (payload, job))
             n += 1
 
 
 def _hand(endpoint_id: int, heartbeat: bool, lat: list, hb_lat: list) -> int:
-    from django.db import connection, transaction
-
     payload = json.dumps(RESULT)
     n = 0
     clock = time.perf_counter
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         while True:
             t = clock()
-            with transaction.atomic():
-                cursor.execute(HAND_CLAIM, {"ep": endpoint_id})
-                row = cursor.fetchone()
+            row = _run(cursor, HAND_CLAIM, {"ep": endpoint_id})
             lat.append(clock() - t)
             if row is None:
                 lat.pop()
@@ -124,11 +130,9 @@ def _hand(endpoint_id: int, heartbeat: bool, lat: list, hb_lat: list) -> int:
             job, seq = row
             if heartbeat:
                 t = clock()
-                with transaction.atomic():
-                    cursor.execute(HAND_HEARTBEAT, (job,))
+                _run(cursor, HAND_HEARTBEAT, (job,))
                 hb_lat.append(clock() - t)
-            with transaction.atomic():
-                cursor.execute(HAND_COMPLETE, {"result": payload, "id": job, "seq": seq})
+            _run(cursor, HAND_COMPLETE, {"result": payload, "id": job, "seq": seq})
             n += 1
 
 
@@ -209,5 +213,17 @@ def worker_main(conn, index: int) -> None:
             variants.undo(saved)
         except Exception as exc:  # noqa: BLE001
             error = error or f"undo {variant}: {type(exc).__name__}: {exc}"
-        conn.send(("done", {"n": n, "start": start, "end": end, "lat": lat, "hb_lat": hb_lat,
-                            "cpu": cpu, "error": error}))
+        conn.send(
+            (
+                "done",
+                {
+                    "n": n,
+                    "start": start,
+                    "end": end,
+                    "lat": lat,
+                    "hb_lat": hb_lat,
+                    "cpu": cpu,
+                    "error": error,
+                },
+            )
+        )

@@ -47,8 +47,9 @@ class WorkerPool:
         self.local_server = local_server
         for i in range(size):
             parent, child = ctx.Pipe()
-            proc = ctx.Process(target=loops.worker_main, args=(child, i), daemon=True,
-                               name=f"bench-worker-{i}")
+            proc = ctx.Process(
+                target=loops.worker_main, args=(child, i), daemon=True, name=f"bench-worker-{i}"
+            )
             proc.start()
             child.close()
             self.pipes.append(parent)
@@ -67,8 +68,15 @@ class WorkerPool:
         values = [_proc_cpu(pid) for pid in self.backend_pids[:workers]]
         return None if any(v is None for v in values) else sum(values)
 
-    def drain(self, loop: str, workers: int, endpoint_id: int, heartbeat: bool,
-              variant: str = "baseline", wal_lsn=None) -> dict:
+    def drain(
+        self,
+        loop: str,
+        workers: int,
+        endpoint_id: int,
+        heartbeat: bool,
+        variant: str = "baseline",
+        wal_lsn=None,
+    ) -> dict:
         """Run one drain on the first ``workers`` processes; returns the merged stats.
         ``wal_lsn`` is a callable returning the server's current WAL position in bytes."""
         pipes = self.pipes[:workers]

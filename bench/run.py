@@ -4,6 +4,7 @@
     .venv/bin/python bench/run.py --quick         # ~1 minute, fewer todos, one run per cell
     .venv/bin/python bench/run.py --workers 1,4 --todos 3000 --reps 5
     .venv/bin/python bench/run.py --whatif prepared,lean-indexes,prepared+lean-indexes
+    .venv/bin/python bench/run.py --sections http  # only the API through gunicorn (+ profile)
 
 What it measures (SPEC "Budgets", ADR-0039 "Confirmation"): todos/s of a drain of N todos by
 1, 2, 4 and 8 worker processes, each looping ``transitions.claim_next`` (+ optionally
@@ -12,15 +13,17 @@ a bare ``FOR UPDATE SKIP LOCKED`` claim/complete loop without history, on the sa
 the same run; the ratio ours/bare against the 0.90 bar; claim p50/p95; from empty tables and
 from realistic history (as many closed attempts as todos, statistics refreshed); claim cost at
 10k vs 200k history rows; the claim's plan (EXPLAIN ANALYZE) at both sizes; and whether a plan
-made while the tables were empty can survive into a large history.
+made while the tables were empty can survive into a large history. And (section ``http``, see
+bench/httpbench.py) the same claim_next + complete through ``switchboard serve`` over HTTP at
+1, 4 and 16 client processes, next to the in-process figure, with a profile of the verbs.
 
 The database is always a dedicated ``switchboard_bench`` (see bench/db.py): with DATABASE_URL
 set it is created on that server (and dropped at the end); without, a throwaway embedded
 PostgreSQL is started in a temp folder and deleted at exit. Workers are separate OS processes
 (multiprocessing 'spawn'), each with its own Django setup and connection.
 
-stdout gets the table; progress goes to stderr; the ledger (every drain, every cell, the plans)
-is written to bench/results/ledger-<timestamp>.json.
+stdout gets the table; progress goes to stderr; the ledger (every drain, every cell, the plans,
+the HTTP section) is written to bench/results/ledger-<timestamp>.json.
 """
 
 from __future__ import annotations
@@ -41,40 +44,64 @@ if str(ROOT) not in sys.path:
 
 RESULTS = ROOT / "bench" / "results"
 
+from bench import httpbench  # noqa: E402 - after the path set-up; imports no Django
+
 
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true",
-                   help="short run: 300 todos, 1 and 4 workers, one run per cell, 10k vs 50k "
-                        "history")
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="short run: 300 todos, 1 and 4 workers, one run per cell, 10k vs 50k history",
+    )
     p.add_argument("--workers", type=_ints, default=None, help="worker counts [1,2,4,8; quick 1,4]")
     p.add_argument("--todos", type=int, default=None, help="todos per drain [1500; quick 300]")
-    p.add_argument("--reps", type=int, default=None,
-                   help="runs per cell, order alternated [3; quick 1]")
-    p.add_argument("--history-sizes", type=_ints, default=None,
-                   help="history rows for the growth check [10000,200000; quick 10000,50000]")
-    p.add_argument("--growth-workers", type=int, default=4,
-                   help="workers for the growth check [4]")
-    p.add_argument("--no-hand", action="store_true",
-                   help="skip the hand-written-SQL-with-attempts calibration loop")
+    p.add_argument(
+        "--reps", type=int, default=None, help="runs per cell, order alternated [3; quick 1]"
+    )
+    p.add_argument(
+        "--history-sizes",
+        type=_ints,
+        default=None,
+        help="history rows for the growth check [10000,200000; quick 10000,50000]",
+    )
+    p.add_argument("--growth-workers", type=int, default=4, help="workers for the growth check [4]")
+    p.add_argument(
+        "--no-hand",
+        action="store_true",
+        help="skip the hand-written-SQL-with-attempts calibration loop",
+    )
     p.add_argument("--no-heartbeat", action="store_true", help="skip the heartbeat variants")
-    p.add_argument("--scenarios", default="empty,history",
-                   help="main-table scenarios: empty,history [both]")
-    p.add_argument("--whatif", default="",
-                   help="comma list of variants to measure next to ours (see bench/variants.py;"
-                        " join code and schema variants with '+')")
-    p.add_argument("--whatif-workers", type=_ints, default=[1, 4],
-                   help="worker counts for the what-if cells [1,4]")
-    p.add_argument("--sections", default="main,growth,plans,whatif",
-                   help="which parts to run: main,growth,plans,whatif [all; whatif only with "
-                        "--whatif]")
-    p.add_argument("--keep-db", action="store_true",
-                   help="keep switchboard_bench on a DATABASE_URL server")
+    p.add_argument(
+        "--scenarios", default="empty,history", help="main-table scenarios: empty,history [both]"
+    )
+    p.add_argument(
+        "--whatif",
+        default="",
+        help="comma list of variants to measure next to ours (see bench/variants.py;"
+        " join code and schema variants with '+')",
+    )
+    p.add_argument(
+        "--whatif-workers",
+        type=_ints,
+        default=[1, 4],
+        help="worker counts for the what-if cells [1,4]",
+    )
+    p.add_argument(
+        "--sections",
+        default="main,growth,plans,whatif,http",
+        help="which parts to run: main,growth,plans,whatif,http [all; whatif only with --whatif]",
+    )
+    httpbench.add_arguments(p)
+    p.add_argument(
+        "--keep-db", action="store_true", help="keep switchboard_bench on a DATABASE_URL server"
+    )
     p.add_argument("--json", type=Path, default=None, help="ledger path [bench/results/...]")
     args = p.parse_args(argv)
     quick = args.quick
@@ -85,6 +112,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.scenarios = [s for s in args.scenarios.split(",") if s]
     args.whatif = [v for v in args.whatif.split(",") if v]
     args.sections = {x for x in args.sections.split(",") if x}
+    httpbench.finish_arguments(args)
     return args
 
 
@@ -98,8 +126,9 @@ def git_state() -> dict:
 
     def git(*cmd: str) -> str:
         try:
-            return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True,
-                                  timeout=10).stdout
+            return subprocess.run(
+                ["git", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=10
+            ).stdout
         except (OSError, subprocess.SubprocessError):
             return ""
 
@@ -110,8 +139,7 @@ def git_state() -> dict:
         path = ROOT / rel
         if path.exists():
             digests[rel] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-    return {"head": git("rev-parse", "HEAD").strip() or "?", "dirty": dirty,
-            "sha256_12": digests}
+    return {"head": git("rev-parse", "HEAD").strip() or "?", "dirty": dirty, "sha256_12": digests}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,18 +173,29 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     ledger_path = args.json or RESULTS / f"ledger-{stamp}.json"
     meta = {
-        "started_utc": stamp, "argv": sys.argv[1:], "quick": args.quick,
-        "todos": args.todos, "reps": args.reps, "workers": args.workers,
-        "history_sizes": args.history_sizes, "growth_workers": args.growth_workers,
+        "started_utc": stamp,
+        "argv": sys.argv[1:],
+        "quick": args.quick,
+        "todos": args.todos,
+        "reps": args.reps,
+        "workers": args.workers,
+        "history_sizes": args.history_sizes,
+        "growth_workers": args.growth_workers,
         "systems": systems,
         "order_note": "run 1 " + " > ".join(systems) + ", run 2 reversed, ...",
-        "cpus": os.cpu_count(), "platform": platform.platform(),
-        "python": platform.python_version(), "django": django.get_version(),
-        "psycopg": psycopg.__version__, "embedded": env["embedded"],
-        "database": env["database"], "git": git_state(), "server": db.server_facts(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "django": django.get_version(),
+        "psycopg": psycopg.__version__,
+        "embedded": env["embedded"],
+        "database": env["database"],
+        "git": git_state(),
+        "server": db.server_facts(),
         "loadavg_start": [round(x, 2) for x in load0] if load0 else None,
-        "ledger_path": str(ledger_path.relative_to(ROOT) if ledger_path.is_relative_to(ROOT)
-                           else ledger_path),
+        "ledger_path": str(
+            ledger_path.relative_to(ROOT) if ledger_path.is_relative_to(ROOT) else ledger_path
+        ),
     }
     ledger = Ledger(meta)
 
@@ -165,17 +204,28 @@ def main(argv: list[str] | None = None) -> int:
             cursor.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")
             return cursor.fetchone()[0]
 
-    pool_size = max([*args.workers, args.growth_workers,
-                     *(args.whatif_workers if args.whatif else [])])
-    _log(f"database {env['database']} ({'embedded' if env['embedded'] else 'DATABASE_URL'}); "
-         f"starting {pool_size} worker processes")
+    pool_size = max(
+        [*args.workers, args.growth_workers, *(args.whatif_workers if args.whatif else [])]
+    )
+    _log(
+        f"database {env['database']} ({'embedded' if env['embedded'] else 'DATABASE_URL'}); "
+        f"starting {pool_size} worker processes"
+    )
     pool = WorkerPool(pool_size, local_server=True)
 
-    def drain(scenario: seed.Scenario, label: str, system: str, workers: int, hb: bool,
-              rep: int, position: int, section: str = "main") -> dict:
+    def drain(
+        scenario: seed.Scenario,
+        label: str,
+        system: str,
+        workers: int,
+        hb: bool,
+        rep: int,
+        position: int,
+        section: str = "main",
+    ) -> dict:
         loop, _, variant = system.partition(":")
         code_variant, schema_variant = "baseline", None
-        for part in (variant.split("+") if variant else []):
+        for part in variant.split("+") if variant else []:
             if part in variants.SCHEMA_VARIANTS:
                 schema_variant = part
             else:
@@ -189,9 +239,17 @@ def main(argv: list[str] | None = None) -> int:
             variants.revert_schema(revert)
         if stats["n"] != args.todos or left:
             raise DrainFailed(f"{system}: drained {stats['n']} of {args.todos}, {left} left")
-        return ledger.add_drain(scenario=label, history=scenario.history or 0, workers=workers,
-                                heartbeat=hb, system=system, rep=rep, position=position,
-                                stats=stats, section=section)
+        return ledger.add_drain(
+            scenario=label,
+            history=scenario.history or 0,
+            workers=workers,
+            heartbeat=hb,
+            system=system,
+            rep=rep,
+            position=position,
+            stats=stats,
+            section=section,
+        )
 
     try:
         # Warm-up: every loop once at full width on empty tables (not recorded).
@@ -202,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
         _log("warm-up done")
 
         # -- main table: empty tables and realistic history, every worker count ----------
-        for name in (args.scenarios if "main" in args.sections else []):
+        for name in args.scenarios if "main" in args.sections else []:
             history = None if name == "empty" else args.todos
             scenario = seed.Scenario(name, endpoint_id, history)
             scenario.build(systems)
@@ -216,18 +274,24 @@ def main(argv: list[str] | None = None) -> int:
                         for pos, system in enumerate(order):
                             drain(scenario, name, system, workers, hb, rep, pos)
                     cell = ledger.cells()[-1]
-                    _log(f"{name:8s} w={workers} hb={'yes' if hb else 'no '} "
-                         f"bare {cell['systems']['bare']['todos_per_s']:.0f}/s "
-                         f"ours {cell['systems']['ours']['todos_per_s']:.0f}/s "
-                         f"ratio {cell['ratios']['ours']['median']:.2f}")
+                    _log(
+                        f"{name:8s} w={workers} hb={'yes' if hb else 'no '} "
+                        f"bare {cell['systems']['bare']['todos_per_s']:.0f}/s "
+                        f"ours {cell['systems']['ours']['todos_per_s']:.0f}/s "
+                        f"ratio {cell['ratios']['ours']['median']:.2f}"
+                    )
 
         # -- growth: 10k vs 200k history rows, claim cost and plan ------------------------
-        growth_lines = [f"Claim cost as history grows ({args.growth_workers} workers, no "
-                        f"heartbeat; history = done todos with closed attempts, ANALYZEd):"]
-        explain_lines = ["EXPLAIN (ANALYZE, BUFFERS) of queues.sql.CLAIM_NEXT (one claim, "
-                         "rolled back), scans on todos/todo_attempts:"]
+        growth_lines = [
+            f"Claim cost as history grows ({args.growth_workers} workers, no "
+            f"heartbeat; history = done todos with closed attempts, ANALYZEd):"
+        ]
+        explain_lines = [
+            "EXPLAIN (ANALYZE, BUFFERS) of queues.sql.CLAIM_NEXT (one claim, "
+            "rolled back), scans on todos/todo_attempts:"
+        ]
         plans = {}
-        for size in (args.history_sizes if "growth" in args.sections else []):
+        for size in args.history_sizes if "growth" in args.sections else []:
             scenario = seed.Scenario("growth", endpoint_id, size)
             t = time.monotonic()
             scenario.build(["bare", "ours"])
@@ -239,14 +303,17 @@ def main(argv: list[str] | None = None) -> int:
                 f"  history {size:>9,}: {explain.scan_line(summary)}; buffers "
                 f"{summary.get('buffers')}, planning {summary.get('planning_ms')} ms, "
                 f"execution {summary.get('execution_ms')} ms; Seq Scan on todo_attempts: "
-                f"{'YES' if summary['seq_scan_attempts'] else 'no'}")
+                f"{'YES' if summary['seq_scan_attempts'] else 'no'}"
+            )
             for rep in range(max(args.reps, 3)):  # at least 3: one-off noise would decide
                 order = ["bare", "ours"] if rep % 2 == 0 else ["ours", "bare"]
                 for pos, system in enumerate(order):
                     drain(scenario, "growth", system, args.growth_workers, False, rep, pos)
             cell = ledger.cells()[-1]
-            _log(f"growth {size:,}: ours {cell['systems']['ours']['todos_per_s']:.0f}/s "
-                 f"p50 {cell['systems']['ours']['claim_p50_ms']} ms")
+            _log(
+                f"growth {size:,}: ours {cell['systems']['ours']['todos_per_s']:.0f}/s "
+                f"p50 {cell['systems']['ours']['claim_p50_ms']} ms"
+            )
         ledger.notes["plans"] = {str(k): v for k, v in plans.items()}
         growth = [c for c in ledger.cells() if c["scenario"] == "growth"]
         if len(growth) >= 2:
@@ -270,11 +337,22 @@ def main(argv: list[str] | None = None) -> int:
                     for rep in range(args.reps):
                         order = names if rep % 2 == 0 else names[::-1]
                         for pos, system in enumerate(order):
-                            drain(scenario, "history", system, workers, hb, rep, pos,
-                                  section="whatif")
+                            drain(
+                                scenario, "history", system, workers, hb, rep, pos, section="whatif"
+                            )
                     cell = ledger.cells()[-1]
-                    _log(f"what-if w={workers} hb={hb}: " + ", ".join(
-                        f"{k} {v['todos_per_s']:.0f}/s" for k, v in cell["systems"].items()))
+                    _log(
+                        f"what-if w={workers} hb={hb}: "
+                        + ", ".join(
+                            f"{k} {v['todos_per_s']:.0f}/s" for k, v in cell["systems"].items()
+                        )
+                    )
+
+        # -- the agent API through gunicorn, next to the in-process figure ----------------
+        if "http" in args.sections:
+            httpbench.run_section(
+                args, ledger=ledger, pool=pool, endpoint_id=endpoint_id, stamp=stamp
+            )
     finally:
         pool.close()
 
@@ -284,6 +362,9 @@ def main(argv: list[str] | None = None) -> int:
     ledger.meta["loadavg_end"] = [round(x, 2) for x in load1] if load1 else None
     ledger.write(ledger_path)
     print(ledger.render())
+    if ledger.notes.get("http"):
+        print()
+        print(httpbench.render(ledger.notes["http"]))
     if not env["embedded"] and not args.keep_db:
         connection.close()
         db.drop_bench_database()
@@ -305,10 +386,15 @@ def plan_checks(ledger, endpoint_id: int, big: int) -> None:
     ledger.notes["plan_cache_detail"] = {"django": pc, "generic_what_if": gp}
 
     def look(name: str, d: dict) -> str:
-        return (f"  {name}: claim statement p50 {_fmt(d['statement_p50_ms'])} ms, COMMIT p50 "
-                f"{_fmt(d['commit_p50_ms'])} ms"
-                + (f"; plan: {d['scans']}; buffers {d['summary'].get('buffers')}"
-                   if "scans" in d else ""))
+        return (
+            f"  {name}: claim statement p50 {_fmt(d['statement_p50_ms'])} ms, COMMIT p50 "
+            f"{_fmt(d['commit_p50_ms'])} ms"
+            + (
+                f"; plan: {d['scans']}; buffers {d['summary'].get('buffers')}"
+                if "scans" in d
+                else ""
+            )
+        )
 
     lines = [
         "Plans made while the tables were empty: Django's session claims on empty (ANALYZEd) "
@@ -350,16 +436,22 @@ def growth_verdict(growth: list[dict], plans: dict, sizes: list[int]) -> list[st
     small, large = growth[0], growth[-1]
     so, lo = small["systems"]["ours"], large["systems"]["ours"]
     sb, lb = small["systems"]["bare"], large["systems"]["bare"]
-    cpu = (lo["cpu_ms_per_todo"] / so["cpu_ms_per_todo"]
-           if so["cpu_ms_per_todo"] and lo["cpu_ms_per_todo"] else None)
+    cpu = (
+        lo["cpu_ms_per_todo"] / so["cpu_ms_per_todo"]
+        if so["cpu_ms_per_todo"] and lo["cpu_ms_per_todo"]
+        else None
+    )
     rel = large["ratios"]["ours"]["median"] / small["ratios"]["ours"]["median"]
     b_small = plans[sizes[0]]["summary"].get("buffers")
     b_large = plans[sizes[-1]]["summary"].get("buffers")
     seq = any(p["summary"]["seq_scan_attempts"] for p in plans.values())
     # Decided on what noise cannot fake: the plan (no Seq Scan on todo_attempts, buffers
     # per claim flat) and CPU per todo; the wall-clock ratio is reported beside it.
-    ok = (cpu is None or cpu <= 1.25) and not seq and (
-        not b_small or not b_large or b_large <= 1.5 * b_small)
+    ok = (
+        (cpu is None or cpu <= 1.25)
+        and not seq
+        and (not b_small or not b_large or b_large <= 1.5 * b_small)
+    )
     return [
         f"  {sizes[-1]:,} vs {sizes[0]:,} rows: ours CPU/todo x{_fmt(cpu)}, ours/bare "
         f"{small['ratios']['ours']['median']:.2f} -> {large['ratios']['ours']['median']:.2f} "
@@ -381,10 +473,15 @@ def verdict(ledger, target: float) -> list[str]:
     """Per scenario and heartbeat setting: ours/bare over the worker counts, by wall clock
     (the bar) and by CPU per todo (the same comparison with other load on the machine
     factored out)."""
-    lines = [f"ADR-0039 bar: ours >= {target:.2f} x bare at every worker count "
-             "(wall-clock ratio; CPU ratio beside it):"]
-    cells = [c for c in ledger.cells() if c["section"] == "main" and "ours" in c["ratios"]
-             and c["scenario"] != "growth"]
+    lines = [
+        f"ADR-0039 bar: ours >= {target:.2f} x bare at every worker count "
+        "(wall-clock ratio; CPU ratio beside it):"
+    ]
+    cells = [
+        c
+        for c in ledger.cells()
+        if c["section"] == "main" and "ours" in c["ratios"] and c["scenario"] != "growth"
+    ]
     groups: dict[tuple, list[dict]] = {}
     for c in cells:
         groups.setdefault((c["scenario"], c["history"], c["heartbeat"]), []).append(c)
@@ -403,8 +500,8 @@ def verdict(ledger, target: float) -> list[str]:
             f"(worst at {worst['workers']})"
             + (f", by CPU {min(cpu):.2f}-{max(cpu):.2f}" if cpu else "")
             + f" => {'MET' if min(ratios) >= target else 'NOT MET'}"
-            + (f"; hand-written SQL with attempts {min(hand):.2f}-{max(hand):.2f}"
-               if hand else ""))
+            + (f"; hand-written SQL with attempts {min(hand):.2f}-{max(hand):.2f}" if hand else "")
+        )
     return lines
 
 

@@ -31,6 +31,7 @@ def via(pg_connection):
     finally:
         _VIA = saved
 
+
 SYSTEM_TABLES = {
     "ours": ("todos", "todo_attempts"),
     "bare": ("bench_bare_jobs",),

@@ -84,7 +84,7 @@ def compact(statement: str) -> str:
             if pending_space and out:
                 out.append(" ")
             pending_space = False
-            out.append(statement[i:j + 1])
+            out.append(statement[i : j + 1])
             i = j + 1
         elif statement.startswith("--", i):
             j = statement.find("\n", i)
@@ -111,18 +111,29 @@ HITS = 0
 
 def apply(name: str) -> list[tuple[object, str, object]]:
     """Apply a code variant in this (worker) process; returns what ``undo`` needs."""
+    global HITS
     saved: list[tuple[object, str, object]] = []
     if name in ("baseline", *SCHEMA_VARIANTS):
         return saved
     from queues import sql, transitions
 
     if name == "compact-sql":
-        global HITS
         for attr in _HOT:
             old = getattr(sql, attr)
             saved.append((sql, attr, old))
             setattr(sql, attr, compact(old))
             HITS += len(compact(old)) < len(old)
+        return saved
+    if name in ("prepared", "prepared-custom") and not hasattr(transitions, "_fetch"):
+        # Since queues.sql.fetch prepares the hot statements itself, "prepared" is what ours
+        # already does; "prepared-custom" keeps it and forces a plan per call.
+        from django.db import connection
+
+        HITS += 1
+        mode = "force_custom_plan" if name == "prepared-custom" else "auto"
+        with connection.cursor() as cursor:
+            cursor.execute(f"SET plan_cache_mode = {mode}")
+        saved.append((None, "plan_cache_mode", None))
         return saved
     if name in ("prepared", "prepared-custom"):
         import psycopg
@@ -215,10 +226,13 @@ def apply_schema(name: str) -> str | None:
         restore = [row[0] + ";" for row in cursor.fetchall()]
         cursor.execute(LEAN_INDEXES_SQL.format(**names))
     revert = "\n".join(
-        ["DROP INDEX IF EXISTS bench_todos_created_by_nn;",
-         "DROP INDEX IF EXISTS bench_todos_requester_nn;",
-         "DROP INDEX IF EXISTS bench_attempts_user_nn;",
-         "DROP INDEX IF EXISTS bench_attempts_ended_by_nn;", *restore]
+        [
+            "DROP INDEX IF EXISTS bench_todos_created_by_nn;",
+            "DROP INDEX IF EXISTS bench_todos_requester_nn;",
+            "DROP INDEX IF EXISTS bench_attempts_user_nn;",
+            "DROP INDEX IF EXISTS bench_attempts_ended_by_nn;",
+            *restore,
+        ]
     )
     return revert
 

@@ -11,6 +11,8 @@ Who may act is an ``Actor``: an agent (an endpoint) or a human (a user acting fr
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -182,14 +184,16 @@ def claim_next(
     actor = Actor.agent(endpoint)
     _check_active(endpoint)
     params, token = _claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
-    with transaction.atomic(durable=True):
-        for _ in range(MAX_DEAD_LETTERS_PER_CLAIM):
+    # Each run of the claim statement is its own transaction (see _single_statement): a
+    # lapsed lease dead-lettered at the cap is committed, and the next run looks further.
+    for _ in range(MAX_DEAD_LETTERS_PER_CLAIM):
+        with _single_statement():
             rows = _run_claim(sql.CLAIM_NEXT, params)
-            if not rows:
-                return None
-            claim = _claim_from_rows(rows, token)
-            if claim is not None:
-                return claim
+        if not rows:
+            return None
+        claim = _claim_from_rows(rows, token)
+        if claim is not None:
+            return claim
     return None
 
 
@@ -318,11 +322,12 @@ def heartbeat(
         "attempt_seq": attempt_seq,
         "lease_seconds": _lease_seconds(lease_seconds, default),
     }
-    with transaction.atomic(durable=True):
-        if actor.is_agent and lease_token is None:
+    if actor.is_agent and lease_token is None:
+        with _single_statement():
             rows = sql.fetch(sql.HEARTBEAT_HELD_BY_AGENT, params)
-            if rows:
-                return Lease(*rows[0])
+        if rows:
+            return Lease(*rows[0])
+    with transaction.atomic(durable=True):
         locked = _lock(actor, todo_id)
         check = _attempts_for_check(todo_id, attempt_seq)
         open_attempt = check.open
@@ -471,11 +476,15 @@ def _end(
         "todo_id": todo_id,
         "attempt_seq": attempt_seq,
     }
-    with transaction.atomic(durable=True):
-        if actor.is_agent and lease_token is None:
+    if actor.is_agent and lease_token is None:
+        with _single_statement():
             rows = sql.fetch(sql.CLOSE_HELD_BY_AGENT, params)
-            if rows:
-                return _closed(rows)
+        if rows:
+            closed = _closed(rows)
+            if closed.todo.state == TodoState.PENDING:
+                _ring(closed.todo.endpoint_id)
+            return closed
+    with transaction.atomic(durable=True):
         return _end_checked(actor, verb, todo_id, attempt_seq, lease_token, params)
 
 
@@ -828,6 +837,19 @@ class _CheckAttempt:
 class _Check:
     open: _CheckAttempt | None
     named: _CheckAttempt | None
+
+
+@contextmanager
+def _single_statement() -> Iterator[None]:
+    """A transition that is one SQL statement needs no BEGIN/COMMIT of its own: in
+    autocommit the statement is its own transaction, all or nothing, and the deferred
+    one-open-attempt constraint is checked at its end. Inside a caller's transaction (tests),
+    a savepoint keeps a failing statement from aborting the caller's."""
+    if connection.in_atomic_block:
+        with transaction.atomic():
+            yield
+    else:
+        yield
 
 
 def _lock(actor: Actor, todo_id: int) -> _Locked:

@@ -178,3 +178,8 @@ SWITCHBOARD_METRICS_TOKEN = os.environ.get("SWITCHBOARD_METRICS_TOKEN", "")
 # per connection). Turn off behind a pooler that cannot keep them (pgbouncer < 1.21 in
 # transaction mode).
 SWITCHBOARD_PREPARED_STATEMENTS = env_bool("SWITCHBOARD_PREPARED_STATEMENTS", True)
+if SWITCHBOARD_PREPARED_STATEMENTS:
+    # psycopg ignores prepare=True while the connection's threshold is None (Django's
+    # default). Django's own cursors bind client-side and never prepare, so a threshold that
+    # is never reached leaves them alone; only queues.sql.fetch asks for preparation.
+    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 2**31 - 1
