@@ -161,8 +161,9 @@ def create_todo(
             return _read_todo(found), False
         if created_by is not None:
             _event(todo.pk, endpoint.team_id, user=created_by, kind="create")
-        if not_before is None or not_before <= timezone.now():
-            _ring(endpoint.pk)
+        # Rung even for a todo held back by not_before (a waiter looks, finds nothing and
+        # waits again): deciding here would need a clock other than the database's.
+        _ring(endpoint.pk)
         return _read_todo(todo.pk), True
 
 
