@@ -99,44 +99,33 @@ class ClaimNext(Params):
     ) = None
 
 
-class Heartbeat(Params):
+class AttemptCall(Params):
+    """The arguments that say which attempt a call means (SPEC: "Which attempt a call means")."""
+
     todo_id: TodoId
     attempt_seq: AttemptSeq | None = None
     lease_token: LeaseToken | None = None
+
+
+class Heartbeat(AttemptCall):
     lease_seconds: LeaseSeconds | None = None
 
 
-class Complete(Params):
-    todo_id: TodoId
-    attempt_seq: AttemptSeq | None = None
-    lease_token: LeaseToken | None = None
-    result: Any = None
+class Cancel(AttemptCall):
+    pass
+
+
+class Release(AttemptCall):
     summary: Summary | None = None
     artifact: Artifact | None = None
 
 
-class Fail(Params):
-    todo_id: TodoId
-    attempt_seq: AttemptSeq | None = None
-    lease_token: LeaseToken | None = None
+class Complete(Release):
     result: Any = None
-    summary: Summary | None = None
-    artifact: Artifact | None = None
+
+
+class Fail(Complete):
     retryable: bool = True
-
-
-class Release(Params):
-    todo_id: TodoId
-    attempt_seq: AttemptSeq | None = None
-    lease_token: LeaseToken | None = None
-    summary: Summary | None = None
-    artifact: Artifact | None = None
-
-
-class Cancel(Params):
-    todo_id: TodoId
-    attempt_seq: AttemptSeq | None = None
-    lease_token: LeaseToken | None = None
 
 
 # --- What the verbs return (for the OpenAPI document and for tests that check every

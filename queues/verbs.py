@@ -107,56 +107,24 @@ def claim_next(
         doorbell.wait(endpoint.pk, ticket, min(remaining, RECHECK_SECONDS))
 
 
-def heartbeat(endpoint: Endpoint, p: schemas.Heartbeat, **_) -> dict:
-    return transitions.heartbeat(
-        Actor.agent(endpoint),
-        p.todo_id,
-        attempt_seq=p.attempt_seq,
-        lease_token=p.lease_token,
-        lease_seconds=p.lease_seconds,
-    ).as_api()
+def _attempt_verb(transition: Callable) -> Callable[..., dict]:
+    """heartbeat, complete, fail, release, cancel: the struct's fields are the transition's
+    keyword arguments, by name."""
+
+    def handler(endpoint: Endpoint, p: schemas.AttemptCall, **_) -> dict:
+        arguments = {name: getattr(p, name) for name in p.__struct_fields__}
+        todo_id = arguments.pop("todo_id")
+        return transition(Actor.agent(endpoint), todo_id, **arguments).as_api()
+
+    handler.__name__ = transition.__name__
+    return handler
 
 
-def complete(endpoint: Endpoint, p: schemas.Complete, **_) -> dict:
-    return transitions.complete(
-        Actor.agent(endpoint),
-        p.todo_id,
-        attempt_seq=p.attempt_seq,
-        lease_token=p.lease_token,
-        result=p.result,
-        summary=p.summary,
-        artifact=p.artifact,
-    ).as_api()
-
-
-def fail(endpoint: Endpoint, p: schemas.Fail, **_) -> dict:
-    return transitions.fail(
-        Actor.agent(endpoint),
-        p.todo_id,
-        attempt_seq=p.attempt_seq,
-        lease_token=p.lease_token,
-        result=p.result,
-        summary=p.summary,
-        artifact=p.artifact,
-        retryable=p.retryable,
-    ).as_api()
-
-
-def release(endpoint: Endpoint, p: schemas.Release, **_) -> dict:
-    return transitions.release(
-        Actor.agent(endpoint),
-        p.todo_id,
-        attempt_seq=p.attempt_seq,
-        lease_token=p.lease_token,
-        summary=p.summary,
-        artifact=p.artifact,
-    ).as_api()
-
-
-def cancel(endpoint: Endpoint, p: schemas.Cancel, **_) -> dict:
-    return transitions.cancel(
-        Actor.agent(endpoint), p.todo_id, attempt_seq=p.attempt_seq, lease_token=p.lease_token
-    ).as_api()
+heartbeat = _attempt_verb(transitions.heartbeat)
+complete = _attempt_verb(transitions.complete)
+fail = _attempt_verb(transitions.fail)
+release = _attempt_verb(transitions.release)
+cancel = _attempt_verb(transitions.cancel)
 
 
 HANDLERS: dict[str, Callable[..., dict]] = {
