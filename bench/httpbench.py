@@ -1,6 +1,7 @@
 """The agent API through the real server: claim_next + complete over HTTP (``--sections http``).
 
-    .venv/bin/python bench/run.py --sections http             # this section alone
+    .venv/bin/python bench/run.py --sections http             # this section alone (~2 min)
+    .venv/bin/python bench/run.py --sections http --http-whatif auth-sql,auth-cache
     .venv/bin/python bench/httpbench.py bench/results/ledger-<timestamp>.json   # re-print it
 
 ``switchboard serve`` (gunicorn, gthread workers, the settings of switchboard/gunicorn_conf.py
@@ -17,13 +18,23 @@ Recorded per drain: todos/s, requests/s, the client-side latency of each claim_n
 complete (the empty claim that ends a client's loop is not counted), and CPU seconds of the
 clients, of gunicorn (master and workers) and of PostgreSQL (this database's backends and the
 server's background processes, from /proc when the server is local), per todo. CPU per todo
-gives the throughput ceiling on this machine: cores x 1000 / (CPU ms per todo).
+gives the throughput ceiling on this machine, which other load cannot fake:
+cores x 1000 / (CPU ms per todo).
 
-Then a profile of the verbs in-process (no gunicorn, no socket): ``django.test.Client`` posts
-the same requests to the same URLs in this process, first timed (wall time of each request,
-time inside SQL statements by ``connection.execute_wrapper``, COMMITs timed separately
-because they bypass it), then under cProfile. Gunicorn + HTTP + the client are the difference
-between the client-side latency at one client and the in-process latency.
+Where the time goes, three ways:
+- one request at a time: the WSGI application gunicorn serves (switchboard.wsgi) is called
+  in this process with the same requests (a WSGI environ; the response closed, so the
+  connection goes back to the pool as under gunicorn), alternating pair by pair with the
+  same pair over HTTP to the server; time inside SQL
+  statements by ``connection.execute_wrapper``, COMMITs timed apart. gunicorn + HTTP + the
+  client = HTTP minus in-process.
+- cProfile of those in-process requests (the .pstats go to bench/results/).
+- py-spy (when installed in the venv: ``.venv/bin/pip install py-spy``; not a project
+  dependency) sampling the gunicorn workers' GIL-holding threads during an extra drain at 4
+  clients, which is not in the table.
+
+``--http-whatif`` measures proposed server-side changes (bench/serve_variant.py, patched into
+the server process before gunicorn forks) next to a fresh baseline server.
 
 gunicorn's access log cannot be switched off without editing switchboard/gunicorn_conf.py
 (``serve`` reads no GUNICORN_CMD_ARGS); it stays on, as in production, and the server's
@@ -93,6 +104,19 @@ def add_arguments(p) -> None:
         help="claim_next+complete pairs in the in-process profile [400; quick 150]",
     )
     p.add_argument(
+        "--http-whatif",
+        default="",
+        help="comma list of server-side changes to measure next to the baseline, each on "
+        "its own server (see bench/serve_variant.py; join with '+'), e.g. "
+        "auth-sql,auth-cache,no-access-log [none]",
+    )
+    p.add_argument(
+        "--http-whatif-clients",
+        type=_ints,
+        default=[TARGET_CLIENTS],
+        help=f"client counts for the what-if servers [{TARGET_CLIENTS}]",
+    )
+    p.add_argument(
         "--no-py-spy",
         action="store_true",
         help="skip sampling the gunicorn workers with py-spy (used when installed; "
@@ -105,6 +129,13 @@ def finish_arguments(args) -> None:
     args.http_clients = args.http_clients or [1, 4, 16]
     args.http_reps = args.http_reps or (1 if args.quick else 2)
     args.profile_requests = args.profile_requests or (150 if args.quick else 400)
+    from bench.serve_variant import VARIANTS
+
+    args.http_whatif = [v for v in args.http_whatif.split(",") if v]
+    for name in args.http_whatif:
+        for part in name.split("+"):
+            if part not in VARIANTS:
+                raise SystemExit(f"unknown --http-whatif {part!r}; known: {', '.join(VARIANTS)}")
 
 
 # --- CPU from /proc -----------------------------------------------------------------------
@@ -170,10 +201,27 @@ def _switchboard_command() -> str:
     return str(here if here.exists() else ROOT / ".venv" / "bin" / "switchboard")
 
 
+def _server_settings() -> dict:
+    """What the server runs with: gunicorn's and Django's values for this environment (the
+    server's environment is this process's, plus the bench's fixed keys)."""
+    from django.conf import settings
+
+    from switchboard import gunicorn_conf
+
+    return {
+        "SWITCHBOARD_WEB_WORKERS": gunicorn_conf.workers,
+        "SWITCHBOARD_WEB_THREADS": gunicorn_conf.threads,
+        "SWITCHBOARD_DB_POOL_SIZE": getattr(settings, "SWITCHBOARD_DB_POOL_SIZE", "?"),
+        "SWITCHBOARD_PREPARED_STATEMENTS": getattr(
+            settings, "SWITCHBOARD_PREPARED_STATEMENTS", "?"
+        ),
+    }
+
+
 class Server:
     """``switchboard serve`` on a free port, as a subprocess of the bench (ended by its pid)."""
 
-    def __init__(self, log_path: Path):
+    def __init__(self, log_path: Path, variant: str | None = None):
         self.port = _free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_path
@@ -186,18 +234,16 @@ class Server:
                 "DATABASE_URL": os.environ["DATABASE_URL"],
             }
         )
-        self.settings = {
-            k: env.get(k, "(default)")
-            for k in (
-                "SWITCHBOARD_WEB_WORKERS",
-                "SWITCHBOARD_WEB_THREADS",
-                "SWITCHBOARD_DB_POOL_SIZE",
-                "SWITCHBOARD_PREPARED_STATEMENTS",
-            )
-        }
+        self.settings = _server_settings()
+        address = ["--host", "127.0.0.1", "--port", str(self.port)]
+        if variant:  # proposed changes, patched in before gunicorn forks (bench/serve_variant.py)
+            env["SWITCHBOARD_BENCH_SERVER_VARIANT"] = variant
+            command = [sys.executable, "-m", "bench.serve_variant", *address]
+        else:
+            command = [_switchboard_command(), "serve", *address]
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [_switchboard_command(), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            command,
             cwd=ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -387,7 +433,20 @@ class Clients:
             k: (None if cpu0[k] is None or cpu1[k] is None else _delta(cpu0[k], cpu1[k]))
             for k in ("gunicorn", "postgres")
         }
+        # How busy each gunicorn process was (CPU seconds per wall second): a gthread worker
+        # runs Python on one core at a time (the GIL), and keep-alive connections stay with
+        # the worker that accepted them.
+        busy = []
+        if cpu0["gunicorn"] is not None and cpu1["gunicorn"] is not None and wall > 0:
+            busy = sorted(
+                (
+                    round((v - cpu0["gunicorn"].get(pid, 0.0)) / wall, 2)
+                    for pid, v in cpu1["gunicorn"].items()
+                ),
+                reverse=True,
+            )
         return {
+            "gunicorn_busy": busy,
             "n": n,
             "requests": requests,
             "wall": wall,
@@ -417,6 +476,32 @@ class Clients:
 
 
 # --- the section --------------------------------------------------------------------------
+
+
+def _git_state() -> dict:
+    """HEAD, uncommitted changes in queues/ and switchboard/, digests of the hot modules, as
+    the server started by this section will load them."""
+    import hashlib
+
+    def git(*cmd: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=10
+            ).stdout
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    status = git("status", "--porcelain", "--", "queues", "switchboard")
+    digests = {}
+    for rel in ("queues/sql.py", "queues/transitions.py", "queues/endpoints.py", "queues/api.py"):
+        path = ROOT / rel
+        if path.exists():
+            digests[rel] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    return {
+        "head": git("rev-parse", "HEAD").strip() or "?",
+        "dirty": [line[3:] for line in status.splitlines() if len(line) > 3],
+        "sha256_12": digests,
+    }
 
 
 def _vend_http_endpoint() -> tuple[int, str]:
@@ -458,83 +543,47 @@ def _stats(values: list[float]) -> dict:
 
 
 def run_section(args, *, ledger, pool, endpoint_id: int, stamp: str) -> dict:
-    """Run the HTTP drains, take the in-process figure and the profile; store everything in
-    ``ledger.notes["http"]`` and return it."""
+    """Run the HTTP drains, take the in-process figure and the profile (and the what-if
+    servers, if asked); store everything in ``ledger.notes["http"]`` and return it."""
     from bench import seed
 
     started = time.monotonic()
     load0 = [round(x, 2) for x in os.getloadavg()]
+    git = _git_state()  # others may commit while the bench runs: the server loads this code
     http_ep, token = _vend_http_endpoint()
     scenario = seed.Scenario("http", http_ep, args.http_todos)
     t = time.monotonic()
     scenario.build(["ours"])
     _log(f"http: history of {args.http_todos:,} done todos built in {time.monotonic() - t:.1f}s")
-
-    log_path = RESULTS / f"http-server-{stamp}.log"
-    t = time.monotonic()
-    server = Server(log_path)
-    _log(
-        f"http: switchboard serve up on {server.base_url} in {time.monotonic() - t:.1f}s "
-        f"(log {log_path.relative_to(ROOT)})"
-    )
     local_pg = all(_is_postgres(p) for p in _postgres_pids()[:1])
-
-    def cpu_probe() -> dict:
-        return {
-            "gunicorn": _cpu_of(server.pids()),
-            "postgres": _cpu_of(_postgres_pids()) if local_pg else None,
-        }
-
-    clients = Clients(max(args.http_clients))
-    drains: list[dict] = []
+    clients = Clients(max([*args.http_clients, *args.http_whatif_clients]))
+    runner = _Runner(scenario, clients, token, local_pg, args.http_todos)
+    spy = None
+    whatif: list[dict] = []
     try:
-        # Warm-up (not recorded): both gunicorn workers import, fill their pools and prepare
-        # their statements; every client count once.
-        for c in sorted(set(args.http_clients)):
-            scenario.reset("ours", max(100, args.http_todos // 5))
-            clients.drain(c, server.base_url, token, cpu_probe)
-        _log("http: warm-up done")
-        for rep in range(args.http_reps):
-            order = args.http_clients if rep % 2 == 0 else args.http_clients[::-1]
-            for c in order:
-                after = scenario.reset("ours", args.http_todos)
-                stats = clients.drain(c, server.base_url, token, cpu_probe)
-                left = seed.unfinished("ours", after)
-                if stats["n"] != args.http_todos or left:
-                    raise DrainFailed(
-                        f"{c} clients drained {stats['n']} of {args.http_todos}, {left} left"
-                    )
-                d = _drain_record(c, rep, stats)
-                drains.append(d)
+        server = runner.start(RESULTS / f"http-server-{stamp}.log")
+        try:
+            runner.warm_up(server, args.http_clients)
+            drains = runner.measure(server, args.http_clients, args.http_reps)
+            if not args.no_py_spy and _py_spy():
+                spy = sample_server(server, clients, scenario, token, args.http_todos, stamp)
+            elif not args.no_py_spy:
                 _log(
-                    f"http: {c:2d} clients rep {rep}: {d['todos_per_s']:.0f} todos/s, "
-                    f"{d['requests_per_s']:.0f} req/s, claim_next p50/p95 "
-                    f"{d['claim_next']['p50_ms']:.1f}/{d['claim_next']['p95_ms']:.1f} ms, "
-                    f"complete {d['complete']['p50_ms']:.1f}/{d['complete']['p95_ms']:.1f} ms"
+                    "http: py-spy not installed; the gunicorn workers are not sampled "
+                    "(.venv/bin/pip install py-spy, bench only)"
                 )
-        spy = None
-        if not args.no_py_spy and _py_spy():
-            spy = sample_server(server, clients, scenario, token, args.http_todos, stamp)
-        elif not args.no_py_spy:
-            _log(
-                "http: py-spy not installed; the gunicorn workers are not sampled "
-                "(.venv/bin/pip install py-spy, bench only)"
-            )
+            _log("http: in-process (the WSGI app) vs HTTP, one request at a time; profile")
+            profile = profile_verbs(scenario, token, args.profile_requests, stamp, server.base_url)
+        finally:
+            server.stop()
+        server_log = server.log_summary()
+        if args.http_whatif:
+            whatif = runner.whatif(args, stamp)
     finally:
         clients.close()
-        server.stop()
-    server_log = server.log_summary()
 
     cells = _cells(drains)
     inproc = _inprocess(ledger, pool, scenario, http_ep, args)
-    _log("http: profiling claim_next and complete in-process (django.test.Client)")
-    profile = profile_verbs(scenario, token, args.profile_requests, stamp)
-    c1 = next((c for c in cells if c["clients"] == 1), None)
-    if c1:
-        for verb in ("claim_next", "complete"):
-            p = profile["timed"][verb]
-            p["http_c1_mean_ms"] = c1[verb]["mean_ms"]
-            p["http_c1_p50_ms"] = c1[verb]["p50_ms"]
     load1 = [round(x, 2) for x in os.getloadavg()]
     note = {
         "todos": args.http_todos,
@@ -548,13 +597,14 @@ def run_section(args, *, ledger, pool, endpoint_id: int, stamp: str) -> dict:
         "inprocess": inproc,
         "profile": profile,
         "py_spy": spy,
+        "whatif": whatif,
         "server_log": server_log,
         "target": {
             "clients": TARGET_CLIENTS,
             "todos_per_s": TARGET_TODOS_PER_S,
             "p95_ms": TARGET_P95_MS,
         },
-        "git": ledger.meta.get("git"),
+        "git": git,
         "duration_s": round(time.monotonic() - started, 1),
         "loadavg_start": load0,
         "loadavg_end": load1,
@@ -565,6 +615,91 @@ def run_section(args, *, ledger, pool, endpoint_id: int, stamp: str) -> dict:
     out.write_text(text + "\n")
     _log(f"http: section took {note['duration_s']:.0f}s; table in {out.relative_to(ROOT)}")
     return note
+
+
+class _Runner:
+    """Servers and drains of one section: the same scenario, clients and token throughout."""
+
+    def __init__(self, scenario, clients: Clients, token: str, local_pg: bool, todos: int):
+        self.scenario, self.clients, self.token = scenario, clients, token
+        self.local_pg, self.todos = local_pg, todos
+
+    def start(self, log_path: Path, variant: str | None = None) -> Server:
+        t = time.monotonic()
+        server = Server(log_path, variant=variant)
+        _log(
+            f"http: {'switchboard serve' + (f' [{variant}]' if variant else '')} up on "
+            f"{server.base_url} in {time.monotonic() - t:.1f}s (log {log_path.relative_to(ROOT)})"
+        )
+        return server
+
+    def _probe(self, server: Server):
+        def cpu_probe() -> dict:
+            return {
+                "gunicorn": _cpu_of(server.pids()),
+                "postgres": _cpu_of(_postgres_pids()) if self.local_pg else None,
+            }
+
+        return cpu_probe
+
+    def warm_up(self, server: Server, client_counts: list[int]) -> None:
+        """Not recorded: both gunicorn workers import, fill their pools and prepare their
+        statements; every client count once."""
+        for c in sorted(set(client_counts)):
+            self.scenario.reset("ours", max(100, self.todos // 5))
+            self.clients.drain(c, server.base_url, self.token, self._probe(server))
+
+    def drain(self, server: Server, c: int, rep: int, label: str = "") -> dict:
+        from bench import seed
+
+        after = self.scenario.reset("ours", self.todos)
+        stats = self.clients.drain(c, server.base_url, self.token, self._probe(server))
+        left = seed.unfinished("ours", after)
+        if stats["n"] != self.todos or left:
+            raise DrainFailed(f"{c} clients drained {stats['n']} of {self.todos}, {left} left")
+        d = _drain_record(c, rep, stats)
+        _log(
+            f"http{label}: {c:2d} clients rep {rep}: {d['todos_per_s']:.0f} todos/s, "
+            f"{d['requests_per_s']:.0f} req/s, claim_next p50/p95 "
+            f"{d['claim_next']['p50_ms']:.1f}/{d['claim_next']['p95_ms']:.1f} ms, "
+            f"complete {d['complete']['p50_ms']:.1f}/{d['complete']['p95_ms']:.1f} ms"
+        )
+        return d
+
+    def measure(self, server: Server, client_counts: list[int], reps: int) -> list[dict]:
+        drains = []
+        for rep in range(reps):
+            order = client_counts if rep % 2 == 0 else client_counts[::-1]
+            for c in order:
+                drains.append(self.drain(server, c, rep))
+        return drains
+
+    def whatif(self, args, stamp: str) -> list[dict]:
+        """Each variant (and the baseline again) on a fresh server per run, order alternated
+        per run; the same drains at the what-if client counts."""
+        names = ["baseline", *args.http_whatif]
+        drains: dict[str, list[dict]] = {n: [] for n in names}
+        logs: dict[str, dict] = {}
+        for rep in range(args.http_reps):
+            for name in names if rep % 2 == 0 else names[::-1]:
+                variant = None if name == "baseline" else name
+                log_path = RESULTS / f"http-server-{stamp}-whatif-{name}-{rep}.log"
+                server = self.start(log_path, variant=variant)
+                try:
+                    self.warm_up(server, args.http_whatif_clients)
+                    for c in args.http_whatif_clients:
+                        drains[name].append(self.drain(server, c, rep, f" [{name}]"))
+                finally:
+                    server.stop()
+                summary = server.log_summary()
+                seen = logs.setdefault(name, {"statuses": {}, "other_lines": 0})
+                for k, v in summary["statuses"].items():
+                    seen["statuses"][k] = seen["statuses"].get(k, 0) + v
+                seen["other_lines"] += summary["other_lines"]
+        return [
+            {"variant": name, "cells": _cells(drains[name]), "server_log": logs[name]}
+            for name in names
+        ]
 
 
 def _drain_record(clients: int, rep: int, s: dict) -> dict:
@@ -580,6 +715,7 @@ def _drain_record(clients: int, rep: int, s: dict) -> dict:
         "claim_next": _stats(s["claim"]),
         "complete": _stats(s["complete"]),
         "per_client": s["per_client"],
+        "gunicorn_busy": s.get("gunicorn_busy", []),
         "cpu_ms_per_todo": {
             "client": round(s["client_cpu"] * 1000 / n, 3),
             "gunicorn": None
@@ -614,6 +750,7 @@ def _cells(drains: list[dict]) -> list[dict]:
                 "claim_next": _stats([x for d in mine for x in d["_raw"]["claim"]]),
                 "complete": _stats([x for d in mine for x in d["_raw"]["complete"]]),
                 "cpu_ms_per_todo": cpu,
+                "gunicorn_busy": [d.get("gunicorn_busy", []) for d in mine],
                 "per_client_min_max": [
                     min(min(d["per_client"]) for d in mine),
                     max(max(d["per_client"]) for d in mine),
@@ -688,7 +825,7 @@ def _inprocess(ledger, pool, scenario, endpoint_id: int, args) -> dict:
 # --- py-spy on the gunicorn workers --------------------------------------------------------
 
 
-SPY_RATE = 100  # samples per second per process
+SPY_RATE = 250  # samples per second per process
 
 
 def _py_spy() -> str | None:
@@ -699,19 +836,17 @@ def _py_spy() -> str | None:
 # Each sample (a running thread's stack in a gunicorn process) goes to the first bucket with a
 # frame that matches, tried in this order: inner layers first.
 SPY_BUCKETS = [
-    ("gunicorn access log", re.compile(r"gunicorn/glogging\.py:access\b")),
-    ("psycopg + pool (driver, prepared statements)", re.compile(r"/psycopg(_pool)?/")),
-    ("Django ORM (auth: Endpoint lookup)", re.compile(r"/django/db/models/")),
-    ("Django db layer (atomic, cursor wrapper, connect/close)", re.compile(r"/django/db/")),
-    ("queues (verb view, verbs, transitions, records, encode)", re.compile(r"/queues/")),
+    ("auth: Endpoint by token (authenticate)", re.compile(r"queues/endpoints\.py:authenticate$")),
+    ("gunicorn access log", re.compile(r"gunicorn/glogging\.py:(?:\w+\.)?access$")),
+    ("psycopg + pool (the verb's statements)", re.compile(r"/psycopg(_pool)?/")),
+    ("Django db layer (cursor wrapper, connect/close)", re.compile(r"/django/db/")),
+    ("queues (verbs, transitions, records, encode)", re.compile(r"/queues/")),
     (
-        "Django handler, middleware, request/response, signals",
+        "Django handler, middleware, request/response",
         re.compile(r"/django/|/whitenoise/|/django_htmx/"),
     ),
-    (
-        "gunicorn gthread (HTTP parse, socket I/O, poller, thread hand-off)",
-        re.compile(r"/gunicorn/"),
-    ),
+    ("gunicorn HTTP (parse, WSGI environ, response write)", re.compile(r"/gunicorn/http/")),
+    ("gunicorn gthread (poller, keep-alive, thread hand-off)", re.compile(r"/gunicorn/")),
 ]
 
 
@@ -765,6 +900,7 @@ def sample_server(
     while py-spy samples the gunicorn master and workers: only threads holding the GIL, so the
     samples are the workers' Python CPU (not threads parked on a lock, a socket or a query)."""
     path = RESULTS / f"http-pyspy-{stamp}.txt"
+    todos = min(max(todos, 600), 1500)  # enough samples for a stable split
     scenario.reset("ours", todos)
     cmd = [
         _py_spy(),
@@ -821,12 +957,21 @@ def sample_server(
 AREAS = [  # (label, test on "filename:function"), first match wins
     ("PostgreSQL round trips (psycopg waiting)", re.compile(r"/psycopg/.*:wait$|wait_c")),
     ("psycopg driver (Python)", re.compile(r"/psycopg(_pool)?/|psycopg")),
-    ("django.test client (harness only, not in production)", re.compile(r"/django/test/")),
     ("Django db layer (cursor wrappers, atomic, pool)", re.compile(r"/django/db/")),
     ("Django request/response, middleware, urls", re.compile(r"/django/")),
     ("queues: records, verbs, transitions, api", re.compile(r"/queues/")),
     ("json / msgspec encode+decode", re.compile(r"json|msgspec")),
     ("whitenoise, django_htmx", re.compile(r"whitenoise|django_htmx")),
+]
+
+
+KEY_FUNCTIONS = [  # (label, test on "filename:function"); cumulative ms per request
+    ("Django handler", re.compile(r"django/core/handlers/base\.py:get_response$")),
+    ("verb_view", re.compile(r"queues/api\.py:verb_view$")),
+    ("authenticate", re.compile(r"queues/endpoints\.py:authenticate$")),
+    ("transition", re.compile(r"queues/transitions\.py:(claim_next|complete)$")),
+    ("json_response", re.compile(r"queues/api\.py:json_response$")),
+    ("request_finished", re.compile(r"django/db/__init__\.py:close_old_connections$")),
 ]
 
 
@@ -839,23 +984,35 @@ def _area_of(key) -> str:
     return "other (stdlib, builtins)"
 
 
-def profile_verbs(scenario, token: str, requests: int, stamp: str) -> dict:
-    """Timed, then profiled, claim_next + complete through Django in this process."""
+# authenticate's statement (the ORM's or a raw one), not the attempts' lease_token_hash
+_AUTH_SQL = re.compile(r'FROM\s+"?endpoints"?\s+WHERE\s+(?:"?endpoints"?\.)?"?token_hash\b')
+
+
+def profile_verbs(scenario, token: str, requests: int, stamp: str, base_url: str) -> dict:
+    """claim_next + complete through the WSGI application gunicorn serves, called in this
+    process (no socket, no HTTP parsing), timed, alternating pair by pair with the same pair
+    over HTTP to the running server from this process (one keep-alive connection), so both
+    see the same moment's load; then the in-process pairs again under cProfile."""
     from django.db import connection
     from django.db.backends.postgresql.base import DatabaseWrapper
-    from django.test import Client as TestClient
 
-    client = TestClient(HTTP_HOST="127.0.0.1", HTTP_AUTHORIZATION=f"Bearer {token}")
+    from switchboard.client import Client as HttpClient
+    from switchboard.wsgi import application  # what gunicorn_conf's wsgi_app names
+
+    http = HttpClient(base_url, token, timeout=30)
     clock = time.perf_counter
-    acc = {"sql": 0.0, "stmts": 0, "commit": 0.0, "commits": 0}
+    acc = {"sql": 0.0, "stmts": 0, "commit": 0.0, "commits": 0, "auth": 0.0}
 
     def wrapper(execute, sql, params, many, context):
         t = clock()
         try:
             return execute(sql, params, many, context)
         finally:
-            acc["sql"] += clock() - t
+            spent = clock() - t
+            acc["sql"] += spent
             acc["stmts"] += 1
+            if _AUTH_SQL.search(sql):  # authenticate's lookup by token digest
+                acc["auth"] += spent
 
     original_commit = DatabaseWrapper._commit
 
@@ -868,12 +1025,42 @@ def profile_verbs(scenario, token: str, requests: int, stamp: str) -> dict:
             acc["commits"] += 1
 
     def post(verb: str, body: dict) -> dict:
-        r = client.post(
-            f"/api/v1/{verb}", json.dumps(body).encode(), content_type="application/json"
-        )
-        if r.status_code != 200:
-            raise DrainFailed(f"in-process {verb}: {r.status_code} {r.content[:200]!r}")
-        return json.loads(r.content)
+        """One request as gunicorn hands it to the application: a WSGI environ, the response
+        iterated and closed (which sends request_finished: the connection goes back to the
+        pool)."""
+        data = json.dumps(body).encode()
+        environ = {
+            "REQUEST_METHOD": "POST",
+            "SCRIPT_NAME": "",
+            "PATH_INFO": f"/api/v1/{verb}",
+            "QUERY_STRING": "",
+            "SERVER_NAME": "127.0.0.1",
+            "SERVER_PORT": "8000",
+            "SERVER_PROTOCOL": "HTTP/1.1",
+            "REMOTE_ADDR": "127.0.0.1",
+            "HTTP_HOST": "127.0.0.1",
+            "HTTP_AUTHORIZATION": f"Bearer {token}",
+            "HTTP_CONNECTION": "keep-alive",
+            "CONTENT_TYPE": "application/json",
+            "CONTENT_LENGTH": str(len(data)),
+            "wsgi.input": io.BytesIO(data),
+            "wsgi.errors": sys.stderr,
+            "wsgi.url_scheme": "http",
+            "wsgi.version": (1, 0),
+            "wsgi.multithread": True,
+            "wsgi.multiprocess": True,
+            "wsgi.run_once": False,
+        }
+        status = []
+        result = application(environ, lambda s, headers, exc_info=None: status.append(s))
+        try:
+            content = b"".join(result)
+        finally:
+            if hasattr(result, "close"):
+                result.close()
+        if not status or not status[0].startswith("200"):
+            raise DrainFailed(f"in-process {verb}: {status} {content[:200]!r}")
+        return json.loads(content)
 
     def one(verb: str, body: dict, rec: dict | None, prof: cProfile.Profile | None):
         for k in acc:
@@ -891,10 +1078,26 @@ def profile_verbs(scenario, token: str, requests: int, stamp: str) -> dict:
             rec["commit"].append(acc["commit"])
             rec["stmts"].append(acc["stmts"])
             rec["commits"].append(acc["commits"])
+            rec["auth"].append(acc["auth"])
         return data
 
-    def loop(n: int, recs: dict | None, profs: dict | None) -> None:
+    def http_pair(recs: dict | None) -> None:
+        t = clock()
+        claimed = http.claim_next()
+        t1 = clock()
+        if claimed.get("todo") is None:
+            raise DrainFailed("the profile ran out of todos")
+        http.complete(
+            todo_id=claimed["todo"]["id"], attempt_seq=claimed["attempt_seq"], result=RESULT
+        )
+        if recs is not None:
+            recs["claim_next"]["http"].append(t1 - t)
+            recs["complete"]["http"].append(clock() - t1)
+
+    def loop(n: int, recs: dict | None, profs: dict | None, paired: bool = False) -> None:
         for _ in range(n):
+            if paired:
+                http_pair(recs)
             claimed = one(
                 "claim_next", {}, recs and recs["claim_next"], profs and profs["claim_next"]
             )
@@ -912,21 +1115,30 @@ def profile_verbs(scenario, token: str, requests: int, stamp: str) -> dict:
             )
 
     warm = 30
-    scenario.reset("ours", warm + 2 * requests)
+    scenario.reset("ours", 2 * warm + 3 * requests)
     recs = {
-        v: {"total": [], "sql": [], "commit": [], "stmts": [], "commits": []}
+        v: {
+            "total": [],
+            "sql": [],
+            "commit": [],
+            "stmts": [],
+            "commits": [],
+            "http": [],
+            "auth": [],
+        }
         for v in ("claim_next", "complete")
     }
     profs = {v: cProfile.Profile() for v in ("claim_next", "complete")}
     DatabaseWrapper._commit = timed_commit
     try:
         with connection.execute_wrapper(wrapper):
-            loop(warm, None, None)
-            loop(requests, recs, None)
+            loop(warm, None, None, paired=True)
+            loop(requests, recs, None, paired=True)
             loop(requests, None, profs)
     finally:
         DatabaseWrapper._commit = original_commit
     connection.close()
+    http._drop_connection()  # noqa: SLF001
     from queues.doorbell import doorbell
 
     doorbell.stop()  # the LISTEN thread claim_next started in this process
@@ -938,11 +1150,14 @@ def profile_verbs(scenario, token: str, requests: int, stamp: str) -> dict:
             "total_p50_ms": _ms(statistics.median(r["total"])),
             "total_mean_ms": _ms(statistics.fmean(r["total"])),
             "sql_mean_ms": _ms(statistics.fmean(r["sql"])),
+            "auth_sql_mean_ms": _ms(statistics.fmean(r["auth"])),
             "commit_mean_ms": _ms(statistics.fmean(r["commit"])),
             "statements": statistics.median(r["stmts"]),
             "commits": statistics.median(r["commits"]),
+            "http_c1_p50_ms": _ms(statistics.median(r["http"])),
+            "http_c1_mean_ms": _ms(statistics.fmean(r["http"])),
         }
-    out = {"timed": timed, "top": {}, "areas": {}, "pstats": {}}
+    out = {"timed": timed, "top": {}, "areas": {}, "keys": {}, "pstats": {}}
     for verb, prof in profs.items():
         path = RESULTS / f"http-profile-{stamp}-{verb}.pstats"
         prof.dump_stats(str(path))
@@ -958,34 +1173,37 @@ def profile_verbs(scenario, token: str, requests: int, stamp: str) -> dict:
                 k: round(v / total_tt, 3) for k, v in sorted(areas.items(), key=lambda kv: -kv[1])
             },
         }
-        buf = io.StringIO()
-        pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(14)
-        out["top"][verb] = _top_lines(buf.getvalue(), requests)
+        keys = {}
+        for label, rx in KEY_FUNCTIONS:
+            cums = [
+                ct
+                for key, (_cc, _nc, _tt, ct, _c) in st.stats.items()
+                if rx.search(f"{key[0]}:{key[2]}")
+            ]
+            if cums:
+                keys[label] = round(max(cums) * 1000 / requests, 3)
+        out["keys"][verb] = keys
+        # The top entries below the view: the chain around it (WSGI handler,
+        # middleware) encloses everything and is summed up in "keys".
+        view_ms = keys.get("verb_view")
+        out["top"][verb] = _top_lines(st, requests, below_ms=view_ms)[:13]
     return out
 
 
-def _top_lines(text: str, requests: int) -> list[str]:
-    """The table of pstats' print_stats, per request, paths shortened."""
-    lines = []
-    started = False
-    for line in text.splitlines():
-        if line.strip().startswith("ncalls"):
-            started = True
-            lines.append(f"{'calls/req':>9}  {'own ms/req':>10}  {'cum ms/req':>10}  function")
+def _top_lines(st: pstats.Stats, requests: int, below_ms: float | None = None) -> list[str]:
+    """The entries with the most cumulative time, per request, paths shortened; with
+    ``below_ms`` only those under it (the view itself and what it calls)."""
+    rows = []
+    for (filename, line, func), (_cc, nc, tt, ct, _callers) in st.stats.items():
+        cum_ms = ct * 1000 / requests
+        if below_ms is not None and cum_ms > below_ms * 1.001:
             continue
-        if not started or not line.strip():
-            continue
-        parts = line.split(None, 5)
-        if len(parts) < 6:
-            continue
-        ncalls, tottime, _, cumtime, _, where = parts
-        calls = int(ncalls.split("/")[0])
-        where = re.sub(r"^.*?/site-packages/", "", where)
-        where = where.replace(str(ROOT) + "/", "")
-        lines.append(
-            f"{calls / requests:9.2f}  {float(tottime) * 1000 / requests:10.3f}  "
-            f"{float(cumtime) * 1000 / requests:10.3f}  {where}"
-        )
+        where = re.sub(r"^.*?/site-packages/", "", filename).replace(str(ROOT) + "/", "")
+        name = f"{where}:{line}({func})" if filename != "~" else func
+        rows.append((cum_ms, nc / requests, tt * 1000 / requests, name))
+    rows.sort(key=lambda r: -r[0])
+    lines = [f"{'calls/req':>9}  {'own ms/req':>10}  {'cum ms/req':>10}  function"]
+    lines += [f"{c:9.2f}  {own:10.3f}  {cum:10.3f}  {name}" for cum, c, own, name in rows]
     return lines
 
 
@@ -1000,6 +1218,55 @@ def _pp(s: dict | None) -> str:
     if not s or s.get("p50_ms") is None:
         return "-"
     return f"{s['p50_ms']:.2f}/{s['p95_ms']:.2f}"
+
+
+def render_whatif(note: dict) -> list[str]:
+    from bench.ledger import _table
+
+    cores = note["cpus"] or 1
+    out = [
+        "What-if: proposed server-side changes (bench/serve_variant.py, patched into a fresh "
+        "server; nothing in queues/ or switchboard/ is edited), each run next to a fresh "
+        "baseline server, order alternated:"
+    ]
+    base = {c["clients"]: c for c in note["whatif"][0]["cells"]}
+    headers = [
+        "variant",
+        "conc",
+        "todos/s",
+        "vs baseline",
+        "claim_next p50/p95 ms",
+        "complete p50/p95 ms",
+        "CPU ms/todo client+gunicorn+pg = total",
+        "CPU ceiling todos/s",
+        "non-2xx",
+        "gunicorn busy per drain",
+    ]
+    rows = []
+    for w in note["whatif"]:
+        bad = sum(v for k, v in w["server_log"]["statuses"].items() if not k.startswith("2"))
+        for c in w["cells"]:
+            cpu = c["cpu_ms_per_todo"]
+            b = base.get(c["clients"])
+            rows.append(
+                [
+                    w["variant"],
+                    str(c["clients"]),
+                    f"{c['todos_per_s']:.0f} ({', '.join(f'{x:.0f}' for x in c['todos_per_s_all'])})",
+                    "-"
+                    if w["variant"] == "baseline" or not b
+                    else f"{c['todos_per_s'] / b['todos_per_s']:.2f}x",
+                    _pp(c["claim_next"]),
+                    _pp(c["complete"]),
+                    f"{_f(cpu['client'], '{:.2f}')}+{_f(cpu['gunicorn'], '{:.2f}')}+"
+                    f"{_f(cpu['postgres'], '{:.2f}')} = {cpu['total']:.2f}",
+                    _f(cores * 1000 / cpu["total"] if cpu["total"] else None),
+                    str(bad),
+                    " ".join("/".join(f"{x:.2f}" for x in b) for b in c.get("gunicorn_busy", [])),
+                ]
+            )
+    out += _table(headers, rows, {1, 2, 3, 4, 5, 6, 7, 8})
+    return out
 
 
 def render(note: dict) -> str:
@@ -1099,6 +1366,28 @@ def render(note: dict) -> str:
     ]
     if spread:
         out.append("todos per client (min-max over the drains): " + ", ".join(spread))
+    busy = [
+        f"{c['clients']}: "
+        + " | ".join("/".join(f"{x:.2f}" for x in b) for b in c["gunicorn_busy"])
+        for c in note["cells"]
+        if c.get("gunicorn_busy")
+    ]
+    if busy:
+        out.append(
+            "gunicorn processes busy, CPU s per wall s, per drain (workers and master, busiest "
+            "first; a worker's Python tops out near 1.00 by the GIL): " + "; ".join(busy)
+        )
+    for c in note["cells"]:
+        runs = c.get("gunicorn_busy") or []
+        workers = max((len(b) - 1 for b in runs), default=0)  # the master is the last, ~0
+        if c["clients"] < max(2, workers) or not runs:
+            continue
+        idle = sum(1 for b in runs if any(x < 0.05 for x in b[:-1]))
+        if idle:
+            out.append(
+                f"  at {c['clients']} clients, {idle} of {len(runs)} drain(s) left a gunicorn "
+                "worker idle: every keep-alive connection had landed on the other worker(s)"
+            )
 
     # the verdict
     t = note["target"]
@@ -1129,14 +1418,20 @@ def render(note: dict) -> str:
     # where the time goes
     prof = note["profile"]
     out.append("")
-    out.append("Where the time goes (one request at a time, no other load from the bench):")
+    n_pairs = next(iter(prof["timed"].values()))["requests"]
+    out.append(
+        f"Where the time goes: one request at a time, {n_pairs} claim_next + complete pairs "
+        "in-process (the WSGI application, called directly) alternating pair by pair with the "
+        "same pair over HTTP "
+        "(so both see the same moment's load):"
+    )
     headers = [
         "verb",
-        "in-process p50/mean ms",
-        "SQL (stmts) ms",
+        "in-proc p50/mean ms",
+        "SQL ms (stmts; auth's)",
         "COMMIT ms",
         "Django+view+encode ms",
-        "HTTP c=1 p50/mean ms",
+        "HTTP p50/mean ms",
         "gunicorn+HTTP+client ms",
     ]
     rows = []
@@ -1148,7 +1443,8 @@ def render(note: dict) -> str:
             [
                 verb,
                 f"{p['total_p50_ms']:.2f}/{p['total_mean_ms']:.2f}",
-                f"{p['sql_mean_ms']:.2f} ({p['statements']:.0f})",
+                f"{p['sql_mean_ms']:.2f} ({p['statements']:.0f}; "
+                f"{_f(p.get('auth_sql_mean_ms'), '{:.2f}')})",
                 f"{p['commit_mean_ms']:.2f} ({p['commits']:.0f})",
                 f"{rest:.2f}",
                 f"{_f(p.get('http_c1_p50_ms'), '{:.2f}')}/{_f(http_mean, '{:.2f}')}",
@@ -1157,28 +1453,40 @@ def render(note: dict) -> str:
         )
     out += _table(headers, rows, {1, 2, 3, 4, 5, 6})
     out.append(
-        "(means over the timed requests; SQL = wall time inside cursor.execute by "
-        "connection.execute_wrapper, round trip included; COMMIT is timed apart, it "
-        "bypasses execute_wrapper;"
+        "(means; SQL = wall time inside cursor.execute seen by connection.execute_wrapper, "
+        "round trip and the server's work included; COMMIT = explicit commits, timed apart "
+        "(0: single statements in autocommit);"
     )
     out.append(
-        " Django+view+encode = in-process request minus SQL and COMMIT, including the "
-        "test client's own overhead; gunicorn+HTTP+client = HTTP mean at 1 client minus "
-        "in-process mean.)"
+        " Django+view+encode = the in-process WSGI request minus SQL and COMMIT (handler, "
+        "middleware, authenticate's Python side, pool checkout, records, encode);"
     )
+    out.append(" gunicorn+HTTP+client = HTTP mean minus in-process mean.)")
     for verb in ("claim_next", "complete"):
         a = prof["areas"][verb]
         out.append("")
         out.append(
-            f"cProfile of {verb} through Django in-process ({a['profiled_ms_per_request']:.2f} "
+            f"cProfile of {verb} through the WSGI app in-process "
+            f"({a['profiled_ms_per_request']:.2f} "
             f"ms/request under the profiler), own time by area:"
         )
         out.append(
             "  " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in a["share"].items() if v >= 0.01)
         )
+        if prof.get("keys", {}).get(verb):
+            out.append(
+                "  cumulative ms/request: "
+                + ", ".join(f"{k} {v:.2f}" for k, v in prof["keys"][verb].items())
+            )
         if verb == "claim_next":
-            out.append(f"top entries by cumulative time, per request ({prof['pstats'][verb]}):")
+            out.append(
+                f"top entries by cumulative time inside the view, per request "
+                f"({prof['pstats'][verb]}):"
+            )
             out += ["  " + line for line in prof["top"][verb]]
+    if note.get("whatif"):
+        out.append("")
+        out += render_whatif(note)
     spy = note.get("py_spy")
     if spy and spy.get("samples"):
         out.append("")
