@@ -3,7 +3,10 @@
 Threads, not processes, carry the concurrency: a request mostly waits on PostgreSQL (or, for a
 claim_next long-poll, on the doorbell), and the threads of a worker share its connection pool
 (SWITCHBOARD_DB_POOL_SIZE). 32 threads a worker leave room for 16 long-polls per worker
-without starving other requests. Also usable
+without starving other requests. Four workers on two cores, because a keep-alive connection
+stays with the worker that accepted it: with two, all of a few busy clients sometimes landed
+on one worker, held to one core by the GIL (bench/: 234-250 instead of 336 todos/s at 4
+clients; with four workers the worst of 15 drains was 322). Also usable
 directly: ``gunicorn -c switchboard/gunicorn_conf.py`` (binds SWITCHBOARD_BIND then).
 """
 
@@ -24,7 +27,7 @@ def _whole(name: str, default: int) -> int:
 wsgi_app = "switchboard.wsgi:application"
 bind = [os.environ.get("SWITCHBOARD_BIND", "127.0.0.1:8000")]  # `serve --host/--port` override
 worker_class = "gthread"
-workers = _whole("SWITCHBOARD_WEB_WORKERS", 2)
+workers = _whole("SWITCHBOARD_WEB_WORKERS", 4)
 threads = _whole("SWITCHBOARD_WEB_THREADS", 32)
 # Agents long-poll and hold keep-alive connections; the worker heartbeat is not a request limit.
 timeout = 60

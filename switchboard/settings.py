@@ -111,7 +111,7 @@ DATABASES = {"default": dburl.parse(_database_url())}
 # for its queries and gives it back when it ends, so a claim_next long-poll that waits holds
 # none, and many gunicorn threads share a few connections. 0 turns pooling off and keeps a
 # persistent connection per thread instead (SWITCHBOARD_CONN_MAX_AGE seconds).
-SWITCHBOARD_DB_POOL_SIZE = env_int("SWITCHBOARD_DB_POOL_SIZE", 16, minimum=0)
+SWITCHBOARD_DB_POOL_SIZE = env_int("SWITCHBOARD_DB_POOL_SIZE", 8, minimum=0)
 if SWITCHBOARD_DB_POOL_SIZE:
     DATABASES["default"]["OPTIONS"]["pool"] = {
         "min_size": 1,
