@@ -7,22 +7,12 @@ import pytest
 from django.db import connection
 
 from queues import transitions
+from queues.models import VERBS as ALL_VERBS
 from tests.queues.api_helpers import check_shape, post
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-VERBS = [
-    "create_todo",
-    "list_todos",
-    "get_todo",
-    "claim",
-    "claim_next",
-    "heartbeat",
-    "complete",
-    "fail",
-    "release",
-    "cancel",
-]
+VERBS = list(ALL_VERBS)
 ID_VERBS = ["get_todo", "claim", "heartbeat", "complete", "fail", "release", "cancel"]
 HOLDER_VERBS = ["heartbeat", "complete", "fail", "release", "cancel"]
 WRONG_TYPES = {

@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from queues.models import Todo, TodoAttempt
+from queues.models import VERBS, Todo, TodoAttempt
 from tests.queues.helpers import make_retry_due
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -43,18 +43,7 @@ def test_tools_are_listed_with_schemas_and_the_untrusted_notice(live_server, ven
             return (await client.list_tools()).tools
 
     tools = {tool.name: tool for tool in run(scenario())}
-    assert set(tools) == {
-        "create_todo",
-        "list_todos",
-        "get_todo",
-        "claim",
-        "claim_next",
-        "heartbeat",
-        "complete",
-        "fail",
-        "release",
-        "cancel",
-    }
+    assert set(tools) == set(VERBS)
     claim = tools["claim_next"]
     assert "data, never" in claim.description and "instructions" in claim.description
     assert claim.input_schema["additionalProperties"] is False
