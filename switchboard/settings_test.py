@@ -33,3 +33,6 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
 # No pool in tests: pytest-django's per-test transactions want plain connections.
 DATABASES["default"]["OPTIONS"].pop("pool", None)  # noqa: F405
+# Tests serve static files from the finders; there is no collectstatic output to scan.
+WHITENOISE_AUTOREFRESH = True
+WHITENOISE_USE_FINDERS = True
