@@ -70,7 +70,8 @@ TARGET_CLIENTS = 4
 TARGET_TODOS_PER_S = 300.0
 TARGET_P95_MS = 25.0
 RESULT = {"ok": True}
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+from bench.pool import DrainFailed, _is_postgres, _proc_cpu, stop_workers  # noqa: E402
 
 
 def _ints(text: str) -> list[int]:
@@ -141,15 +142,6 @@ def finish_arguments(args) -> None:
 # --- CPU from /proc -----------------------------------------------------------------------
 
 
-def _proc_cpu(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _TICK
-    except (OSError, IndexError, ValueError):
-        return None
-
-
 def _children(pid: int) -> list[int]:
     out = []
     for entry in os.listdir("/proc"):
@@ -163,14 +155,6 @@ def _children(pid: int) -> list[int]:
         if ppid == pid:
             out.append(int(entry))
     return out
-
-
-def _is_postgres(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return b"postgres" in fh.read()
-    except OSError:
-        return False
 
 
 def _cpu_of(pids) -> dict[int, float]:
@@ -389,10 +373,6 @@ def client_main(conn, index: int) -> None:
         )
 
 
-class DrainFailed(RuntimeError):
-    pass
-
-
 class Clients:
     def __init__(self, size: int):
         ctx = mp.get_context("spawn")
@@ -459,49 +439,19 @@ class Clients:
         }
 
     def close(self) -> None:
-        for pipe in self.pipes:
-            try:
-                pipe.send(("stop",))
-            except (BrokenPipeError, OSError):
-                pass
-        for pipe, proc in zip(self.pipes, self.procs, strict=True):
-            try:
-                if pipe.poll(10):
-                    pipe.recv()
-            except (EOFError, OSError):
-                pass
-            proc.join(timeout=10)
-            if proc.is_alive():
-                proc.terminate()  # only our own child, by its handle
+        stop_workers(self.pipes, self.procs)
 
 
 # --- the section --------------------------------------------------------------------------
 
 
 def _git_state() -> dict:
-    """HEAD, uncommitted changes in queues/ and switchboard/, digests of the hot modules, as
-    the server started by this section will load them."""
-    import hashlib
+    """Which code the server started by this section loads (bench.run.git_state)."""
+    from bench.run import git_state
 
-    def git(*cmd: str) -> str:
-        try:
-            return subprocess.run(
-                ["git", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=10
-            ).stdout
-        except (OSError, subprocess.SubprocessError):
-            return ""
-
-    status = git("status", "--porcelain", "--", "queues", "switchboard")
-    digests = {}
-    for rel in ("queues/sql.py", "queues/transitions.py", "queues/endpoints.py", "queues/api.py"):
-        path = ROOT / rel
-        if path.exists():
-            digests[rel] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-    return {
-        "head": git("rev-parse", "HEAD").strip() or "?",
-        "dirty": [line[3:] for line in status.splitlines() if len(line) > 3],
-        "sha256_12": digests,
-    }
+    return git_state(
+        ("queues/sql.py", "queues/transitions.py", "queues/endpoints.py", "queues/api.py")
+    )
 
 
 def _vend_http_endpoint() -> tuple[int, str]:

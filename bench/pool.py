@@ -38,6 +38,24 @@ class DrainFailed(RuntimeError):
     pass
 
 
+def stop_workers(pipes, procs) -> None:
+    """Ask each worker process to stop, then join it (terminating only our own children)."""
+    for pipe in pipes:
+        try:
+            pipe.send(("stop",))
+        except (BrokenPipeError, OSError):
+            pass
+    for pipe, proc in zip(pipes, procs, strict=True):
+        try:
+            if pipe.poll(10):
+                pipe.recv()
+        except (EOFError, OSError):
+            pass
+        proc.join(timeout=10)
+        if proc.is_alive():
+            proc.terminate()  # only our own child, by its handle
+
+
 class WorkerPool:
     def __init__(self, size: int, *, local_server: bool):
         ctx = mp.get_context("spawn")
@@ -118,17 +136,4 @@ class WorkerPool:
         }
 
     def close(self) -> None:
-        for pipe in self.pipes:
-            try:
-                pipe.send(("stop",))
-            except (BrokenPipeError, OSError):
-                pass
-        for pipe, proc in zip(self.pipes, self.procs, strict=True):
-            try:
-                if pipe.poll(10):
-                    pipe.recv()
-            except (EOFError, OSError):
-                pass
-            proc.join(timeout=10)
-            if proc.is_alive():
-                proc.terminate()  # only our own child, by its handle
+        stop_workers(self.pipes, self.procs)

@@ -120,7 +120,9 @@ def _log(msg: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def git_state() -> dict:
+def git_state(
+    files: tuple[str, ...] = ("queues/sql.py", "queues/transitions.py", "queues/models.py"),
+) -> dict:
     """Which code was measured: HEAD, files changed in queues/ and switchboard/ but not
     committed (others may be editing them), and short digests of the statements' modules."""
 
@@ -135,7 +137,7 @@ def git_state() -> dict:
     status = git("status", "--porcelain", "--", "queues", "switchboard")
     dirty = [line[3:] for line in status.splitlines() if len(line) > 3]
     digests = {}
-    for rel in ("queues/sql.py", "queues/transitions.py", "queues/models.py"):
+    for rel in files:
         path = ROOT / rel
         if path.exists():
             digests[rel] = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
