@@ -7,7 +7,7 @@ Board and tests all see one shape. ``as_api()`` gives SPEC's JSON form.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -76,8 +76,6 @@ class AttemptRecord:
         """An open attempt's live lease is kept on the todo row; overlay it."""
         if not self.is_open or todo.last_attempt_seq != self.seq:
             return self
-        from dataclasses import replace
-
         return replace(
             self,
             last_heartbeat_at=todo.last_heartbeat_at,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import base64
 import binascii
 
-from queues import sql
+from queues import checks, sql
+from queues.checks import whole_number
 from queues.errors import Invalid, NotFound
 from queues.models import Endpoint, TodoState
 from queues.records import AttemptRecord, TodoDetail, TodoRecord
@@ -18,25 +19,13 @@ LIST_MAX = 200
 
 
 def _limit(value, *, name: str, default: int, maximum: int) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-        raise Invalid(f"{name} must be a whole number from 1 to {maximum}.")
-    return value
-
-
-def _todo_id(value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise Invalid("todo_id must be a whole number.")
-    if not 1 <= value <= 2**63 - 1:
-        raise NotFound()
-    return value
+    return default if value is None else whole_number(value, name, 1, maximum)
 
 
 def get_todo_for_endpoint(endpoint: Endpoint, todo_id, *, attempts_limit=None) -> TodoDetail:
     """get_todo on the agent path: a todo of the endpoint's own queue, with its newest
     attempts; or a todo it sent elsewhere (as requester): state and result, no attempts."""
-    todo_id = _todo_id(todo_id)
+    todo_id = checks.todo_id(todo_id)
     limit = _limit(
         attempts_limit, name="attempts_limit", default=ATTEMPTS_DEFAULT, maximum=ATTEMPTS_MAX
     )
@@ -54,7 +43,7 @@ def get_todo_for_endpoint(endpoint: Endpoint, todo_id, *, attempts_limit=None) -
 
 def get_todo_for_user(user, todo_id, *, attempts_limit=None) -> TodoDetail:
     """The Board path: a todo of any endpoint in the user's teams."""
-    todo_id = _todo_id(todo_id)
+    todo_id = checks.todo_id(todo_id)
     limit = _limit(
         attempts_limit, name="attempts_limit", default=ATTEMPTS_DEFAULT, maximum=ATTEMPTS_MAX
     )

@@ -24,6 +24,8 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from queues import sql, tokens
+from queues.checks import todo_id as checked_todo_id
+from queues.checks import whole_number
 from queues.errors import Conflict, Invalid, NotFound, Unauthorized
 from queues.models import (
     LIVE_STATES,
@@ -119,8 +121,8 @@ def create_todo(
         raise Invalid(f"title must be at most {TITLE_MAX_CHARS} characters.")
     if not isinstance(body, str):
         raise Invalid("body must be a string.")
-    priority = _int_in(priority, "priority", -100, 100)
-    max_attempts = _int_in(
+    priority = whole_number(priority, "priority", -100, 100)
+    max_attempts = whole_number(
         settings.SWITCHBOARD_MAX_ATTEMPTS if max_attempts is None else max_attempts,
         "max_attempts",
         1,
@@ -212,7 +214,7 @@ def claim(
     the cap is dead-lettered (committed) and the claim answers Conflict."""
     if actor.is_agent:
         _check_active(actor.endpoint)
-    todo_id = _todo_id(todo_id)
+    todo_id = checked_todo_id(todo_id)
     params, token = _claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
     params["todo_id"] = todo_id
     statement = sql.CLAIM_ONE_AGENT if actor.is_agent else sql.CLAIM_ONE_USER
@@ -309,7 +311,7 @@ def heartbeat(
     (never shortened). Allowed past lease_expires_at while the attempt is still open."""
     if actor.is_agent:
         _check_active(actor.endpoint)
-    todo_id = _todo_id(todo_id)
+    todo_id = checked_todo_id(todo_id)
     attempt_seq = _opt_seq(attempt_seq)
     _opt_token(lease_token)
     default = (
@@ -453,7 +455,7 @@ def _end(
 ) -> Closed:
     if actor.is_agent:
         _check_active(actor.endpoint)
-    todo_id = _todo_id(todo_id)
+    todo_id = checked_todo_id(todo_id)
     attempt_seq = _opt_seq(attempt_seq)
     _opt_token(lease_token)
     outcome, ok_state, counts_failure, sets_result = _CLOSES[verb]
@@ -673,7 +675,7 @@ def _requeue_by_hand(
     user, todo_id: int, *, from_states: tuple, kind: str, changes: dict, message: str
 ) -> TodoRecord:
     actor = Actor.human(user)
-    todo_id = _todo_id(todo_id)
+    todo_id = checked_todo_id(todo_id)
     with transaction.atomic(durable=True):
         locked = _lock(actor, todo_id)
         if locked.state not in from_states:
@@ -976,26 +978,10 @@ def _check_active(endpoint: Endpoint) -> None:
         raise Unauthorized("This endpoint has been revoked.")
 
 
-def _int_in(value: Any, name: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise Invalid(f"{name} must be a whole number.")
-    if not low <= value <= high:
-        raise Invalid(f"{name} must be between {low} and {high}.")
-    return value
-
-
 def _lease_seconds(value: Any, default: int) -> int:
     if value is None:
         return min(default, MAX_LEASE_SECONDS)
-    return _int_in(value, "lease_seconds", 1, MAX_LEASE_SECONDS)
-
-
-def _todo_id(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise Invalid("todo_id must be a whole number.")
-    if not 1 <= value <= 2**63 - 1:
-        raise NotFound()
-    return value
+    return whole_number(value, "lease_seconds", 1, MAX_LEASE_SECONDS)
 
 
 def _opt_seq(value: Any) -> int | None:

@@ -362,3 +362,40 @@ def test_heartbeat_extends_and_works_past_expiry_while_open(endpoint, agent, mak
     attempt = attempts_of(todo.id)[0]
     assert attempt.last_heartbeat_at == row.last_heartbeat_at
     assert attempt.lease_expires_at == row.lease_expires_at
+
+
+def test_human_extend_keeps_their_own_lease_alive_and_is_audited(user, human, agent, make_todo):
+    todo = make_todo()
+    claim = transitions.claim(human, todo.id)
+
+    lease = transitions.heartbeat(human, todo.id, lease_seconds=3600)
+
+    assert lease.attempt_seq == claim.attempt_seq
+    assert lease.lease_expires_at > claim.todo.lease_expires_at
+    assert events_of(todo.id) == ["claim", "extend"]
+    with pytest.raises(Conflict):  # the agent does not hold the human's lease
+        transitions.heartbeat(agent, todo.id)
+
+
+def test_human_cancel_of_an_agents_fenced_lease_is_recorded(user, human, endpoint, make_todo):
+    todo = make_todo()
+    transitions.claim_next(endpoint=endpoint, require_fence=True)
+
+    closed = transitions.cancel(human, todo.id)
+
+    assert closed.todo.state == "canceled"
+    attempt = TodoAttempt.objects.get(todo_id=todo.id)
+    assert (attempt.outcome, attempt.disposition) == ("canceled", "canceled")
+    assert attempt.ended_by_id == user.pk and events_of(todo.id) == ["cancel"]
+
+
+def test_a_human_cannot_extend_someone_elses_lease_or_a_foreign_todo(
+    make_user, human, endpoint, make_todo
+):
+    todo = make_todo()
+    transitions.claim_next(endpoint=endpoint)
+    with pytest.raises(Conflict):
+        transitions.heartbeat(human, todo.id)
+    outsider = Actor.human(make_user("mallory"))
+    with pytest.raises(NotFound):
+        transitions.heartbeat(outsider, todo.id)

@@ -1,0 +1,27 @@
+"""Argument checks shared by the transitions and the scoped reads: the same wrong type or
+range gets the same precise error everywhere (the agent schemas check types first; these
+also guard the Board and any other caller)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queues.errors import Invalid, NotFound
+
+
+def whole_number(value: Any, name: str, low: int, high: int) -> int:
+    """An int (not a bool) in [low, high], else Invalid."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Invalid(f"{name} must be a whole number.")
+    if not low <= value <= high:
+        raise Invalid(f"{name} must be between {low} and {high}.")
+    return value
+
+
+def todo_id(value: Any) -> int:
+    """A todo id. One that cannot exist is NotFound, exactly like an unknown one."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Invalid("todo_id must be a whole number.")
+    if not 1 <= value <= 2**63 - 1:
+        raise NotFound()
+    return value
