@@ -1,0 +1,52 @@
+"""New todo form: puts a todo on one of the user's endpoints (any member may)."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods
+
+from board.forms import TodoForm
+from board.scope import board_scope
+from queues import transitions
+from queues.errors import Conflict, Invalid, Unauthorized
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def todo_new(request: HttpRequest) -> HttpResponse:
+    team_ids = board_scope(request).team_ids
+    if request.method == "GET":
+        form = TodoForm(team_ids=team_ids, initial=_preselect(request))
+        return _page(request, form)
+    form = TodoForm(request.POST, team_ids=team_ids)
+    if not form.is_valid():
+        return _page(request, form, status=400)
+    data = form.cleaned_data
+    try:
+        todo, _ = transitions.create_todo(
+            endpoint=data["endpoint"],
+            title=data["title"],
+            body=data["body"],
+            priority=data["priority"],
+            max_attempts=data["max_attempts"],
+            not_before=data["not_before"],
+            created_by=request.user,
+        )
+    except (Invalid, Unauthorized, Conflict) as exc:  # e.g. revoked since the form loaded
+        form.add_error(None, exc.message)
+        return _page(request, form, status=400)
+    messages.success(request, f"Todo #{todo.id} created on {data['endpoint'].agent_id}.")
+    return redirect("todo-detail", todo_id=todo.id)
+
+
+def _preselect(request: HttpRequest) -> dict:
+    """``?endpoint=<id>`` preselects that endpoint; the form's choices decide if it may."""
+    value = request.GET.get("endpoint", "")
+    return {"endpoint": int(value)} if value.isdecimal() and len(value) < 19 else {}
+
+
+def _page(request: HttpRequest, form: TodoForm, *, status: int = 200) -> HttpResponse:
+    return render(request, "board/todo_new.html", {"form": form}, status=status)

@@ -1,0 +1,199 @@
+"""Endpoints page: list, vend, rotate, revoke, notify URL.
+
+Who may do what: any member of a team may vend an endpoint in it; rotating, revoking and
+changing the notify URL (which cut off a running agent or send data outward) need an owner
+of the endpoint's team. Checked here, on every POST, not only by hiding buttons.
+
+A token is shown once: rendered straight into the POST response that made it (never stored
+in the session, a message, a log or a redirect URL) with caching off.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.db.models import Count, Max, Q
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.http import require_GET, require_http_methods
+
+from board.forms import NotifyUrlForm, VendForm, duplicate_agent_id
+from board.scope import board_scope
+from queues import endpoints, transitions
+from queues.errors import Conflict, Invalid
+from queues.models import LIVE_STATES, VERBS, Endpoint, Membership, Todo, TodoState
+
+OWNERS_ONLY = "Only an owner of the team {team} may {action} its endpoints."
+
+
+def _visible_endpoint(request: HttpRequest, endpoint_id: int) -> Endpoint:
+    """The endpoint if it belongs to one of the user's teams; an unknown and a foreign id
+    are the same 404 (no existence oracle)."""
+    team_ids = [team.pk for team in board_scope(request).teams]
+    endpoint = (
+        Endpoint.objects.filter(pk=endpoint_id, team_id__in=team_ids)
+        .select_related("team")
+        .first()
+    )
+    if endpoint is None:
+        raise Http404
+    return endpoint
+
+
+def _owns_team(user, team_id: int) -> bool:
+    return Membership.objects.filter(
+        user=user, team_id=team_id, role=Membership.Role.OWNER
+    ).exists()
+
+
+def _refuse(request: HttpRequest, endpoint: Endpoint, action: str) -> HttpResponse:
+    messages.error(request, OWNERS_ONLY.format(team=endpoint.team.name, action=action))
+    return redirect("endpoint-detail", endpoint_id=endpoint.pk)
+
+
+def _token_page(request: HttpRequest, endpoint: Endpoint, token: str, *, rotated: bool):
+    response = render(
+        request,
+        "board/endpoint_token.html",
+        {"endpoint": endpoint, "token": token, "rotated": rotated},
+    )
+    add_never_cache_headers(response)  # no back-button or proxy copy of the token
+    return response
+
+
+def _list_page(request: HttpRequest, form: VendForm, *, status: int = 200) -> HttpResponse:
+    scope = board_scope(request)
+    live = Q(todos__state__in=LIVE_STATES)
+    rows = (
+        Endpoint.objects.filter(team_id__in=scope.team_ids)
+        .select_related("team")
+        # One GROUP BY query for the whole list, not a query per row.
+        .annotate(
+            last_activity=Max("todos__updated_at"),
+            live=Count("todos", filter=live),
+            pending=Count("todos", filter=Q(todos__state=TodoState.PENDING)),
+            claimed=Count("todos", filter=Q(todos__state=TodoState.CLAIMED)),
+            retry_wait=Count("todos", filter=Q(todos__state=TodoState.RETRY_WAIT)),
+        )
+        .order_by("revoked_at", "team__name", "agent_id")  # active ones (NULL) first
+    )
+    context = {"endpoints": rows, "form": form, "scope": scope, "verb_count": len(VERBS)}
+    return render(request, "board/endpoint_list.html", context, status=status)
+
+
+@login_required
+@require_GET
+def endpoint_list(request: HttpRequest) -> HttpResponse:
+    scope = board_scope(request)
+    home = scope.home_team
+    form = VendForm(teams=scope.teams, initial={"team": home.slug if home else None})
+    return _list_page(request, form)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def endpoint_new(request: HttpRequest) -> HttpResponse:
+    if request.method == "GET":
+        return redirect(reverse("endpoint-list") + "#vend")
+    form = VendForm(request.POST, teams=board_scope(request).teams)
+    if not form.is_valid():
+        return _list_page(request, form, status=400)
+    data = form.cleaned_data
+    try:
+        endpoint, token = endpoints.vend(
+            data["team"],
+            data["agent_id"],
+            name=data["name"],
+            verbs=data["verbs"],
+            user=request.user,
+        )
+    except Conflict:  # a concurrent vend of the same agent id won the race
+        form.add_error("agent_id", duplicate_agent_id(data["agent_id"], data["team"]))
+        return _list_page(request, form, status=400)
+    except Invalid as exc:
+        form.add_error(None, exc.message)
+        return _list_page(request, form, status=400)
+    return _token_page(request, endpoint, token, rotated=False)
+
+
+def _detail_page(request, endpoint: Endpoint, form: NotifyUrlForm, *, status: int = 200):
+    counts = dict(
+        Todo.objects.filter(endpoint=endpoint)
+        .values("state")
+        .annotate(n=Count("id"))
+        .values_list("state", "n")
+    )
+    context = {
+        "endpoint": endpoint,
+        "form": form,
+        "is_owner": _owns_team(request.user, endpoint.team_id),
+        "counts": [(state, counts.get(state, 0)) for state in TodoState],
+        "live": sum(counts.get(state, 0) for state in LIVE_STATES),
+    }
+    return render(request, "board/endpoint_detail.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def endpoint_detail(request: HttpRequest, endpoint_id: int) -> HttpResponse:
+    endpoint = _visible_endpoint(request, endpoint_id)
+    if request.method == "GET":
+        form = NotifyUrlForm(initial={"notify_url": endpoint.notify_url})
+        return _detail_page(request, endpoint, form)
+    if not _owns_team(request.user, endpoint.team_id):
+        return _refuse(request, endpoint, "change the notify URL of")
+    form = NotifyUrlForm(request.POST)
+    if not form.is_valid():
+        return _detail_page(request, endpoint, form, status=400)
+    url = form.cleaned_data["notify_url"]
+    if url != endpoint.notify_url:
+        endpoints.set_notify_url(endpoint, url, user=request.user)
+        messages.success(request, "Notify URL saved." if url else "Notify URL removed.")
+    return redirect("endpoint-detail", endpoint_id=endpoint.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def endpoint_rotate(request: HttpRequest, endpoint_id: int) -> HttpResponse:
+    endpoint = _visible_endpoint(request, endpoint_id)
+    if request.method == "GET":
+        return render(
+            request,
+            "board/endpoint_rotate.html",
+            {"endpoint": endpoint, "is_owner": _owns_team(request.user, endpoint.team_id)},
+        )
+    if not _owns_team(request.user, endpoint.team_id):
+        return _refuse(request, endpoint, "rotate")
+    try:
+        token = endpoints.rotate(endpoint, user=request.user)
+    except Conflict:
+        messages.error(request, f"{endpoint.agent_id} is revoked; a revoked endpoint keeps no token.")
+        return redirect("endpoint-detail", endpoint_id=endpoint.pk)
+    return _token_page(request, endpoint, token, rotated=True)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def endpoint_revoke(request: HttpRequest, endpoint_id: int) -> HttpResponse:
+    endpoint = _visible_endpoint(request, endpoint_id)
+    if request.method == "GET":
+        live = Todo.objects.filter(endpoint=endpoint, state__in=LIVE_STATES).count()
+        context = {
+            "endpoint": endpoint,
+            "live": live,
+            "is_owner": _owns_team(request.user, endpoint.team_id),
+        }
+        return render(request, "board/endpoint_revoke.html", context)
+    if not _owns_team(request.user, endpoint.team_id):
+        return _refuse(request, endpoint, "revoke")
+    try:
+        killed = transitions.revoke_endpoint(endpoint, user=request.user)
+    except Conflict:
+        messages.info(request, f"{endpoint.agent_id} was already revoked; nothing changed.")
+    else:
+        noun = "todo" if killed == 1 else "todos"
+        messages.success(request, f"{endpoint.agent_id} revoked; {killed} {noun} dead-lettered.")
+    return redirect("endpoint-detail", endpoint_id=endpoint.pk)
+
