@@ -1,7 +1,18 @@
 from django.urls import path
 
-from board import views
+from board.views import activity, create, endpoints, queue, teams, todos
 
 urlpatterns = [
-    path("", views.home, name="board-home"),
+    path("", queue.todo_list, name="board-home"),
+    path("activity/", activity.activity_list, name="activity-list"),
+    path("todos/new/", create.todo_new, name="todo-new"),
+    path("todos/<int:todo_id>/", todos.todo_detail, name="todo-detail"),
+    path("todos/<int:todo_id>/<slug:action>/", todos.todo_action, name="todo-action"),
+    path("endpoints/", endpoints.endpoint_list, name="endpoint-list"),
+    path("endpoints/new/", endpoints.endpoint_new, name="endpoint-new"),
+    path("endpoints/<int:endpoint_id>/", endpoints.endpoint_detail, name="endpoint-detail"),
+    path("endpoints/<int:endpoint_id>/rotate/", endpoints.endpoint_rotate, name="endpoint-rotate"),
+    path("endpoints/<int:endpoint_id>/revoke/", endpoints.endpoint_revoke, name="endpoint-revoke"),
+    path("team/", teams.team_detail, name="team-detail"),
+    path("team/switch/", teams.team_switch, name="team-switch"),
 ]

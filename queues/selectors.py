@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import base64
 import binascii
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import Exists, F, FilteredRelation, OuterRef, Q, Subquery
 
 from queues import checks, sql
 from queues.checks import whole_number
 from queues.errors import Invalid, NotFound
-from queues.models import Endpoint, TodoState
+from queues.models import DIED_OUTCOMES, Endpoint, Todo, TodoAttempt, TodoEvent, TodoState
 from queues.records import AttemptRecord, TodoDetail, TodoRecord
 
 ATTEMPTS_DEFAULT = 20
@@ -99,3 +104,169 @@ def decode_cursor(cursor) -> int:
     if todo_id < 1:
         raise Invalid("cursor is not one this server gave out.")
     return todo_id
+
+
+# ---------------------------------------------------------------------------------------
+# The Board's reads. Scoped by team ids that the caller took from the user's own
+# memberships (board.scope); an id outside them reads as missing.
+
+BOARD_PAGE = 50
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFilters:
+    state: str | None = None
+    endpoint_id: int | None = None
+    died: bool = False
+    text: str = ""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.state or self.endpoint_id or self.died or self.text)
+
+
+def board_queue(
+    team_ids: list[int], filters: QueueFilters, *, before_id: int | None = None
+) -> tuple[list[Todo], int | None]:
+    """One page of the Board's queue, newest first, by keyset. Each todo carries its open
+    attempt's holder (``holder_*``) and its newest closed attempt (``last_*``). One query:
+    the per-row attempt reads are index probes made only for the rows on the page."""
+    newest_closed = TodoAttempt.objects.filter(
+        todo=OuterRef("pk"), ended_at__isnull=False
+    ).order_by("-seq")
+    todos = (
+        Todo.objects.filter(endpoint__team_id__in=team_ids)
+        .select_related("endpoint")
+        .only(*_QUEUE_FIELDS)
+        .annotate(
+            open_attempt=FilteredRelation(
+                "attempts",
+                condition=Q(attempts__seq=F("last_attempt_seq"), attempts__ended_at__isnull=True),
+            ),
+            holder_kind=F("open_attempt__claimer_kind"),
+            holder_claimant=F("open_attempt__claimant"),
+            holder_user=F("open_attempt__user__username"),
+            holder_fenced=Q(open_attempt__lease_token_hash__isnull=False),
+            last_outcome=Subquery(newest_closed.values("outcome")[:1]),
+            last_seq=Subquery(newest_closed.values("seq")[:1]),
+        )
+        .order_by("-id")
+    )
+    if filters.state:
+        todos = todos.filter(state=filters.state)
+    if filters.endpoint_id:
+        todos = todos.filter(endpoint_id=filters.endpoint_id)
+    if filters.died:
+        todos = todos.filter(
+            Exists(TodoAttempt.objects.filter(todo=OuterRef("pk"), outcome__in=DIED_OUTCOMES))
+        )
+    if filters.text:
+        match = Q(title__icontains=filters.text)
+        if (number := filters.text.removeprefix("#")).isdigit() and len(number) < 18:
+            match |= Q(pk=int(number))
+        todos = todos.filter(match)
+    if before_id is not None:
+        todos = todos.filter(pk__lt=before_id)
+    rows = list(todos[: BOARD_PAGE + 1])
+    next_before = rows[BOARD_PAGE - 1].pk if len(rows) > BOARD_PAGE else None
+    return rows[:BOARD_PAGE], next_before
+
+
+_QUEUE_FIELDS = (
+    "id",
+    "title",
+    "state",
+    "priority",
+    "attempt",
+    "failures",
+    "max_attempts",
+    "round",
+    "owner",
+    "lease_expires_at",
+    "next_retry_at",
+    "not_before",
+    "dead_letter_reason",
+    "updated_at",
+    "last_attempt_seq",
+    "endpoint__agent_id",
+    "endpoint__team_id",
+)
+
+
+def board_todo(user, todo_id) -> TodoDetail:
+    """The drawer: a todo of any of the user's teams (whatever the team switcher shows),
+    with every attempt row kept (the history cap bounds them). Two queries."""
+    limit = max(settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO, ATTEMPTS_MAX)
+    detail = get_todo_for_user(user, todo_id, attempts_limit=ATTEMPTS_MAX)
+    if detail.todo.attempts_total <= ATTEMPTS_MAX:
+        return detail
+    return TodoDetail(todo=detail.todo, attempts=_attempts(detail.todo, limit))
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """One line of the Activity feed: an attempt that ended, or something a person (or a
+    requester) did. ``attempt`` or ``event`` is set."""
+
+    at: datetime
+    todo_id: int | None
+    title: str
+    agent_id: str
+    attempt: TodoAttempt | None = None
+    event: TodoEvent | None = None
+
+
+def board_activity(
+    team_ids: list[int], *, before: datetime | None = None, limit: int = 50
+) -> list[Activity]:
+    """Recent attempt endings and audited actions across the teams' queues, newest first.
+    Two queries, each walking an index newest first. An attempt a person ended is told by
+    that person's event (it names who), so those attempts are left out here."""
+    endings = (
+        TodoAttempt.objects.filter(
+            ended_at__isnull=False, todo__endpoint__team_id__in=team_ids, ended_by__isnull=True
+        )
+        .exclude(claimer_kind="owner", outcome__in=_HUMAN_TOLD_OUTCOMES)
+        .select_related("endpoint", "user")
+        .annotate(
+            todo_title=F("todo__title"),
+            todo_agent=F("todo__endpoint__agent_id"),
+            todo_state=F("todo__state"),
+        )
+        .defer("result", "summary", "artifact", "lease_token_hash")
+        .order_by("-ended_at")
+    )
+    events = (
+        TodoEvent.objects.filter(team_id__in=team_ids)
+        .select_related("actor_user", "actor_endpoint")
+        .annotate(todo_title=F("todo__title"), todo_agent=F("todo__endpoint__agent_id"))
+        .order_by("-created_at")
+    )
+    if before is not None:
+        endings = endings.filter(ended_at__lt=before)
+        events = events.filter(created_at__lt=before)
+    items = [
+        Activity(
+            at=a.ended_at,
+            todo_id=a.todo_id,
+            title=a.todo_title,
+            agent_id=a.todo_agent,
+            attempt=a,
+        )
+        for a in endings[:limit]
+    ] + [
+        Activity(
+            at=e.created_at,
+            todo_id=e.todo_id,
+            title=e.todo_title or "",
+            agent_id=e.todo_agent or "",
+            event=e,
+        )
+        for e in events[:limit]
+    ]
+    items.sort(key=lambda item: item.at, reverse=True)
+    return items[:limit]
+
+
+# A human's own claim, ended by that human: the event says it (complete, fail, release...).
+_HUMAN_TOLD_OUTCOMES = ("completed", "failed", "released", "canceled")

@@ -306,9 +306,12 @@ def heartbeat(
     attempt_seq: int | None = None,
     lease_token: str | None = None,
     lease_seconds: int | None = None,
+    audited: bool = True,
 ) -> Lease:
     """Keep the caller's open attempt alive; the lease is extended to now + lease_seconds
-    (never shortened). Allowed past lease_expires_at while the attempt is still open."""
+    (never shortened). Allowed past lease_expires_at while the attempt is still open. A
+    human's heartbeat is an audited "extend", except the Board's keepalive while the drawer
+    is open (``audited=False``), which would otherwise write a row every few minutes."""
     if actor.is_agent:
         _check_active(actor.endpoint)
     todo_id = checked_todo_id(todo_id)
@@ -341,7 +344,7 @@ def heartbeat(
         _check_seq_and_fence(open_attempt, attempt_seq, lease_token)
         params["attempt_seq"] = open_attempt.seq
         rows = sql.fetch(sql.HEARTBEAT_CHECKED, params)
-        if not actor.is_agent:
+        if not actor.is_agent and audited:
             _event(
                 todo_id,
                 locked.team_id,

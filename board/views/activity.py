@@ -1,0 +1,40 @@
+"""Activity: attempt endings and audited actions across the user's queues, as sentences."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.http import urlencode
+
+from board.scope import board_scope
+from board.sentences import sentence
+from queues.selectors import board_activity
+
+PAGE = 50
+
+
+@login_required
+def activity_list(request):
+    scope = board_scope(request)
+    before = _timestamp(request.GET.get("before", ""))
+    items = board_activity(scope.team_ids, before=before, limit=PAGE)
+    lines = [sentence(item) for item in items]
+    older = (
+        "?" + urlencode({"before": items[-1].at.isoformat()}) if len(items) == PAGE else None
+    )
+    context = {"lines": lines, "older_url": older, "paged": before is not None}
+    if request.htmx and request.htmx.target == "activity":
+        return render(request, "board/activity_list.html#activity", context)
+    return render(request, "board/activity_list.html", context)
+
+
+def _timestamp(text: str) -> datetime | None:
+    """A bad ``before`` is ignored (the newest page), never an error."""
+    try:
+        value = datetime.fromisoformat(text[:40])
+    except ValueError:
+        return None
+    return value if timezone.is_aware(value) else None

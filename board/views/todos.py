@@ -1,0 +1,175 @@
+"""The todo drawer and the human actions taken from it.
+
+The drawer is ``todo_detail.html#drawer`` for htmx and the whole page otherwise. Each action
+is one call into ``queues.transitions`` as the signed-in user; a stale action (the todo moved
+on since the drawer was drawn) answers 409 with a clear message and the fresh drawer.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from board import drawer
+from queues import transitions
+from queues.errors import Conflict, Invalid, NotFound
+from queues.records import UNTRUSTED_NOTICE, TodoDetail
+from queues.selectors import board_todo
+from queues.transitions import Actor
+
+SUMMARY_FIELD_MAX = 8192  # characters accepted from the form; the ledger truncates at 2 KiB
+
+
+def _detail(user, todo_id: int) -> TodoDetail:
+    try:
+        return board_todo(user, todo_id)
+    except (NotFound, Invalid):
+        # Unknown and foreign ids alike: the one 404 page, byte for byte.
+        raise Http404() from None
+
+
+def _render(request, detail: TodoDetail, *, notice=None, tone="good", status=200, form=None):
+    params = request.GET if request.method == "GET" else {}
+    context = {
+        "d": drawer.build(
+            detail,
+            user=request.user,
+            attempt_param=params.get("attempt"),
+            round_param=params.get("round"),
+        ),
+        "notice": notice,
+        "tone": tone,
+        "form": form or {},
+        "untrusted_notice": UNTRUSTED_NOTICE,
+        # The drawer keeps a person's lease alive while it is open, well before it lapses.
+        "keepalive_seconds": max(30, min(240, settings.SWITCHBOARD_OWNER_LEASE_SECONDS // 3)),
+    }
+    template = "board/todo_detail.html#drawer" if request.htmx else "board/todo_detail.html"
+    return render(request, template, context, status=status)
+
+
+@login_required
+def todo_detail(request, todo_id: int):
+    return _render(request, _detail(request.user, todo_id))
+
+
+# action → (the states it was offered in, a success message)
+ACTIONS = {
+    "claim": "You hold this todo now (an owner attempt). Complete, fail or release it here.",
+    "extend": "Lease extended.",
+    "keepalive": "",
+    "complete": "Completed.",
+    "fail": "Failed.",
+    "release": "Released: the todo is back in the queue.",
+    "cancel": "Canceled.",
+    "retry-now": "Retrying now: the todo is pending again.",
+    "rerun": "Rerun: a new round starts, pending.",
+}
+
+
+@login_required
+@require_POST
+def todo_action(request, todo_id: int, action: str):
+    if action not in ACTIONS:
+        raise Http404()
+    detail = _detail(request.user, todo_id)
+    seen = request.POST.get("seen", "")
+    if seen != drawer.seen_stamp(detail.todo):
+        return _stale(request, detail, "This todo moved on since you opened it")
+    try:
+        _act(request, detail, action)
+    except Conflict as exc:
+        return _stale(request, _detail(request.user, todo_id), str(exc))
+    except Invalid as exc:
+        return _render(
+            request, detail, notice=str(exc), tone="bad", status=400, form=request.POST
+        )
+    except NotFound:
+        raise Http404() from None
+    if action == "keepalive":
+        return HttpResponse(status=204)
+    fresh = _detail(request.user, todo_id)
+    if not request.htmx:
+        messages.success(request, ACTIONS[action])
+        return redirect("todo-detail", todo_id=todo_id)
+    response = _render(request, fresh, notice=ACTIONS[action])
+    response["HX-Trigger"] = "queue-changed"
+    return response
+
+
+def _stale(request, detail: TodoDetail, why: str):
+    state = detail.todo.state.replace("_", " ")
+    notice = f"{why.rstrip('.')}. Nothing was changed. It is {state} now; here is how it stands."
+    return _render(request, detail, notice=notice, tone="stale", status=409)
+
+
+def _act(request, detail: TodoDetail, action: str) -> None:
+    actor = Actor.human(request.user)
+    todo = detail.todo
+    open_seq = next((a.seq for a in detail.attempts if a.is_open), None)
+    post = request.POST
+    match action:
+        case "claim":
+            transitions.claim(actor, todo.id)
+        case "extend" | "keepalive":
+            transitions.heartbeat(
+                actor, todo.id, attempt_seq=open_seq, audited=action == "extend"
+            )
+        case "complete":
+            transitions.complete(
+                actor,
+                todo.id,
+                attempt_seq=_open(open_seq),
+                summary=_text(post, "summary"),
+                result=_json(post.get("result", "")),
+                artifact=_text(post, "artifact"),
+            )
+        case "fail":
+            transitions.fail(
+                actor,
+                todo.id,
+                attempt_seq=_open(open_seq),
+                summary=_text(post, "summary"),
+                result=_json(post.get("result", "")),
+                artifact=_text(post, "artifact"),
+                retryable=post.get("retryable") != "no",
+            )
+        case "release":
+            transitions.release(
+                actor, todo.id, attempt_seq=_open(open_seq), summary=_text(post, "summary")
+            )
+        case "cancel":
+            transitions.cancel(actor, todo.id, attempt_seq=open_seq)
+        case "retry-now":
+            transitions.retry_now(request.user, todo.id)
+        case "rerun":
+            transitions.rerun(request.user, todo.id)
+
+
+def _open(seq: int | None) -> int:
+    if seq is None:
+        raise Conflict("Nobody holds this todo")
+    return seq
+
+
+def _text(post, name: str) -> str | None:
+    value = post.get(name, "").strip()
+    if len(value) > SUMMARY_FIELD_MAX:
+        raise Invalid(f"{name} is too long: at most {SUMMARY_FIELD_MAX} characters here.")
+    return value or None
+
+
+def _json(text: str):
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise Invalid(f"The result is not valid JSON ({exc}). Nothing was changed.") from None
