@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.text import slugify
@@ -69,6 +71,21 @@ def rotate(endpoint: Endpoint, *, user=None) -> str:
             detail={"agent_id": endpoint.agent_id},
         )
     return token
+
+
+def set_notify_url(endpoint: Endpoint, url: str, *, user=None) -> None:
+    """Set (or, with "", clear) the URL rung when a todo on this queue becomes claimable;
+    audited. The caller has validated the URL (http or https, at most 500 characters)."""
+    with transaction.atomic():
+        endpoint.notify_url = url
+        endpoint.save(update_fields=["notify_url"])
+        TodoEvent.objects.create(
+            team_id=endpoint.team_id,
+            actor_user=user,
+            kind="notify_url",
+            # The host only: a webhook URL often carries a secret in its path or query.
+            detail={"agent_id": endpoint.agent_id, "host": urlsplit(url).hostname or ""},
+        )
 
 
 def authenticate(token: str | None) -> Endpoint | None:

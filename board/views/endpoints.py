@@ -25,7 +25,7 @@ from queues import endpoints, transitions
 from queues.errors import Conflict, Invalid
 from queues.models import LIVE_STATES, VERBS, Endpoint, Membership, Todo, TodoState
 
-OWNERS_ONLY = "Only an owner of the team {team} may {action} its endpoints."
+OWNERS_ONLY = "Only an owner of {team} may {action} its endpoints."
 
 
 def _visible_endpoint(request: HttpRequest, endpoint_id: int) -> Endpoint:
@@ -33,9 +33,7 @@ def _visible_endpoint(request: HttpRequest, endpoint_id: int) -> Endpoint:
     are the same 404 (no existence oracle)."""
     team_ids = [team.pk for team in board_scope(request).teams]
     endpoint = (
-        Endpoint.objects.filter(pk=endpoint_id, team_id__in=team_ids)
-        .select_related("team")
-        .first()
+        Endpoint.objects.filter(pk=endpoint_id, team_id__in=team_ids).select_related("team").first()
     )
     if endpoint is None:
         raise Http404
@@ -169,7 +167,9 @@ def endpoint_rotate(request: HttpRequest, endpoint_id: int) -> HttpResponse:
     try:
         token = endpoints.rotate(endpoint, user=request.user)
     except Conflict:
-        messages.error(request, f"{endpoint.agent_id} is revoked; a revoked endpoint keeps no token.")
+        messages.error(
+            request, f"{endpoint.agent_id} is revoked; a revoked endpoint keeps no token."
+        )
         return redirect("endpoint-detail", endpoint_id=endpoint.pk)
     return _token_page(request, endpoint, token, rotated=True)
 
@@ -196,4 +196,3 @@ def endpoint_revoke(request: HttpRequest, endpoint_id: int) -> HttpResponse:
         noun = "todo" if killed == 1 else "todos"
         messages.success(request, f"{endpoint.agent_id} revoked; {killed} {noun} dead-lettered.")
     return redirect("endpoint-detail", endpoint_id=endpoint.pk)
-

@@ -93,7 +93,9 @@ def _add(request, team: Team, memberships: list[Membership], form: AddMemberForm
     before = next((m for m in memberships if m.user_id == user.pk), None)
     name = user.get_username()
     if before is not None and (before.role == role or before.role == OWNER):
-        messages.info(request, f"{name} is already {'an owner' if before.role == OWNER else 'a member'}.")
+        messages.info(
+            request, f"{name} is already {'an owner' if before.role == OWNER else 'a member'}."
+        )
         return redirect(_team_url(team))
     teams.add_member(team, user, role=role, by=request.user)
     if before is not None:
@@ -112,9 +114,7 @@ def _remove(request, team: Team, memberships: list[Membership]):
     try:
         teams.remove_member(team, membership.user, by=request.user)
     except Conflict:
-        messages.error(
-            request, f"{team.name} keeps at least one owner: add another owner first."
-        )
+        messages.error(request, f"{team.name} keeps at least one owner: add another owner first.")
         return redirect(_team_url(team))
     name = membership.user.get_username()
     messages.success(request, f"{name} removed from {team.name}.")

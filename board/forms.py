@@ -1,0 +1,144 @@
+"""The Board's forms: vend an endpoint, its notify URL, team members, a new todo.
+
+The forms check shape and range; the queue functions they feed check again (one place for
+the rules of the ledger), and their domain errors come back here as form errors.
+"""
+
+from __future__ import annotations
+
+import datetime
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.validators import URLValidator
+from django.utils import timezone
+from django.utils.text import slugify
+
+from queues.models import VERBS, Endpoint, Membership, Team
+from queues.transitions import TITLE_MAX_CHARS
+
+
+class VendForm(forms.Form):
+    agent_id = forms.CharField(
+        label="Agent id",
+        max_length=64,
+        help_text="Lowercase letters, digits, hyphens and underscores; unique in the team.",
+    )
+    name = forms.CharField(
+        label="Name", max_length=200, required=False, help_text="Optional; defaults to the id."
+    )
+    team = forms.ChoiceField(label="Team")
+    verbs = forms.MultipleChoiceField(
+        label="Verbs",
+        choices=[(verb, verb) for verb in VERBS],
+        widget=forms.CheckboxSelectMultiple,
+        initial=list(VERBS),
+        help_text="Frozen at vend time: the agent may call only these.",
+        error_messages={"required": "Choose at least one verb."},
+    )
+
+    def __init__(self, *args, teams: list[Team], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.teams = {team.slug: team for team in teams}
+        self.fields["team"].choices = [(team.slug, team.name) for team in teams]
+
+    def clean_agent_id(self) -> str:
+        agent_id = self.cleaned_data["agent_id"].strip()
+        if not agent_id or slugify(agent_id) != agent_id:
+            raise forms.ValidationError(
+                "Use a slug: lowercase letters, digits, hyphens and underscores."
+            )
+        return agent_id
+
+    def clean_team(self) -> Team:
+        return self.teams[self.cleaned_data["team"]]  # ChoiceField already refused others
+
+    def clean(self) -> dict:
+        cleaned = super().clean()
+        team, agent_id = cleaned.get("team"), cleaned.get("agent_id")
+        if team and agent_id and Endpoint.objects.filter(team=team, agent_id=agent_id).exists():
+            self.add_error("agent_id", duplicate_agent_id(agent_id, team))
+        return cleaned
+
+
+def duplicate_agent_id(agent_id: str, team: Team) -> str:
+    return f"{team.name} already has an endpoint with the agent id “{agent_id}”."
+
+
+class NotifyUrlForm(forms.Form):
+    notify_url = forms.URLField(
+        label="Notify URL",
+        max_length=500,
+        required=False,
+        assume_scheme="https",
+        # Django's URLField also lets ftp:// through; a doorbell is an HTTP POST.
+        validators=[URLValidator(schemes=["http", "https"])],
+        error_messages={"invalid": "Enter an http:// or https:// URL."},
+        help_text="Rung (an HTTP POST) when a todo on this queue becomes claimable. "
+        "Empty turns it off.",
+    )
+
+
+class AddMemberForm(forms.Form):
+    username = forms.CharField(label="Username", max_length=150)
+    role = forms.ChoiceField(
+        label="Role", choices=Membership.Role.choices, initial=Membership.Role.MEMBER
+    )
+
+    def clean_username(self):
+        username = self.cleaned_data["username"].strip()
+        user_model = get_user_model()
+        try:
+            return user_model.objects.get(**{user_model.USERNAME_FIELD: username})
+        except user_model.DoesNotExist:
+            raise forms.ValidationError(f"There is no user named “{username}”.") from None
+
+
+class UtcDateTimeField(forms.DateTimeField):
+    """A naive date and time read as UTC, whatever the server's time zone."""
+
+    def to_python(self, value):
+        with timezone.override(datetime.UTC):
+            return super().to_python(value)
+
+
+class TodoForm(forms.Form):
+    endpoint = forms.ModelChoiceField(
+        label="Endpoint",
+        queryset=Endpoint.objects.none(),
+        empty_label=None,
+        help_text="The queue the todo goes on (active endpoints of your teams).",
+    )
+    title = forms.CharField(label="Title", max_length=TITLE_MAX_CHARS)
+    body = forms.CharField(label="Body", required=False, widget=forms.Textarea(attrs={"rows": 6}))
+    priority = forms.IntegerField(
+        label="Priority",
+        min_value=-100,
+        max_value=100,
+        initial=0,
+        help_text="-100 to 100; higher is claimed first.",
+    )
+    max_attempts = forms.IntegerField(
+        label="Max attempts",
+        min_value=1,
+        max_value=1000,
+        help_text="Failed or died attempts before the todo is dead-lettered (1 to 1000).",
+    )
+    not_before = UtcDateTimeField(
+        label="Not before (UTC)",
+        required=False,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        help_text="Optional. Read as UTC: nobody claims it before then.",
+    )
+
+    def __init__(self, *args, team_ids: list[int], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["endpoint"].queryset = (
+            Endpoint.objects.active()
+            .filter(team_id__in=team_ids)
+            .select_related("team")
+            .order_by("team__name", "agent_id")
+        )
+        self.fields["endpoint"].label_from_instance = lambda ep: f"{ep.agent_id} · {ep.team.name}"
+        self.fields["max_attempts"].initial = settings.SWITCHBOARD_MAX_ATTEMPTS
