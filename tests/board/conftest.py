@@ -1,0 +1,74 @@
+"""Browser fixtures: Playwright driving Debian's Chromium against pytest-django's live
+server (a real HTTP server in a thread, on the real test database).
+
+Browser tests skip, with the reason, only when no Chromium is installed; `.ci/run` installs
+the `chromium` package. A downloaded browser is never used."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from urllib.parse import urlparse
+
+import pytest
+
+CHROMIUM = os.environ.get("SWITCHBOARD_CHROMIUM", "/usr/bin/chromium")
+PASSWORD = "pw-for-tests"
+
+
+def _chromium_missing() -> str | None:
+    if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
+        return f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install -e '.[dev]')"
+    return None
+
+
+@pytest.fixture(scope="session")
+def browser():
+    reason = _chromium_missing()
+    if reason:
+        pytest.skip(reason)
+    # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
+    # alongside it are still plain synchronous calls.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, live_server):
+    context = browser.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.js_errors = errors
+    yield page
+    context.close()
+
+
+def sign_in(page, username: str, password: str = PASSWORD) -> None:
+    page.goto("/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    # The queue, loaded (htmx initialises on load; a click before that is a plain link).
+    page.wait_for_url(lambda url: urlparse(url).path == "/", wait_until="load")
