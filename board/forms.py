@@ -66,14 +66,17 @@ def duplicate_agent_id(agent_id: str, team: Team) -> str:
     return f"{team.name} already has an endpoint with the agent id “{agent_id}”."
 
 
+class HttpUrlField(forms.URLField):
+    # Django's URLField also lets ftp:// through; a doorbell is an HTTP POST.
+    default_validators = [URLValidator(schemes=["http", "https"])]
+
+
 class NotifyUrlForm(forms.Form):
-    notify_url = forms.URLField(
-        label="Notify URL",
+    notify_url = HttpUrlField(
+        label="URL to ring",
         max_length=500,
         required=False,
         assume_scheme="https",
-        # Django's URLField also lets ftp:// through; a doorbell is an HTTP POST.
-        validators=[URLValidator(schemes=["http", "https"])],
         error_messages={"invalid": "Enter an http:// or https:// URL."},
         help_text="Rung (an HTTP POST) when a todo on this queue becomes claimable. "
         "Empty turns it off.",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Max, Q
+from django.db.models import Count, F, Max, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -67,6 +67,7 @@ def _list_page(request: HttpRequest, form: VendForm, *, status: int = 200) -> Ht
     rows = (
         Endpoint.objects.filter(team_id__in=scope.team_ids)
         .select_related("team")
+        .defer("token_hash")
         # One GROUP BY query for the whole list, not a query per row.
         .annotate(
             last_activity=Max("todos__updated_at"),
@@ -75,7 +76,7 @@ def _list_page(request: HttpRequest, form: VendForm, *, status: int = 200) -> Ht
             claimed=Count("todos", filter=Q(todos__state=TodoState.CLAIMED)),
             retry_wait=Count("todos", filter=Q(todos__state=TodoState.RETRY_WAIT)),
         )
-        .order_by("revoked_at", "team__name", "agent_id")  # active ones (NULL) first
+        .order_by(F("revoked_at").asc(nulls_first=True), "team__name", "agent_id")  # active first
     )
     context = {"endpoints": rows, "form": form, "scope": scope, "verb_count": len(VERBS)}
     return render(request, "board/endpoint_list.html", context, status=status)
