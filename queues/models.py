@@ -404,6 +404,13 @@ class TodoAttempt(models.Model):
             models.Index(
                 "ended_by", name="todo_attempts_ended_by", condition=Q(ended_by__isnull=False)
             ),
+            # The Board's Activity feed and ticker: the newest endings, walked backwards. Only
+            # closed rows are in it, so a claim (an insert) never touches it.
+            models.Index(
+                models.F("ended_at").desc(),
+                name="todo_attempts_ended_recent",
+                condition=Q(ended_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -1,0 +1,78 @@
+"""Activity: attempt endings and people's actions as sentences, scoped to the user's teams."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from queues import transitions
+from queues.models import TodoAttempt
+from queues.transitions import Actor
+from tests.board.history import done_with_history
+
+
+@pytest.fixture
+def signed_in(client, user):
+    client.force_login(user)
+    return client
+
+
+def _text(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html)).replace("&#x27;", "'")
+
+
+def test_a_died_try_reads_as_a_sentence(signed_in, endpoint, user):
+    todo_id = done_with_history(endpoint, user)
+    died = TodoAttempt.objects.get(todo_id=todo_id, seq=2)
+    at = timezone.localtime(died.last_heartbeat_at).strftime("%H:%M")
+    page = _text(signed_in.get("/activity/").content.decode())
+    assert (
+        f"try 2 of #{todo_id} ‘rebuild docs’ by harness/buildbox/ci-fixer/run-42 died after "
+        f"its last heartbeat at {at} — reaped, requeued"
+    ) in page
+    assert f"try 1 of #{todo_id} ‘rebuild docs’ by harness/buildbox/ci-fixer/run-41 failed — retry scheduled" in page
+    assert f"alice released #{todo_id} ‘rebuild docs’ — requeued" in page
+    assert f"try 4 of #{todo_id} ‘rebuild docs’ by harness/buildbox/ci-fixer/run-43 completed" in page
+    # the person's release is told once, by the event, not also as an attempt ending
+    assert page.count("released") == 1
+
+
+def test_rerun_and_revocation_are_told(signed_in, endpoint, user, make_todo):
+    todo_id = done_with_history(endpoint, user)
+    transitions.rerun(user, todo_id)
+    make_todo("left pending")
+    transitions.revoke_endpoint(endpoint, user=user)
+    page = _text(signed_in.get("/activity/").content.decode())
+    assert f"alice reran #{todo_id} ‘rebuild docs’ — a new round" in page
+    assert "alice revoked endpoint agent-a; 2 todos dead-lettered" in page
+    assert "‘left pending’ — its endpoint was revoked" in page
+
+
+def test_activity_is_scoped_and_pages(make_user, endpoint, user):
+    done_with_history(endpoint, user, title="alice only")
+    mallory = Client()
+    mallory.force_login(make_user("mallory"))
+    assert "alice only" not in mallory.get("/activity/").content.decode()
+    alice = Client()
+    alice.force_login(user)
+    agent = Actor.agent(endpoint)
+    for n in range(55):
+        todo, _ = transitions.create_todo(endpoint=endpoint, title=f"bulk {n}")
+        transitions.claim(agent, todo.id)
+        transitions.complete(agent, todo.id)
+    first = alice.get("/activity/").content.decode()
+    older = re.search(r'href="(\?before=[^"]+)"', first).group(1).replace("&amp;", "&")
+    second = alice.get("/activity/" + older).content.decode()
+    assert "bulk 54" in first and "bulk 54" not in second and "alice only" in second
+    assert alice.get("/activity/?before=garbage").status_code == 200
+
+
+def test_activity_query_count(signed_in, endpoint, user, django_assert_num_queries):
+    for n in range(3):
+        done_with_history(endpoint, user, title=f"t{n}")
+    # session, user, teams, attempt endings (with todo, endpoint, user), events (with actors)
+    with django_assert_num_queries(5):
+        signed_in.get("/activity/")
