@@ -26,14 +26,18 @@ def _chromium_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """One Chromium per test module. Module, not session: Playwright's sync API runs an
+    event loop in this thread while it is open, and later tests (the MCP client's
+    ``asyncio.run``) need the thread without one."""
     reason = _chromium_missing()
     if reason:
         pytest.skip(reason)
-    # Playwright's sync API runs an event loop in this thread; the ORM calls the tests make
-    # alongside it are still plain synchronous calls.
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    # The ORM calls the tests make alongside the browser are plain synchronous calls; Django
+    # only sees the event loop Playwright keeps in this thread.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -51,6 +55,10 @@ def browser():
         )
         yield browser
         browser.close()
+    if previous is None:
+        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
+    else:
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture
