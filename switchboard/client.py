@@ -80,6 +80,11 @@ class Client:
                 self._drop_connection()
                 if attempt:
                     raise
+            except BaseException:
+                # Refused, timed out, interrupted: the connection is left mid-request, and
+                # every later call on it would fail with CannotSendRequest.
+                self._drop_connection()
+                raise
         data = json.loads(payload) if payload else {}
         if response.status >= 400:
             error = data.get("error", {}) if isinstance(data, dict) else {}

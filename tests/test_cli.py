@@ -21,7 +21,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 
 from queues import endpoints, transitions
-from queues.models import Endpoint, Membership, Team, Todo
+from queues.models import Endpoint, Membership, Team, Todo, TodoAttempt
 from switchboard import dburl
 from tests.queues.helpers import lapse_lease
 
@@ -335,3 +335,48 @@ def test_up_on_a_busy_port_says_so_before_touching_anything(switchboard, db):
     assert result.returncode == 1
     assert "Cannot listen on 127.0.0.1:" in result.stderr and "--port" in result.stderr
     assert not get_user_model().objects.exists()
+
+
+def test_up_on_an_empty_database_starts_the_demo_and_stops_it(cli_env, tmp_path):
+    port = _free_port()
+    env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1", "SWITCHBOARD_WEB_THREADS": "16"}
+    log = tmp_path / "up.log"
+    up = _start(["up", "--port", str(port)], env, log)
+    try:
+        _wait_for_200(f"http://127.0.0.1:{port}/login/", up, log)
+        _wait_for_banner(log)
+        deadline = time.monotonic() + 20
+        while not TodoAttempt.objects.filter(todo__endpoint__team__slug="demo").exists():
+            if time.monotonic() > deadline:
+                pytest.fail(f"no demo agent claimed anything:\n{log.read_text()}")
+            time.sleep(0.2)
+    finally:
+        code = _stop(up)
+
+    output = log.read_text()
+    assert code == 0, output
+    assert "Demo agents are working the queue (team demo); --no-demo to skip." in output
+    assert "demo stopped" in output
+    admin = get_user_model().objects.get()
+    assert Membership.objects.get(team__slug="demo", user=admin).role == "owner"
+    assert Todo.objects.filter(endpoint__team__slug="demo").count() >= 12
+    assert _refuses_connections(port)
+
+
+def test_up_leaves_a_database_that_has_todos_without_the_demo(cli_env, tmp_path, make_todo):
+    make_todo()
+    port = _free_port()
+    env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1"}
+    log = tmp_path / "up.log"
+    up = _start(["up", "--port", str(port)], env, log)
+    try:
+        _wait_for_200(f"http://127.0.0.1:{port}/login/", up, log)
+        _wait_for_banner(log)
+    finally:
+        code = _stop(up)
+
+    output = log.read_text()
+    assert code == 0, output
+    assert "Demo agents" not in output and "demo stopped" not in output
+    assert not Team.objects.filter(slug="demo").exists()
+    assert Todo.objects.count() == 1

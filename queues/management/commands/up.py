@@ -1,9 +1,11 @@
 """``switchboard up``: everything a local Switchboard needs, in one command (``make run``).
 
 Migrates, makes sure someone can sign in, then runs the web server and the sweeper as child
-processes until interrupted. With no DATABASE_URL the embedded PostgreSQL was started when
-this process read its settings; the children inherit DATABASE_URL and only attach to it, so
-on the way out the children stop first and the server, held by this process, stops last.
+processes until interrupted; on a database without todos, also the demo agents (``switchboard
+demo``, a third child that works the queue over the HTTP API) unless ``--no-demo``. With no
+DATABASE_URL the embedded PostgreSQL was started when this process read its settings; the
+children inherit DATABASE_URL and only attach to it, so on the way out the children stop
+first and the server, held by this process, stops last.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 
+from queues.models import Todo
 from switchboard import embedded
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -47,10 +50,9 @@ class Command(BaseCommand):
         # WhiteNoise serves from STATIC_ROOT under gunicorn, so CSS needs collecting first.
         call_command("collectstatic", interactive=False, verbosity=0)
         sign_in = self._ensure_first_user()
-        # The demo agents (`switchboard demo`, SPEC "Command line and first run") do not exist
-        # yet. When they do, start them here as a third child, unless --no-demo was given or
-        # the database already held todos before this run.
-        del no_demo
+        # Only a database that never had work gets the demo: it is there to make a first look
+        # at the Board alive, not to add made-up todos beside real ones.
+        with_demo = not no_demo and not Todo.objects.exists()
         connections.close_all()  # nothing of this process's session crosses into the children
 
         self._stop_signal: int | None = None
@@ -60,12 +62,20 @@ class Command(BaseCommand):
             "web server": _spawn("serve", "--host", host, "--port", str(port)),
             "sweeper": _spawn("sweep"),
         }
+        # Started once the server answers (it works over HTTP), watched but not essential: if
+        # it stops, Switchboard keeps running. Stopped first, so its agents can still hand
+        # back the todos they hold before the web server goes.
+        self._demo: subprocess.Popen | None = None
         failed = None
         try:
             if self._wait_until_serving(host, port, children["web server"]):
+                if with_demo:
+                    self._demo = _spawn("demo", "--url", _base_url(_connect_host(host), port))
                 self._banner(host, port, sign_in)
             failed = self._supervise(children)
         finally:
+            if self._demo is not None:
+                self._stop_children({"demo agents": self._demo})
             self._stop_children(children)
             connections.close_all()
             if embedded.is_held():
@@ -96,19 +106,16 @@ class Command(BaseCommand):
 
     def _banner(self, host: str, port: int, sign_in: str) -> None:
         shown_host = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
-        url = (
-            f"http://{shown_host}:{port}/"
-            if ":" not in shown_host
-            else f"http://[{shown_host}]:{port}/"
-        )
+        url = _base_url(shown_host, port) + "/"
         rule = "=" * 72
         lines = [
             rule,
             f"  Switchboard is running at {url}",
             f"  {sign_in}",
-            "  Stop with Ctrl-C.",
-            rule,
         ]
+        if self._demo is not None:
+            lines.append("  Demo agents are working the queue (team demo); --no-demo to skip.")
+        lines += ["  Stop with Ctrl-C.", rule]
         self._say("\n" + "\n".join(lines) + "\n")
 
     def _wait_until_serving(self, host: str, port: int, web: subprocess.Popen) -> bool:
@@ -127,6 +134,12 @@ class Command(BaseCommand):
             for name, child in children.items():
                 if child.poll() is not None:
                     return name
+            if self._demo is not None and self._demo.poll() is not None:
+                self._say(
+                    f"The demo agents stopped (exit status {self._demo.returncode}); "
+                    "Switchboard keeps running."
+                )
+                self._demo = None
             time.sleep(0.2)
         return None
 
@@ -157,7 +170,17 @@ class Command(BaseCommand):
 def _spawn(*command: str) -> subprocess.Popen:
     # The same interpreter and settings; DATABASE_URL (set when the embedded server started)
     # makes the child attach to this process's database instead of starting its own.
-    return subprocess.Popen([sys.executable, "-m", "switchboard", *command], env=os.environ.copy())
+    # Each child in a process group of its own: Ctrl-C in the terminal then reaches only this
+    # process, which stops the children in order (the demo agents hand back their todos
+    # while the web server still answers; gunicorn, interrupted at the same moment, would
+    # leave their last calls hanging until its graceful timeout).
+    return subprocess.Popen(
+        [sys.executable, "-m", "switchboard", *command], env=os.environ.copy(), process_group=0
+    )
+
+
+def _base_url(host: str, port: int) -> str:
+    return f"http://{host}:{port}" if ":" not in host else f"http://[{host}]:{port}"
 
 
 def _connect_host(host: str) -> str:
