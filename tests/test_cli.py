@@ -299,7 +299,7 @@ def test_up_makes_a_first_user_serves_and_stops_its_children(cli_env, tmp_path, 
     assert code == 0, output
     assert f"Switchboard is running at {base}" in output
     assert printed[1] == "admin" and get_user_model().objects.get().username == "admin"
-    assert "Signed in as <strong>admin</strong>" in page
+    assert "<h1>Queue</h1>" in page and ">admin</span>" in page  # the Board, signed in
     assert "sweeper started" in output and "sweeper stopped" in output
     assert _refuses_connections(port)
 

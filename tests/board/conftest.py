@@ -63,6 +63,10 @@ def browser():
 
 @pytest.fixture
 def page(browser, live_server):
+    from playwright.sync_api import expect
+
+    # Two CPU cores run the server, the browser and the test: give assertions some room.
+    expect.set_options(timeout=10_000)
     context = browser.new_context(base_url=live_server.url, viewport={"width": 1400, "height": 900})
     page = context.new_page()
     page.set_default_timeout(10_000)
