@@ -5,6 +5,7 @@
     .venv/bin/python bench/run.py --workers 1,4 --todos 3000 --reps 5
     .venv/bin/python bench/run.py --whatif prepared,lean-indexes,prepared+lean-indexes
     .venv/bin/python bench/run.py --sections http  # only the API through gunicorn (+ profile)
+    .venv/bin/python bench/run.py --sections board # only the Board's pages over 1M attempts
 
 What it measures (SPEC "Budgets", ADR-0039 "Confirmation"): todos/s of a drain of N todos by
 1, 2, 4 and 8 worker processes, each looping ``transitions.claim_next`` (+ optionally
@@ -16,6 +17,8 @@ from realistic history (as many closed attempts as todos, statistics refreshed);
 made while the tables were empty can survive into a large history. And (section ``http``, see
 bench/httpbench.py) the same claim_next + complete through ``switchboard serve`` over HTTP at
 1, 4 and 16 client processes, next to the in-process figure, with a profile of the verbs.
+And (section ``board``, see bench/board.py) the Board's queue page and todo drawer over
+100,000 todos and 1,000,000 attempts: server time p50/p95, queries, SQL vs the rest, plans.
 
 The database is always a dedicated ``switchboard_bench`` (see bench/db.py): with DATABASE_URL
 set it is created on that server (and dropped at the end); without, a throwaway embedded
@@ -23,7 +26,7 @@ PostgreSQL is started in a temp folder and deleted at exit. Workers are separate
 (multiprocessing 'spawn'), each with its own Django setup and connection.
 
 stdout gets the table; progress goes to stderr; the ledger (every drain, every cell, the plans,
-the HTTP section) is written to bench/results/ledger-<timestamp>.json.
+the HTTP and Board sections) is written to bench/results/ledger-<timestamp>.json.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ if str(ROOT) not in sys.path:
 
 RESULTS = ROOT / "bench" / "results"
 
-from bench import httpbench  # noqa: E402 - after the path set-up; imports no Django
+from bench import board, httpbench  # noqa: E402 - after the path set-up; imports no Django
 
 
 def _ints(text: str) -> list[int]:
@@ -95,10 +98,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--sections",
-        default="main,growth,plans,whatif,http",
-        help="which parts to run: main,growth,plans,whatif,http [all; whatif only with --whatif]",
+        default="main,growth,plans,whatif,http,board",
+        help="which parts to run: main,growth,plans,whatif,http,board [all; whatif only with "
+        "--whatif]",
     )
     httpbench.add_arguments(p)
+    board.add_arguments(p)
     p.add_argument(
         "--keep-db", action="store_true", help="keep switchboard_bench on a DATABASE_URL server"
     )
@@ -113,6 +118,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.whatif = [v for v in args.whatif.split(",") if v]
     args.sections = {x for x in args.sections.split(",") if x}
     httpbench.finish_arguments(args)
+    board.finish_arguments(args)
     return args
 
 
@@ -122,9 +128,11 @@ def _log(msg: str) -> None:
 
 def git_state(
     files: tuple[str, ...] = ("queues/sql.py", "queues/transitions.py", "queues/models.py"),
+    *,
+    paths: tuple[str, ...] = ("queues", "switchboard"),
 ) -> dict:
-    """Which code was measured: HEAD, files changed in queues/ and switchboard/ but not
-    committed (others may be editing them), and short digests of the statements' modules."""
+    """Which code was measured: HEAD, files changed under ``paths`` but not committed
+    (others may be editing them), and short digests of ``files``."""
 
     def git(*cmd: str) -> str:
         try:
@@ -134,7 +142,7 @@ def git_state(
         except (OSError, subprocess.SubprocessError):
             return ""
 
-    status = git("status", "--porcelain", "--", "queues", "switchboard")
+    status = git("status", "--porcelain", "--", *paths)
     dirty = [line[3:] for line in status.splitlines() if len(line) > 3]
     digests = {}
     for rel in files:
@@ -169,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
             if part not in variants.VARIANTS:
                 raise SystemExit(f"unknown variant {part!r}; known: {', '.join(variants.VARIANTS)}")
 
-    endpoint_id = seed.make_endpoint()
+    # The drain sections share a worker pool and an endpoint; the board section needs neither.
+    drains = bool(args.sections & {"main", "growth", "plans", "whatif", "http"})
+    endpoint_id = seed.make_endpoint() if drains else None
     systems = ["bare", "ours"] + ([] if args.no_hand else ["hand"])
     hbs = [False] if args.no_heartbeat else [False, True]
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -211,9 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     _log(
         f"database {env['database']} ({'embedded' if env['embedded'] else 'DATABASE_URL'}); "
-        f"starting {pool_size} worker processes"
+        + (f"starting {pool_size} worker processes" if drains else "no worker processes")
     )
-    pool = WorkerPool(pool_size, local_server=True)
+    pool = WorkerPool(pool_size, local_server=True) if drains else None
 
     def drain(
         scenario: seed.Scenario,
@@ -256,10 +266,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Warm-up: every loop once at full width on empty tables (not recorded).
         warm = seed.Scenario("warm-up", endpoint_id, None)
-        for system in systems:
+        for system in systems if drains else []:
             warm.reset(system, max(200, args.todos // 4))
             pool.drain(system, pool_size, endpoint_id, False)
-        _log("warm-up done")
+        if drains:
+            _log("warm-up done")
 
         # -- main table: empty tables and realistic history, every worker count ----------
         for name in args.scenarios if "main" in args.sections else []:
@@ -356,17 +367,29 @@ def main(argv: list[str] | None = None) -> int:
                 args, ledger=ledger, pool=pool, endpoint_id=endpoint_id, stamp=stamp
             )
     finally:
-        pool.close()
+        if pool is not None:
+            pool.close()
+
+    # -- the Board's pages over a large ledger (last: it empties the todo tables) ---------
+    if "board" in args.sections:
+        board.run_section(args, ledger=ledger, stamp=stamp)
 
     ledger.notes["verdict"] = verdict(ledger, TARGET)
     ledger.meta["duration_s"] = round(time.monotonic() - started, 1)
     load1 = os.getloadavg() if hasattr(os, "getloadavg") else None
     ledger.meta["loadavg_end"] = [round(x, 2) for x in load1] if load1 else None
     ledger.write(ledger_path)
-    print(ledger.render())
+    if drains:
+        print(ledger.render())
     if ledger.notes.get("http"):
         print()
         print(httpbench.render(ledger.notes["http"]))
+    if ledger.notes.get("board"):
+        if drains:
+            print()
+        print(board.render(ledger.notes["board"]))
+        if not drains:
+            print(f"ledger: {meta['ledger_path']}")
     if not env["embedded"] and not args.keep_db:
         connection.close()
         db.drop_bench_database()
