@@ -9,7 +9,7 @@ class QueuesConfig(AppConfig):
         from django.contrib.auth import get_user_model
         from django.db.models.signals import post_save
 
-        from queues import teams
+        from queues import lookups, teams  # noqa: F401 (lookups registers title__ilike_contains)
 
         post_save.connect(
             teams.give_new_user_a_personal_team,

@@ -161,7 +161,7 @@ def board_queue(
             Exists(TodoAttempt.objects.filter(todo=OuterRef("pk"), outcome__in=DIED_OUTCOMES))
         )
     if filters.text:
-        match = Q(title__icontains=filters.text)
+        match = Q(title__ilike_contains=filters.text)
         if (number := filters.text.removeprefix("#")).isdigit() and len(number) < 18:
             match |= Q(pk=int(number))
         todos = todos.filter(match)

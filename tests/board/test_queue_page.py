@@ -111,3 +111,13 @@ def test_queue_page_query_count_does_not_grow_with_rows(
 def test_signed_out_queue_goes_to_sign_in(client):
     response = client.get("/")
     assert response.status_code == 302 and response["Location"] == "/login/?next=/"
+
+
+def test_text_search_is_a_plain_substring_match(signed_in, make_todo):
+    """% and _ in the search are characters, not wildcards; case does not matter."""
+    percent = make_todo("raise the limit to 100% of quota").id
+    under = make_todo("rename snake_case helpers").id
+    make_todo("rename snakeXcase helpers")
+    assert _ids(signed_in.get("/?q=100%25").content.decode()) == [percent]
+    assert _ids(signed_in.get("/?q=SNAKE_case").content.decode()) == [under]
+    assert _ids(signed_in.get("/?q=%25").content.decode()) == [percent]

@@ -1,0 +1,65 @@
+"""Retake the Board screenshots in this folder, against a running Switchboard.
+
+    make run                      # on an empty database: the demo agents start with it
+    .venv/bin/python docs/screenshots/take.py --password <the printed one>
+
+Give the demo a few minutes first, so drawers have history. Uses Debian's Chromium
+(/usr/bin/chromium) through Playwright, like the browser tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default="http://127.0.0.1:8000")
+    parser.add_argument("--user", default="admin")
+    parser.add_argument("--password", required=True)
+    parser.add_argument("--chromium", default="/usr/bin/chromium")
+    args = parser.parse_args()
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=args.chromium, args=["--no-sandbox", "--disable-gpu"]
+        )
+        page = browser.new_page(base_url=args.url, viewport={"width": 1440, "height": 900})
+        page.goto("/login/")
+        page.get_by_label("Username").fill(args.user)
+        page.get_by_label("Password").fill(args.password)
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(f"{args.url}/", wait_until="load")
+        page.screenshot(path=HERE / "board-queue.png")
+
+        # A drawer with a mixed history: of the todos with a death, the one with most tries.
+        page.goto("/?died=1")
+        links = page.locator("table.queue tbody tr .title a")
+        hrefs = [links.nth(i).get_attribute("href") for i in range(min(links.count(), 15))]
+        tries = {}
+        for href in hrefs:
+            page.goto(href)
+            tries[href] = page.locator("ol.strip a").count()
+        page.goto("/?died=1")
+        best = max(hrefs, key=lambda href: tries[href])
+        page.locator(f"table.queue a[href='{best}']").click()
+        drawer = page.locator("#drawer #drawer-panel")
+        drawer.wait_for()
+        died = drawer.locator("ol.strip a[aria-label*='died']").first
+        died.click()
+        page.wait_for_timeout(500)
+        page.screenshot(path=HERE / "board-drawer.png")
+
+        page.goto("/activity/")
+        page.screenshot(path=HERE / "board-activity.png")
+        browser.close()
+    print("wrote", ", ".join(p.name for p in sorted(HERE.glob("board-*.png"))))
+
+
+if __name__ == "__main__":
+    main()
