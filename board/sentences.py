@@ -119,8 +119,13 @@ def _event_sentence(item: Activity) -> Sentence:
             kind=e.kind,
         )
     return Sentence(
-        at=item.at, todo_id=None, lead=f"{who} {_team_event(e.kind, detail)}", title="", rest="",
-        marker=None, kind=e.kind,
+        at=item.at,
+        todo_id=None,
+        lead=f"{who} {_team_event(e.kind, detail)}",
+        title="",
+        rest="",
+        marker=None,
+        kind=e.kind,
     )
 
 

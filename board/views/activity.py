@@ -22,9 +22,7 @@ def activity_list(request):
     before = _timestamp(request.GET.get("before", ""))
     items = board_activity(scope.team_ids, before=before, limit=PAGE)
     lines = [sentence(item) for item in items]
-    older = (
-        "?" + urlencode({"before": items[-1].at.isoformat()}) if len(items) == PAGE else None
-    )
+    older = "?" + urlencode({"before": items[-1].at.isoformat()}) if len(items) == PAGE else None
     context = {"lines": lines, "older_url": older, "paged": before is not None}
     if request.htmx and request.htmx.target == "activity":
         return render(request, "board/activity_list.html#activity", context)

@@ -69,7 +69,11 @@ def todo_list(request):
         "endpoints": endpoints,
         "several_teams": len(scope.team_ids) > 1,
         "state_tabs": [
-            (label, f"?{_query(QueueFilters(state or None, filters.endpoint_id, filters.died, filters.text))}", (filters.state or "") == state)
+            (
+                label,
+                f"?{_query(QueueFilters(state or None, filters.endpoint_id, filters.died, filters.text))}",
+                (filters.state or "") == state,
+            )
             for state, label in STATE_TABS
         ],
         "older_url": f"?{_query(filters, before=next_before)}" if next_before else None,

@@ -87,9 +87,7 @@ def todo_action(request, todo_id: int, action: str):
     except Conflict as exc:
         return _stale(request, _detail(request.user, todo_id), str(exc))
     except Invalid as exc:
-        return _render(
-            request, detail, notice=str(exc), tone="bad", status=400, form=request.POST
-        )
+        return _render(request, detail, notice=str(exc), tone="bad", status=400, form=request.POST)
     except NotFound:
         raise Http404() from None
     if action == "keepalive":
@@ -118,9 +116,7 @@ def _act(request, detail: TodoDetail, action: str) -> None:
         case "claim":
             transitions.claim(actor, todo.id)
         case "extend" | "keepalive":
-            transitions.heartbeat(
-                actor, todo.id, attempt_seq=open_seq, audited=action == "extend"
-            )
+            transitions.heartbeat(actor, todo.id, attempt_seq=open_seq, audited=action == "extend")
         case "complete":
             transitions.complete(
                 actor,

@@ -51,7 +51,11 @@ def test_claim_then_complete_with_summary_and_json_result(signed_in, user, make_
     response = _post(signed_in, user, todo.id, "complete", summary="did it", result='{"ok": true}')
     assert response.status_code == 200 and response["HX-Trigger"] == "queue-changed"
     attempt.refresh_from_db()
-    assert (attempt.outcome, attempt.summary, attempt.result) == ("completed", "did it", {"ok": True})
+    assert (attempt.outcome, attempt.summary, attempt.result) == (
+        "completed",
+        "did it",
+        {"ok": True},
+    )
     assert events_of(todo.id) == ["claim", "complete"]
 
 

@@ -33,9 +33,14 @@ def test_a_died_try_reads_as_a_sentence(signed_in, endpoint, user):
         f"try 2 of #{todo_id} ‘rebuild docs’ by harness/buildbox/ci-fixer/run-42 died after "
         f"its last heartbeat at {at} — reaped, requeued"
     ) in page
-    assert f"try 1 of #{todo_id} ‘rebuild docs’ by harness/buildbox/ci-fixer/run-41 failed — retry scheduled" in page
+    assert (
+        f"try 1 of #{todo_id} ‘rebuild docs’ by harness/buildbox/ci-fixer/run-41 failed — retry scheduled"
+        in page
+    )
     assert f"alice released #{todo_id} ‘rebuild docs’ — requeued" in page
-    assert f"try 4 of #{todo_id} ‘rebuild docs’ by harness/buildbox/ci-fixer/run-43 completed" in page
+    assert (
+        f"try 4 of #{todo_id} ‘rebuild docs’ by harness/buildbox/ci-fixer/run-43 completed" in page
+    )
     # the person's release is told once, by the event, not also as an attempt ending
     assert page.count("released") == 1
 

@@ -44,9 +44,7 @@ def test_untrusted_summary_is_escaped_and_framed(signed_in, endpoint):
 def test_only_an_untruncated_https_artifact_is_a_link(signed_in, endpoint, user):
     todo_id = done_with_history(endpoint, user)
     page = signed_in.get(f"/todos/{todo_id}/?attempt=4").content.decode()
-    assert (
-        '<a href="https://ci.example.com/builds/43" rel="noopener noreferrer nofollow"' in page
-    )
+    assert '<a href="https://ci.example.com/builds/43" rel="noopener noreferrer nofollow"' in page
     agent = Actor.agent(endpoint)
     other, _ = transitions.create_todo(endpoint=endpoint, title="long artifact")
     transitions.claim(agent, other.id)
