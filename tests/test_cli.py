@@ -253,6 +253,20 @@ def test_serve_answers_the_login_page(cli_env, tmp_path, db):
     assert _refuses_connections(port)
 
 
+def _up_until_the_banner(env: dict, tmp_path: Path, port: int) -> str:
+    """Start ``up``, wait until it serves and prints its banner, stop it; its output."""
+    log = tmp_path / "up.log"
+    up = _start(["up", "--port", str(port)], env, log)
+    try:
+        _wait_for_200(f"http://127.0.0.1:{port}/login/", up, log)
+        _wait_for_banner(log)
+    finally:
+        code = _stop(up)
+    output = log.read_text()
+    assert code == 0, output
+    return output
+
+
 def _wait_for_banner(log: Path) -> None:
     """`up` prints how to sign in once its server answers, a moment after we see it do so."""
     deadline = time.monotonic() + 10
@@ -311,16 +325,7 @@ def test_up_does_not_echo_a_password_it_was_given(cli_env, tmp_path, real_hasher
         "SWITCHBOARD_PASSWORD": "given by the operator",
         "SWITCHBOARD_WEB_WORKERS": "1",
     }
-    log = tmp_path / "up.log"
-    up = _start(["up", "--port", str(port)], env, log)
-    try:
-        _wait_for_200(f"http://127.0.0.1:{port}/login/", up, log)
-        _wait_for_banner(log)
-    finally:
-        code = _stop(up)
-
-    output = log.read_text()
-    assert code == 0, output
+    output = _up_until_the_banner(env, tmp_path, port)
     assert "password:   the value of SWITCHBOARD_PASSWORD" in output
     assert "given by the operator" not in output
     assert get_user_model().objects.get().check_password("given by the operator")
@@ -367,16 +372,7 @@ def test_up_leaves_a_database_that_has_todos_without_the_demo(cli_env, tmp_path,
     make_todo()
     port = _free_port()
     env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1"}
-    log = tmp_path / "up.log"
-    up = _start(["up", "--port", str(port)], env, log)
-    try:
-        _wait_for_200(f"http://127.0.0.1:{port}/login/", up, log)
-        _wait_for_banner(log)
-    finally:
-        code = _stop(up)
-
-    output = log.read_text()
-    assert code == 0, output
+    output = _up_until_the_banner(env, tmp_path, port)
     assert "Demo agents" not in output and "demo stopped" not in output
     assert not Team.objects.filter(slug="demo").exists()
     assert Todo.objects.count() == 1

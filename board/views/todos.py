@@ -117,25 +117,18 @@ def _act(request, detail: TodoDetail, action: str) -> None:
             transitions.claim(actor, todo.id)
         case "extend" | "keepalive":
             transitions.heartbeat(actor, todo.id, attempt_seq=open_seq, audited=action == "extend")
-        case "complete":
-            transitions.complete(
-                actor,
-                todo.id,
-                attempt_seq=_open(open_seq),
-                summary=_text(post, "summary"),
-                result=_json(post.get("result", "")),
-                artifact=_text(post, "artifact"),
-            )
-        case "fail":
-            transitions.fail(
-                actor,
-                todo.id,
-                attempt_seq=_open(open_seq),
-                summary=_text(post, "summary"),
-                result=_json(post.get("result", "")),
-                artifact=_text(post, "artifact"),
-                retryable=post.get("retryable") != "no",
-            )
+        case "complete" | "fail":
+            reported = {
+                "attempt_seq": _open(open_seq),
+                "summary": _text(post, "summary"),
+                "result": _json(post.get("result", "")),
+                "artifact": _text(post, "artifact"),
+            }
+            if action == "complete":
+                transitions.complete(actor, todo.id, **reported)
+            else:
+                retryable = post.get("retryable") != "no"
+                transitions.fail(actor, todo.id, retryable=retryable, **reported)
         case "release":
             transitions.release(
                 actor, todo.id, attempt_seq=_open(open_seq), summary=_text(post, "summary")
