@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import Error as DatabaseError
 from django.db import close_old_connections, connection, transaction
 
-from queues import sql, transitions
+from queues import outbox, sql, transitions
 from queues.models import TodoState
 
 log = logging.getLogger("switchboard.sweeper")
@@ -41,6 +41,7 @@ class SweepReport:
     deleted_by_age: int = 0
     deleted_by_cap: int = 0
     dead_lettered_revoked: int = 0
+    delivered: int = 0
 
     @property
     def did_work(self) -> bool:
@@ -82,6 +83,7 @@ def sweep_once(
     report.deleted_by_cap = _delete_by_cap(
         cap=settings.SWITCHBOARD_RETENTION_MAX_TERMINAL, batch=delete_batch
     )
+    report.delivered = outbox.deliver_due()
 
     elapsed_ms = round((time.monotonic() - started) * 1000)
     # One line per pass; idle passes at DEBUG so a quiet queue does not flood the log.
