@@ -129,6 +129,7 @@ def test_each_pass_logs_one_line_with_the_counts(endpoint, make_todo, caplog):
         "deleted_by_age": 0,
         "deleted_by_cap": 0,
         "dead_lettered_revoked": 0,
+        "delivered": 0,
     }
     assert "reaped=1" in passes[0].getMessage()
 
