@@ -400,6 +400,36 @@ SELECT a.seq, a.claimer_kind, a.endpoint_id, a.user_id, a.lease_token_hash, a.en
 """
 
 # ---------------------------------------------------------------------------------------
+# Admission (SWITCHBOARD_CLAIMS_PER_MINUTE): a fixed one-minute window per endpoint. Open
+# locks the endpoint row, starts a new window when the last one is over, and returns the
+# claims already made in it and the seconds until it ends; charge adds the claim just made.
+# Both run in the claim's transaction, so a refused or failed claim writes nothing.
+
+ADMISSION_OPEN = """
+WITH cur AS (
+    SELECT e.id, (e.admission_window_at IS NULL
+                  OR e.admission_window_at <= statement_timestamp() - interval '60 seconds') AS fresh
+      FROM endpoints e
+     WHERE e.id = %(endpoint_id)s
+       FOR UPDATE
+)
+UPDATE endpoints e
+   SET admission_window_at = CASE WHEN cur.fresh THEN statement_timestamp()
+                                  ELSE e.admission_window_at END,
+       admission_claims = CASE WHEN cur.fresh THEN 0 ELSE e.admission_claims END
+  FROM cur
+ WHERE e.id = cur.id
+RETURNING e.admission_claims,
+          extract(epoch FROM e.admission_window_at + interval '60 seconds'
+                             - statement_timestamp())::float8
+"""
+
+ADMISSION_CHARGE = """
+UPDATE endpoints SET admission_claims = admission_claims + 1 WHERE id = %(endpoint_id)s
+RETURNING admission_claims
+"""
+
+# ---------------------------------------------------------------------------------------
 # Reads.
 
 SELECT_TODO = """

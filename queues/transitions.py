@@ -26,7 +26,7 @@ from django.utils import timezone
 from queues import sql, tokens
 from queues.checks import todo_id as checked_todo_id
 from queues.checks import whole_number
-from queues.errors import Conflict, Invalid, NotFound, Unauthorized
+from queues.errors import Conflict, Invalid, NotFound, RateLimited, Unauthorized
 from queues.models import (
     LIVE_STATES,
     ClaimerKind,
@@ -189,14 +189,17 @@ def claim_next(
     params, token = _claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
     # Each run of the claim statement is its own transaction (see _single_statement): a
     # lapsed lease dead-lettered at the cap is committed, and the next run looks further.
-    for _ in range(MAX_DEAD_LETTERS_PER_CLAIM):
-        with _single_statement():
-            rows = _run_claim(sql.CLAIM_NEXT, params)
-        if not rows:
-            return None
-        claim = _claim_from_rows(rows, token)
-        if claim is not None:
-            return claim
+    # (Under an admission limit they share the admission's transaction.)
+    with _admitted(actor) as ticket:
+        for _ in range(MAX_DEAD_LETTERS_PER_CLAIM):
+            with _single_statement():
+                rows = _run_claim(sql.CLAIM_NEXT, params)
+            if not rows:
+                return None
+            claim = _claim_from_rows(rows, token)
+            if claim is not None:
+                ticket.charge()
+                return claim
     return None
 
 
@@ -218,11 +221,13 @@ def claim(
     params, token = _claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
     params["todo_id"] = todo_id
     statement = sql.CLAIM_ONE_AGENT if actor.is_agent else sql.CLAIM_ONE_USER
-    with transaction.atomic(durable=True):
+    with _admitted(actor) as ticket, transaction.atomic(durable=not ticket.in_transaction):
         rows = _run_claim(statement, params)
         if not rows:
             _raise_missing_or_conflict(actor, todo_id, "That todo is not claimable now.")
         result = _claim_from_rows(rows, token)
+        if result is not None:
+            ticket.charge()
         if result is not None and not actor.is_agent:
             _event(
                 todo_id,
@@ -293,6 +298,44 @@ def _claim_from_rows(rows: list, token: str | None) -> Claim | None:
     return Claim(
         todo=todo, attempt_seq=todo.last_attempt_seq, lease_token=token, prior_attempts=prior
     )
+
+
+class _Ticket:
+    """Admission for one claim call: ``charge()`` when a claim was made; the unit is
+    written, in the claim's transaction, when the call ends without an error."""
+
+    def __init__(self, *, in_transaction: bool) -> None:
+        self.in_transaction = in_transaction
+        self.charged = False
+
+    def charge(self) -> None:
+        self.charged = True
+
+
+@contextmanager
+def _admitted(actor: Actor) -> Iterator[_Ticket]:
+    """SWITCHBOARD_CLAIMS_PER_MINUTE: each committed claim of an endpoint is one unit; over
+    the limit the claim is refused (RateLimited, with retry_after) and nothing is written.
+
+    The window is a fixed minute per endpoint, opened by the first claim after the last one
+    ended. The endpoint's row is locked for the claim's transaction, so concurrent claims of
+    one endpoint queue here, only while a limit is set. A person's claim is never charged."""
+    limit = settings.SWITCHBOARD_CLAIMS_PER_MINUTE
+    if not limit or not actor.is_agent:
+        yield _Ticket(in_transaction=False)
+        return
+    with transaction.atomic(durable=True):
+        claims, retry_after = sql.fetch(sql.ADMISSION_OPEN, {"endpoint_id": actor.endpoint.pk})[0]
+        if claims >= limit:
+            raise RateLimited(
+                f"This endpoint may claim {limit} times a minute; try again in "
+                f"{max(1, round(retry_after))} s.",
+                retry_after=round(max(retry_after, 0.0), 3),
+            )
+        ticket = _Ticket(in_transaction=True)
+        yield ticket
+        if ticket.charged:
+            sql.fetch(sql.ADMISSION_CHARGE, {"endpoint_id": actor.endpoint.pk})
 
 
 # ---------------------------------------------------------------------------------------
