@@ -29,9 +29,18 @@ bind = [os.environ.get("SWITCHBOARD_BIND", "127.0.0.1:8000")]  # `serve --host/-
 worker_class = "gthread"
 workers = _whole("SWITCHBOARD_WEB_WORKERS", 4)
 threads = _whole("SWITCHBOARD_WEB_THREADS", 32)
-# Agents long-poll and hold keep-alive connections; the worker heartbeat is not a request limit.
+# The worker heartbeat (a gthread worker beats while its threads serve), not a request limit;
+# above the longest long-poll (claim_next waits at most 30 s).
 timeout = 60
-keepalive = 5
+# Seconds an idle keep-alive connection stays open. Behind a load balancer that reuses its
+# connections to the backends, make it longer than the balancer's idle timeout, or the
+# balancer now and then sends a request down a connection gunicorn has just closed (a 502).
+keepalive = _whole("SWITCHBOARD_WEB_KEEPALIVE", 5)
+# Who may say a request came over https (X-Forwarded-Proto and friends): gunicorn's own
+# FORWARDED_ALLOW_IPS, the proxy's addresses or networks, comma-separated [127.0.0.1,::1].
+# Django's SECURE_PROXY_SSL_HEADER (SWITCHBOARD_PROXY_SSL_HEADER) is the other way: it trusts
+# the header whoever sent it, so the proxy must be the only way in (docs/deploy.md).
+forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
 # Stop promptly on SIGTERM: `switchboard up` waits for the web server before stopping
 # the embedded PostgreSQL.
 graceful_timeout = 10

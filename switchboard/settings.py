@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.csp import CSP
 
 from switchboard import dburl
 
@@ -31,15 +32,27 @@ def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
 
 
 DEBUG = env_bool("DEBUG", False)
+# Local development (`make run`, `make test`, the benchmarks): plain http on 127.0.0.1, so no
+# redirect to https, no secure-only cookies and no HSTS, and a dev-only key when none is set.
+SWITCHBOARD_DEV = DEBUG or env_bool("SWITCHBOARD_DEV", False)
 _DEV_KEY = "django-insecure-switchboard-dev-only-key-do-not-use-in-production"
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
 if not SECRET_KEY:
-    if DEBUG or env_bool("SWITCHBOARD_DEV", False):
+    if SWITCHBOARD_DEV:
         SECRET_KEY = _DEV_KEY
     else:
         raise ImproperlyConfigured(
             "SECRET_KEY is not set. Set SECRET_KEY (production) or DEBUG=1 (local development)."
         )
+# Django's own rule for a key (the check framework's security.W009), refused at start-up in
+# production rather than left to a warning nobody reads.
+elif not SWITCHBOARD_DEV and (
+    len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5 or SECRET_KEY.startswith("django-insecure-")
+):
+    raise ImproperlyConfigured(
+        "SECRET_KEY is too weak: use 50 or more random characters, e.g. the output of "
+        "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`."
+    )
 
 ALLOWED_HOSTS = [
     h.strip()
@@ -47,6 +60,11 @@ ALLOWED_HOSTS = [
         "ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]" if DEBUG or SECRET_KEY == _DEV_KEY else ""
     ).split(",")
     if h.strip()
+]
+# Full origins (`https://switchboard.example.com`), only needed when the proxy in front does
+# not pass the Host the browser used.
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
 
 INSTALLED_APPS = [
@@ -66,6 +84,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # After WhiteNoise: static files answer before it and carry no policy of their own.
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -86,6 +106,7 @@ TEMPLATES = [
         "OPTIONS": {
             "context_processors": [
                 "django.template.context_processors.request",
+                "django.template.context_processors.csp",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "board.scope.context",
@@ -142,8 +163,83 @@ USE_TZ = True
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("SWITCHBOARD_STATIC_ROOT") or BASE_DIR / "staticfiles")
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Production: `collectstatic` writes content-hashed, pre-compressed copies (gzip, and
+    # brotli when installed) and WhiteNoise serves them with a far-future cache lifetime.
+    # Development keeps plain names, so an edited CSS file shows without collecting again.
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if SWITCHBOARD_DEV
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+
+# --- HTTPS and security headers (docs/deploy.md) -------------------------------------------
+# Production is https only: plain http is redirected, cookies are sent over https alone and
+# browsers are told (HSTS) to use nothing else. Behind a proxy that terminates TLS, the proxy
+# says so in a header (SWITCHBOARD_PROXY_SSL_HEADER), else every request looks like http and
+# the redirect loops.
+
+
+def _proxy_ssl_header(raw: str) -> tuple[str, str] | None:
+    """`X-Forwarded-Proto: https` (the value defaults to https) as Django's (META key, value)."""
+    name, _, value = raw.partition(":")
+    name, value = name.strip(), value.strip() or "https"
+    if not name:
+        if raw.strip():
+            raise ImproperlyConfigured(
+                "SWITCHBOARD_PROXY_SSL_HEADER must look like 'X-Forwarded-Proto: https', "
+                f"not {raw!r}"
+            )
+        return None
+    return "HTTP_" + name.upper().replace("-", "_"), value
+
+
+SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(os.environ.get("SWITCHBOARD_PROXY_SSL_HEADER", ""))
+SECURE_SSL_REDIRECT = env_bool("SWITCHBOARD_SSL_REDIRECT", not SWITCHBOARD_DEV)
+SESSION_COOKIE_SECURE = not SWITCHBOARD_DEV
+CSRF_COOKIE_SECURE = not SWITCHBOARD_DEV
+SESSION_COOKIE_HTTPONLY = True
+# An hour by default: long enough to matter, short enough that a host which has to drop https
+# is free again soon. Raise it (a year: 31536000) once https is settled. SecurityMiddleware
+# sends it on https responses only.
+SECURE_HSTS_SECONDS = env_int("SWITCHBOARD_HSTS_SECONDS", 0 if SWITCHBOARD_DEV else 3600, minimum=0)
+# Covers the names below Switchboard's own host (`*.switchboard.example.com`), not its
+# siblings; turn it off when Switchboard is served from a domain's apex.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SWITCHBOARD_HSTS_INCLUDE_SUBDOMAINS", True)
+SECURE_HSTS_PRELOAD = env_bool("SWITCHBOARD_HSTS_PRELOAD", False)
+if not SECURE_HSTS_PRELOAD:
+    # Preloading is the domain owner's decision for the whole registrable domain and hard to
+    # undo; the check that asks for it (security.W021) is silenced until someone opts in.
+    SILENCED_SYSTEM_CHECKS = ["security.W021"]
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
+
+# Content Security Policy (Django's own middleware): the Board's scripts and styles are files
+# under /static/ (htmx with allowEval off and includeIndicatorStyles off, board.js, board.css);
+# no inline script, style element or style attribute anywhere. The nonce is only in style-src
+# and only reaches the header of a response that rendered it: Django admin's changelist
+# without actions and the CSRF failure page carry one nonced <style> element. Admin's scripts
+# are all files from 'self'.
+_CSP_POLICY = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF],
+    "style-src": [CSP.SELF, CSP.NONCE],
+    "img-src": [CSP.SELF],
+    "connect-src": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+    "base-uri": [CSP.NONE],
+    "object-src": [CSP.NONE],
+}
+# With DEBUG, Django's error pages (inline style and script, no nonce) must still render, so
+# the policy is reported in the browser's console, not enforced.
+SECURE_CSP = {} if DEBUG else _CSP_POLICY
+SECURE_CSP_REPORT_ONLY = _CSP_POLICY if DEBUG else {}
 
 LOGGING = {
     "version": 1,
