@@ -1,6 +1,8 @@
 """The sweeper: the background work no request does (SPEC, "The sweeper").
 
-One pass reaps lapsed leases, requeues due retries and deletes terminal todos past retention.
+One pass reaps lapsed leases, requeues due retries, folds attempt endings into the metric
+counters (``queues.metrics``), deletes terminal todos past retention, delivers the outbox, and
+records itself in the one ``sweeper_status`` row.
 Every step works in batches, each its own short transaction that takes its rows with
 ``FOR UPDATE SKIP LOCKED``, so several sweepers can run at once: they split the work instead of
 queueing behind each other, and no row is handled twice. State changes go through
@@ -9,6 +11,7 @@ queueing behind each other, and no row is handled twice. State changes go throug
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -20,7 +23,7 @@ from django.conf import settings
 from django.db import Error as DatabaseError
 from django.db import close_old_connections, connection, transaction
 
-from queues import outbox, sql, transitions
+from queues import metrics, outbox, sql, transitions
 from queues.models import TodoState
 
 log = logging.getLogger("switchboard.sweeper")
@@ -61,6 +64,7 @@ def sweep_once(
     a short batch skipped are locked by another sweeper or claimer, which is handling them."""
     report = SweepReport()
     started = time.monotonic()
+    _record_start()
 
     def reap() -> int:
         closed = transitions.reap_lapsed(batch=reap_batch)
@@ -76,6 +80,8 @@ def sweep_once(
     _drain(reap, reap_batch)
     _drain(requeue, retry_batch)
     report.dead_lettered_revoked = transitions.dead_letter_revoked_leftovers()
+    # Before retention, which deletes only todos that ended days ago, long since folded.
+    metrics.fold_attempt_endings()
     _refresh_stale_statistics()
     report.deleted_by_age = _delete_by_age(
         days=settings.SWITCHBOARD_RETENTION_DAYS, batch=delete_batch
@@ -86,6 +92,7 @@ def sweep_once(
     report.delivered = outbox.deliver_due()
 
     elapsed_ms = round((time.monotonic() - started) * 1000)
+    _record_finish({**asdict(report), "elapsed_ms": elapsed_ms})
     # One line per pass; idle passes at DEBUG so a quiet queue does not flood the log.
     log.log(
         logging.INFO if report.did_work else logging.DEBUG,
@@ -109,13 +116,65 @@ def run_forever(interval: float, stop_event: threading.Event) -> None:
                 # Drop a connection past CONN_MAX_AGE or found broken, as a request would.
                 close_old_connections()
                 sweep_once()
-            except DatabaseError:
+            except DatabaseError as exc:
                 log.exception("sweep pass failed; trying again in %ss", interval)
                 _discard_connection()
+                _record_failure(exc)
             stop_event.wait(max(0.0, interval - (time.monotonic() - started)))
     finally:
         _discard_connection()
         log.info("sweeper stopped")
+
+
+# ---------------------------------------------------------------------------------------
+# The one sweeper_status row, shared by every sweeper (queue health and /metrics read it).
+# Why SQL: an upsert that also counts (passes + 1) is beyond the ORM. Each is one short
+# statement in its own transaction; concurrent sweepers queue for the row for that long.
+
+_STATUS_STARTED = """
+INSERT INTO sweeper_status (id, last_started_at, passes, last_report, last_error)
+VALUES (1, statement_timestamp(), 0, '{}', '')
+    ON CONFLICT (id) DO UPDATE SET last_started_at = EXCLUDED.last_started_at
+"""
+_STATUS_FINISHED = """
+INSERT INTO sweeper_status (id, last_finished_at, passes, last_report, last_error)
+VALUES (1, statement_timestamp(), 1, %(report)s::jsonb, '')
+    ON CONFLICT (id) DO UPDATE SET last_finished_at = EXCLUDED.last_finished_at,
+                                   passes = sweeper_status.passes + 1,
+                                   last_report = EXCLUDED.last_report,
+                                   last_error = ''
+"""
+_STATUS_FAILED = """
+INSERT INTO sweeper_status (id, passes, last_report, last_error)
+VALUES (1, 0, '{}', %(error)s)
+    ON CONFLICT (id) DO UPDATE SET last_error = EXCLUDED.last_error
+"""
+
+
+def _record_start() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(_STATUS_STARTED)
+
+
+def _record_finish(report: dict) -> None:
+    """A finished pass: its time, what it did, and no error (a failure is cleared by the
+    next pass that finishes)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_STATUS_FINISHED, {"report": json.dumps(report)})
+
+
+def _record_failure(exc: DatabaseError) -> None:
+    """Why the last pass failed: the error's class and SQLSTATE only. A database message
+    can quote row values (a todo's text), so none is kept; the log has the whole error."""
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    error = type(exc).__name__ + (f" (SQLSTATE {sqlstate})" if sqlstate else "")
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(_STATUS_FAILED, {"error": error})
+    except DatabaseError:
+        # Most often the database is what failed; the log line above says so.
+        log.debug("recording the failed pass failed too", exc_info=True)
+        _discard_connection()
 
 
 # ---------------------------------------------------------------------------------------

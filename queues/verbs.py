@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from django.db import connection
 
-from queues import schemas, selectors, transitions
+from queues import metrics, schemas, selectors, transitions
 from queues.doorbell import doorbell
 from queues.errors import Forbidden, NotFound
 from queues.models import Endpoint
@@ -72,14 +72,19 @@ def get_todo(endpoint: Endpoint, p: schemas.GetTodo, **_) -> dict:
 
 
 def claim(endpoint: Endpoint, p: schemas.Claim, *, mcp_session_id: str | None = None) -> dict:
-    return transitions.claim(
-        Actor.agent(endpoint),
-        p.todo_id,
-        lease_seconds=p.lease_seconds,
-        require_fence=p.require_fence,
-        claimant=p.claimant,
-        mcp_session_id=mcp_session_id,
-    ).as_api()
+    started = time.perf_counter()
+    try:
+        claimed = transitions.claim(
+            Actor.agent(endpoint),
+            p.todo_id,
+            lease_seconds=p.lease_seconds,
+            require_fence=p.require_fence,
+            claimant=p.claimant,
+            mcp_session_id=mcp_session_id,
+        )
+    finally:
+        metrics.claim_latency.observe(time.perf_counter() - started)
+    return claimed.as_api()
 
 
 def claim_next(
@@ -88,23 +93,33 @@ def claim_next(
     """Claim at once, or wait up to ``wait_seconds`` for the doorbell. While waiting, the
     request holds no transaction and gives its database connection back."""
     deadline = time.monotonic() + (p.wait_seconds or 0)
-    while True:
-        # Take the ticket before looking, so a ring between the miss and the wait is kept.
-        ticket = doorbell.ticket(endpoint.pk)
-        result = transitions.claim_next(
-            endpoint=endpoint,
-            lease_seconds=p.lease_seconds,
-            require_fence=p.require_fence,
-            claimant=p.claimant,
-            mcp_session_id=mcp_session_id,
-        )
-        if result is not None:
-            return result.as_api()
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return {"todo": None, "prior_attempts": [], "untrusted_notice": UNTRUSTED_NOTICE}
-        connection.close()  # back to the pool (or closed): waiting holds no connection
-        doorbell.wait(endpoint.pk, ticket, min(remaining, RECHECK_SECONDS))
+    # One claim latency observation per call: the time of its last claim statement (the one
+    # that answered), never a long-poll's waiting.
+    elapsed = 0.0
+    try:
+        while True:
+            # Take the ticket before looking, so a ring between the miss and the wait is kept.
+            ticket = doorbell.ticket(endpoint.pk)
+            started = time.perf_counter()
+            try:
+                result = transitions.claim_next(
+                    endpoint=endpoint,
+                    lease_seconds=p.lease_seconds,
+                    require_fence=p.require_fence,
+                    claimant=p.claimant,
+                    mcp_session_id=mcp_session_id,
+                )
+            finally:
+                elapsed = time.perf_counter() - started
+            if result is not None:
+                return result.as_api()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return {"todo": None, "prior_attempts": [], "untrusted_notice": UNTRUSTED_NOTICE}
+            connection.close()  # back to the pool (or closed): waiting holds no connection
+            doorbell.wait(endpoint.pk, ticket, min(remaining, RECHECK_SECONDS))
+    finally:
+        metrics.claim_latency.observe(elapsed)
 
 
 def _attempt_verb(transition: Callable) -> Callable[..., dict]:

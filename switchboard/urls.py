@@ -2,12 +2,19 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from queues import api, mcp
+from queues import admin as queues_admin
+from queues import api, mcp, metrics
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path(
+        "admin/queue-health/",
+        admin.site.admin_view(queues_admin.queue_health_view),
+        name="admin-queue-health",
+    ),
     path("admin/", admin.site.urls),
+    path("metrics", metrics.metrics_view, name="metrics"),
     path("api/v1/openapi.json", api.openapi_view, name="api-openapi"),
     path("api/v1/<str:verb>", api.verb_view, name="api-verb"),
     path("mcp", mcp.server, name="mcp"),

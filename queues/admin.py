@@ -1,0 +1,448 @@
+"""Django admin for operators (staff): counts, states and metadata, never anybody's work.
+
+SPEC ("Tenancy", "Operators"): staff see teams, users, endpoints and todos as ids, states,
+counters and timestamps; never a todo's title or body, a result, an attempt's summary,
+artifact or claimant label, an event's detail, a token or a webhook secret. So every admin
+here names its fields, columns, search fields and filters explicitly (nothing falls back to
+"all fields"), the ledger is read-only (state changes only through ``queues.transitions``:
+the one write is the endpoint revoke action), and attempts, events and the outbox have no
+pages at all. Aggregates are computed by the database: counts are subqueries or GROUP BYs,
+never rows loaded and counted in Python. Staff are not team members by being staff: nothing
+here adds a membership, and memberships are shown read-only.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.options import ActionLocation
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.db.models import Count, IntegerField, OuterRef, Subquery
+from django.db.models.functions import Coalesce
+from django.http import HttpRequest
+from django.template.response import TemplateResponse
+
+from queues import metrics, transitions
+from queues.errors import Conflict
+from queues.models import (
+    LIVE_STATES,
+    DeadLetterSink,
+    Endpoint,
+    Membership,
+    Team,
+    Todo,
+    TodoState,
+)
+
+
+def _count(queryset, group_by: str) -> Coalesce:
+    """A correlated COUNT for each row of the changelist page (so only the page's rows are
+    counted, each through an index), 0 when there is none."""
+    counted = queryset.order_by().values(group_by).annotate(n=Count("*")).values("n")
+    return Coalesce(Subquery(counted, output_field=IntegerField()), 0)
+
+
+def url_host(url: str) -> str:
+    """Where a webhook goes, without its path, query or credentials (which may hold a
+    secret): the host name, or "unset"."""
+    if not url:
+        return "unset"
+    try:
+        return urlsplit(url).hostname or "set"
+    except ValueError:
+        return "set"
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Viewing only: nothing of the ledger is added, changed or deleted through admin."""
+
+    show_full_result_count = False  # one COUNT per changelist page, not two
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def get_readonly_fields(self, request: HttpRequest, obj=None):
+        return self.fields or ()
+
+
+# ---------------------------------------------------------------------------------------
+# Teams and memberships
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    fields = ("user", "role", "created_at")
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    show_change_link = False
+
+    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest):
+        return super().get_queryset(request).select_related("user")
+
+
+@admin.register(Team)
+class TeamAdmin(ReadOnlyAdmin):
+    list_display = ("slug", "name", "personal", "members", "endpoints", "created_at")
+    list_filter = ("personal",)
+    search_fields = ("=id", "slug")
+    ordering = ("slug",)
+    fields = ("id", "slug", "name", "personal", "created_at", "members", "endpoints")
+    inlines = (MembershipInline,)
+
+    def get_queryset(self, request: HttpRequest):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                member_count=_count(Membership.objects.filter(team=OuterRef("pk")), "team"),
+                endpoint_count=_count(Endpoint.objects.filter(team=OuterRef("pk")), "team"),
+            )
+        )
+
+    @admin.display(description="members", ordering="member_count")
+    def members(self, team: Team) -> int:
+        return team.member_count
+
+    @admin.display(description="endpoints", ordering="endpoint_count")
+    def endpoints(self, team: Team) -> int:
+        return team.endpoint_count
+
+
+# ---------------------------------------------------------------------------------------
+# Endpoints
+
+
+class EndpointStatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request, model_admin):
+        return (("active", "active"), ("revoked", "revoked"))
+
+    def queryset(self, request, queryset):
+        if self.value() == "active":
+            return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "revoked":
+            return queryset.filter(revoked_at__isnull=False)
+        return queryset
+
+
+class TeamWithEndpointsFilter(admin.SimpleListFilter):
+    """Teams that have endpoints (most personal teams have none), from the small endpoints
+    table; Django's related-only filter would scan the filtered model's whole table."""
+
+    title = "team"
+    parameter_name = "team"
+    path = "team"
+
+    def lookups(self, request, model_admin):
+        teams = Team.objects.filter(pk__in=Endpoint.objects.values("team_id")).order_by("slug")
+        return [(str(team.pk), team.slug) for team in teams]
+
+    def queryset(self, request, queryset):
+        if self.value() and self.value().isdigit():
+            return queryset.filter(**{f"{self.path}_id": int(self.value())})
+        return queryset
+
+
+@admin.register(Endpoint)
+class EndpointAdmin(ReadOnlyAdmin):
+    list_display = (
+        "agent_id",
+        "name",
+        "team",
+        "verb_list",
+        "live_todos",
+        "dead_todos",
+        "notify",
+        "created_at",
+        "rotated_at",
+        "revoked_at",
+    )
+    list_select_related = ("team",)
+    list_filter = (EndpointStatusFilter, TeamWithEndpointsFilter)
+    search_fields = ("=id", "agent_id", "team__slug")
+    ordering = ("team__slug", "agent_id")
+    # Never token_hash nor notify_secret; the notify URL only as its host.
+    fields = (
+        "id",
+        "agent_id",
+        "name",
+        "team",
+        "verb_list",
+        "notify",
+        "created_at",
+        "rotated_at",
+        "revoked_at",
+        "live_todos",
+        "dead_todos",
+        "admission_window_at",
+        "admission_claims",
+    )
+    actions = ("revoke_endpoints",)
+
+    def get_queryset(self, request: HttpRequest):
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                # Through the claimable index (live states) and (endpoint, state, id).
+                live_count=_count(
+                    Todo.objects.filter(endpoint=OuterRef("pk"), state__in=LIVE_STATES),
+                    "endpoint",
+                ),
+                dead_count=_count(
+                    Todo.objects.filter(endpoint=OuterRef("pk"), state=TodoState.DEAD),
+                    "endpoint",
+                ),
+            )
+        )
+
+    @admin.display(description="verbs")
+    def verb_list(self, endpoint: Endpoint) -> str:
+        return ", ".join(endpoint.verbs)
+
+    @admin.display(description="live todos", ordering="live_count")
+    def live_todos(self, endpoint: Endpoint) -> int:
+        return endpoint.live_count
+
+    @admin.display(description="dead letters", ordering="dead_count")
+    def dead_todos(self, endpoint: Endpoint) -> int:
+        return endpoint.dead_count
+
+    @admin.display(description="notify URL host")
+    def notify(self, endpoint: Endpoint) -> str:
+        return url_host(endpoint.notify_url)
+
+    def has_revoke_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("queues.change_endpoint")
+
+    @admin.action(
+        description="Revoke the selected endpoints (their live todos become dead letters)",
+        permissions=["revoke"],
+        location=[ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM],
+    )
+    def revoke_endpoints(self, request: HttpRequest, queryset):
+        """Confirm first (how many endpoints, how many live todos die), then revoke each
+        active endpoint through the one transition that does it."""
+        active = queryset.filter(revoked_at__isnull=True).select_related("team").order_by("pk")
+        if request.POST.get("confirmed") != "yes":
+            return TemplateResponse(
+                request,
+                "admin/queues/endpoint/revoke_confirmation.html",
+                {
+                    **self.admin_site.each_context(request),
+                    "title": "Revoke endpoints?",
+                    "opts": self.opts,
+                    "endpoints": active,
+                    "live_todos": Todo.objects.filter(
+                        endpoint__in=active.values("pk"), state__in=LIVE_STATES
+                    ).count(),
+                    "already_revoked": queryset.filter(revoked_at__isnull=False).count(),
+                    "action_checkbox_name": helpers.ACTION_CHECKBOX_NAME,
+                },
+            )
+        revoked = dead_lettered = 0
+        for endpoint in active:
+            try:
+                killed = transitions.revoke_endpoint(endpoint, user=request.user)
+            except Conflict:  # revoked by someone else since the page was shown
+                continue
+            revoked += 1
+            dead_lettered += killed
+            self.log_change(request, endpoint, f"Revoked; {killed} todos dead-lettered.")
+        if revoked:
+            self.message_user(
+                request,
+                f"Revoked {revoked} endpoint{'s' if revoked != 1 else ''}; "
+                f"{dead_lettered} todo{'s' if dead_lettered != 1 else ''} dead-lettered "
+                "with reason revoked.",
+                messages.SUCCESS,
+            )
+        else:
+            self.message_user(request, "No active endpoint was selected.", messages.WARNING)
+        return None
+
+
+# ---------------------------------------------------------------------------------------
+# Todos: ids, endpoint, state, counters and timestamps only
+
+
+class TodoTeamFilter(TeamWithEndpointsFilter):
+    path = "endpoint__team"
+
+
+class TodoEndpointFilter(admin.SimpleListFilter):
+    title = "endpoint"
+    parameter_name = "endpoint"
+
+    def lookups(self, request, model_admin):
+        endpoints = Endpoint.objects.select_related("team").order_by("team__slug", "agent_id")
+        return [(str(e.pk), f"{e.team.slug}/{e.agent_id}") for e in endpoints]
+
+    def queryset(self, request, queryset):
+        if self.value() and self.value().isdigit():
+            return queryset.filter(endpoint_id=int(self.value()))
+        return queryset
+
+
+@admin.register(Todo)
+class TodoAdmin(ReadOnlyAdmin):
+    list_display = (
+        "id",
+        "endpoint",
+        "team",
+        "state",
+        "priority",
+        "attempt",
+        "failures",
+        "max_attempts",
+        "round",
+        "attempts_kept",
+        "dead_letter_reason",
+        "created_at",
+        "updated_at",
+        "ended_at",
+    )
+    list_select_related = ("endpoint__team",)
+    list_filter = ("state", "dead_letter_reason", TodoTeamFilter, TodoEndpointFilter)
+    # Ids and agent ids only: a search over titles or bodies would be an oracle for them.
+    search_fields = ("=id", "=endpoint__agent_id")
+    ordering = ("-id",)
+    # Never title, body, result, idempotency_key. `owner` is `agent:<agent_id>` or
+    # `user:<id>`, written by Switchboard, not by a client: who holds the lease.
+    fields = (
+        "id",
+        "endpoint",
+        "team",
+        "state",
+        "priority",
+        "attempt",
+        "failures",
+        "max_attempts",
+        "round",
+        "last_attempt_seq",
+        "attempts_pruned",
+        "attempts_kept",
+        "owner",
+        "requester",
+        "created_by",
+        "dead_letter_reason",
+        "created_at",
+        "updated_at",
+        "not_before",
+        "next_retry_at",
+        "claimed_at",
+        "last_heartbeat_at",
+        "lease_expires_at",
+        "ended_at",
+    )
+
+    def get_queryset(self, request: HttpRequest):
+        return super().get_queryset(request).select_related("endpoint__team")
+
+    @admin.display(description="team", ordering="endpoint__team__slug")
+    def team(self, todo: Todo) -> str:
+        return todo.endpoint.team.slug
+
+    @admin.display(description="attempts kept")
+    def attempts_kept(self, todo: Todo) -> int:
+        return todo.attempts_total
+
+
+# ---------------------------------------------------------------------------------------
+# Dead-letter sinks: where, not what; never the secret
+
+
+@admin.register(DeadLetterSink)
+class DeadLetterSinkAdmin(ReadOnlyAdmin):
+    list_display = ("id", "team", "host", "active", "created_at", "created_by")
+    list_select_related = ("team", "created_by")
+    list_filter = ("active", TeamWithEndpointsFilter)
+    search_fields = ("=id", "team__slug")
+    ordering = ("-id",)
+    fields = ("id", "team", "host", "active", "created_at", "created_by")
+
+    @admin.display(description="URL host")
+    def host(self, sink: DeadLetterSink) -> str:
+        return url_host(sink.url)
+
+
+# ---------------------------------------------------------------------------------------
+# Users: Django's own admin, without deletion
+
+
+User = get_user_model()
+if admin.site.is_registered(User):
+    admin.site.unregister(User)
+
+
+@admin.register(User)
+class SwitchboardUserAdmin(UserAdmin):
+    """Deactivate a user rather than delete them: attempts a person claimed must keep who
+    claimed them (a check constraint), and the audit trail keeps who acted."""
+
+    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
+        return False
+
+
+# ---------------------------------------------------------------------------------------
+# Queue health
+
+
+def _age(delta: timedelta | None) -> str:
+    if delta is None:
+        return "—"
+    seconds = max(0, int(delta.total_seconds()))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    if seconds < 86400:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    return f"{seconds // 86400} d {seconds % 86400 // 3600:02d} h"
+
+
+def queue_health_view(request: HttpRequest) -> TemplateResponse:
+    """Staff only (wrapped by ``admin.site.admin_view`` in the URLconf)."""
+    health = metrics.queue_health()
+    sweeper = health.sweeper
+    return TemplateResponse(
+        request,
+        "admin/queue_health.html",
+        {
+            **admin.site.each_context(request),
+            "title": "Queue health",
+            "health": health,
+            "states": TodoState.values,
+            "outcomes": list(health.closed_last_day),
+            "closed": [
+                (outcome, health.closed_last_hour[outcome], health.closed_last_day[outcome])
+                for outcome in health.closed_last_day
+            ],
+            "oldest_pending_age": _age(health.oldest_pending_age),
+            "sweeper": sweeper,
+            "sweeper_lag": _age(sweeper["lag"]) if sweeper else "—",
+            "sweeper_report": sorted((sweeper or {}).get("last_report", {}).items()),
+        },
+    )

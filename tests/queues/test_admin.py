@@ -1,0 +1,546 @@
+"""Django admin for operators: aggregates and metadata only, never anybody's work."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections import Counter
+from datetime import timedelta
+from urllib.parse import urljoin, urlsplit
+
+import pytest
+from django.contrib.messages import get_messages
+from django.db import connection
+from django.urls import reverse
+
+from queues import endpoints, sweeper, tokens, transitions
+from queues.models import (
+    LIVE_STATES,
+    DeadLetterSink,
+    Delivery,
+    Endpoint,
+    Outcome,
+    Todo,
+    TodoAttempt,
+    TodoEvent,
+    TodoState,
+)
+from queues.transitions import Actor
+from tests.queues.helpers import lapse_lease
+
+MARKERS = {
+    "title": "MARKER-TITLE-7f3a",
+    "body": "MARKER-BODY-7f3a",
+    "todo_result": "MARKER-TODO-RESULT-7f3a",
+    "summary": "MARKER-SUMMARY-7f3a",
+    "artifact": "MARKER-ARTIFACT-7f3a",
+    "claimant": "MARKER-CLAIMANT-7f3a",
+    "attempt_result": "MARKER-ATTEMPT-RESULT-7f3a",
+    "event_detail": "MARKER-EVENT-DETAIL-7f3a",
+    "notify_path": "MARKER-NOTIFY-PATH-7f3a",
+    "notify_secret": "MARKER-NOTIFY-SECRET-7f3a",
+    "sink_path": "MARKER-SINK-PATH-7f3a",
+    "sink_secret": "MARKER-SINK-SECRET-7f3a",
+    "idempotency_key": "MARKER-IDEMPOTENCY-7f3a",
+    "outbox": "MARKER-OUTBOX-7f3a",
+}
+
+
+@pytest.fixture
+def operator(make_user):
+    return make_user("operator", is_staff=True, is_superuser=True)
+
+
+@pytest.fixture
+def signed_in(client, operator):
+    client.force_login(operator)
+    return client
+
+
+@pytest.fixture
+def seeded(user, team, settings):
+    """A team's work with a distinct marker in every piece of user text, and its secrets."""
+    settings.SWITCHBOARD_RETRY_BASE_SECONDS = 0
+    endpoint, endpoint_token = endpoints.vend(team, "marked-agent")
+    agent = Actor.agent(endpoint)
+
+    # A todo that failed once (fenced, labelled, with summary, artifact and result) and is
+    # now claimed again, fenced: an open attempt with a live lease token.
+    failed, _ = transitions.create_todo(
+        endpoint=endpoint,
+        title=MARKERS["title"],
+        body=MARKERS["body"],
+        idempotency_key=MARKERS["idempotency_key"],
+        max_attempts=3,
+    )
+    first = transitions.claim(agent, failed.id, require_fence=True, claimant=MARKERS["claimant"])
+    transitions.fail(
+        agent,
+        failed.id,
+        lease_token=first.lease_token,
+        result={"said": MARKERS["attempt_result"]},
+        summary=MARKERS["summary"],
+        artifact=f"https://artifacts.example.com/{MARKERS['artifact']}",
+    )
+    live = transitions.claim(agent, failed.id, require_fence=True, claimant=MARKERS["claimant"])
+
+    # A done todo whose result of record carries a marker, and a dead letter.
+    done, _ = transitions.create_todo(endpoint=endpoint, title=MARKERS["title"] + "-done")
+    claim = transitions.claim(agent, done.id, claimant=MARKERS["claimant"])
+    transitions.complete(
+        agent, done.id, attempt_seq=claim.attempt_seq, result={"r": MARKERS["todo_result"]}
+    )
+    dead, _ = transitions.create_todo(
+        endpoint=endpoint, title=MARKERS["title"] + "-dead", max_attempts=1
+    )
+    transitions.claim(agent, dead.id, claimant=MARKERS["claimant"])
+    transitions.fail(
+        agent, dead.id, summary=MARKERS["summary"], artifact=f"mcp://x/{MARKERS['artifact']}"
+    )
+
+    # A sweeper status row with a report, like a running system (before any webhook is
+    # configured: the sweeper would try to deliver it).
+    sweeper.sweep_once()
+
+    Endpoint.objects.filter(pk=endpoint.pk).update(
+        notify_url=f"https://doorbell.example.org/{MARKERS['notify_path']}?k=1",
+        notify_secret=MARKERS["notify_secret"],
+    )
+    TodoEvent.objects.create(
+        team=team, todo_id=done.id, kind="note", detail={"text": MARKERS["event_detail"]}
+    )
+    sink = DeadLetterSink.objects.create(
+        team=team,
+        url=f"https://sink.example.net/{MARKERS['sink_path']}",
+        secret=MARKERS["sink_secret"],
+        created_by=user,
+    )
+    Delivery.objects.create(
+        kind=Delivery.Kind.DEAD_LETTER,
+        team=team,
+        sink=sink,
+        todo_id=dead.id,
+        url=f"https://sink.example.net/{MARKERS['sink_path']}",
+        payload={"title": MARKERS["title"], "outbox": MARKERS["outbox"]},
+        last_error=MARKERS["outbox"],
+    )
+    endpoint.refresh_from_db()
+    secrets = {
+        "endpoint token": endpoint_token,
+        "endpoint token hash": endpoint.token_hash,
+        "lease token": live.lease_token,
+        "lease token hash": tokens.digest(live.lease_token),
+    }
+    return {
+        "endpoint": endpoint,
+        "todos": (failed, done, dead),
+        "sink": sink,
+        "forbidden": {**MARKERS, **secrets},
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# The marker test (issue 5, "Must show")
+
+
+def _links(page_url: str, body: str) -> list[str]:
+    found = []
+    for href in re.findall(r'href="([^"]*)"', body):
+        url = urlsplit(urljoin(page_url, html.unescape(href)))
+        if url.path.startswith("/admin/"):
+            found.append(url.path + (f"?{url.query}" if url.query else ""))
+    return found
+
+
+def _crawl(client, start: list[str]) -> dict[str, tuple[int, str]]:
+    """Every admin page reachable from ``start`` by links. Links with a query string
+    (filters, sorting, pages) are followed from pages without one, so every filter and
+    sort option is visited once without visiting their combinations."""
+    pages: dict[str, tuple[int, str]] = {}
+    queue = list(start)
+    while queue:
+        url = queue.pop(0)
+        if url in pages:
+            continue
+        response = client.get(url)
+        body = response.content.decode()
+        pages[url] = (response.status_code, body)
+        assert response.status_code < 500, url
+        assert len(pages) < 2000, "the crawl ran away"
+        for link in _links(url, body):
+            if "?" in link and "?" in url:
+                continue
+            if link.startswith("/admin/logout"):
+                continue
+            queue.append(link)
+    return pages
+
+
+def test_no_admin_page_shows_todo_text_attempt_text_or_a_secret(
+    signed_in, seeded, operator, make_user
+):
+    forbidden = seeded["forbidden"]
+    failed, done, dead = seeded["todos"]
+    changelists = [
+        reverse(f"admin:queues_{model}_changelist") for model in ("team", "endpoint", "todo")
+    ] + [reverse("admin:queues_deadlettersink_changelist"), reverse("admin:auth_user_changelist")]
+    # Searches for each marker (less its prefix, which the search box echoes back).
+    searches = [
+        f"{changelist}?q={marker.removeprefix('MARKER-')}"
+        for changelist in changelists
+        for marker in MARKERS.values()
+    ]
+    adds = [reverse(f"admin:queues_{m}_add") for m in ("team", "endpoint", "todo")]
+
+    pages = _crawl(signed_in, ["/admin/", *searches, *adds])
+
+    leaks = [
+        (url, name)
+        for url, (_status, body) in pages.items()
+        for name, secret in forbidden.items()
+        if secret in body
+    ]
+    assert leaks == []
+    # The crawl reached what it had to: every object's page, the queue health page.
+    visited = set(pages)
+    for todo in (failed, done, dead):
+        assert reverse("admin:queues_todo_change", args=[todo.id]) in visited
+    assert reverse("admin:queues_endpoint_change", args=[seeded["endpoint"].pk]) in visited
+    assert reverse("admin:queues_team_change", args=[seeded["endpoint"].team_id]) in visited
+    assert reverse("admin:queues_deadlettersink_change", args=[seeded["sink"].pk]) in visited
+    assert reverse("admin:auth_user_change", args=[operator.pk]) in visited
+    assert reverse("admin-queue-health") in visited
+    assert any("state__exact=" in url for url in visited)  # the filters were followed
+    assert all(pages[url][0] == 200 for url in searches)
+    assert all(pages[url][0] == 403 for url in adds)  # nothing of ours is added here
+    # What the pages do show: ids, agent ids, states, the webhook hosts.
+    todo_page = pages[reverse("admin:queues_todo_change", args=[failed.id])][1]
+    assert "marked-agent" in todo_page and "claimed" in todo_page
+    endpoint_page = pages[reverse("admin:queues_endpoint_change", args=[seeded["endpoint"].pk])][1]
+    assert "doorbell.example.org" in endpoint_page
+    sink_page = pages[reverse("admin:queues_deadlettersink_change", args=[seeded["sink"].pk])][1]
+    assert "sink.example.net" in sink_page
+
+
+@pytest.mark.parametrize("model", ["team", "endpoint", "todo", "deadlettersink"])
+def test_searching_for_user_text_finds_nothing(signed_in, seeded, model):
+    """A search over titles, bodies, URLs or secrets would tell an operator they exist."""
+    url = reverse(f"admin:queues_{model}_changelist")
+    for marker in MARKERS.values():
+        response = signed_in.get(url, {"q": marker})
+        assert response.status_code == 200
+        assert response.context["cl"].result_count == 0, marker
+    # Ids and agent ids are searchable.
+    response = signed_in.get(reverse("admin:queues_todo_changelist"), {"q": "marked-agent"})
+    assert response.context["cl"].result_count == 3
+
+
+def test_staff_are_not_team_members_and_see_no_todo_on_the_board(client, seeded, make_user):
+    staff = make_user("plain-staff", is_staff=True)
+    client.force_login(staff)
+
+    assert list(staff.teams.values_list("personal", flat=True)) == [True]  # their own only
+    response = client.get("/")
+    assert response.status_code == 200
+    assert MARKERS["title"] not in response.content.decode()
+    assert not Todo.objects.visible_to(staff).exists()
+
+
+def test_todos_cannot_be_added_changed_or_deleted_through_admin(signed_in, seeded):
+    failed, _, _ = seeded["todos"]
+    change = reverse("admin:queues_todo_change", args=[failed.id])
+
+    page = signed_in.get(change)
+    assert page.status_code == 200
+    assert 'name="_save"' not in page.content.decode()  # a view, not a form
+    posted = signed_in.post(change, {"state": "done"})
+    assert posted.status_code == 403
+    assert signed_in.get(reverse("admin:queues_todo_delete", args=[failed.id])).status_code == 403
+    assert Todo.objects.get(pk=failed.id).state == TodoState.CLAIMED
+
+
+def test_memberships_are_shown_read_only(signed_in, seeded, user):
+    page = signed_in.get(reverse("admin:queues_team_change", args=[seeded["endpoint"].team_id]))
+    body = page.content.decode()
+    assert page.status_code == 200
+    assert user.username in body and "owner" in body
+    assert 'name="_save"' not in body  # a view, not a form
+    assert 'name="memberships-MAX_NUM_FORMS" value="0"' in body  # no membership can be added
+
+
+def test_queue_health_and_admin_need_staff(client, user):
+    client.force_login(user)
+    response = client.get(reverse("admin-queue-health"))
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_the_admin_index_links_to_queue_health(signed_in):
+    body = signed_in.get("/admin/").content.decode()
+    assert reverse("admin-queue-health") in body
+
+
+# ---------------------------------------------------------------------------------------
+# The revoke action
+
+
+def test_revoke_action_asks_then_dead_letters_the_endpoints_live_todos(
+    signed_in, endpoint, make_todo, settings
+):
+    settings.SWITCHBOARD_RETRY_BASE_SECONDS = 3600
+    agent = Actor.agent(endpoint)
+    pending = make_todo("pending")
+    claimed = make_todo("claimed")
+    transitions.claim(agent, claimed.id)
+    waiting = make_todo("waiting")
+    transitions.claim(agent, waiting.id)
+    transitions.fail(agent, waiting.id)
+    done = make_todo("done")
+    transitions.claim(agent, done.id)
+    transitions.complete(agent, done.id)
+    changelist = reverse("admin:queues_endpoint_changelist")
+    form = {"action": "revoke_endpoints", "_selected_action": [str(endpoint.pk)], "index": "0"}
+
+    asked = signed_in.post(changelist, form)
+
+    assert asked.status_code == 200
+    assert asked.context["live_todos"] == 3
+    assert Endpoint.objects.get(pk=endpoint.pk).revoked_at is None  # nothing yet
+
+    confirmed = signed_in.post(
+        changelist,
+        {"action": "revoke_endpoints", "_selected_action": [str(endpoint.pk)], "confirmed": "yes"},
+    )
+
+    assert confirmed.status_code == 302
+    assert Endpoint.objects.get(pk=endpoint.pk).revoked_at is not None
+    states = dict(Todo.objects.values_list("id", "state"))
+    assert [states[t.id] for t in (pending, claimed, waiting, done)] == [
+        "dead",
+        "dead",
+        "dead",
+        "done",
+    ]
+    reasons = set(
+        Todo.objects.filter(pk__in=[pending.id, claimed.id, waiting.id]).values_list(
+            "dead_letter_reason", flat=True
+        )
+    )
+    assert reasons == {"revoked"}
+    assert (
+        TodoAttempt.objects.filter(todo_id=claimed.id).values_list("outcome", flat=True).get()
+        == "revoked"
+    )
+    messages = [str(m) for m in get_messages(confirmed.wsgi_request)]
+    assert messages == ["Revoked 1 endpoint; 3 todos dead-lettered with reason revoked."]
+
+
+def test_revoke_action_leaves_a_revoked_endpoint_alone(signed_in, endpoint, make_todo):
+    transitions.revoke_endpoint(endpoint)
+    response = signed_in.post(
+        reverse("admin:queues_endpoint_changelist"),
+        {"action": "revoke_endpoints", "_selected_action": [str(endpoint.pk)], "confirmed": "yes"},
+    )
+    assert response.status_code == 302
+    messages = [str(m) for m in get_messages(response.wsgi_request)]
+    assert messages == ["No active endpoint was selected."]
+
+
+def test_staff_without_the_endpoint_change_permission_get_no_revoke_action(
+    client, make_user, endpoint
+):
+    from django.contrib.auth.models import Permission
+
+    staff = make_user("viewer", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_endpoint"))
+    client.force_login(staff)
+    page = client.get(reverse("admin:queues_endpoint_changelist"))
+    assert page.status_code == 200
+    assert "revoke_endpoints" not in page.content.decode()
+
+
+# ---------------------------------------------------------------------------------------
+# Queue health
+
+
+def _db_now():
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement_timestamp()")
+        return cursor.fetchone()[0]
+
+
+def _backdate_attempt_end(todo_id: int, seconds: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE todo_attempts SET ended_at = ended_at - make_interval(secs => %s),"
+            " claimed_at = claimed_at - make_interval(secs => %s)"
+            " WHERE todo_id = %s AND ended_at IS NOT NULL",
+            [seconds, seconds, todo_id],
+        )
+        assert cursor.rowcount >= 1
+
+
+def _backdate_todo(todo_id: int, seconds: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE todos SET created_at = created_at - make_interval(secs => %s),"
+            " ended_at = ended_at - make_interval(secs => %s) WHERE id = %s",
+            [seconds, seconds, todo_id],
+        )
+        assert cursor.rowcount == 1
+
+
+@pytest.fixture
+def busy(team, settings):
+    """Two endpoints with todos in every state and attempts ended now, 2 h and 2 days ago."""
+    settings.SWITCHBOARD_RETRY_BASE_SECONDS = 3600
+    one, _ = endpoints.vend(team, "one")
+    two, _ = endpoints.vend(team, "two")
+
+    def todo(endpoint, title, **kwargs):
+        created, _ = transitions.create_todo(endpoint=endpoint, title=title, **kwargs)
+        return created
+
+    for endpoint in (one, two):
+        agent = Actor.agent(endpoint)
+        todo(endpoint, "waiting since long ago")
+        old = todo(endpoint, "pending for three hours")
+        _backdate_todo(old.id, 3 * 3600)
+        later = _db_now() + timedelta(hours=1)
+        todo(endpoint, "not yet", not_before=later)  # pending but not claimable: not counted
+        for _ in range(2):
+            claimed = todo(endpoint, "claimed")
+            transitions.claim(agent, claimed.id)
+        waiting = todo(endpoint, "retry")
+        transitions.claim(agent, waiting.id)
+        transitions.fail(agent, waiting.id)
+        done = todo(endpoint, "done")
+        transitions.claim(agent, done.id)
+        transitions.complete(agent, done.id)
+        _backdate_attempt_end(done.id, 2 * 3600)
+        old_done = todo(endpoint, "done two days ago")
+        transitions.claim(agent, old_done.id)
+        transitions.complete(agent, old_done.id)
+        _backdate_attempt_end(old_done.id, 2 * 86400)
+        dead = todo(endpoint, "dead", max_attempts=1)
+        transitions.claim(agent, dead.id)
+        transitions.fail(agent, dead.id)
+        old_dead = todo(endpoint, "dead long ago", max_attempts=1)
+        transitions.claim(agent, old_dead.id)
+        transitions.fail(agent, old_dead.id)
+        _backdate_todo(old_dead.id, 2 * 86400)
+        canceled = todo(endpoint, "canceled")
+        transitions.cancel(agent, canceled.id)
+        reaped = todo(endpoint, "reaped")
+        transitions.claim(agent, reaped.id)
+        lapse_lease(reaped.id)
+        transitions.reap_lapsed()
+    expired = todo(one, "taken over")
+    transitions.claim(Actor.agent(one), expired.id)
+    lapse_lease(expired.id)
+    transitions.claim(Actor.agent(one), expired.id)  # closes the lapsed attempt lease_expired
+    return one, two
+
+
+def test_queue_health_numbers_equal_counts_made_independently(signed_in, busy):
+    now = _db_now()
+    todos = list(Todo.objects.values("endpoint_id", "state", "ended_at", "claimable_at"))
+    attempts = list(
+        TodoAttempt.objects.filter(ended_at__isnull=False).values("outcome", "ended_at")
+    )
+    by_endpoint_state = Counter((t["endpoint_id"], t["state"]) for t in todos)
+    closed_day = Counter(a["outcome"] for a in attempts if a["ended_at"] > now - timedelta(days=1))
+    closed_hour = Counter(
+        a["outcome"] for a in attempts if a["ended_at"] > now - timedelta(hours=1)
+    )
+    dead_day = sum(
+        1 for t in todos if t["state"] == "dead" and t["ended_at"] > now - timedelta(days=1)
+    )
+    oldest = max(
+        now - t["claimable_at"]
+        for t in todos
+        if t["state"] == "pending" and t["claimable_at"] <= now
+    )
+
+    response = signed_in.get(reverse("admin-queue-health"))
+
+    assert response.status_code == 200
+    health = response.context["health"]
+    for row in health.endpoints:
+        for state in TodoState.values:
+            assert row.by_state[state] == by_endpoint_state[(row.endpoint_id, state)]
+    assert {row.endpoint_id for row in health.endpoints} == {e.pk for e in busy}
+    assert health.by_state == {
+        s: sum(n for (_, state), n in by_endpoint_state.items() if state == s)
+        for s in TodoState.values
+    }
+    assert health.closed_last_day == {o: closed_day[o] for o in Outcome.values}
+    assert health.closed_last_hour == {o: closed_hour[o] for o in Outcome.values}
+    assert health.lease_expiries_last_hour == closed_hour["reaped"] + closed_hour["lease_expired"]
+    assert health.lease_expiries_last_day == 3
+    assert health.dead_letters == sum(1 for t in todos if t["state"] == "dead") == 4
+    assert health.dead_letters_last_day == dead_day == 2
+    # The page's clock read a moment after the test's.
+    assert oldest <= health.oldest_pending_age < oldest + timedelta(seconds=30)
+    assert timedelta(hours=3) <= health.oldest_pending_age
+    # The numbers the test expects by construction, so the independent count is not vacuous.
+    assert closed_hour["completed"] == 0 and closed_day["completed"] == 2
+    assert closed_hour["failed"] == 6 and closed_hour["reaped"] == 2
+    body = response.content.decode()
+    assert 'class="dead-letters">4<' in body
+    assert 'class="lease-expiries-day">3<' in body
+    assert "3 h 0" in body  # the oldest pending age, "3 h 00 min"
+
+
+def test_queue_health_shows_the_sweepers_last_pass(signed_in, busy):
+    assert "No sweeper has run" in signed_in.get(reverse("admin-queue-health")).content.decode()
+    sweeper.sweep_once()
+
+    response = signed_in.get(reverse("admin-queue-health"))
+
+    status = response.context["sweeper"]
+    assert status["passes"] == 1
+    assert status["last_finished_at"] >= status["last_started_at"]
+    assert timedelta(0) <= status["lag"] < timedelta(seconds=30)
+    assert 'class="sweeper-passes">1<' in response.content.decode()
+
+
+def test_queue_health_query_count_does_not_grow_with_rows(
+    signed_in, busy, team, django_assert_num_queries
+):
+    sweeper.sweep_once()
+    # session, user; todos by endpoint and state; attempts by outcome; outbox; sweeper
+    with django_assert_num_queries(6):
+        signed_in.get(reverse("admin-queue-health"))
+
+    three, _ = endpoints.vend(team, "three")
+    for n in range(40):
+        todo, _ = transitions.create_todo(endpoint=three, title=f"more {n}")
+        transitions.claim(Actor.agent(three), todo.id)
+        transitions.complete(Actor.agent(three), todo.id)
+    with django_assert_num_queries(6):
+        response = signed_in.get(reverse("admin-queue-health"))
+    assert len(response.context["health"].endpoints) == 3
+
+
+def test_changelists_count_in_the_database_with_a_pinned_query_count(
+    signed_in, busy, team, django_assert_num_queries
+):
+    # session, user; COUNT; the page of rows with its counts as subqueries; the team filter
+    with django_assert_num_queries(5):
+        signed_in.get(reverse("admin:queues_endpoint_changelist"))
+    # session, user; COUNT; the page; team and endpoint filters
+    with django_assert_num_queries(6):
+        signed_in.get(reverse("admin:queues_todo_changelist"))
+    for n in range(5):
+        endpoints.vend(team, f"more-{n}")
+    with django_assert_num_queries(5):
+        response = signed_in.get(reverse("admin:queues_endpoint_changelist"))
+    rows = {e.agent_id: (e.live_count, e.dead_count) for e in response.context["cl"].result_list}
+    one_live = Todo.objects.filter(endpoint__agent_id="one", state__in=LIVE_STATES).count()
+    assert rows["one"] == (one_live, 2)
+    assert rows["more-0"] == (0, 0)
+
+
+def test_users_are_deactivated_not_deleted(signed_in, user):
+    response = signed_in.get(reverse("admin:auth_user_delete", args=[user.pk]))
+    assert response.status_code == 403
