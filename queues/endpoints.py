@@ -8,9 +8,11 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from queues import sql, tokens
+from queues import sql, tokens, webhooks
 from queues.errors import Conflict, Invalid
 from queues.models import VERBS, Endpoint, Team, TodoEvent
+
+NOTIFY_URL_MAX_CHARS = 500
 
 
 def parse_verbs(value: str | list[str] | None) -> list[str]:
@@ -73,12 +75,21 @@ def rotate(endpoint: Endpoint, *, user=None) -> str:
     return token
 
 
-def set_notify_url(endpoint: Endpoint, url: str, *, user=None) -> None:
+def set_notify_url(endpoint: Endpoint, url: str, *, user=None) -> str | None:
     """Set (or, with "", clear) the URL rung when a todo on this queue becomes claimable;
-    audited. The caller has validated the URL (http or https, at most 500 characters)."""
+    audited. A new URL gets a new signing secret, returned to be shown once (the receiver
+    before may have known the old one); clearing the URL clears the secret and returns None.
+    A URL the webhook guard refuses (queues/webhooks.py) is Invalid."""
+    if url:
+        if len(url) > NOTIFY_URL_MAX_CHARS:
+            raise Invalid(f"A notify URL has at most {NOTIFY_URL_MAX_CHARS} characters.")
+        if problem := webhooks.url_problem(url):
+            raise Invalid(problem)
+    secret = webhooks.new_secret() if url else ""
     with transaction.atomic():
         endpoint.notify_url = url
-        endpoint.save(update_fields=["notify_url"])
+        endpoint.notify_secret = secret
+        endpoint.save(update_fields=["notify_url", "notify_secret"])
         TodoEvent.objects.create(
             team_id=endpoint.team_id,
             actor_user=user,
@@ -86,6 +97,25 @@ def set_notify_url(endpoint: Endpoint, url: str, *, user=None) -> None:
             # The host only: a webhook URL often carries a secret in its path or query.
             detail={"agent_id": endpoint.agent_id, "host": urlsplit(url).hostname or ""},
         )
+    return secret or None
+
+
+def rotate_notify_secret(endpoint: Endpoint, *, user=None) -> str:
+    """A new secret for the endpoint's doorbell (shown once); the old one stops signing at
+    once, including for doorbells not yet sent. Audited."""
+    if not endpoint.notify_url:
+        raise Conflict("This endpoint has no notify URL, so no secret to rotate.")
+    secret = webhooks.new_secret()
+    with transaction.atomic():
+        endpoint.notify_secret = secret
+        endpoint.save(update_fields=["notify_secret"])
+        TodoEvent.objects.create(
+            team_id=endpoint.team_id,
+            actor_user=user,
+            kind="notify_secret_rotate",
+            detail={"agent_id": endpoint.agent_id},
+        )
+    return secret
 
 
 def authenticate(token: str | None) -> Endpoint | None:

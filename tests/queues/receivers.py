@@ -1,0 +1,131 @@
+"""Webhook receivers for tests: tiny HTTP servers on 127.0.0.1, started by the test.
+
+Only loopback: tests never send traffic anywhere else (tests that need a delivery to go
+through turn on SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE with the ``settings`` fixture). Test modules
+wrap ``receivers()`` in a fixture of their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass(frozen=True)
+class Request:
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    status: int  # what the receiver answered
+
+    @property
+    def json(self) -> dict:
+        return json.loads(self.body)
+
+    @property
+    def delivery_id(self) -> str:
+        return self.headers["x-switchboard-delivery"]
+
+    def signed_by(self, secret: str) -> bool:
+        """The check docs/notifications.md tells receivers to make."""
+        timestamp = self.headers["x-switchboard-timestamp"]
+        expected = hmac.new(
+            secret.encode(), timestamp.encode() + b"." + self.body, hashlib.sha256
+        ).hexdigest()
+        return hmac.compare_digest("sha256=" + expected, self.headers["x-switchboard-signature"])
+
+
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        pass  # a sender that hung up on a slow answer (the deadline test) is expected
+
+
+class Receiver:
+    """Answers each POST with the next of ``statuses`` (then 200 for ever), after ``delay``
+    seconds; ``location`` is sent with a 3xx; ``on_request`` (if given) runs before each
+    answer, on the server's thread. Records every request."""
+
+    def __init__(
+        self, statuses=(), *, location: str | None = None, delay: float = 0.0, on_request=None
+    ):
+        self.statuses = list(statuses)
+        self.location = location
+        self.delay = delay
+        self.on_request = on_request
+        self.requests: list[Request] = []
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if receiver.delay:
+                    time.sleep(receiver.delay)
+                if receiver.on_request is not None:
+                    receiver.on_request()
+                with receiver._lock:
+                    status = receiver.statuses.pop(0) if receiver.statuses else 200
+                    receiver.requests.append(
+                        Request(
+                            self.path,
+                            {k.lower(): v for k, v in self.headers.items()},
+                            body,
+                            status,
+                        )
+                    )
+                self.send_response(status)
+                if receiver.location and 300 <= status < 400:
+                    self.send_header("Location", receiver.location)
+                payload = b"receiver says no" if status >= 400 else b"ok"
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args):  # keep the test output quiet
+                pass
+
+        self.server = _QuietServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    @property
+    def accepted(self) -> list[Request]:
+        return [r for r in self.requests if 200 <= r.status < 300]
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@contextmanager
+def receivers() -> Iterator:
+    """``start(statuses, location=..., delay=..., on_request=...)`` starts a receiver; every
+    receiver started stops when the block ends."""
+    started: list[Receiver] = []
+
+    def start(statuses=(), **kwargs) -> Receiver:
+        server = Receiver(statuses, **kwargs)
+        started.append(server)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.stop()
