@@ -6,6 +6,8 @@
     .venv/bin/python bench/run.py --whatif prepared,lean-indexes,prepared+lean-indexes
     .venv/bin/python bench/run.py --sections http  # only the API through gunicorn (+ profile)
     .venv/bin/python bench/run.py --sections board # only the Board's pages over 1M attempts
+    .venv/bin/python bench/run.py --sections peers # only ours next to Procrastinate
+    .venv/bin/python bench/run.py --soak --minutes 10   # soak: mixed load, p95, dead tuples
 
 What it measures (SPEC "Budgets", ADR-0039 "Confirmation"): todos/s of a drain of N todos by
 1, 2, 4 and 8 worker processes, each looping ``transitions.claim_next`` (+ optionally
@@ -19,6 +21,10 @@ bench/httpbench.py) the same claim_next + complete through ``switchboard serve``
 1, 4 and 16 client processes, next to the in-process figure, with a profile of the verbs.
 And (section ``board``, see bench/board.py) the Board's queue page and todo drawer over
 100,000 todos and 1,000,000 attempts: server time p50/p95, queries, SQL vs the rest, plans.
+And (section ``peers``, see bench/peers.py) Procrastinate, a PostgreSQL task queue, draining
+the same number of no-op jobs with the same worker processes on the same server, next to ours
+in-process and over the Python client. The run ends with one summary table across the
+sections (bench/summary.py). ``--soak`` runs the soak instead (bench/soak.py).
 
 The database is always a dedicated ``switchboard_bench`` (see bench/db.py): with DATABASE_URL
 set it is created on that server (and dropped at the end); without, a throwaway embedded
@@ -47,7 +53,8 @@ if str(ROOT) not in sys.path:
 
 RESULTS = ROOT / "bench" / "results"
 
-from bench import board, httpbench  # noqa: E402 - after the path set-up; imports no Django
+from bench import board, httpbench, peers, soak  # noqa: E402 - after the path set-up; no Django
+from bench import summary as summary_table  # noqa: E402 - ("summary" is a local name in main)
 
 
 def _ints(text: str) -> list[int]:
@@ -98,12 +105,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument(
         "--sections",
-        default="main,growth,plans,whatif,http,board",
-        help="which parts to run: main,growth,plans,whatif,http,board [all; whatif only with "
-        "--whatif]",
+        default="main,growth,plans,whatif,http,peers,board",
+        help="which parts to run: main,growth,plans,whatif,http,peers,board [all; whatif only "
+        "with --whatif]",
     )
     httpbench.add_arguments(p)
+    peers.add_arguments(p)
     board.add_arguments(p)
+    soak.add_arguments(p)
     p.add_argument(
         "--keep-db", action="store_true", help="keep switchboard_bench on a DATABASE_URL server"
     )
@@ -118,7 +127,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.whatif = [v for v in args.whatif.split(",") if v]
     args.sections = {x for x in args.sections.split(",") if x}
     httpbench.finish_arguments(args)
+    peers.finish_arguments(args)
     board.finish_arguments(args)
+    soak.finish_arguments(args)
     return args
 
 
@@ -154,6 +165,8 @@ def git_state(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.soak:
+        return soak.main(args)
     started = time.monotonic()
     load0 = os.getloadavg() if hasattr(os, "getloadavg") else None
 
@@ -178,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise SystemExit(f"unknown variant {part!r}; known: {', '.join(variants.VARIANTS)}")
 
     # The drain sections share a worker pool and an endpoint; the board section needs neither.
-    drains = bool(args.sections & {"main", "growth", "plans", "whatif", "http"})
+    drains = bool(args.sections & {"main", "growth", "plans", "whatif", "http", "peers"})
     endpoint_id = seed.make_endpoint() if drains else None
     systems = ["bare", "ours"] + ([] if args.no_hand else ["hand"])
     hbs = [False] if args.no_heartbeat else [False, True]
@@ -217,7 +230,12 @@ def main(argv: list[str] | None = None) -> int:
             return cursor.fetchone()[0]
 
     pool_size = max(
-        [*args.workers, args.growth_workers, *(args.whatif_workers if args.whatif else [])]
+        [
+            *args.workers,
+            args.growth_workers,
+            *(args.whatif_workers if args.whatif else []),
+            *(args.peer_workers if "peers" in args.sections else []),
+        ]
     )
     _log(
         f"database {env['database']} ({'embedded' if env['embedded'] else 'DATABASE_URL'}); "
@@ -366,6 +384,10 @@ def main(argv: list[str] | None = None) -> int:
             httpbench.run_section(
                 args, ledger=ledger, pool=pool, endpoint_id=endpoint_id, stamp=stamp
             )
+
+        # -- the peer: Procrastinate, same jobs, same workers, same server ---------------
+        if "peers" in args.sections:
+            peers.run_section(args, ledger=ledger, pool=pool, stamp=stamp)
     finally:
         if pool is not None:
             pool.close()
@@ -378,6 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     ledger.meta["duration_s"] = round(time.monotonic() - started, 1)
     load1 = os.getloadavg() if hasattr(os, "getloadavg") else None
     ledger.meta["loadavg_end"] = [round(x, 2) for x in load1] if load1 else None
+    ledger.notes["summary"] = summary_table.rows(ledger)
     ledger.write(ledger_path)
     if drains:
         print(ledger.render())
@@ -390,6 +413,14 @@ def main(argv: list[str] | None = None) -> int:
         print(board.render(ledger.notes["board"]))
         if not drains:
             print(f"ledger: {meta['ledger_path']}")
+    if ledger.notes.get("peers"):
+        print()
+        print(peers.render(ledger.notes["peers"]))
+    # The one table: every section's headline figure and its ratio, last.
+    text = summary_table.render(ledger)
+    (RESULTS / f"summary-{stamp}.txt").write_text(text + "\n")
+    print()
+    print(text)
     if not env["embedded"] and not args.keep_db:
         connection.close()
         db.drop_bench_database()
