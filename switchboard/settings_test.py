@@ -36,3 +36,7 @@ DATABASES["default"]["OPTIONS"].pop("pool", None)  # noqa: F405
 # Tests serve static files from the finders; there is no collectstatic output to scan.
 WHITENOISE_AUTOREFRESH = True
 WHITENOISE_USE_FINDERS = True
+# The browser tests catch what the Content Security Policy refuses: enforce it here even when
+# the shell running the tests has DEBUG=1 (which only reports it).
+SECURE_CSP = SECURE_CSP or SECURE_CSP_REPORT_ONLY  # noqa: F405
+SECURE_CSP_REPORT_ONLY = {}
