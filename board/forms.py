@@ -1,4 +1,5 @@
-"""The Board's forms: vend an endpoint, its notify URL, team members, a new todo.
+"""The Board's forms: vend an endpoint, its notify URL, team members and dead-letter sinks,
+a new todo.
 
 The forms check shape and range; the queue functions they feed check again (one place for
 the rules of the ledger), and their domain errors come back here as form errors.
@@ -15,6 +16,7 @@ from django.core.validators import URLValidator
 from django.utils import timezone
 from django.utils.text import slugify
 
+from queues import webhooks
 from queues.models import VERBS, Endpoint, Membership, Team
 from queues.transitions import TITLE_MAX_CHARS
 
@@ -71,6 +73,14 @@ class HttpUrlField(forms.URLField):
     default_validators = [URLValidator(schemes=["http", "https"])]
 
 
+def webhook_target(url: str) -> str:
+    """A webhook URL the guard allows (queues/webhooks.py): no loopback, private or
+    link-local target unless SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE is on."""
+    if url and (problem := webhooks.url_problem(url)):
+        raise forms.ValidationError(problem)
+    return url
+
+
 class NotifyUrlForm(forms.Form):
     notify_url = HttpUrlField(
         label="URL to ring",
@@ -78,9 +88,25 @@ class NotifyUrlForm(forms.Form):
         required=False,
         assume_scheme="https",
         error_messages={"invalid": "Enter an http:// or https:// URL."},
-        help_text="Rung (an HTTP POST) when a todo on this queue becomes claimable. "
-        "Empty turns it off.",
+        help_text="Rung (a signed HTTP POST) when a todo on this queue becomes claimable. "
+        "A new URL gets a new signing secret, shown once. Empty turns it off.",
     )
+
+    def clean_notify_url(self) -> str:
+        return webhook_target(self.cleaned_data["notify_url"])
+
+
+class SinkForm(forms.Form):
+    url = HttpUrlField(
+        label="Sink URL",
+        max_length=500,
+        assume_scheme="https",
+        error_messages={"invalid": "Enter an http:// or https:// URL."},
+        help_text="Every todo of this team that is dead-lettered is POSTed here, signed.",
+    )
+
+    def clean_url(self) -> str:
+        return webhook_target(self.cleaned_data["url"])
 
 
 class AddMemberForm(forms.Form):

@@ -31,7 +31,7 @@ import random
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 from django.db import transaction
@@ -64,6 +64,51 @@ class _Job:
     secret: str
     payload: dict
     tries: int  # including this one
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryStatus:
+    """Where a delivery stands, as the Board shows it: delivered, gave up, retrying (a try
+    failed; another is scheduled) or waiting (not tried yet)."""
+
+    status: int | None
+    error: str
+    attempts: int
+    created_at: datetime
+    delivered_at: datetime | None
+    gave_up_at: datetime | None
+
+    @classmethod
+    def of(cls, delivery: Delivery | None) -> DeliveryStatus | None:
+        if delivery is None:
+            return None
+        return cls(
+            delivery.last_status,
+            delivery.last_error,
+            delivery.attempts,
+            delivery.created_at,
+            delivery.delivered_at,
+            delivery.gave_up_at,
+        )
+
+    @classmethod
+    def from_json(cls, row: dict | None) -> DeliveryStatus | None:
+        """From a ``JSONObject`` of those columns (timestamps as ISO 8601 text)."""
+        if row is None:
+            return None
+        times = {
+            key: datetime.fromisoformat(row[key]) if row[key] else None
+            for key in ("created_at", "delivered_at", "gave_up_at")
+        }
+        return cls(row["status"], row["error"], row["attempts"], **times)
+
+    @property
+    def state(self) -> str:
+        if self.delivered_at:
+            return "delivered"
+        if self.gave_up_at:
+            return "gave up"
+        return "retrying" if self.attempts else "waiting"
 
 
 def deliver_due(*, batch: int = 50) -> int:

@@ -1,11 +1,12 @@
-"""Endpoints page: list, vend, rotate, revoke, notify URL.
+"""Endpoints page: list, vend, rotate, revoke, notify URL and its signing secret.
 
 Who may do what: any member of a team may vend an endpoint in it; rotating, revoking and
 changing the notify URL (which cut off a running agent or send data outward) need an owner
 of the endpoint's team. Checked here, on every POST, not only by hiding buttons.
 
-A token is shown once: rendered straight into the POST response that made it (never stored
-in the session, a message, a log or a redirect URL) with caching off.
+A token, and a notify URL's signing secret, is shown once: rendered straight into the POST
+response that made it (never stored in the session, a message, a log or a redirect URL) with
+caching off.
 """
 
 from __future__ import annotations
@@ -21,9 +22,17 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from board.forms import NotifyUrlForm, VendForm, duplicate_agent_id
 from board.scope import board_scope
-from queues import endpoints, transitions
+from queues import endpoints, outbox, transitions
 from queues.errors import Conflict, Invalid
-from queues.models import LIVE_STATES, VERBS, Endpoint, Membership, Todo, TodoState
+from queues.models import (
+    LIVE_STATES,
+    VERBS,
+    Delivery,
+    Endpoint,
+    Membership,
+    Todo,
+    TodoState,
+)
 
 OWNERS_ONLY = "Only an owner of {team} may {action} its endpoints."
 
@@ -124,14 +133,35 @@ def _detail_page(request, endpoint: Endpoint, form: NotifyUrlForm, *, status: in
         .annotate(n=Count("id"))
         .values_list("state", "n")
     )
+    newest_doorbell = (
+        Delivery.objects.filter(endpoint=endpoint, kind=Delivery.Kind.DOORBELL)
+        .order_by("-id")
+        .first()
+    )
     context = {
         "endpoint": endpoint,
         "form": form,
         "is_owner": _owns_team(request.user, endpoint.team_id),
         "counts": [(state, counts.get(state, 0)) for state in TodoState],
         "live": sum(counts.get(state, 0) for state in LIVE_STATES),
+        "last_doorbell": outbox.DeliveryStatus.of(newest_doorbell),
     }
     return render(request, "board/endpoint_detail.html", context, status=status)
+
+
+def _secret_page(request: HttpRequest, endpoint: Endpoint, secret: str, *, rotated: bool):
+    response = render(
+        request,
+        "board/webhook_secret.html",
+        {
+            "endpoint": endpoint,
+            "secret": secret,
+            "rotated": rotated,
+            "back_url": reverse("endpoint-detail", args=[endpoint.pk]),
+        },
+    )
+    add_never_cache_headers(response)  # no back-button or proxy copy of the secret
+    return response
 
 
 @login_required
@@ -141,15 +171,30 @@ def endpoint_detail(request: HttpRequest, endpoint_id: int) -> HttpResponse:
     if request.method == "GET":
         form = NotifyUrlForm(initial={"notify_url": endpoint.notify_url})
         return _detail_page(request, endpoint, form)
+    rotating = request.POST.get("op") == "rotate_secret"
     if not _owns_team(request.user, endpoint.team_id):
-        return _refuse(request, endpoint, "change the notify URL of")
+        what = "rotate the doorbell secret of" if rotating else "change the notify URL of"
+        return _refuse(request, endpoint, what)
+    if rotating:
+        try:
+            secret = endpoints.rotate_notify_secret(endpoint, user=request.user)
+        except Conflict:
+            messages.error(request, "Set a notify URL first: it gets a secret of its own.")
+            return redirect("endpoint-detail", endpoint_id=endpoint.pk)
+        return _secret_page(request, endpoint, secret, rotated=True)
     form = NotifyUrlForm(request.POST)
     if not form.is_valid():
         return _detail_page(request, endpoint, form, status=400)
     url = form.cleaned_data["notify_url"]
     if url != endpoint.notify_url:
-        endpoints.set_notify_url(endpoint, url, user=request.user)
-        messages.success(request, "Notify URL saved." if url else "Notify URL removed.")
+        try:
+            secret = endpoints.set_notify_url(endpoint, url, user=request.user)
+        except Invalid as exc:  # the webhook guard again, in the queue function
+            form.add_error("notify_url", exc.message)
+            return _detail_page(request, endpoint, form, status=400)
+        if secret:
+            return _secret_page(request, endpoint, secret, rotated=False)
+        messages.success(request, "Notify URL removed.")
     return redirect("endpoint-detail", endpoint_id=endpoint.pk)
 
 

@@ -1,25 +1,33 @@
-"""Team page (members; owners add and remove them) and the team switcher.
+"""Team page (members and dead-letter sinks; owners change them) and the team switcher.
 
-Membership changes go through ``queues.teams`` (audited there). Only owners of the team may
-change its members; a team keeps at least one owner (``queues.teams.remove_member``).
+Membership and sink changes go through ``queues.teams`` (audited there). Only owners of the
+team may change its members or sinks; a team keeps at least one owner
+(``queues.teams.remove_member``). A sink's signing secret is shown once, rendered straight
+into the response to the POST that made it (never stored in the session, a message, a log or
+a redirect URL) with caching off, like an endpoint's token.
 """
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Count, IntegerField, OuterRef, Subquery
+from django.db.models.functions import Coalesce, JSONObject
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.cache import add_never_cache_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
 from board import scope as board_scopes
-from board.forms import AddMemberForm
+from board.forms import AddMemberForm, SinkForm
 from board.scope import board_scope
-from queues import teams
-from queues.errors import Conflict
-from queues.models import Membership, Team
+from queues import outbox, teams
+from queues.errors import Conflict, Invalid
+from queues.models import DeadLetterSink, Delivery, Membership, Team
 
 OWNER = Membership.Role.OWNER
 
@@ -41,16 +49,53 @@ def _team_url(team: Team) -> str:
     return f"{reverse('team-detail')}?team={team.slug}"
 
 
-def _page(request, team, memberships, form, *, status: int = 200) -> HttpResponse:
+def _page(request, team, memberships, form, *, sink_form=None, status: int = 200) -> HttpResponse:
     context = {
         "team": team,
         "memberships": memberships,
         "is_owner": _is_owner(request.user, memberships),
         "form": form,
+        "sink_form": sink_form or SinkForm(),
+        "sinks": _sinks(team) if team else [],
         "teams": board_scope(request).teams,
         "action_url": _team_url(team) if team else "",
     }
     return render(request, "board/team_detail.html", context, status=status)
+
+
+def _sinks(team: Team) -> list[DeadLetterSink]:
+    """The team's sinks, each with its newest delivery and how many wait to be sent, in one
+    query (correlated subqueries on the outbox's sink index), active ones first."""
+    deliveries = Delivery.objects.filter(sink=OuterRef("pk"))
+    newest = deliveries.order_by("-id").values(
+        last=JSONObject(
+            status="last_status",
+            error="last_error",
+            attempts="attempts",
+            created_at="created_at",
+            delivered_at="delivered_at",
+            gave_up_at="gave_up_at",
+        )
+    )[:1]
+    waiting = (
+        deliveries.filter(delivered_at__isnull=True, gave_up_at__isnull=True)
+        .values("sink")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    rows = (
+        DeadLetterSink.objects.filter(team=team)
+        .defer("secret")
+        .annotate(
+            last_delivery=Subquery(newest),
+            waiting=Coalesce(Subquery(waiting, output_field=IntegerField()), 0),
+        )
+        .order_by("-active", "-created_at", "-id")
+    )
+    sinks = list(rows)
+    for sink in sinks:
+        sink.last = outbox.DeliveryStatus.from_json(sink.last_delivery)
+    return sinks
 
 
 def _members(team: Team) -> list[Membership]:
@@ -73,10 +118,15 @@ def team_detail(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         return _page(request, team, memberships, AddMemberForm())
 
+    op = request.POST.get("op", "")
     if not _is_owner(request.user, memberships):
-        messages.error(request, f"Only an owner of {team.name} may change its members.")
+        what = "dead-letter sinks" if op.startswith("sink_") else "members"
+        messages.error(request, f"Only an owner of {team.name} may change its {what}.")
         return _page(request, team, memberships, AddMemberForm(), status=403)
-    op = request.POST.get("op")
+    if op == "sink_add":
+        return _add_sink(request, team, memberships)
+    if op in ("sink_deactivate", "sink_activate", "sink_delete"):
+        return _change_sink(request, team, op)
     if op == "add":
         form = AddMemberForm(request.POST)
         if not form.is_valid():
@@ -120,6 +170,51 @@ def _remove(request, team: Team, memberships: list[Membership]):
     messages.success(request, f"{name} removed from {team.name}.")
     if membership.user_id == request.user.pk:  # left the team: its page is no longer yours
         return redirect("board-home")
+    return redirect(_team_url(team))
+
+
+def _add_sink(request, team: Team, memberships: list[Membership]) -> HttpResponse:
+    form = SinkForm(request.POST)
+    if not form.is_valid():
+        return _page(request, team, memberships, AddMemberForm(), sink_form=form, status=400)
+    try:
+        sink, secret = teams.add_sink(team, form.cleaned_data["url"], by=request.user)
+    except Invalid as exc:  # the guard again, in the queue function
+        form.add_error("url", exc.message)
+        return _page(request, team, memberships, AddMemberForm(), sink_form=form, status=400)
+    response = render(
+        request,
+        "board/webhook_secret.html",
+        {"sink": sink, "team": team, "secret": secret, "back_url": _team_url(team)},
+    )
+    add_never_cache_headers(response)  # no back-button or proxy copy of the secret
+    return response
+
+
+def _host(sink: DeadLetterSink) -> str:
+    # Messages name the host only: they are kept in the session, and a webhook URL often
+    # carries a secret of the receiver's in its path or query.
+    return urlsplit(sink.url).hostname or "?"
+
+
+def _change_sink(request, team: Team, op: str) -> HttpResponse:
+    # Only this team's sinks: another team's sink id is the same 404 as an unknown one.
+    sink_id = request.POST.get("sink", "")
+    sink = (
+        DeadLetterSink.objects.filter(pk=sink_id, team=team).first() if sink_id.isdigit() else None
+    )
+    if sink is None:
+        raise Http404
+    if op == "sink_delete":
+        teams.remove_sink(sink, by=request.user)
+        messages.success(request, f"Sink to {_host(sink)} deleted; its unsent dead letters drop.")
+    elif teams.set_sink_active(sink, op == "sink_activate", by=request.user):
+        if sink.active:
+            messages.success(request, f"Sink to {_host(sink)} is active again.")
+        else:
+            messages.success(
+                request, f"Sink to {_host(sink)} deactivated; its unsent dead letters drop."
+            )
     return redirect(_team_url(team))
 
 

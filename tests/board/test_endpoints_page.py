@@ -1,4 +1,5 @@
-"""The endpoints page: list, vend (token shown once), rotate, revoke, notify URL."""
+"""The endpoints page: list, vend (token shown once), rotate, revoke, notify URL and its
+signing secret (shown once), the last doorbell."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from queues import endpoints, teams, transitions
-from queues.models import VERBS, Endpoint, Membership, Todo, TodoEvent
+from queues.models import VERBS, Delivery, Endpoint, Membership, Todo, TodoEvent
 from queues.transitions import Actor
 
 
@@ -264,10 +265,11 @@ def test_only_owners_rotate_revoke_or_set_the_notify_url(client, shared_team, ve
 )
 def test_foreign_and_unknown_endpoints_are_the_same_404(logged_in, foreign_endpoint, method, name):
     call = getattr(logged_in, method)
-    foreign = call(reverse(name, args=[foreign_endpoint.pk]), {"notify_url": ""})
-    unknown = call(reverse(name, args=[foreign_endpoint.pk + 1000]), {"notify_url": ""})
-    assert foreign.status_code == unknown.status_code == 404
-    assert foreign.content == unknown.content
+    for data in [{"notify_url": ""}, {"op": "rotate_secret"}]:
+        foreign = call(reverse(name, args=[foreign_endpoint.pk]), data)
+        unknown = call(reverse(name, args=[foreign_endpoint.pk + 1000]), data)
+        assert foreign.status_code == unknown.status_code == 404
+        assert foreign.content == unknown.content
     foreign_endpoint.refresh_from_db()
     assert foreign_endpoint.revoked_at is None and foreign_endpoint.rotated_at is None
 
@@ -278,17 +280,119 @@ def test_foreign_and_unknown_endpoints_are_the_same_404(logged_in, foreign_endpo
 def test_notify_url_is_saved_and_audited(logged_in, endpoint, user):
     url = reverse("endpoint-detail", args=[endpoint.pk])
     response = logged_in.post(url, {"notify_url": "https://hooks.example/ring?key=s3cret"})
-    assert response.status_code == 302
+    assert response.status_code == 200  # the page that shows its signing secret once
     endpoint.refresh_from_db()
     assert endpoint.notify_url == "https://hooks.example/ring?key=s3cret"
     event = TodoEvent.objects.get(kind="notify_url")
     assert event.team_id == endpoint.team_id and event.actor_user == user
     assert event.detail == {"agent_id": "agent-a", "host": "hooks.example"}  # no secret
 
-    logged_in.post(url, {"notify_url": ""})
+    response = logged_in.post(url, {"notify_url": ""})
+    assert response.status_code == 302
+    assert any("Notify URL removed." in m for m in _messages(response))
     endpoint.refresh_from_db()
-    assert endpoint.notify_url == ""
+    assert endpoint.notify_url == "" and endpoint.notify_secret == ""
     assert TodoEvent.objects.filter(kind="notify_url").count() == 2
+
+
+def _secret_shown_once(response, client) -> str:
+    assert response.status_code == 200
+    assert [t.name for t in response.templates][0] == "board/webhook_secret.html"
+    secret = response.context["secret"]
+    body = response.content.decode()
+    assert secret in body and "will not be shown again" in body
+    assert 'data-copy="webhook-secret"' in body
+    assert "no-store" in response["Cache-Control"]
+    assert secret not in str(dict(client.session.items()))
+    assert all(secret not in m for m in _messages(response))
+    assert all(secret not in morsel.value for morsel in response.cookies.values())
+    assert not any(secret in str(e.detail) for e in TodoEvent.objects.all())
+    return secret
+
+
+def test_a_new_notify_url_gets_a_secret_shown_once_and_rotate_shows_another(
+    logged_in, endpoint, user
+):
+    url = reverse("endpoint-detail", args=[endpoint.pk])
+    first = _secret_shown_once(
+        logged_in.post(url, {"notify_url": "https://hooks.example/a"}), logged_in
+    )
+    endpoint.refresh_from_db()
+    assert endpoint.notify_secret == first and first.startswith("sbw_")
+    page = logged_in.get(url).content.decode()
+    assert first not in page and "Rotate secret" in page and "Not rung yet." in page
+
+    rotated = _secret_shown_once(logged_in.post(url, {"op": "rotate_secret"}), logged_in)
+    endpoint.refresh_from_db()
+    assert endpoint.notify_secret == rotated != first
+    assert (
+        "stopped signing just now" in logged_in.post(url, {"op": "rotate_secret"}).content.decode()
+    )
+    event = TodoEvent.objects.filter(kind="notify_secret_rotate").first()
+    assert event.actor_user == user and event.detail == {"agent_id": "agent-a"}
+
+    # Another URL: another receiver, another secret.
+    other = _secret_shown_once(
+        logged_in.post(url, {"notify_url": "https://hooks.example/b"}), logged_in
+    )
+    endpoint.refresh_from_db()
+    assert endpoint.notify_secret == other and other not in (first, rotated)
+
+
+def test_rotating_without_a_notify_url_is_a_message(logged_in, endpoint):
+    response = logged_in.post(
+        reverse("endpoint-detail", args=[endpoint.pk]), {"op": "rotate_secret"}
+    )
+    assert response.status_code == 302
+    assert any("Set a notify URL first" in m for m in _messages(response))
+    endpoint.refresh_from_db()
+    assert endpoint.notify_secret == ""
+
+
+def test_a_notify_url_to_an_internal_address_is_refused_unless_allowed(
+    logged_in, endpoint, settings
+):
+    settings.SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE = False
+    url = reverse("endpoint-detail", args=[endpoint.pk])
+    for target in ["http://127.0.0.1:8000/ring", "http://10.0.0.8/ring", "http://localhost/"]:
+        response = logged_in.post(url, {"notify_url": target})
+        assert response.status_code == 400, target
+        [error] = response.context["form"].errors["notify_url"]
+        assert (
+            error.startswith("This URL cannot be used:")
+            and "SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE" in error
+        )
+    endpoint.refresh_from_db()
+    assert endpoint.notify_url == "" and endpoint.notify_secret == ""
+    settings.SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE = True
+    assert logged_in.post(url, {"notify_url": "http://127.0.0.1:8000/ring"}).status_code == 200
+
+
+def test_the_endpoint_page_shows_the_last_doorbell(logged_in, endpoint, user, make_todo):
+    endpoints.set_notify_url(endpoint, "https://hooks.example/ring", user=user)
+    make_todo()  # rings: a doorbell waits in the outbox
+    url = reverse("endpoint-detail", args=[endpoint.pk])
+    assert "waiting" in logged_in.get(url).context["last_doorbell"].state
+    Delivery.objects.update(attempts=1, last_status=503, last_error="HTTP 503 busy")
+    page = logged_in.get(url)
+    assert page.context["last_doorbell"].state == "retrying"
+    assert "HTTP 503 busy" in page.content.decode()
+
+
+def test_a_member_may_not_rotate_the_doorbell_secret(client, shared_team, vend, user):
+    platform, carol = shared_team
+    endpoint, _token = vend("shared-agent", team=platform)
+    secret = endpoints.set_notify_url(endpoint, "https://hooks.example/r", user=user)
+    client.force_login(carol)
+    page = client.get(reverse("endpoint-detail", args=[endpoint.pk])).content.decode()
+    assert "Rotate secret" not in page and secret not in page
+    response = client.post(reverse("endpoint-detail", args=[endpoint.pk]), {"op": "rotate_secret"})
+    assert response.status_code == 302
+    assert any(
+        "Only an owner of Platform may rotate the doorbell secret" in m for m in _messages(response)
+    )
+    endpoint.refresh_from_db()
+    assert endpoint.notify_secret == secret
 
 
 @pytest.mark.parametrize(
@@ -319,6 +423,7 @@ def test_every_post_without_a_csrf_token_is_refused(user, team, vend):
     posts = [
         (reverse("endpoint-new"), _vend_post(team, agent_id="sneaky")),
         (reverse("endpoint-detail", args=[endpoint.pk]), {"notify_url": "https://x.example/"}),
+        (reverse("endpoint-detail", args=[endpoint.pk]), {"op": "rotate_secret"}),
         (reverse("endpoint-rotate", args=[endpoint.pk]), {}),
         (reverse("endpoint-revoke", args=[endpoint.pk]), {}),
     ]

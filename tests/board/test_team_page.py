@@ -1,4 +1,4 @@
-"""The team page (members; owners add and remove them) and the team switcher."""
+"""The team page (members and dead-letter sinks; owners change them) and the team switcher."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import pytest
 from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from board.scope import SESSION_KEY
 from queues import teams
-from queues.models import Membership, TodoEvent
+from queues.models import DeadLetterSink, Delivery, Membership, TodoEvent
 
 OWNER, MEMBER = Membership.Role.OWNER, Membership.Role.MEMBER
 
@@ -58,7 +59,7 @@ def test_team_page_shows_the_home_team_with_members_roles_and_dates(logged_in, t
     body = response.content.decode()
     assert "alice" in body and "owner" in body
     assert Membership.objects.get(team=team).created_at.strftime("%Y-%m-%d") in body
-    assert "Dead-letter sinks: coming with the operators work." in body
+    assert "No sinks: dead letters of this team are kept on the Board only." in body
 
 
 def test_team_page_lists_owners_first(logged_in, platform, carol):
@@ -218,3 +219,175 @@ def test_every_post_without_a_csrf_token_is_refused(user, platform, carol, make_
     assert _roles(platform) == {"alice": OWNER, "carol": MEMBER}
     assert TodoEvent.objects.count() == before
     assert SESSION_KEY not in strict.session
+
+
+# --- Dead-letter sinks
+
+SINK_URL = "https://hooks.example/dead?key=rcv-s3cret"  # the key is the receiver's own
+
+
+def _sink_ops(sink) -> list[dict]:
+    return [
+        {"op": op, "sink": sink.pk} for op in ("sink_deactivate", "sink_activate", "sink_delete")
+    ]
+
+
+def test_owner_adds_a_sink_and_sees_its_secret_once(logged_in, user, platform):
+    response = logged_in.post(_url(platform), {"op": "sink_add", "url": SINK_URL})
+
+    assert response.status_code == 200
+    assert [t.name for t in response.templates][0] == "board/webhook_secret.html"
+    sink = DeadLetterSink.objects.get(team=platform)
+    assert sink.url == SINK_URL and sink.active and sink.created_by == user
+    secret = response.context["secret"]
+    assert secret == sink.secret and len(secret) >= 40
+    body = response.content.decode()
+    assert secret in body and "will not be shown again" in body
+    assert 'data-copy="webhook-secret"' in body and 'id="webhook-secret"' in body
+    assert "no-store" in response["Cache-Control"]
+    # Nowhere else: not in the session, a message, a cookie, the event log or the page later.
+    assert secret not in str(dict(logged_in.session.items()))
+    assert all(secret not in m for m in _messages(response))
+    assert all(secret not in morsel.value for morsel in response.cookies.values())
+    event = TodoEvent.objects.get(team=platform, kind="sink_add")
+    assert event.actor_user == user
+    assert event.detail == {"sink_id": sink.pk, "host": "hooks.example"}  # not the URL's key
+    page = logged_in.get(_url(platform)).content.decode()
+    assert SINK_URL.replace("&", "&amp;") in page and secret not in page
+
+
+def test_a_sink_to_an_internal_address_is_refused_unless_allowed(logged_in, platform, settings):
+    settings.SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE = False
+    for url, words in [
+        ("http://127.0.0.1:8000/dead", "127.0.0.1 is a loopback address"),
+        ("http://169.254.169.254/latest", "link-local"),
+        ("http://[::1]/x", "loopback"),
+        ("ftp://files.example/x", "Enter an http:// or https:// URL."),
+    ]:
+        response = logged_in.post(_url(platform), {"op": "sink_add", "url": url})
+        assert response.status_code == 400, url
+        assert words in str(response.context["sink_form"].errors["url"]), url
+    assert not DeadLetterSink.objects.exists()
+    assert not TodoEvent.objects.filter(kind="sink_add").exists()
+
+    settings.SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE = True
+    response = logged_in.post(_url(platform), {"op": "sink_add", "url": "http://127.0.0.1:8000/d"})
+    assert response.status_code == 200 and DeadLetterSink.objects.count() == 1
+
+
+def test_owner_deactivates_activates_and_deletes_a_sink_audited(logged_in, user, platform):
+    sink, _secret = teams.add_sink(platform, SINK_URL, by=user)
+    deactivate, activate, delete = _sink_ops(sink)
+
+    response = logged_in.post(_url(platform), deactivate)
+    assert response.status_code == 302 and response["Location"] == _url(platform)
+    sink.refresh_from_db()
+    assert not sink.active
+    assert any("hooks.example deactivated" in m for m in _messages(response))
+    assert all("rcv-s3cret" not in m for m in _messages(response))  # host only
+    logged_in.post(_url(platform), deactivate)  # again: nothing changes, nothing audited
+    logged_in.post(_url(platform), activate)
+    sink.refresh_from_db()
+    assert sink.active
+
+    logged_in.post(_url(platform), delete)
+    assert not DeadLetterSink.objects.exists()
+    kinds = TodoEvent.objects.filter(team=platform).order_by("id").values_list("kind", "detail")
+    assert [k for k, _ in kinds if k.startswith("sink")] == [
+        "sink_add",
+        "sink_deactivate",
+        "sink_activate",
+        "sink_remove",
+    ]
+    assert all(d == {"sink_id": sink.pk, "host": "hooks.example"} for k, d in kinds if "sink" in k)
+
+
+def test_the_sink_list_shows_each_sinks_last_delivery(
+    logged_in, user, platform, django_assert_num_queries
+):
+    quiet, _ = teams.add_sink(platform, "https://quiet.example/", by=user)
+    fine, _ = teams.add_sink(platform, "https://fine.example/", by=user)
+    failing, _ = teams.add_sink(platform, "https://failing.example/", by=user)
+    dropped, _ = teams.add_sink(platform, "https://dropped.example/", by=user)
+    teams.set_sink_active(dropped, False, by=user)
+
+    def deliveries(sink, *rows):
+        for row in rows:
+            Delivery.objects.create(
+                kind="dead_letter", team=platform, sink=sink, url=sink.url, payload={}, **row
+            )
+
+    now = timezone.now()
+    deliveries(fine, {"delivered_at": now, "last_status": 200, "attempts": 1})
+    deliveries(
+        failing,
+        {"delivered_at": now, "last_status": 204, "attempts": 1},
+        {"attempts": 2, "last_status": 500, "last_error": "HTTP 500 <b>oops</b>"},
+        {},
+    )
+    deliveries(dropped, {"gave_up_at": now, "last_error": "not sent: its sink was deactivated"})
+
+    # session, user, the user's teams (scope), members, sinks with their last delivery
+    with django_assert_num_queries(5):
+        response = logged_in.get(_url(platform))
+    sinks = {s.url: s for s in response.context["sinks"]}
+    assert sinks["https://quiet.example/"].last is None
+    assert sinks["https://fine.example/"].last.state == "delivered"
+    assert sinks["https://failing.example/"].last.state == "waiting"  # the newest row
+    assert sinks["https://failing.example/"].waiting == 2
+    assert sinks["https://dropped.example/"].last.state == "gave up"
+    assert [s.url for s in response.context["sinks"]][-1] == "https://dropped.example/"
+    body = response.content.decode()
+    assert "No dead letter sent yet." in body and "HTTP 200" in body
+    assert "2 waiting" in body and "gave up" in body and "inactive" in body
+    assert quiet.secret not in body and fine.secret not in body
+
+    Delivery.objects.filter(sink=failing, attempts=0).delete()
+    body = logged_in.get(_url(platform)).content.decode()
+    assert "after 2 tries" in body
+    assert "HTTP 500 &lt;b&gt;oops&lt;/b&gt;" in body  # a receiver's words, escaped
+
+
+def test_a_plain_member_sees_the_sinks_without_controls_and_is_refused(
+    client, user, platform, carol
+):
+    sink, secret = teams.add_sink(platform, SINK_URL, by=user)
+    client.force_login(carol)
+    page = client.get(_url(platform)).content.decode()
+    assert "hooks.example/dead" in page and secret not in page
+    assert "Add sink" not in page and "Deactivate" not in page
+    assert "Only the owners of Platform add, deactivate and delete sinks." in page
+    before = TodoEvent.objects.count()
+    for data in [{"op": "sink_add", "url": "https://other.example/"}, *_sink_ops(sink)]:
+        response = client.post(_url(platform), data)
+        assert response.status_code == 403, data
+        assert "Only an owner of Platform may change its dead-letter sinks." in (
+            response.content.decode()
+        )
+    sink.refresh_from_db()
+    assert sink.active and DeadLetterSink.objects.count() == 1
+    assert TodoEvent.objects.count() == before
+
+
+def test_foreign_and_unknown_sink_ids_are_the_same_404(logged_in, platform, make_user):
+    bob = make_user("bob")
+    bobs_sink, _ = teams.add_sink(bob.teams.get(), SINK_URL, by=bob)
+    for op in ("sink_deactivate", "sink_activate", "sink_delete"):
+        foreign = logged_in.post(_url(platform), {"op": op, "sink": bobs_sink.pk})
+        unknown = logged_in.post(_url(platform), {"op": op, "sink": bobs_sink.pk + 1000})
+        garbage = logged_in.post(_url(platform), {"op": op, "sink": "1 OR 1=1"})
+        assert foreign.status_code == unknown.status_code == garbage.status_code == 404
+        assert foreign.content == unknown.content == garbage.content
+    bobs_sink.refresh_from_db()
+    assert bobs_sink.active
+    assert not TodoEvent.objects.filter(team=platform, kind__startswith="sink").exists()
+
+
+def test_sink_posts_without_a_csrf_token_are_refused(user, platform):
+    sink, _secret = teams.add_sink(platform, SINK_URL, by=user)
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(user)
+    for data in [{"op": "sink_add", "url": "https://other.example/"}, *_sink_ops(sink)]:
+        assert strict.post(_url(platform), data).status_code == 403, data
+    sink.refresh_from_db()
+    assert sink.active and DeadLetterSink.objects.count() == 1
