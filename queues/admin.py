@@ -102,11 +102,11 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Team)
 class TeamAdmin(ReadOnlyAdmin):
-    list_display = ("slug", "name", "personal", "members", "endpoints", "created_at")
+    list_display = ("slug", "name", "personal", "member_total", "endpoint_total", "created_at")
     list_filter = ("personal",)
     search_fields = ("=id", "slug")
     ordering = ("slug",)
-    fields = ("id", "slug", "name", "personal", "created_at", "members", "endpoints")
+    fields = ("id", "slug", "name", "personal", "created_at", "member_total", "endpoint_total")
     inlines = (MembershipInline,)
 
     def get_queryset(self, request: HttpRequest):
@@ -120,11 +120,11 @@ class TeamAdmin(ReadOnlyAdmin):
         )
 
     @admin.display(description="members", ordering="member_count")
-    def members(self, team: Team) -> int:
+    def member_total(self, team: Team) -> int:
         return team.member_count
 
     @admin.display(description="endpoints", ordering="endpoint_count")
-    def endpoints(self, team: Team) -> int:
+    def endpoint_total(self, team: Team) -> int:
         return team.endpoint_count
 
 
