@@ -267,3 +267,18 @@ def test_collectstatic_writes_hashed_and_compressed_files(production_env, tmp_pa
         hashed = root / paths[name]
         assert re.search(r"\.[0-9a-f]{12}\.(css|js)$", hashed.name), hashed
         assert hashed.exists() and Path(f"{hashed}.gz").exists()
+
+
+@pytest.mark.slow
+def test_serve_refuses_to_start_without_collected_static_files(production_env, tmp_path):
+    result = subprocess.run(
+        [sys.executable, MANAGE_PY, "serve", "--port", "1"],
+        env={**production_env, "SWITCHBOARD_STATIC_ROOT": str(tmp_path / "empty")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert result.returncode == 1
+    assert "No collected static files" in result.stderr
+    assert "switchboard collectstatic --noinput" in result.stderr

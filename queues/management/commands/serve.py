@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.core.management.base import BaseCommand
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
 from django.db import connections
 from gunicorn.app.base import Application
 
@@ -21,6 +22,7 @@ class Command(BaseCommand):
         parser.add_argument("--port", type=int, default=8000, help="port to bind [8000]")
 
     def handle(self, *args, host: str, port: int, **options) -> None:
+        _require_collected_static()
         # gunicorn forks its workers from this process: no connection (or pooled connection)
         # may cross the fork.
         connections.close_all()
@@ -30,6 +32,20 @@ class Command(BaseCommand):
         # Gunicorn runs in this process (not exec'd), so an embedded PostgreSQL this process
         # started is released on exit.
         _Gunicorn(bind=_bind(host, port)).run()
+
+
+def _require_collected_static() -> None:
+    """Production serves hashed static names from a manifest that ``collectstatic`` writes;
+    without it every page would be a 500. Refuse to start, saying what to run."""
+    storage = settings.STORAGES["staticfiles"]["BACKEND"]
+    if "Manifest" not in storage:
+        return  # development and tests serve files by their plain names
+    manifest = Path(settings.STATIC_ROOT) / "staticfiles.json"
+    if not manifest.exists():
+        raise CommandError(
+            f"No collected static files in {settings.STATIC_ROOT} (no staticfiles.json). Run "
+            "`switchboard collectstatic --noinput` after each upgrade, then serve again."
+        )
 
 
 def _bind(host: str, port: int) -> str:
