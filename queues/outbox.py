@@ -20,6 +20,9 @@ So a delivery is sent at least once, and never again after its 2xx was recorded.
 2xx and the recording commit (a crash, a lost database connection) it can be sent twice;
 receivers dedupe on ``X-Switchboard-Delivery``. docs/notifications.md says this to users.
 
+Finished deliveries are kept (the Board shows each sink's and endpoint's last one) as long as
+terminal todos, ``SWITCHBOARD_RETENTION_DAYS``, then deleted a batch per call.
+
 A doorbell rung again while its row was in flight has a new payload (see migration 0007):
 its 2xx then leaves the row pending and due at once, so the receiver hears the later ring.
 """
@@ -34,7 +37,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
-from django.db import transaction
+from django.conf import settings
+from django.db import connection, transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
@@ -54,6 +58,8 @@ LEASE_SECONDS = 60
 SENDERS = 10
 # One call drains full batches for at most this long; the rest waits for the next pass.
 BUDGET_SECONDS = 30
+# Finished deliveries looked at per call for deletion (prune_finished).
+PRUNE_BATCH = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +118,9 @@ class DeliveryStatus:
 
 
 def deliver_due(*, batch: int = 50) -> int:
-    """Send the due deliveries; returns how many were accepted (a 2xx)."""
+    """Send the due deliveries; returns how many were accepted (a 2xx). Also drops finished
+    deliveries older than SWITCHBOARD_RETENTION_DAYS (``prune_finished``)."""
+    prune_finished(days=settings.SWITCHBOARD_RETENTION_DAYS)
     delivered = 0
     started = time.monotonic()
     while True:
@@ -120,6 +128,31 @@ def deliver_due(*, batch: int = 50) -> int:
         delivered += _send(jobs)
         if taken < batch or time.monotonic() - started > BUDGET_SECONDS:
             return delivered
+
+
+def prune_finished(*, days: int, batch: int = PRUNE_BATCH) -> int:
+    """Delete delivered and given-up deliveries created more than ``days`` ago, as terminal
+    todos are; rows still to be sent stay. Returns how many went.
+
+    Only the oldest ``batch`` rows by id are looked at, so a pass reads the head of the
+    primary key and no more, however large the table (ids grow with ``created_at``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_PRUNE, {"days": days, "batch": batch})
+        return cursor.rowcount
+
+
+# Raw SQL: a DELETE of rows picked from an ordered, limited head of the table (the ORM's
+# delete() of a sliced queryset is refused).
+_PRUNE = """
+WITH head AS (
+    SELECT id, created_at, delivered_at, gave_up_at FROM outbox ORDER BY id LIMIT %(batch)s
+)
+DELETE FROM outbox o
+ USING head h
+ WHERE o.id = h.id
+   AND (h.delivered_at IS NOT NULL OR h.gave_up_at IS NOT NULL)
+   AND h.created_at < statement_timestamp() - make_interval(days => %(days)s)
+"""
 
 
 def backoff_seconds(tries: int) -> float:

@@ -719,3 +719,34 @@ def test_a_rotated_notify_secret_signs_the_doorbells_not_yet_sent(
     assert outbox.deliver_due() == 1
     [request] = server.requests
     assert request.signed_by(new) and not request.signed_by(old)
+
+
+# --- Keeping the outbox small
+
+
+def test_finished_deliveries_go_after_the_retention_period(team):
+    old = timezone.now() - timedelta(days=31)
+    young = timezone.now() - timedelta(days=29)
+
+    def row(created_at, **state) -> int:
+        return Delivery.objects.create(
+            kind="dead_letter",
+            team=team,
+            url="https://x.example/",
+            payload={},
+            created_at=created_at,
+            **state,
+        ).pk
+
+    still_to_send = row(old)  # never deleted while it may still be sent
+    delivered = row(old, delivered_at=old, last_status=200)
+    gave_up = row(old, gave_up_at=old, last_error="gave up")
+    recent = row(young, delivered_at=young, last_status=200)
+    beyond_the_head = row(old, delivered_at=old, last_status=200)
+
+    assert outbox.prune_finished(days=30, batch=4) == 2
+    left = set(Delivery.objects.values_list("pk", flat=True))
+    assert left == {still_to_send, recent, beyond_the_head}
+    assert outbox.prune_finished(days=30, batch=4) == 1  # the next pass reaches further
+    assert set(Delivery.objects.values_list("pk", flat=True)) == {still_to_send, recent}
+    assert {delivered, gave_up}.isdisjoint(left)
