@@ -24,7 +24,7 @@ Finished deliveries are kept (the Board shows each sink's and endpoint's last on
 terminal todos, ``SWITCHBOARD_RETENTION_DAYS``, then deleted a batch per call.
 
 A doorbell rung again while its row was in flight has a new payload (see migration 0007):
-its 2xx then leaves the row pending and due at once, so the receiver hears the later ring.
+its 2xx then also writes a new doorbell, due at once, so the receiver hears the later ring.
 """
 
 from __future__ import annotations
@@ -236,15 +236,32 @@ def _post(job: _Job) -> webhooks.Answer:
 def _record(job: _Job, answer: webhooks.Answer) -> int:
     undelivered = Delivery.objects.filter(pk=job.id, delivered_at__isnull=True)
     if answer.ok:
-        done = {"delivered_at": Now(), "last_status": answer.status, "last_error": ""}
-        if job.kind == Delivery.Kind.DEAD_LETTER:
-            undelivered.update(**done)
-        elif not undelivered.filter(payload=job.payload).update(**done):
-            # Rung again while in flight: the receiver may have looked before that ring's
-            # todo committed. Stay pending, due now; the tries so far all succeeded.
-            undelivered.filter(gave_up_at__isnull=True).update(
-                next_attempt_at=Now(), attempts=0, last_status=answer.status, last_error=""
+        with transaction.atomic():
+            # The row lock waits for a ring that is writing into this doorbell right now.
+            row = undelivered.select_for_update().first()
+            if row is None:
+                return 1
+            # The payload as sent (a ring may have written a newer one in meanwhile).
+            undelivered.update(
+                delivered_at=Now(), last_status=answer.status, last_error="", payload=job.payload
             )
+            if row.kind == Delivery.Kind.DOORBELL and row.payload != job.payload:
+                # Rung again while in flight: the receiver may have looked before that ring's
+                # todo committed. Ring once more, as a delivery of its own (a receiver that
+                # dedupes on the delivery id must not drop it).
+                Delivery.objects.bulk_create(
+                    [
+                        Delivery(
+                            kind=Delivery.Kind.DOORBELL,
+                            team_id=row.team_id,
+                            endpoint_id=row.endpoint_id,
+                            todo_id=row.payload.get("todo_id"),
+                            url=row.url,
+                            payload=row.payload,
+                        )
+                    ],
+                    ignore_conflicts=True,  # a newer ring made the next one already
+                )
         return 1
     host = urlsplit(job.url).hostname or "?"  # never the whole URL: it may carry a secret
     if job.tries >= MAX_TRIES:

@@ -16,8 +16,9 @@ snapshot: the dead-letter payload sees the attempt row the same statement closed
 Doorbells coalesce: one pending doorbell per endpoint (the partial unique index of 0006). A
 ring that finds that row already leased by a sender (in flight) or waiting out a backoff
 (`next_attempt_at` in the future) writes its payload into it, so the sender, on a 2xx, sees
-the payload changed and sends once more instead of marking a ring delivered that the receiver
-may have missed. Otherwise the ring inserts, and a conflict with the pending row does nothing.
+the payload changed and rings once more (queues/outbox.py) rather than count as heard a ring
+the receiver may have missed. Otherwise the ring inserts, and a conflict with the pending row
+does nothing: the common case takes no row lock, so rings of one endpoint do not queue.
 docs/notifications.md describes the payloads.
 """
 
@@ -42,7 +43,7 @@ BEGIN
     END IF;
     SELECT jsonb_build_object(
                'seq', a.seq, 'round', a.round, 'attempt', a.attempt,
-               'claimer_kind', a.claimer_kind, 'claimant', a.claimant,
+               'claimer_kind', a.claimer_kind, 'claimant', NULLIF(a.claimant, ''),
                'claimed_at', switchboard_utc(a.claimed_at),
                'last_heartbeat_at', switchboard_utc(a.last_heartbeat_at),
                'ended_at', switchboard_utc(a.ended_at),
