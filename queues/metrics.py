@@ -444,6 +444,10 @@ class QueueHealth:
     sweeper: dict | None  # None: no sweeper has ever run
 
     @property
+    def total(self) -> int:
+        return sum(self.by_state.values())
+
+    @property
     def lease_expiries_last_hour(self) -> int:
         return sum(self.closed_last_hour[o] for o in (Outcome.LEASE_EXPIRED, Outcome.REAPED))
 
