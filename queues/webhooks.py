@@ -67,7 +67,8 @@ def allow_private() -> bool:
 
 
 def forbidden_reason(address: str) -> str | None:
-    """Why an IP address may not be a webhook target, or None when it is public."""
+    """What makes an IP address unfit as a webhook target ("a loopback address"), or None
+    when it is public."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])  # drop an IPv6 zone
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
@@ -80,9 +81,9 @@ def forbidden_reason(address: str) -> str | None:
         ("is_private", "a private address"),
     ):
         if getattr(ip, test):
-            return f"{ip} is {words}"
+            return words
     if not ip.is_global:  # shared (100.64/10), documentation and other special ranges
-        return f"{ip} is not a public address"
+        return "not a public address"
     return None
 
 
@@ -117,8 +118,9 @@ def resolve(url: str) -> Target:
         # Every answer must be public: a name that also points inside is refused whole.
         for address in addresses:
             if reason := forbidden_reason(address):
+                where = f"{address} is" if address == host else f"{host} resolves to {address},"
                 raise Refused(
-                    f"{host} resolves to {reason}; webhooks go only to public addresses "
+                    f"{where} {reason}; webhooks go only to public addresses "
                     "(SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE allows others)"
                 )
     return Target(scheme=scheme, host=host, port=port, path=path, address=addresses[0])
