@@ -200,6 +200,8 @@ def _proxy_ssl_header(raw: str) -> tuple[str, str] | None:
 
 SECURE_PROXY_SSL_HEADER = _proxy_ssl_header(os.environ.get("SWITCHBOARD_PROXY_SSL_HEADER", ""))
 SECURE_SSL_REDIRECT = env_bool("SWITCHBOARD_SSL_REDIRECT", not SWITCHBOARD_DEV)
+# A load balancer's health check often speaks plain http to the backend.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 SESSION_COOKIE_SECURE = not SWITCHBOARD_DEV
 CSRF_COOKIE_SECURE = not SWITCHBOARD_DEV
 SESSION_COOKIE_HTTPONLY = True

@@ -4,6 +4,7 @@ from django.urls import include, path
 
 from queues import admin as queues_admin
 from queues import api, mcp, metrics
+from switchboard.health import healthz
 
 urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
@@ -15,6 +16,7 @@ urlpatterns = [
     ),
     path("admin/", admin.site.urls),
     path("metrics", metrics.metrics_view, name="metrics"),
+    path("healthz", healthz, name="healthz"),
     path("api/v1/openapi.json", api.openapi_view, name="api-openapi"),
     path("api/v1/<str:verb>", api.verb_view, name="api-verb"),
     path("mcp", mcp.server, name="mcp"),
