@@ -111,6 +111,13 @@ def finish_arguments(args) -> None:
 # --- the peer's database and app ----------------------------------------------------------
 
 
+def available() -> bool:
+    """Whether procrastinate is installed (the ``bench`` extra; ``make bench`` installs it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("procrastinate") is not None
+
+
 def _server_settings() -> dict:
     from switchboard import dburl
 
