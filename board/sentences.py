@@ -144,5 +144,20 @@ def _team_event(kind: str, detail: dict) -> str:
         case "member_remove" | "remove_member":
             return "removed a member from the team"
         case "notify_url":
-            return f"changed the notify URL of {agent}"
+            host = detail.get("host")
+            return (
+                f"set the notify URL of {agent} to {host}"
+                if host
+                else (f"cleared the notify URL of {agent}")
+            )
+        case "notify_secret_rotate":
+            return f"rotated the doorbell secret of {agent}"
+        case "sink_add":
+            return f"added a dead-letter sink ({detail.get('host', '')})"
+        case "sink_deactivate":
+            return f"paused the dead-letter sink ({detail.get('host', '')})"
+        case "sink_activate":
+            return f"resumed the dead-letter sink ({detail.get('host', '')})"
+        case "sink_remove":
+            return f"removed the dead-letter sink ({detail.get('host', '')})"
     return kind.replace("_", " ")

@@ -389,9 +389,11 @@ class TodoAttempt(models.Model):
         db_table = "todo_attempts"
         constraints = [
             models.UniqueConstraint(fields=["todo", "seq"], name="todo_attempts_todo_seq"),
+            # An owner attempt names its user while the user exists; deleting the user sets
+            # it NULL (the attempt and its `owner` label, user:<id>, stay in the history).
             models.CheckConstraint(
                 condition=Q(claimer_kind="endpoint", endpoint__isnull=False)
-                | Q(claimer_kind="owner", user__isnull=False),
+                | Q(claimer_kind="owner"),
                 name="todo_attempts_claimer_valid",
             ),
             models.CheckConstraint(

@@ -81,3 +81,18 @@ def test_activity_query_count(signed_in, endpoint, user, django_assert_num_queri
     # session, user, teams, attempt endings (with todo, endpoint, user), events (with actors)
     with django_assert_num_queries(5):
         signed_in.get("/activity/")
+
+
+def test_team_level_events_read_as_sentences(signed_in, team, user, endpoint):
+    from queues import endpoints, teams
+
+    endpoints.set_notify_url(endpoint, "https://hooks.example.com/a/b", user=user)
+    endpoints.set_notify_url(endpoint, "", user=user)
+    sink, _secret = teams.add_sink(team, "https://sinks.example.com/x", by=user)
+    teams.remove_sink(sink, by=user)
+    page = _text(signed_in.get("/activity/").content.decode())
+    assert "alice set the notify URL of agent-a to hooks.example.com" in page
+    assert "alice cleared the notify URL of agent-a" in page
+    assert "alice added a dead-letter sink (sinks.example.com)" in page
+    assert "alice removed the dead-letter sink (sinks.example.com)" in page
+    assert "/a/b" not in page and "/x" not in page

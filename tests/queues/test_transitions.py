@@ -399,3 +399,25 @@ def test_a_human_cannot_extend_someone_elses_lease_or_a_foreign_todo(
     outsider = Actor.human(make_user("mallory"))
     with pytest.raises(NotFound):
         transitions.heartbeat(outsider, todo.id)
+
+
+
+def test_deleting_a_user_keeps_their_owner_attempts_in_the_history(make_user, team, make_todo):
+    from queues import teams
+    from queues.selectors import get_todo_for_user
+
+    bob = make_user("bob")
+    teams.add_member(team, bob)
+    todo = make_todo()
+    transitions.claim(Actor.human(bob), todo.id)
+    transitions.complete(Actor.human(bob), todo.id, summary="by hand")
+    bob_id = bob.pk
+    bob.delete()
+    attempt = TodoAttempt.objects.get(todo_id=todo.id)
+    assert (attempt.claimer_kind, attempt.user_id, attempt.owner) == (
+        "owner",
+        None,
+        f"user:{bob_id}",
+    )
+    seen = get_todo_for_user(team.memberships.get().user, todo.id).as_api()
+    assert seen["todo"]["attempts"][0]["user"] is None
