@@ -1,0 +1,1 @@
+"""Crash tests: processes killed, PostgreSQL restarted, the sweeper cut off mid-pass."""

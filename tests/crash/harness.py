@@ -1,0 +1,183 @@
+"""Processes for the crash tests: each child in its own process group with its output in a
+log file, killed as a group, and every wait bounded by a deadline that fails with the logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# The console script installed beside this interpreter (pyproject: [project.scripts]).
+SWITCHBOARD = str(Path(sys.executable).with_name("switchboard"))
+AGENT = str(Path(__file__).with_name("agent.py"))
+
+
+class Proc:
+    """A child process leading its own process group (a session), so that killing it also
+    kills what it started (gunicorn's workers)."""
+
+    def __init__(self, name: str, args: list[str], env: dict[str, str], log: Path) -> None:
+        self.name = name
+        self.log = log
+        with log.open("w") as out:
+            self.popen = subprocess.Popen(
+                args,
+                env=env,
+                cwd=log.parent,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.pid = self.popen.pid
+
+    def __repr__(self) -> str:
+        return f"Proc({self.name}, pid={self.pid})"
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def events(self) -> list[dict]:
+        """The JSON lines the agent script printed (other lines are ignored)."""
+        found = []
+        for line in self.output().splitlines():
+            if line.startswith("{"):
+                try:
+                    found.append(json.loads(line))
+                except ValueError:
+                    continue  # a line cut short by SIGKILL
+        return found
+
+    def kill_group(self, sig: int = signal.SIGKILL) -> None:
+        try:
+            os.killpg(self.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def stop(self, grace: float = 10) -> int:
+        """SIGTERM the leader (gunicorn and the sweeper stop gracefully on it), then
+        SIGKILL whatever is left of the group."""
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                pass
+        self.kill_group(signal.SIGKILL)
+        return self.popen.wait(timeout=10)
+
+
+class Procs:
+    """Every child a test starts; all of them are killed when the test ends, pass or fail."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.started: list[Proc] = []
+
+    def start(self, name: str, args: list[str], env: dict[str, str]) -> Proc:
+        proc = Proc(name, args, env, self.root / f"{name}.log")
+        self.started.append(proc)
+        return proc
+
+    def switchboard(self, name: str, *args: str, env: dict[str, str]) -> Proc:
+        return self.start(name, [SWITCHBOARD, *args], env)
+
+    def agent(self, name: str, *args: str, env: dict[str, str]) -> Proc:
+        return self.start(name, [sys.executable, "-u", AGENT, *args], env)
+
+    def serve(self, env: dict[str, str], *, workers: int = 2, threads: int = 8) -> tuple[Proc, str]:
+        """``switchboard serve`` on a free port; returns it and its base URL once it answers."""
+        port = free_port()
+        env = {
+            **env,
+            "SWITCHBOARD_WEB_WORKERS": str(workers),
+            "SWITCHBOARD_WEB_THREADS": str(threads),
+        }
+        server = self.switchboard("serve", "serve", "--port", str(port), env=env)
+        base = f"http://127.0.0.1:{port}"
+        wait_until(
+            lambda: answers_200(f"{base}/login/"),
+            seconds=60,
+            what=f"{base}/login/ to answer 200",
+            logs=self.logs,
+            watch=[server],
+        )
+        return server, base
+
+    def logs(self) -> str:
+        parts = []
+        for proc in self.started:
+            text = proc.output()
+            if len(text) > 6000:
+                text = "[…]\n" + text[-6000:]
+            state = "running" if proc.alive() else f"exited {proc.popen.returncode}"
+            parts.append(f"----- {proc.name} (pid {proc.pid}, {state}) -----\n{text}")
+        return "\n".join(parts)
+
+    def close(self) -> None:
+        for proc in self.started:
+            proc.kill_group(signal.SIGKILL)
+        for proc in self.started:
+            try:
+                proc.popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def wait_until(
+    predicate: Callable[[], Any],
+    *,
+    seconds: float,
+    what: str,
+    logs: Callable[[], str],
+    watch: list[Proc] = (),
+    every: float = 0.05,
+) -> Any:
+    """Poll ``predicate`` until it returns something truthy (returned); fail with the logs
+    when ``seconds`` pass first, or as soon as a watched process exits."""
+    deadline = time.monotonic() + seconds
+    while True:
+        value = predicate()
+        if value:
+            return value
+        for proc in watch:
+            if not proc.alive():
+                pytest.fail(
+                    f"{proc.name} exited ({proc.popen.returncode}) while waiting for {what}\n"
+                    f"{logs()}"
+                )
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {seconds}s waiting for {what}\n{logs()}")
+        time.sleep(every)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def answers_200(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+def env_without(env: dict[str, str], *names: str) -> dict[str, str]:
+    return {key: value for key, value in env.items() if key not in names}
