@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from urllib.parse import urlsplit
@@ -217,10 +217,16 @@ def _why_not(delivery: Delivery) -> str:
 def _send(jobs: list[_Job]) -> int:
     if not jobs:
         return 0
-    # The POSTs only: no database work in these threads.
+    # The POSTs only: no database work in these threads. Each answer is recorded (here, in
+    # the calling thread) as soon as its POST returns, so a sweeper killed mid-batch re-sends
+    # only what was still in flight, not what a receiver already answered 2xx
+    # (tests/crash/test_sweeper_kill.py).
+    sent = 0
     with ThreadPoolExecutor(max_workers=min(SENDERS, len(jobs))) as pool:
-        answers = list(pool.map(_post, jobs))
-    return sum(_record(job, answer) for job, answer in zip(jobs, answers, strict=True))
+        futures = {pool.submit(_post, job): job for job in jobs}
+        for future in as_completed(futures):
+            sent += _record(futures[future], future.result())
+    return sent
 
 
 def _post(job: _Job) -> webhooks.Answer:

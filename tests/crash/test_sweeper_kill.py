@@ -436,12 +436,6 @@ def test_a_sweeper_killed_between_passes_or_mid_delivery_never_resends_a_recorde
     assert set(received) == delivered_first | recorded | in_flight
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="queues/outbox.py _send records a batch's answers only after every POST of the "
-    "batch has finished (list(pool.map(...))): a sender killed while one POST is slow sends "
-    "the batch's already-answered deliveries again",
-)
 def test_a_delivery_answered_2xx_is_not_sent_again_when_another_in_its_batch_was_in_flight(
     endpoint, agent, sink, procs, crash_env
 ):
