@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 # Reinstall only when pyproject.toml changed since the last install.
 STAMP := $(VENV)/.installed
 
-.PHONY: help run test lint bench soak clean
+.PHONY: help run test lint bench soak fuzz clean
 
 help:
 	@echo "make run    start Switchboard on http://127.0.0.1:8000/ (embedded PostgreSQL in ./var)"
@@ -15,6 +15,7 @@ help:
 	@echo "make lint   ruff check and ruff format --check"
 	@echo "make bench  the benchmarks in bench/, ours next to Procrastinate, one summary table"
 	@echo "make soak   10 minutes of mixed agent load: p95 claim latency, dead tuples, sizes"
+	@echo "make fuzz   the long fuzzing pass of the agent API (SWITCHBOARD_FUZZ_EXAMPLES, 500 a verb)"
 	@echo "make clean  remove the virtualenv, caches and collected static files (keeps ./var)"
 
 # Python >= 3.12: pyenv's 3.12 (this repo's .python-version), python3.12 on PATH, any
@@ -56,6 +57,11 @@ bench: $(STAMP)
 
 soak: $(STAMP)
 	$(PY) bench/run.py --soak
+
+# The long pass of tests/fuzz (make test runs a bounded one): fresh random draws each run,
+# against the tests' own embedded PostgreSQL and live server.
+fuzz: $(STAMP)
+	SWITCHBOARD_FUZZ_EXAMPLES=$${SWITCHBOARD_FUZZ_EXAMPLES:-500} $(VENV)/bin/pytest tests/fuzz -q
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache staticfiles build dist *.egg-info
