@@ -66,6 +66,9 @@ def decode(verb: str, body: bytes):
         raise Invalid(f"Invalid arguments: {exc}") from None
     except msgspec.DecodeError as exc:
         raise Invalid(f"The body is not valid JSON: {exc}") from None
+    except RecursionError:
+        # msgspec walks nesting on the C stack; a 3 KB body of brackets overflows it.
+        raise Invalid("The body nests too deeply.") from None
 
 
 def read_body(request: HttpRequest) -> bytes:

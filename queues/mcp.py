@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from django_mcpz.server import MCPServer, ToolError
 
 from queues import schemas, verbs
@@ -87,3 +88,21 @@ def _register(verb: str) -> None:
 
 for _verb in schemas.VERBS:
     _register(_verb)
+
+
+@csrf_exempt
+def view(request: HttpRequest) -> HttpResponse:
+    """``/mcp``: the server, plus one guard. django-mcpz decodes with msgspec, which walks
+    nesting on the C stack; a body of a few KB of brackets raises RecursionError there. That
+    is the client's malformed JSON: a JSON-RPC parse error, not a 500."""
+    try:
+        return server(request)
+    except RecursionError:
+        return JsonResponse(
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": -32700, "message": "Parse error: the body nests too deeply."},
+            },
+            status=400,
+        )

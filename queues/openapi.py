@@ -44,7 +44,11 @@ def document() -> dict:
                     f"\n\n{UNTRUSTED_NOTICE}" if verb in ("get_todo", "claim", "claim_next") else ""
                 ),
                 "security": [{"endpointToken": []}],
-                "requestBody": {"required": True, "content": _json(ref_of[params])},
+                # A verb without required arguments takes a missing body as {}.
+                "requestBody": {
+                    "required": any(f.required for f in msgspec.structs.fields(params)),
+                    "content": _json(ref_of[params]),
+                },
                 "responses": responses,
             }
         }

@@ -17,7 +17,11 @@ from msgspec import Meta
 TodoId = Annotated[int, Meta(ge=1, description="The todo's id.")]
 AttemptSeq = Annotated[
     int,
-    Meta(ge=1, description="The attempt this call means (from claim's attempt_seq)."),
+    Meta(
+        ge=1,
+        le=2**31 - 1,
+        description="The attempt this call means (from claim's attempt_seq).",
+    ),
 ]
 LeaseToken = Annotated[
     str,

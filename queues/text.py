@@ -11,6 +11,9 @@ from queues.errors import Invalid
 SUMMARY_MAX_BYTES = 2048
 ARTIFACT_MAX_BYTES = 512
 CLAIMANT_MAX_BYTES = 128
+# Deep enough for any real result; shallow enough for every JSON tool (and the Board's
+# pretty-printer) to walk it without recursion trouble.
+RESULT_MAX_DEPTH = 64
 RESULT_MAX_BYTES = 64 * 1024
 ARTIFACT_SCHEMES = ("mcp://", "https://")
 
@@ -68,6 +71,8 @@ def bound_result(value: object) -> object:
     """A result over 64 KiB (as compact JSON) is stored as a marked prefix."""
     if value is None:
         return None
+    if _depth_over(value, RESULT_MAX_DEPTH):
+        raise Invalid(f"result must nest at most {RESULT_MAX_DEPTH} levels deep.")
     try:
         encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
@@ -78,6 +83,20 @@ def bound_result(value: object) -> object:
         return json.loads(encoded) if "\\ufffd" in encoded else value
     prefix, _, _ = truncate_utf8(encoded, RESULT_MAX_BYTES - 256)
     return {"truncated": True, "bytes": size, "prefix": prefix}
+
+
+def _depth_over(value: object, limit: int) -> bool:
+    """Does ``value`` nest lists/objects more than ``limit`` deep? Iterative: a result
+    deeper than the Python stack must be refused, not crash json.dumps here or on the Board."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def summary_from_result(result: object) -> Bounded:

@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -132,6 +132,13 @@ def create_todo(
         not isinstance(not_before, datetime) or timezone.is_naive(not_before)
     ):
         raise Invalid("not_before must be a timestamp with a time zone.")
+    if not_before is not None:
+        # PostgreSQL stores any instant but not every offset (beyond +-15:59 it refuses one
+        # RFC 3339 allows): store the instant in UTC.
+        try:
+            not_before = not_before.astimezone(UTC)
+        except OverflowError:
+            raise Invalid("not_before is out of range.") from None
     if idempotency_key is not None and (
         not isinstance(idempotency_key, str) or not 1 <= len(idempotency_key) <= 200
     ):

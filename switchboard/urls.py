@@ -19,6 +19,6 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("api/v1/openapi.json", api.openapi_view, name="api-openapi"),
     path("api/v1/<str:verb>", api.verb_view, name="api-verb"),
-    path("mcp", mcp.server, name="mcp"),
+    path("mcp", mcp.view, name="mcp"),
     path("", include("board.urls")),
 ]

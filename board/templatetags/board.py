@@ -59,7 +59,11 @@ def clock(value: datetime | None) -> str:
 
 @register.filter
 def pretty_json(value) -> str:
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+    except (RecursionError, ValueError, TypeError):
+        # Stored before results were limited in depth (queues.text.RESULT_MAX_DEPTH).
+        return "(this result nests too deeply to show)"
 
 
 @register.filter

@@ -1,7 +1,7 @@
 """What fuzzing the agent API found, pinned as plain tests.
 
-Each xfail(strict=True) test fails today and will XPASS (so fail the suite) once its bug is
-fixed: then drop its mark. Proposed fixes are in each reason.
+Each was a failure the fuzzer found (a 500, or the document and the API disagreeing); each is
+fixed, and these keep it fixed.
 """
 
 from __future__ import annotations
@@ -56,14 +56,6 @@ def assert_invalid(response: httpx.Response) -> None:
     assert response.json()["error"]["code"] == "invalid"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="A result nested ~1,500+ levels deep (a 3 KB body) makes msgspec raise RecursionError "
-    "in queues.api.decode, which catches only ValidationError and DecodeError: Django answers "
-    "500 with its HTML error page. Fix: in decode(), `except RecursionError: raise Invalid("
-    "'The body nests too deeply.') from None`; better, also cap the nesting of `result` (say "
-    "64 levels) in queues.text.bound_result (see the Board test below).",
-)
 @pytest.mark.parametrize("verb", ["complete", "fail"])
 def test_a_deeply_nested_result_is_invalid_not_a_server_error(agent_api, verb):
     todo_id = agent_api.held_todo()
@@ -71,15 +63,6 @@ def test_a_deeply_nested_result_is_invalid_not_a_server_error(agent_api, verb):
     assert_invalid(response)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="The API accepts and stores a result nested ~1,000-1,499 levels deep (msgspec and "
-    "jsonb take it), then the todo's drawer on the Board raises RecursionError in "
-    "board.templatetags.board.pretty_json (json.dumps with indent walks it in Python): one "
-    "agent's result breaks the drawer of that todo for every human. Fix: cap the nesting of "
-    "`result` where it is bounded for both paths (queues.text.bound_result: invalid past, "
-    "say, 64 levels), and/or make pretty_json fall back to compact JSON on RecursionError.",
-)
 def test_a_deep_result_never_breaks_the_todo_drawer(agent_api, client, user):
     todo_id = agent_api.held_todo()
     response = agent_api(
@@ -90,15 +73,6 @@ def test_a_deep_result_never_breaks_the_todo_drawer(agent_api, client, user):
     assert client.get(reverse("todo-detail", args=[todo_id])).status_code == 200
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="/mcp: any JSON-RPC body nested ~1,500+ levels deep (in arguments, in params, or "
-    "the whole body) makes django-mcpz's msgspec decode raise RecursionError: 500 with "
-    "Django's HTML page instead of a JSON-RPC parse error. Fix: wrap the MCP view "
-    "(queues/mcp.py, or the URL in switchboard/urls.py) so RecursionError answers 400 "
-    '{"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "..."}}; and '
-    "report it to django-mcpz.",
-)
 @pytest.mark.parametrize(
     "body",
     [
@@ -114,13 +88,6 @@ def test_deeply_nested_json_to_mcp_is_a_json_rpc_error(agent_api, body):
     assert response.json()["error"]["code"] == -32700
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="OpenAPI: every requestBody is `required: true`, but queues.api.decode reads a "
-    "missing body as {}, so list_todos and claim_next (no required argument) answer 200 "
-    "to a bodiless POST (schemathesis: 'Schema-violating request accepted'). Fix, in "
-    "queues/openapi.py: 'required': any(f.required for f in msgspec.structs.fields(params)).",
-)
 @pytest.mark.parametrize("verb", ["list_todos", "claim_next"])
 def test_a_verb_without_required_arguments_documents_its_body_optional(live_server, vend, verb):
     _, token = vend("fuzzed")
@@ -133,13 +100,6 @@ def test_a_verb_without_required_arguments_documents_its_body_optional(live_serv
     assert not required or response.status_code == 400, (required, response.status_code)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="OpenAPI: attempt_seq is an integer >= 1 without a maximum, but the transitions "
-    "refuse anything over 2**31 - 1 (the column is an integer) as invalid: a schema-valid "
-    "request answered 400. Fix, in queues/schemas.py: AttemptSeq = Annotated[int, "
-    "Meta(ge=1, le=2**31 - 1, ...)] (then the document says so; the answer stays 400).",
-)
 def test_attempt_seq_beyond_the_column_is_documented(agent_api, live_server):
     """One verb stands for the five: they share AttemptSeq and the transitions' check."""
     document = httpx.get(f"{live_server.url}/api/v1/openapi.json").json()
@@ -151,13 +111,6 @@ def test_attempt_seq_beyond_the_column_is_documented(agent_api, live_server):
     assert (maximum is not None and maximum < 2**31) or response.status_code != 400
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not_before with a UTC offset beyond +-15:59 is valid RFC 3339 (and passes the "
-    "schema) but PostgreSQL refuses the offset: 400 'A value is out of the range PostgreSQL "
-    "can store.' Fix, in transitions.create_todo: not_before = not_before.astimezone(UTC) "
-    "before the INSERT, turning OverflowError (e.g. 0001-01-01T00:00:00+14:00) into Invalid.",
-)
 def test_not_before_with_any_rfc3339_offset_is_taken(agent_api):
     response = agent_api(
         "create_todo", b'{"title": "t", "not_before": "2030-01-01T00:00:00+17:21"}'
