@@ -476,9 +476,7 @@ class DeadLetterSink(models.Model):
     """A team's webhook for dead letters: every todo of the team that dead-letters is POSTed
     there (from the outbox), HMAC-SHA256 signed with ``secret``."""
 
-    team = models.ForeignKey(
-        Team, on_delete=models.DB_CASCADE, related_name="dead_letter_sinks"
-    )
+    team = models.ForeignKey(Team, on_delete=models.DB_CASCADE, related_name="dead_letter_sinks")
     url = models.URLField(max_length=500)
     # Needed in clear to sign; shown once to the team's owners, never in admin or logs.
     secret = models.CharField(max_length=128)
