@@ -25,7 +25,9 @@ def _ledger():
     return (
         sorted(Todo.objects.values_list("id", "state", "last_attempt_seq")),
         TodoAttempt.objects.count(),
-        list(Endpoint.objects.order_by("id").values_list("admission_window_at", "admission_claims")),
+        list(
+            Endpoint.objects.order_by("id").values_list("admission_window_at", "admission_claims")
+        ),
     )
 
 

@@ -401,7 +401,6 @@ def test_a_human_cannot_extend_someone_elses_lease_or_a_foreign_todo(
         transitions.heartbeat(outsider, todo.id)
 
 
-
 def test_deleting_a_user_keeps_their_owner_attempts_in_the_history(make_user, team, make_todo):
     from queues import teams
     from queues.selectors import get_todo_for_user
