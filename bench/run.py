@@ -48,7 +48,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
+# First, even when PYTHONPATH already names it: after the script's own folder, ``board``
+# would be bench/board.py rather than the Board app.
+if sys.path[0] != str(ROOT):
     sys.path.insert(0, str(ROOT))
 
 RESULTS = ROOT / "bench" / "results"
