@@ -31,8 +31,11 @@ worker's end; jobs/s = N / wall.
   ``switchboard serve`` (gunicorn), one client process per worker (bench/httpbench.py's
   clients).
 
-Each drain starts from the same state for all three: the system's tables truncated, N jobs
-queued, ANALYZE, CHECKPOINT. Order alternated per run. Recorded per drain: jobs/s, the claim
+Each drain starts from the same kind of state for every system: a history of finished jobs
+with their side rows (the warm-up drains' N jobs per system: procrastinate's jobs and events,
+our todos and attempts), the previous drain's jobs deleted, VACUUM (ANALYZE), N jobs queued,
+ANALYZE, CHECKPOINT: the ledger section's "history" scenario. (From freshly truncated tables
+ours is slower: its "empty" rows in the ledger table.) Order alternated per run. Recorded per drain: jobs/s, the claim
 latency seen by the worker (ours: the claim_next call, in-process or the HTTP request;
 procrastinate: ``JobManager.fetch_job``, timed by wrapping it in the worker process), CPU
 seconds of the worker processes, of gunicorn (HTTP only) and of every PostgreSQL server
@@ -328,7 +331,10 @@ class PeerWorkers:
 
 
 class Queues:
-    """Puts each system back to "truncated, N jobs queued, ANALYZE, CHECKPOINT"."""
+    """The tables each drain starts from, alike for both systems: the history the warm-up
+    drains left (finished jobs with their side rows: procrastinate's events, our attempts),
+    then per drain: the previous drain's jobs deleted, VACUUM (ANALYZE), N jobs queued,
+    ANALYZE, CHECKPOINT (bench/seed.py's "history" scenario, for both)."""
 
     def __init__(self, conninfo: str, endpoint_id: int):
         import psycopg
@@ -337,23 +343,63 @@ class Queues:
         self.peer = psycopg.connect(conninfo, autocommit=True)
         self.app = make_app(conninfo)
         self.app.open()
+        self.baseline = {"peer": None, "ours": None}
+
+    def _peer_sql(self, *statements: str) -> None:
+        for statement in statements:
+            self.peer.execute(statement)
+
+    def queue(self, system: str, jobs: int) -> None:
+        """N more jobs, without touching what is there (the warm-up)."""
+        from bench import seed
+
+        if system in PEERS:
+            self.app.tasks[TASK].batch_defer(*({} for _ in range(jobs)))
+        else:
+            seed.add_pending("ours", self.endpoint_id, jobs)
+
+    def mark_baseline(self) -> None:
+        """What is in the tables now (the warm-up drains' finished jobs) is the history."""
+        from bench import seed
+
+        self.baseline["peer"] = self.peer.execute(
+            "SELECT coalesce(max(id), 0) FROM procrastinate_jobs"
+        ).fetchone()[0]
+        self.baseline["ours"] = seed.max_id("ours")
 
     def reset(self, system: str, jobs: int) -> None:
         from bench import seed
 
         if system in PEERS:
-            self.peer.execute(
-                "TRUNCATE procrastinate_jobs, procrastinate_events, procrastinate_workers "
-                "RESTART IDENTITY CASCADE"
+            self._peer_sql(
+                # events go with their jobs (ON DELETE CASCADE)
+                f"DELETE FROM procrastinate_jobs WHERE id > {int(self.baseline['peer'])}",
+                "DELETE FROM procrastinate_workers",
+                "VACUUM (ANALYZE) procrastinate_jobs",
+                "VACUUM (ANALYZE) procrastinate_events",
             )
-            self.app.tasks[TASK].batch_defer(*({} for _ in range(jobs)))
-            self.peer.execute("ANALYZE procrastinate_jobs")
-            self.peer.execute("ANALYZE procrastinate_events")
+            self.queue(system, jobs)
+            self._peer_sql("ANALYZE procrastinate_jobs", "ANALYZE procrastinate_events")
         else:
-            seed.truncate("ours")
-            seed.add_pending("ours", self.endpoint_id, jobs)
+            seed.delete_after("ours", self.baseline["ours"])
+            seed.vacuum_analyze("ours")
+            self.queue(system, jobs)
             seed.analyze("ours")
         seed.checkpoint()
+
+    def history(self) -> dict:
+        from bench import seed
+
+        ours = seed.counts("ours")
+        return {
+            "procrastinate jobs": self.baseline["peer"],
+            "events": self.peer.execute(
+                f"SELECT count(*) FROM procrastinate_events WHERE job_id <= "
+                f"{int(self.baseline['peer'])}"
+            ).fetchone()[0],
+            "our todos": ours["todos"],
+            "attempts": ours["todo_attempts"],
+        }
 
     def unfinished(self, system: str) -> int:
         from bench import seed
@@ -362,22 +408,34 @@ class Queues:
             return self.peer.execute(
                 "SELECT count(*) FROM procrastinate_jobs WHERE status <> 'succeeded'"
             ).fetchone()[0]
-        return seed.unfinished("ours", 0)
+        return seed.unfinished("ours", self.baseline["ours"] or 0)
 
     def writes(self, system: str) -> dict:
-        """Rows the drain left, as a check on what each system writes per job."""
+        """Rows the last drain left, as a check on what each system writes per job."""
         if system in PEERS:
+            base = int(self.baseline["peer"] or 0)
             return {
-                "jobs": self.peer.execute("SELECT count(*) FROM procrastinate_jobs").fetchone()[0],
+                "jobs": self.peer.execute(
+                    f"SELECT count(*) FROM procrastinate_jobs WHERE id > {base}"
+                ).fetchone()[0],
                 "events": dict(
                     self.peer.execute(
-                        "SELECT type::text, count(*) FROM procrastinate_events GROUP BY 1"
+                        "SELECT type::text, count(*) FROM procrastinate_events "
+                        f"WHERE job_id > {base} GROUP BY 1 ORDER BY 1"
                     ).fetchall()
                 ),
             }
-        from bench import seed
+        from django.db import connection
 
-        return seed.counts("ours")
+        base = int(self.baseline["ours"] or 0)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT (SELECT count(*) FROM todos WHERE id > %s),"
+                " (SELECT count(*) FROM todo_attempts WHERE todo_id > %s)",
+                (base, base),
+            )
+            todos, attempts = cursor.fetchone()
+        return {"todos": todos, "todo_attempts": attempts}
 
     def close(self) -> None:
         self.app.close()
@@ -439,7 +497,7 @@ def run_section(args, *, ledger, pool, stamp: str) -> dict:
     """The three systems' drains at each worker count; stores ``ledger.notes["peers"]``."""
     import procrastinate
 
-    from bench import httpbench
+    from bench import httpbench, seed
     from bench.ledger import percentile
 
     started = time.monotonic()
@@ -463,8 +521,11 @@ def run_section(args, *, ledger, pool, stamp: str) -> dict:
             cursor.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")
             return cursor.fetchone()[0]
 
-    def run(system: str, workers: int, jobs: int) -> dict:
-        queues.reset(system, jobs)
+    def run(system: str, workers: int, jobs: int, warm_up: bool = False) -> dict:
+        if warm_up:
+            queues.queue(system, jobs)
+        else:
+            queues.reset(system, jobs)
         wal0, pg0 = wal(), _server_cpu(postmaster)
         if system in PEERS:
             s = peers.drain(system, workers)
@@ -500,11 +561,15 @@ def run_section(args, *, ledger, pool, stamp: str) -> dict:
     drains: list[dict] = []
     writes: dict = {}
     try:
-        # Warm-up, not recorded: every system once at full width (imports, pools, plans).
+        # Warm-up, not recorded: every system once at full width (imports, pools, plans);
+        # the jobs it finishes are the history every drain starts from (N per system).
         systems = [x for x in SYSTEMS if x in args.peer_systems]
+        seed.truncate("ours")  # what earlier sections left; procrastinate's tables are new
         for system in systems:
-            run(system, size, max(100, args.peer_jobs // 5))
-        _log("peers: warm-up done")
+            run(system, size, args.peer_jobs, warm_up=True)
+        queues.mark_baseline()
+        history = queues.history()
+        _log(f"peers: warm-up done; history {history}")
         for workers in args.peer_workers:
             for rep in range(args.peer_reps):
                 order = systems if rep % 2 == 0 else systems[::-1]
@@ -556,6 +621,7 @@ def run_section(args, *, ledger, pool, stamp: str) -> dict:
         "workers": args.peer_workers,
         "reps": args.peer_reps,
         "systems": args.peer_systems,
+        "history": history,
         "procrastinate_version": procrastinate.__version__,
         "cpus": os.cpu_count(),
         "server_cpu_measured": postmaster is not None,
@@ -703,6 +769,10 @@ def render(note: dict) -> str:
         f"(procrastinate in its own database {PEER_DB}); {note['reps']} drain(s) per cell, "
         "order alternated per run; jobs/s = median over drains (all drains in brackets); "
         "claim latency pooled over the drains.",
+        "Every drain starts from the same kind of state for both: the history the warm-up "
+        "drains finished ("
+        + ", ".join(f"{k} {v:,}" for k, v in (note.get("history") or {}).items())
+        + "), VACUUM (ANALYZE), N jobs queued, ANALYZE, CHECKPOINT.",
         f"code {g.get('head', '?')[:10]}"
         + (" + uncommitted changes in " + ", ".join(g["dirty"]) if g.get("dirty") else ""),
         "",

@@ -1,6 +1,7 @@
 """The one table at the end of ``make bench``: each section's headline figure and its ratio.
 
     .venv/bin/python bench/summary.py bench/results/ledger-<timestamp>.json   # re-print it
+    .venv/bin/python bench/summary.py full.json peers-rerun.json   # a section re-run replaces
 
 One row per comparison, from the ledger the run wrote (sections that did not run have no
 rows): ours in-process vs the bare SKIP LOCKED loop (ADR-0039's bar), claim cost as history
@@ -209,18 +210,35 @@ def render(ledger) -> str:
     return "\n".join(out)
 
 
+SECTION_NOTES = ("http", "peers", "board")
+
+
 def main(argv: list[str]) -> int:
+    """Re-print a run's summary; with more ledgers, a later one's http, peers or board
+    section (one re-run alone with --sections) replaces the first one's, and says so."""
     from bench.ledger import Ledger
 
-    if len(argv) != 2:
+    if len(argv) < 2:
         print(
-            "usage: python bench/summary.py bench/results/ledger-<timestamp>.json", file=sys.stderr
+            "usage: python bench/summary.py bench/results/ledger-<timestamp>.json "
+            "[ledger of a section re-run ...]",
+            file=sys.stderr,
         )
         return 2
     ledger = Ledger.load(Path(argv[1]))
-    if "summary" not in ledger.notes:
+    replaced = []
+    for path in argv[2:]:
+        other = Ledger.load(Path(path))
+        for key in SECTION_NOTES:
+            if other.notes.get(key):
+                ledger.notes[key] = other.notes[key]
+                head = (other.meta.get("git") or {}).get("head", "?")[:10]
+                replaced.append(f"{key} from {other.meta.get('ledger_path', path)} (code {head})")
+    if replaced or "summary" not in ledger.notes:
         ledger.notes["summary"] = rows(ledger)
     print(render(ledger))
+    if replaced:
+        print("sections replaced by a later run: " + "; ".join(replaced))
     return 0
 
 
