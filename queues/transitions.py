@@ -592,7 +592,7 @@ def _end_checked(
     if (
         named is not None
         and named.ended_at is not None
-        and _closed_by(actor, named, verb)
+        and _closed_by(actor, named, verb, todo_id=todo_id)
         and _fence_ok(named, lease_token)
     ):
         return Closed(
@@ -936,14 +936,36 @@ def _holds(actor: Actor, attempt: _CheckAttempt) -> bool:
     return attempt.claimer_kind == ClaimerKind.OWNER and attempt.user_id == actor.user.pk
 
 
-def _closed_by(actor: Actor, attempt: _CheckAttempt, verb: str) -> bool:
+def _closed_by(actor: Actor, attempt: _CheckAttempt, verb: str, *, todo_id: int) -> bool:
     """Did this caller end this attempt with this verb (so a repeat may replay it)?"""
     if attempt.outcome != _CLOSES[verb][0]:
         return False
     if actor.is_agent:
-        return attempt.ended_by_id is None and attempt.endpoint_id == actor.endpoint.pk
+        if attempt.ended_by_id is not None:
+            return False  # a person ended it from the Board
+        if verb == "cancel":
+            # A requester's cancel closes an attempt it does not hold; its event names it
+            # (found by tests/queues/test_state_machine.py). Only a replayed cancel asks.
+            requester = _requester_who_canceled(todo_id, attempt.seq)
+            if requester is not None:
+                return requester == actor.endpoint.pk
+        return attempt.endpoint_id == actor.endpoint.pk
     return attempt.ended_by_id == actor.user.pk or (
         attempt.ended_by_id is None and _holds(actor, attempt)
+    )
+
+
+def _requester_who_canceled(todo_id: int, seq: int) -> int | None:
+    return (
+        TodoEvent.objects.filter(
+            todo_id=todo_id,
+            kind="cancel",
+            actor_endpoint__isnull=False,
+            detail__attempt_seq=seq,
+            detail__requester=True,
+        )
+        .values_list("actor_endpoint_id", flat=True)
+        .first()
     )
 
 
