@@ -1,0 +1,424 @@
+"""An in-memory model of SPEC's todo state table, for tests/queues/test_state_machine.py.
+
+Plain Python, no database. From SPEC.md ("Todo states and transitions" and its closing table,
+"Which attempt a call means", "Fencing", "Rounds", "Tenancy") and the decisions recorded in
+docs/ledger.md, the model says what each call should do: succeed or raise which error, the
+todo's new state, the attempt's outcome and disposition, the counters, the rows kept under the
+history cap. It is written from those documents, not from queues/transitions.py, so that the
+two can disagree.
+
+Time is not modelled. A lease lapses, or a retry falls due, only when the test says so (it
+backdates the row); every other lease and retry time is far enough away not to pass during
+an example. Which claimable todo ``claim_next`` takes ("the highest priority, then the
+oldest") needs the rows' timestamps, so the caller passes an ordering key read from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+CONFLICT, NOT_FOUND, UNAUTHORIZED = "conflict", "not_found", "unauthorized"
+LIVE = ("pending", "claimed", "retry_wait")
+TERMINAL = ("done", "dead", "canceled")
+DIED = ("lease_expired", "reaped")
+
+# verb: (outcome, the todo's state when the budget allows, counts as a failure)
+CLOSES = {
+    "complete": ("completed", "done", False),
+    "fail": ("failed", "retry_wait", True),
+    "release": ("released", "pending", False),
+    "cancel": ("canceled", "canceled", False),
+}
+# The disposition follows from the state the todo went to.
+DISPOSITION = {
+    "done": "done",
+    "retry_wait": "retry_scheduled",
+    "pending": "requeued",
+    "dead": "dead_lettered",
+    "canceled": "canceled",
+}
+# Stands in for a lease token until the real claim hands the token over.
+FENCED = "<fenced: token not yet known>"
+
+
+@dataclass(frozen=True)
+class Who:
+    """A caller: an endpoint (an agent) or a human, by the name the test gave it."""
+
+    name: str
+    human: bool
+    teams: frozenset[int]
+
+
+@dataclass
+class Attempt:
+    seq: int
+    round: int
+    attempt: int
+    claimer: str  # the name of the endpoint or human who claimed
+    human: bool  # claimer_kind owner
+    token: str | None  # None: not fenced
+    outcome: str = ""  # "" while open, as stored
+    disposition: str = ""
+    closer: str | None = None  # who ended it by a verb (None: takeover, sweeper, revocation)
+    verb: str | None = None  # the verb that ended it
+    ended_by: str | None = None  # a human recorded as having ended someone else's attempt
+
+    @property
+    def open(self) -> bool:
+        return self.outcome == ""
+
+    @property
+    def died(self) -> bool:
+        return self.outcome in DIED
+
+
+@dataclass
+class Todo:
+    id: int
+    endpoint: str
+    requester: str | None
+    max_attempts: int
+    priority: int
+    state: str = "pending"
+    attempt: int = 0
+    failures: int = 0
+    round: int = 1
+    last_attempt_seq: int = 0
+    attempts_pruned: int = 0
+    dead_letter_reason: str = ""
+    lapsed: bool = False  # claimed, and the test backdated the lease
+    retry_due: bool = False  # retry_wait, and the test backdated next_retry_at
+    attempts: dict[int, Attempt] = field(default_factory=dict)  # the rows kept, by seq
+
+    @property
+    def open_attempt(self) -> Attempt | None:
+        attempt = self.attempts.get(self.last_attempt_seq)
+        return attempt if attempt is not None and attempt.open else None
+
+    @property
+    def claimable(self) -> bool:
+        return (
+            self.state == "pending"
+            or (self.state == "retry_wait" and self.retry_due)
+            or (self.state == "claimed" and self.lapsed)
+        )
+
+    def newest_closed(self) -> Attempt | None:
+        closed = [a for a in self.attempts.values() if not a.open]
+        return max(closed, key=lambda a: a.seq) if closed else None
+
+    def prior(self) -> tuple[int, ...]:
+        """prior_attempts: the five newest closed attempts kept, newest first."""
+        closed = sorted((a.seq for a in self.attempts.values() if not a.open), reverse=True)
+        return tuple(closed[:5])
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a call should do: raise ``error``, or leave the todo in ``state`` having
+    opened, closed or replayed the attempt ``seq`` (with its outcome and disposition)."""
+
+    error: str | None = None
+    state: str | None = None
+    seq: int | None = None
+    outcome: str | None = None
+    disposition: str | None = None
+    replayed: bool = False
+    prior: tuple[int, ...] = ()
+    todo_id: int | None = None
+
+
+def fence_ok(attempt: Attempt, token: str | None) -> bool:
+    """A fenced attempt needs its own token; an unfenced one takes none."""
+    return token == attempt.token if attempt.token is not None else token is None
+
+
+class Ledger:
+    def __init__(
+        self, *, endpoints: dict[str, int], humans: dict[str, frozenset[int]], history_cap: int
+    ) -> None:
+        # Below 2, a takeover's closed row could be the one over the cap; SPEC's "oldest
+        # closed rows" and the ledger's one-statement claim then differ by a claim.
+        assert history_cap >= 2
+        self.endpoint_team = endpoints
+        self.human_teams = humans
+        self.history_cap = history_cap
+        self.revoked: set[str] = set()
+        self.todos: dict[int, Todo] = {}
+
+    # -- who sees what (SPEC, Tenancy) ---------------------------------------------------
+
+    def who(self, name: str) -> Who:
+        if name in self.human_teams:
+            return Who(name, True, self.human_teams[name])
+        return Who(name, False, frozenset({self.endpoint_team[name]}))
+
+    def sees(self, who: Who, todo: Todo, *, as_requester: bool) -> bool:
+        """A human sees the queues of their teams' endpoints; an agent its own queue, and
+        (to read or cancel) what it sent as requester."""
+        if who.human:
+            return self.endpoint_team[todo.endpoint] in who.teams
+        return todo.endpoint == who.name or (as_requester and todo.requester == who.name)
+
+    # -- creating ------------------------------------------------------------------------
+
+    def create(self, endpoint: str, requester: str | None) -> Expect:
+        if endpoint in self.revoked or requester in self.revoked:
+            return Expect(UNAUTHORIZED)
+        return Expect(state="pending")
+
+    def add(self, todo_id: int, *, endpoint: str, requester: str | None, **kw: Any) -> Todo:
+        todo = Todo(id=todo_id, endpoint=endpoint, requester=requester, **kw)
+        self.todos[todo_id] = todo
+        return todo
+
+    # -- claiming ------------------------------------------------------------------------
+
+    def claim(self, name: str, todo: Todo, *, fence: bool) -> Expect:
+        who = self.who(name)
+        if not who.human and name in self.revoked:
+            return Expect(UNAUTHORIZED)
+        if not self.sees(who, todo, as_requester=False):
+            return Expect(NOT_FOUND)
+        if not todo.claimable:
+            return Expect(CONFLICT)
+        if todo.state == "claimed" and self._expire(todo):
+            # The lapsed lease spent the last of the budget: dead-lettered (committed), and
+            # the claim answers conflict.
+            return Expect(CONFLICT)
+        return self._open(todo, who, fence)
+
+    def claim_next(self, name: str, *, fence: bool, key: Callable[[Todo], Any]) -> Expect:
+        """The endpoint's claimable todos by priority, then ``key`` (when each became
+        claimable), then id. A lapsed lease at the cap is dead-lettered and passed over."""
+        if name in self.revoked:
+            return Expect(UNAUTHORIZED)
+        ready = [t for t in self.todos.values() if t.endpoint == name and t.claimable]
+        for todo in sorted(ready, key=lambda t: (-t.priority, key(t), t.id)):
+            if todo.state == "claimed" and self._expire(todo):
+                continue
+            return self._open(todo, self.who(name), fence)
+        return Expect()  # nothing to claim: None
+
+    def _expire(self, todo: Todo) -> bool:
+        """A claim found a lapsed lease: lease_expired (a failure). True when it died."""
+        attempt = todo.open_attempt
+        assert attempt is not None
+        todo.failures += 1
+        dies = todo.failures >= todo.max_attempts
+        attempt.outcome = "lease_expired"
+        attempt.disposition = "dead_lettered" if dies else "requeued"
+        if dies:
+            todo.state = "dead"
+            todo.dead_letter_reason = "lease_expired"
+            todo.lapsed = False
+        return dies
+
+    def _open(self, todo: Todo, who: Who, fence: bool) -> Expect:
+        todo.last_attempt_seq += 1
+        todo.attempt += 1
+        todo.state = "claimed"
+        todo.lapsed = todo.retry_due = False
+        todo.attempts[todo.last_attempt_seq] = Attempt(
+            seq=todo.last_attempt_seq,
+            round=todo.round,
+            attempt=todo.attempt,
+            claimer=who.name,
+            human=who.human,
+            token=FENCED if fence else None,
+        )
+        # The history cap: the oldest closed rows go, and attempts_pruned counts them.
+        while len(todo.attempts) > self.history_cap:
+            oldest = min(a.seq for a in todo.attempts.values() if not a.open)
+            del todo.attempts[oldest]
+            todo.attempts_pruned += 1
+        return Expect(
+            state="claimed", seq=todo.last_attempt_seq, prior=todo.prior(), todo_id=todo.id
+        )
+
+    # -- holding -------------------------------------------------------------------------
+
+    def heartbeat(self, name: str, todo: Todo, *, seq: int | None, token: str | None) -> Expect:
+        who = self.who(name)
+        if not who.human and name in self.revoked:
+            return Expect(UNAUTHORIZED)
+        if not self.sees(who, todo, as_requester=True):
+            return Expect(NOT_FOUND)
+        if not who.human and todo.endpoint != name:
+            return Expect(NOT_FOUND)  # a requester may not heartbeat what it sent
+        attempt = todo.open_attempt
+        if attempt is None or attempt.claimer != name:
+            return Expect(CONFLICT)
+        if seq not in (None, attempt.seq) or not fence_ok(attempt, token):
+            return Expect(CONFLICT)
+        todo.lapsed = False  # extended to now + at least the default lease
+        return Expect(state="claimed", seq=attempt.seq)
+
+    # -- ending: complete, fail, release, cancel ("Which attempt a call means") ----------
+
+    def close(
+        self,
+        name: str,
+        todo: Todo,
+        verb: str,
+        *,
+        seq: int | None,
+        token: str | None,
+        retryable: bool = True,
+    ) -> Expect:
+        who = self.who(name)
+        if not who.human and name in self.revoked:
+            return Expect(UNAUTHORIZED)
+        if not self.sees(who, todo, as_requester=True):
+            return Expect(NOT_FOUND)
+        requester = not who.human and todo.endpoint != name
+        if requester and verb != "cancel":
+            return Expect(NOT_FOUND)  # the requester may cancel and read, nothing else
+
+        attempt = todo.open_attempt
+        if attempt is not None:
+            if attempt.claimer == name and seq in (None, attempt.seq):
+                if not fence_ok(attempt, token):
+                    return Expect(CONFLICT)
+                return self._end(todo, attempt, verb, closer=name, retryable=retryable)
+            # A human may release or cancel any lease of their teams, the requester may
+            # cancel what it sent; both pass the fence and give no token.
+            overrides = (who.human and verb in ("release", "cancel")) or (
+                requester and verb == "cancel"
+            )
+            if overrides and seq in (None, attempt.seq) and token is None:
+                return self._end(
+                    todo, attempt, verb, closer=name, ended_by=name if who.human else None
+                )
+        elif verb == "cancel" and todo.state in ("pending", "retry_wait"):
+            if seq is not None or token is not None:
+                return Expect(CONFLICT)  # it names an attempt, and none is open
+            todo.state = "canceled"
+            todo.retry_due = False
+            return Expect(state="canceled")
+        elif verb == "cancel" and todo.state == "canceled" and seq is None:
+            return Expect(state="canceled", replayed=True)
+
+        # A repeat of a close this caller made, with the same verb (and the same token when
+        # fenced), returns the recorded result and writes nothing.
+        named = todo.attempts.get(seq) if seq is not None else todo.newest_closed()
+        if (
+            named is not None
+            and not named.open
+            and named.closer == name
+            and named.verb == verb
+            and fence_ok(named, token)
+        ):
+            return Expect(
+                state=todo.state,
+                seq=named.seq,
+                outcome=named.outcome,
+                disposition=named.disposition,
+                replayed=True,
+            )
+        return Expect(CONFLICT)
+
+    def _end(
+        self,
+        todo: Todo,
+        attempt: Attempt,
+        verb: str,
+        *,
+        closer: str,
+        ended_by: str | None = None,
+        retryable: bool = True,
+    ) -> Expect:
+        outcome, ok_state, counts = CLOSES[verb]
+        expect = self._finish(
+            todo, attempt, outcome, ok_state, counts=counts, force_dead=not retryable
+        )
+        attempt.closer, attempt.verb, attempt.ended_by = closer, verb, ended_by
+        return expect
+
+    def _finish(
+        self,
+        todo: Todo,
+        attempt: Attempt,
+        outcome: str,
+        ok_state: str,
+        *,
+        counts: bool,
+        force_dead: bool = False,
+    ) -> Expect:
+        if counts:
+            todo.failures += 1
+        dead = force_dead or (counts and todo.failures >= todo.max_attempts)
+        todo.state = "dead" if dead else ok_state
+        todo.dead_letter_reason = outcome if dead else ""
+        todo.lapsed = todo.retry_due = False
+        attempt.outcome = outcome
+        attempt.disposition = DISPOSITION[todo.state]
+        return Expect(
+            state=todo.state, seq=attempt.seq, outcome=outcome, disposition=attempt.disposition
+        )
+
+    # -- the sweeper ---------------------------------------------------------------------
+
+    def reap(self) -> dict[int, Expect]:
+        """Every lapsed lease: reaped (a failure), pending below the cap, dead at it."""
+        reaped = {}
+        for todo in self.todos.values():
+            if todo.state == "claimed" and todo.lapsed:
+                attempt = todo.open_attempt
+                assert attempt is not None
+                reaped[todo.id] = self._finish(todo, attempt, "reaped", "pending", counts=True)
+        return reaped
+
+    def requeue_due(self) -> list[int]:
+        due = [t for t in self.todos.values() if t.state == "retry_wait" and t.retry_due]
+        for todo in due:
+            todo.state = "pending"
+            todo.retry_due = False
+        return [t.id for t in due]
+
+    # -- a human's retry now and rerun (SPEC, Rounds) ------------------------------------
+
+    def retry_now(self, name: str, todo: Todo) -> Expect:
+        if not self.sees(self.who(name), todo, as_requester=False):
+            return Expect(NOT_FOUND)
+        if todo.state != "retry_wait":
+            return Expect(CONFLICT)
+        todo.state = "pending"  # same round, counters kept
+        todo.retry_due = False
+        return Expect(state="pending")
+
+    def rerun(self, name: str, todo: Todo) -> Expect:
+        if not self.sees(self.who(name), todo, as_requester=False):
+            return Expect(NOT_FOUND)
+        if todo.state not in TERMINAL:
+            return Expect(CONFLICT)
+        todo.state = "pending"
+        todo.round += 1
+        todo.attempt = todo.failures = 0
+        todo.dead_letter_reason = ""
+        return Expect(state="pending")
+
+    # -- revocation ----------------------------------------------------------------------
+
+    def revoke(self, endpoint: str) -> tuple[Expect, int]:
+        """The endpoint's live todos die with reason revoked (an open attempt closes as
+        revoked, dead_lettered). Returns how many died."""
+        if endpoint in self.revoked:
+            return Expect(CONFLICT), 0
+        self.revoked.add(endpoint)
+        killed = 0
+        for todo in self.todos.values():
+            if todo.endpoint != endpoint or todo.state not in LIVE:
+                continue
+            killed += 1
+            attempt = todo.open_attempt
+            if attempt is not None:
+                self._finish(todo, attempt, "revoked", "dead", counts=False, force_dead=True)
+            else:
+                todo.state = "dead"
+                todo.dead_letter_reason = "revoked"
+                todo.retry_due = False
+        return Expect(), killed

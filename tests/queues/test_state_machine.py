@@ -1,0 +1,868 @@
+"""The lease state machine, model-checked: hypothesis drives the real transitions with random
+sequences of calls and compares every answer, and the whole ledger after every step, with
+the in-memory model of SPEC's state table in tests/queues/model.py.
+
+Callers: endpoints A and B in one team, X in another; H and G, humans of the first team; O,
+a human of the other team. A controllable clock is a backdated row (``lapse_lease``,
+``make_retry_due``); every other lease and retry lies far enough ahead not to pass during an
+example. Each example runs inside a savepoint of the test's transaction and is rolled back
+at its end, so every example starts from a clean ledger.
+
+``SWITCHBOARD_HYPOTHESIS_EXAMPLES`` raises the number of examples (e.g. 1000 for a long local
+run); the default keeps ``make test`` bounded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import ClassVar
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection, transaction
+from django.db.models.functions import Now
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from queues import endpoints, selectors, teams, transitions
+from queues.errors import Conflict, DomainError, NotFound
+from queues.models import DIED_OUTCOMES, Endpoint, Todo, TodoAttempt
+from queues.transitions import Actor
+from tests.queues.helpers import lapse_lease, make_retry_due
+from tests.queues.model import (
+    DIED,
+    FENCED,
+    LIVE,
+    NOT_FOUND,
+    TERMINAL,
+    Expect,
+    Ledger,
+)
+from tests.queues.model import Todo as ModelTodo
+
+EXAMPLES = int(os.environ.get("SWITCHBOARD_HYPOTHESIS_EXAMPLES", "60"))
+STEPS = 30
+STEPS_SMALL_CAP = 50
+VERBS = ("complete", "fail", "release", "cancel")
+# No todo id the ledger hands out in a test: the answer every foreign id must equal.
+UNKNOWN_ID = 2**62
+WRONG_TOKEN = "not-the-lease-token-of-any-attempt"
+
+AGENTS = ("A", "B", "X")
+HUMANS = ("H", "G", "O")
+
+
+def machine_settings(examples: int, steps: int) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=steps,
+        deadline=None,
+        # The failing steps are printed; no example database under the repository.
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+
+
+@dataclass(frozen=True)
+class World:
+    endpoints: dict[str, Endpoint]  # A, B (team one), X (team two)
+    users: dict[str, object]  # H, G (team one), O (team two)
+    team_one: int
+    team_two: int
+
+
+@pytest.fixture
+def world(db) -> World:
+    make = get_user_model().objects.create_user
+    hedda, gus, olga = (make(username=n, password="pw-for-tests") for n in ("hedda", "gus", "olga"))
+    team_one, team_two = hedda.teams.get(), olga.teams.get()
+    teams.add_member(team_one, gus)
+    return World(
+        endpoints={
+            "A": endpoints.vend(team_one, "agent-a")[0],
+            "B": endpoints.vend(team_one, "agent-b")[0],
+            "X": endpoints.vend(team_two, "agent-x")[0],
+        },
+        users={"H": hedda, "G": gus, "O": olga},
+        team_one=team_one.pk,
+        team_two=team_two.pk,
+    )
+
+
+@pytest.fixture(autouse=True)
+def _ledger_settings(settings):
+    settings.SWITCHBOARD_LEASE_SECONDS = 300
+    settings.SWITCHBOARD_OWNER_LEASE_SECONDS = 1800
+    settings.SWITCHBOARD_CLAIMS_PER_MINUTE = 0
+    settings.SWITCHBOARD_ATTEMPT_SUMMARY_FROM_RESULT = False
+    # Full jitter draws the delay from [0, base * 2**failures): with the default base of
+    # 10 s, one draw in a few dozen would fall due while an example still runs and the
+    # retry would become claimable behind the model's back. A base of about three years
+    # makes that a one-in-ten-million chance; due-ness is driven by make_retry_due.
+    settings.SWITCHBOARD_RETRY_BASE_SECONDS = 10**8
+    settings.SWITCHBOARD_RETRY_MAX_SECONDS = 10**9
+
+
+# A new todo: (on endpoint, max_attempts, priority, sent by the team's other endpoint)
+# (Mostly on A and at priority 0: todos that compete in one claim_next.)
+NEW_TODO = st.tuples(
+    st.sampled_from(["A", "A", "B"]),
+    st.sampled_from([3, 4, 2, 1]),
+    st.sampled_from([0, 0, 1]),
+    st.booleans(),
+)
+# Choices a rule draws, resolved against the model when the rule runs. The likely useful
+# choices come first (hypothesis shrinks towards them) and more often, so that most calls
+# move something and the rest probe the refusals.
+TODO = st.integers(min_value=0, max_value=5)
+# "fitting": a todo in a state the rule can act on, when there is one; "any": any todo.
+AIM = st.sampled_from(["fitting", "fitting", "fitting", "any"])
+# A person's retry now and rerun are cheap and refused often on the Board: probe more.
+AIM_BY_HAND = st.sampled_from(["fitting", "any"])
+CALLERS = st.sampled_from(
+    ["holder", "holder", "holder", "endpoint", "H", "other", "G", "requester", "X", "O"]
+)
+CLAIMERS = st.sampled_from(["endpoint", "endpoint", "endpoint", "endpoint", "other", "X"])
+SEQS = st.sampled_from(["none", "current", "none", "current", "previous", "first", "future"])
+TOKENS = st.sampled_from(["right", "right", "right", "none", "wrong", "stale"])
+# How a heartbeat or close is called: (caller, seq, token). As its holder would (the open
+# seq or none, and its token); as someone who may end a lease they do not hold (a human of
+# the team, the requester: no token); as a stale or confused worker; or anyhow.
+AS_HOLDER = st.tuples(st.just("holder"), st.sampled_from(["none", "current"]), st.just("right"))
+AS_OVERRIDE = st.tuples(
+    st.sampled_from(["H", "requester", "G"]),
+    st.sampled_from(["none", "current"]),
+    st.sampled_from(["none", "none", "none", "right", "wrong"]),
+)
+AS_STALE = st.tuples(
+    st.sampled_from(["holder", "endpoint"]),
+    st.sampled_from(["previous", "none", "first", "future", "current"]),
+    st.sampled_from(["stale", "right", "wrong", "none"]),
+)
+HOW = st.one_of(AS_HOLDER, AS_HOLDER, AS_OVERRIDE, AS_STALE, st.tuples(CALLERS, SEQS, TOKENS))
+# How a client repeats its last close (a retry after a lost response, or not quite).
+REPEATS = st.sampled_from(
+    ["same", "same", "no_seq", "other_token", "no_token", "other_verb", "someone_else"]
+)
+
+
+class LedgerMachine(RuleBasedStateMachine):
+    world: ClassVar[World]
+    history_cap: ClassVar[int]
+    max_todos: ClassVar[int]
+    steps: ClassVar[int]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.savepoint = transaction.savepoint_create()
+        w = self.world
+        # Fresh instances: a revocation in an earlier (rolled back) example set revoked_at
+        # on the objects it was given.
+        self.endpoints = {n: Endpoint.objects.get(pk=e.pk) for n, e in w.endpoints.items()}
+        self.actors = {n: Actor.agent(e) for n, e in self.endpoints.items()}
+        self.actors.update({n: Actor.human(u) for n, u in w.users.items()})
+        self.model = Ledger(
+            endpoints={"A": w.team_one, "B": w.team_one, "X": w.team_two},
+            humans={
+                "H": frozenset({w.team_one}),
+                "G": frozenset({w.team_one}),
+                "O": frozenset({w.team_two}),
+            },
+            history_cap=self.history_cap,
+        )
+        self.step = 0
+        self.touched: set[int] = set()  # the todos the last step may have changed
+        self.last_close: tuple | None = None  # (verb, todo, caller, seq, token, extra)
+        self.high_water: dict[int, int] = {}  # todo id: the highest last_attempt_seq seen
+        with pytest.raises(NotFound) as unknown:
+            selectors.get_todo_for_endpoint(self.endpoints["X"], UNKNOWN_ID)
+        self.not_found = unknown.value.as_dict()
+
+    def teardown(self) -> None:
+        transaction.savepoint_rollback(self.savepoint)
+
+    # -- resolving the drawn choices -----------------------------------------------------
+
+    def some(self, fits) -> bool:
+        """A precondition: some todo is in a state the rule can act on. (Rules that would
+        only be refused still probe refusals, through their "any" aim.)"""
+        return any(fits(t) for t in self.model.todos.values())
+
+    def todo(self, i: int, aim: str = "any", *fits) -> ModelTodo:
+        """The i-th todo; with aim "fitting", among those that fit (the first test that
+        some todo passes)."""
+        todos = list(self.model.todos.values())
+        if aim == "fitting":
+            todos = next((f for f in ([t for t in todos if fit(t)] for fit in fits) if f), todos)
+        todo = todos[i % len(todos)]
+        self.touched = {todo.id}
+        return todo
+
+    def other(self, endpoint: str) -> str:
+        return "B" if endpoint == "A" else "A"
+
+    def caller(self, choice: str, todo: ModelTodo) -> str:
+        if choice == "holder":
+            held = todo.open_attempt or (
+                todo.attempts[max(todo.attempts)] if todo.attempts else None
+            )
+            return held.claimer if held is not None else todo.endpoint
+        if choice == "endpoint":
+            return todo.endpoint
+        if choice == "other":
+            return self.other(todo.endpoint)
+        if choice == "requester":
+            return todo.requester or self.other(todo.endpoint)
+        return choice
+
+    def seq(self, choice: str, todo: ModelTodo) -> int | None:
+        last = todo.last_attempt_seq
+        return {
+            "none": None,
+            "current": last or None,
+            "previous": last - 1 if last >= 2 else last + 1,
+            "first": 1,
+            "future": last + 1,
+        }[choice]
+
+    def token(self, choice: str, todo: ModelTodo, seq: int | None) -> str | None:
+        if choice == "none":
+            return None
+        if choice == "wrong":
+            return WRONG_TOKEN
+        if seq is not None:
+            named = todo.attempts.get(seq)
+        else:
+            named = todo.open_attempt or todo.newest_closed()
+        right = named.token if named is not None else None
+        if choice == "right":
+            return right
+        others = [
+            a.token
+            for t in self.model.todos.values()
+            for a in t.attempts.values()
+            if a.token is not None and a.token != right
+        ]
+        return others[-1] if others else WRONG_TOKEN
+
+    # -- calling the ledger --------------------------------------------------------------
+
+    def call(self, expect: Expect, fn, *args, **kwargs):
+        """Call a transition; it must raise exactly the error the model expects, or none."""
+        try:
+            result = fn(*args, **kwargs)
+        except DomainError as exc:
+            assert expect.error == exc.code, (
+                f"the model expected {expect}; the ledger raised {exc.code}: {exc.message}"
+            )
+            if exc.code == NOT_FOUND:  # no existence oracle
+                assert exc.as_dict() == self.not_found
+            return None
+        assert expect.error is None, (
+            f"the model expected {expect.error}; the ledger returned {result!r}"
+        )
+        return result
+
+    def check_closed(self, expect: Expect, closed, todo: ModelTodo) -> None:
+        if closed is None:
+            return
+        assert closed.todo.id == todo.id
+        assert (closed.todo.state, closed.replayed) == (expect.state, expect.replayed), (
+            closed,
+            expect,
+        )
+        if expect.seq is None:
+            assert closed.attempt is None
+        else:
+            got = (closed.attempt.seq, closed.attempt.outcome, closed.attempt.disposition)
+            assert got == (expect.seq, expect.outcome, expect.disposition), (got, expect)
+
+    def check_claim(self, expect: Expect, claim, *, fence: bool) -> None:
+        if expect.seq is None:  # nothing to claim
+            assert claim is None
+            return
+        assert claim is not None
+        assert (claim.todo.id, claim.todo.state, claim.attempt_seq) == (
+            expect.todo_id,
+            "claimed",
+            expect.seq,
+        )
+        assert (claim.lease_token is not None) == fence
+        assert tuple(a.seq for a in claim.prior_attempts) == expect.prior
+        model_todo = self.model.todos[expect.todo_id]
+        for prior in claim.prior_attempts:
+            assert prior.outcome == model_todo.attempts[prior.seq].outcome
+            assert prior.died == (prior.outcome in DIED)
+        if fence:
+            model_todo.attempts[expect.seq].token = claim.lease_token
+
+    # -- rules ---------------------------------------------------------------------------
+
+    # Hypothesis turns a random subset of the rules off for each example (swarm testing);
+    # starting with work on the queues, some of it claimed, keeps such an example useful.
+    @initialize(
+        todos=st.lists(NEW_TODO, min_size=1, max_size=3),
+        claims=st.lists(st.tuples(TODO, st.booleans()), min_size=1, max_size=2),
+    )
+    def some_work(
+        self, todos: list[tuple[str, int, int, bool]], claims: list[tuple[int, bool]]
+    ) -> None:
+        """A few todos, some claimed by their endpoints (in any order, so that later
+        claim_next calls meet the oldest claimable todo at any id)."""
+        for new in todos[: self.max_todos]:
+            self.create_todo(*new)
+        for i, fence in claims:
+            self.claim_one(i, "fitting", "endpoint", fence)
+        self.touched = set(self.model.todos)
+
+    @precondition(lambda self: len(self.model.todos) < self.max_todos)
+    @rule(new=NEW_TODO)
+    def create(self, new: tuple[str, int, int, bool]) -> None:
+        self.create_todo(*new)
+
+    def create_todo(self, on: str, max_attempts: int, priority: int, sent: bool) -> None:
+        requester = self.other(on) if sent else None
+        expect = self.model.create(on, requester)
+        created = self.call(
+            expect,
+            transitions.create_todo,
+            endpoint=self.endpoints[on],
+            title=f"todo {len(self.model.todos) + 1}",
+            max_attempts=max_attempts,
+            priority=priority,
+            requester=self.endpoints[requester] if requester else None,
+        )
+        if created is None:
+            return
+        record, was_created = created
+        self.touched = {record.id}
+        assert was_created and record.state == "pending"
+        assert (record.attempt, record.failures, record.round) == (0, 0, 1)
+        self.model.add(
+            record.id,
+            endpoint=on,
+            requester=requester,
+            max_attempts=max_attempts,
+            priority=priority,
+        )
+
+    @precondition(lambda self: self.some(lambda t: t.claimable))
+    @rule(i=TODO, aim=AIM, who=CLAIMERS, fence=st.booleans())
+    def claim(self, i: int, aim: str, who: str, fence: bool) -> None:
+        self.claim_one(i, aim, who, fence)
+
+    @precondition(lambda self: self.some(lambda t: t.claimable))
+    @rule(i=TODO, aim=AIM, who=st.sampled_from(HUMANS), fence=st.booleans())
+    def claim_by_hand(self, i: int, aim: str, who: str, fence: bool) -> None:
+        self.claim_one(i, aim, who, fence)
+
+    def claim_one(self, i: int, aim: str, who: str, fence: bool) -> None:
+        todo = self.todo(i, aim, lambda t: t.claimable)
+        name = self.caller(who, todo)
+        expect = self.model.claim(name, todo, fence=fence)
+        claim = self.call(
+            expect, transitions.claim, self.actors[name], todo.id, require_fence=fence
+        )
+        if claim is not None:
+            self.check_claim(expect, claim, fence=fence)
+
+    @precondition(lambda self: self.some(lambda t: t.state == "claimed"))
+    @rule(i=TODO, who=CLAIMERS, fence=st.booleans())
+    def take_over_a_lapsed_lease(self, i: int, who: str, fence: bool) -> None:
+        todo = self.todo(i, "fitting", lambda t: t.state == "claimed")
+        if not todo.lapsed:
+            lapse_lease(todo.id)
+            todo.lapsed = True
+        name = self.caller(who, todo)
+        expect = self.model.claim(name, todo, fence=fence)
+        claim = self.call(
+            expect, transitions.claim, self.actors[name], todo.id, require_fence=fence
+        )
+        if claim is not None:
+            self.check_claim(expect, claim, fence=fence)
+
+    @precondition(lambda self: self.some(lambda t: t.claimable))
+    @rule(who=st.sampled_from(["busiest", "A", "B", "busiest", "X"]), fence=st.booleans())
+    def claim_next(self, who: str, fence: bool) -> None:
+        """``busiest``: the endpoint with the most claimable todos, where the order matters."""
+        if who == "busiest":
+            ready = [t.endpoint for t in self.model.todos.values() if t.claimable]
+            who = max(("A", "B"), key=ready.count)
+        self.touched = set(self.model.todos)  # it may dead-letter lapsed leases on its way
+        key = self.claimable_since()
+        expect = self.model.claim_next(who, fence=fence, key=lambda t: key[t.id])
+        claim = self.call(
+            expect, transitions.claim_next, endpoint=self.endpoints[who], require_fence=fence
+        )
+        if expect.error is None:
+            self.check_claim(expect, claim, fence=fence)
+
+    def claimable_since(self) -> dict[int, object]:
+        """When each todo became claimable, from its own timestamps (SPEC: a pending todo
+        from not_before or its creation, a due retry from next_retry_at, a lapsed lease from
+        lease_expires_at): "then the oldest" of claim_next."""
+        rows = Todo.objects.filter(pk__in=list(self.model.todos)).values_list(
+            "pk", "created_at", "not_before", "next_retry_at", "lease_expires_at"
+        )
+        since = {}
+        for pk, created_at, not_before, next_retry_at, lease_expires_at in rows:
+            state = self.model.todos[pk].state
+            since[pk] = {
+                "pending": not_before or created_at,
+                "retry_wait": next_retry_at,
+                "claimed": lease_expires_at,
+            }.get(state)
+        return since
+
+    @precondition(lambda self: self.some(lambda t: t.state == "claimed"))
+    @rule(i=TODO, aim=AIM, how=HOW)
+    def heartbeat(self, i: int, aim: str, how: tuple[str, str, str]) -> None:
+        todo = self.todo(i, aim, lambda t: t.state == "claimed")
+        who, seq, token = how
+        name = self.caller(who, todo)
+        attempt_seq = self.seq(seq, todo)
+        lease_token = self.token(token, todo, attempt_seq)
+        expect = self.model.heartbeat(name, todo, seq=attempt_seq, token=lease_token)
+        lease = self.call(
+            expect,
+            transitions.heartbeat,
+            self.actors[name],
+            todo.id,
+            attempt_seq=attempt_seq,
+            lease_token=lease_token,
+        )
+        if lease is not None:
+            assert lease.attempt_seq == expect.seq
+
+    def close(self, verb: str, i: int, aim: str, how: tuple[str, str, str], **extra) -> None:
+        who, seq, token = how
+        if verb == "cancel":
+            todo = self.todo(i, aim, lambda t: t.state in LIVE)
+        elif verb == "fail":  # mostly one that will wait to retry, a state rarely reached
+            todo = self.todo(
+                i,
+                aim,
+                lambda t: t.state == "claimed" and t.failures + 1 < t.max_attempts,
+                lambda t: t.state == "claimed",
+            )
+        else:
+            todo = self.todo(i, aim, lambda t: t.state == "claimed")
+        name = self.caller(who, todo)
+        attempt_seq = self.seq(seq, todo)
+        lease_token = self.token(token, todo, attempt_seq)
+        self.last_close = (verb, todo, name, attempt_seq, lease_token, extra)
+        self.close_as(verb, todo, name, attempt_seq, lease_token, **extra)
+
+    def close_as(
+        self,
+        verb: str,
+        todo: ModelTodo,
+        name: str,
+        attempt_seq: int | None,
+        lease_token: str | None,
+        **extra,
+    ) -> None:
+        expect = self.model.close(name, todo, verb, seq=attempt_seq, token=lease_token, **extra)
+        closed = self.call(
+            expect,
+            getattr(transitions, verb),
+            self.actors[name],
+            todo.id,
+            attempt_seq=attempt_seq,
+            lease_token=lease_token,
+            **extra,
+        )
+        self.check_closed(expect, closed, todo)
+
+    @precondition(lambda self: self.some(lambda t: t.state == "claimed"))
+    @rule(i=TODO, aim=AIM, how=HOW)
+    def complete(self, i: int, aim: str, how: tuple[str, str, str]) -> None:
+        self.close("complete", i, aim, how)
+
+    @precondition(lambda self: self.some(lambda t: t.state == "claimed"))
+    @rule(i=TODO, aim=AIM, how=HOW, retryable=st.sampled_from([True, True, True, False]))
+    def fail(self, i: int, aim: str, how: tuple[str, str, str], retryable: bool) -> None:
+        self.close("fail", i, aim, how, retryable=retryable)
+
+    @precondition(lambda self: self.some(lambda t: t.state == "claimed"))
+    @rule(i=TODO, aim=AIM, how=HOW)
+    def release(self, i: int, aim: str, how: tuple[str, str, str]) -> None:
+        self.close("release", i, aim, how)
+
+    @precondition(lambda self: self.some(lambda t: t.state in LIVE))
+    @rule(i=TODO, aim=AIM, how=HOW)
+    def cancel(self, i: int, aim: str, how: tuple[str, str, str]) -> None:
+        self.close("cancel", i, aim, how)
+
+    @precondition(lambda self: self.last_close is not None)
+    @rule(how=REPEATS)
+    def repeat_the_last_close(self, how: str) -> None:
+        """A client sends its last close again: the same call replays the recorded result
+        (if it closed something), and anything else is judged afresh."""
+        verb, todo, name, attempt_seq, lease_token, extra = self.last_close
+        self.touched = {todo.id}
+        if how == "no_seq":
+            attempt_seq = None
+        elif how == "other_token":
+            lease_token = WRONG_TOKEN
+        elif how == "no_token":
+            lease_token = None
+        elif how == "other_verb":
+            verb = VERBS[(VERBS.index(verb) + 1) % len(VERBS)]
+            extra = {}
+        elif how == "someone_else":  # a replay is only for whoever made the close
+            name = {"H": "G", "G": "H", "O": "H"}.get(name, "H")
+        self.close_as(verb, todo, name, attempt_seq, lease_token, **extra)
+
+    @precondition(lambda self: self.some(lambda t: t.state == "claimed"))
+    @rule(
+        i=TODO,
+        who=st.sampled_from(["requester", "H", "G"]),
+        verb=st.sampled_from(["cancel", "release"]),
+    )
+    def step_in(self, i: int, who: str, verb: str) -> None:
+        """Someone ends a lease they do not hold: a human of the team (release, cancel, past
+        any fence), or the requester (cancel; a release is not theirs to make)."""
+        if who == "requester":
+            todo = self.todo(i, "fitting", lambda t: t.state == "claimed" and t.requester)
+        else:
+            todo = self.todo(i, "fitting", lambda t: t.state == "claimed")
+        name = self.caller(who, todo)
+        self.last_close = (verb, todo, name, None, None, {})
+        self.close_as(verb, todo, name, None, None)
+
+    @precondition(lambda self: self.some(lambda t: t.state == "claimed" and not t.lapsed))
+    @rule(i=TODO, ago=st.sampled_from([1, 60, 3600]))
+    def lapse(self, i: int, ago: int) -> None:
+        """A lease lapses and nobody notices yet (a later claim or reap finds it). How long
+        ago varies, so that the oldest lapsed lease is not always the lowest id."""
+        todo = self.todo(i, "fitting", lambda t: t.state == "claimed" and not t.lapsed)
+        lapse_lease(todo.id, seconds_ago=ago)
+        todo.lapsed = True
+
+    @precondition(lambda self: self.some(lambda t: t.state == "claimed"))
+    @rule(i=TODO, lapse_one=st.sampled_from([True, True, False]))
+    def reap(self, i: int, lapse_one: bool) -> None:
+        claimed = [t for t in self.model.todos.values() if t.state == "claimed"]
+        if lapse_one and claimed:
+            todo = claimed[i % len(claimed)]
+            lapse_lease(todo.id)
+            todo.lapsed = True
+        self.touched = set(self.model.todos)
+        expected = self.model.reap()
+        reaped = transitions.reap_lapsed()
+        got = {
+            c.todo.id: (c.todo.state, c.attempt.seq, c.attempt.outcome, c.attempt.disposition)
+            for c in reaped
+        }
+        assert len(got) == len(reaped)
+        assert got == {pk: (e.state, e.seq, e.outcome, e.disposition) for pk, e in expected.items()}
+        assert all(c.attempt.died for c in reaped)
+
+    @precondition(lambda self: self.some(lambda t: t.state == "retry_wait" and not t.retry_due))
+    @rule(i=TODO)
+    def make_due(self, i: int) -> None:
+        todo = self.todo(i, "fitting", lambda t: t.state == "retry_wait" and not t.retry_due)
+        make_retry_due(todo.id)
+        todo.retry_due = True
+
+    @precondition(lambda self: self.some(lambda t: t.state == "retry_wait"))
+    @rule(i=TODO, make_one_due=st.booleans())
+    def requeue_due_retries(self, i: int, make_one_due: bool) -> None:
+        waiting = [t for t in self.model.todos.values() if t.state == "retry_wait"]
+        if make_one_due:
+            todo = waiting[i % len(waiting)]
+            make_retry_due(todo.id)
+            todo.retry_due = True
+        self.touched = set(self.model.todos)
+        expected = self.model.requeue_due()
+        assert transitions.requeue_due_retries() == len(expected)
+
+    @precondition(lambda self: self.some(lambda t: t.state == "retry_wait"))
+    @rule(i=TODO, aim=AIM_BY_HAND, who=st.sampled_from(HUMANS))
+    def retry_now(self, i: int, aim: str, who: str) -> None:
+        todo = self.todo(i, aim, lambda t: t.state == "retry_wait")
+        expect = self.model.retry_now(who, todo)
+        record = self.call(expect, transitions.retry_now, self.actors[who].user, todo.id)
+        if record is not None:
+            assert record.state == "pending" and record.next_retry_at is None
+
+    @precondition(lambda self: self.some(lambda t: t.state in TERMINAL))
+    @rule(i=TODO, aim=AIM_BY_HAND, who=st.sampled_from(HUMANS))
+    def rerun(self, i: int, aim: str, who: str) -> None:
+        todo = self.todo(i, aim, lambda t: t.state in TERMINAL)
+        expect = self.model.rerun(who, todo)
+        record = self.call(expect, transitions.rerun, self.actors[who].user, todo.id)
+        if record is not None:
+            assert record.state == "pending" and record.result is None
+            assert (record.round, record.attempt, record.failures) == (todo.round, 0, 0)
+
+    # Late, and once: a revoked endpoint can do nothing more, so an early one would spend
+    # the rest of the example on Unauthorized.
+    @precondition(lambda self: self.step >= self.steps // 2 and not self.model.revoked)
+    @rule(who=st.sampled_from(["A", "B"]))
+    def revoke(self, who: str) -> None:
+        self.touched = set(self.model.todos)
+        expect, killed = self.model.revoke(who)
+        assert transitions.revoke_endpoint(self.endpoints[who]) == killed
+        again, _ = self.model.revoke(who)
+        self.call(again, transitions.revoke_endpoint, self.endpoints[who])
+        assert expect.error is None
+
+    # -- invariants ----------------------------------------------------------------------
+
+    @invariant()
+    def count_steps(self) -> None:
+        self.step += 1
+
+    @invariant()
+    def the_ledger_matches_the_model(self) -> None:
+        if not self.model.todos:
+            return
+        ids = list(self.model.todos)
+        rows = {
+            row["id"]: row for row in Todo.objects.filter(pk__in=ids).annotate(now=Now()).values()
+        }
+        kept = defaultdict(list)
+        for row in TodoAttempt.objects.filter(todo_id__in=ids).order_by("todo_id", "seq").values():
+            kept[row["todo_id"]].append(row)
+        users = {n: u.pk for n, u in self.world.users.items()}
+        eps = {n: e.pk for n, e in self.endpoints.items()}
+        for todo in self.model.todos.values():
+            row = rows[todo.id]
+            got = tuple(row[f] for f in TODO_FIELDS)
+            want = tuple(getattr(todo, f) for f in TODO_FIELDS)
+            assert got == want, (todo.id, dict(zip(TODO_FIELDS, got, strict=True)), todo)
+            if todo.state == "claimed":
+                assert row["owner"] == self.owner_label(todo)
+                assert row["lease_expires_at"] is not None
+            else:
+                assert row["owner"] == "" and row["lease_expires_at"] is None
+            assert (row["next_retry_at"] is not None) == (todo.state == "retry_wait")
+            # The controllable clock: a lease has lapsed, or a retry is due, exactly when
+            # the test made it so (and a heartbeat un-lapses a lease).
+            if todo.state == "claimed":
+                assert (row["lease_expires_at"] <= row["now"]) == todo.lapsed, todo
+            if todo.state == "retry_wait":
+                assert (row["next_retry_at"] <= row["now"]) == todo.retry_due, todo
+            assert (row["ended_at"] is not None) == (todo.state in TERMINAL)
+
+            # seq: never reused, the kept rows exactly (attempts_pruned, last_attempt_seq]
+            assert row["last_attempt_seq"] >= self.high_water.get(todo.id, 0)
+            self.high_water[todo.id] = row["last_attempt_seq"]
+            seqs = [a["seq"] for a in kept[todo.id]]
+            assert seqs == sorted(todo.attempts), (todo.id, seqs, sorted(todo.attempts))
+            assert seqs == list(range(todo.attempts_pruned + 1, todo.last_attempt_seq + 1))
+            assert len(seqs) <= self.history_cap
+
+            # at most one open attempt, and it is the newest, exactly while claimed
+            open_rows = [a for a in kept[todo.id] if a["ended_at"] is None]
+            assert len(open_rows) == (1 if todo.state == "claimed" else 0), (todo.id, open_rows)
+            if open_rows:
+                assert open_rows[0]["seq"] == todo.last_attempt_seq
+
+            for a in kept[todo.id]:
+                m = todo.attempts[a["seq"]]
+                got = (
+                    a["round"],
+                    a["attempt"],
+                    a["outcome"],
+                    a["disposition"],
+                    a["claimer_kind"],
+                    a["endpoint_id"] if not m.human else a["user_id"],
+                    a["ended_by_id"],
+                    a["lease_token_hash"] is not None,
+                )
+                want = (
+                    m.round,
+                    m.attempt,
+                    m.outcome,
+                    m.disposition,
+                    "owner" if m.human else "endpoint",
+                    users[m.claimer] if m.human else eps[m.claimer],
+                    users[m.ended_by] if m.ended_by else None,
+                    m.token is not None,
+                )
+                assert got == want, (todo.id, a["seq"], got, want)
+                assert m.token != FENCED
+
+        # The deferred one-open-attempt constraint is checked at commit, and a test's
+        # transitions only release savepoints: check it now.
+        with connection.cursor() as cursor:
+            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+            cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+
+    def touched_todos(self) -> list[ModelTodo]:
+        """The todos the last step may have changed (the rest were checked when they were
+        last changed; the_ledger_matches_the_model looks at every todo on every step)."""
+        return [self.model.todos[pk] for pk in sorted(self.touched)]
+
+    @invariant()
+    def the_api_shape_matches(self) -> None:
+        """get_todo as a human of the team sees: counters, dead letter, each attempt's
+        outcome and ``died`` (true exactly for lease_expired and reaped)."""
+        for todo in self.touched_todos():
+            detail = selectors.get_todo_for_user(self.world.users["H"], todo.id, attempts_limit=50)
+            data = detail.as_api()["todo"]
+            assert (data["state"], data["attempt"], data["failures"], data["round"]) == (
+                todo.state,
+                todo.attempt,
+                todo.failures,
+                todo.round,
+            )
+            assert data["attempts_total"] == len(todo.attempts)
+            assert data["attempts_pruned"] == todo.attempts_pruned
+            assert data["dead_letter"] == (todo.state == "dead")
+            assert data["dead_letter_reason"] == (todo.dead_letter_reason or None)
+            assert [a["seq"] for a in data["attempts"]] == sorted(todo.attempts, reverse=True)
+            for record, shown in zip(detail.attempts, data["attempts"], strict=True):
+                m = todo.attempts[record.seq]
+                assert record.died == (record.outcome in DIED_OUTCOMES) == m.died
+                assert shown["died"] == m.died
+                assert (shown["round"], shown["attempt"]) == (m.round, m.attempt)
+                if m.open:
+                    assert record.is_open
+                    assert (shown["ended_at"], shown["outcome"], shown["disposition"]) == (
+                        None,
+                        None,
+                        None,
+                    )
+                else:
+                    assert (shown["outcome"], shown["disposition"]) == (m.outcome, m.disposition)
+                    assert shown["ended_at"] is not None
+
+    @invariant()
+    def nothing_is_visible_across_teams(self) -> None:
+        """X and O (the other team) get the same not_found as for an unknown id, reading and
+        acting (one transition each step, taking turns); B reads A's todos only as their
+        requester, and the reverse."""
+        x, o = self.actors["X"], self.actors["O"]
+        touched = self.touched_todos()
+        for todo in touched:
+            for probe, scope in (
+                (selectors.get_todo_for_endpoint, x.endpoint),
+                (selectors.get_todo_for_user, o.user),
+            ):
+                with pytest.raises(NotFound) as foreign:
+                    probe(scope, todo.id)
+                assert foreign.value.as_dict() == self.not_found
+        if touched:  # one transition a step, on one todo, by one of them, in turn
+            act = FOREIGN_ACTS[self.step // 2 % len(FOREIGN_ACTS)]
+            todo = touched[self.step % len(touched)]
+            with pytest.raises(NotFound) as foreign:
+                act((x, o)[self.step % 2], todo.id)
+            assert foreign.value.as_dict() == self.not_found
+        for todo in touched:
+            other = self.endpoints[self.other(todo.endpoint)]
+            if todo.requester is None:
+                with pytest.raises(NotFound) as foreign:
+                    selectors.get_todo_for_endpoint(other, todo.id)
+                assert foreign.value.as_dict() == self.not_found
+            else:
+                sent = selectors.get_todo_for_endpoint(other, todo.id)
+                assert sent.as_requester and "attempts" not in sent.as_api()["todo"]
+                assert sent.todo.state == todo.state
+
+    def owner_label(self, todo: ModelTodo) -> str:
+        attempt = todo.open_attempt
+        assert attempt is not None
+        if attempt.human:
+            return f"user:{self.world.users[attempt.claimer].pk}"
+        return f"agent:{self.endpoints[attempt.claimer].agent_id}"
+
+
+# What the other team tries on a todo of the first team; every one must be not_found.
+FOREIGN_ACTS = (
+    transitions.cancel,
+    transitions.claim,
+    transitions.heartbeat,
+    transitions.complete,
+    transitions.fail,
+    transitions.release,
+    lambda actor, pk: (
+        transitions.rerun(actor.user, pk)
+        if not actor.is_agent
+        else transitions.claim(actor, pk, require_fence=True)
+    ),
+    lambda actor, pk: (
+        transitions.retry_now(actor.user, pk)
+        if not actor.is_agent
+        else transitions.cancel(actor, pk, attempt_seq=1)
+    ),
+)
+
+TODO_FIELDS = (
+    "state",
+    "attempt",
+    "failures",
+    "round",
+    "last_attempt_seq",
+    "attempts_pruned",
+    "dead_letter_reason",
+    "max_attempts",
+)
+
+
+def run(world: World, *, history_cap: int, max_todos: int, examples: int, steps: int) -> None:
+    machine = type(
+        "LedgerMachine",
+        (LedgerMachine,),
+        {"world": world, "history_cap": history_cap, "max_todos": max_todos, "steps": steps},
+    )
+    run_state_machine_as_test(machine, settings=machine_settings(examples, steps))
+
+
+def test_the_ledger_follows_the_state_table(world):
+    run(world, history_cap=50, max_todos=6, examples=EXAMPLES, steps=STEPS)
+
+
+def test_the_ledger_follows_the_state_table_with_a_small_history_cap(settings, world):
+    # Two todos and longer examples, so that each todo is claimed often enough for a cap
+    # of 3 to prune its history.
+    settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO = 3
+    run(
+        world,
+        history_cap=3,
+        max_todos=2,
+        examples=max(1, EXAMPLES // 3),
+        steps=STEPS_SMALL_CAP,
+    )
+
+
+# --- What the machine found ----------------------------------------------------------------
+# SPEC, "Which attempt a call means": a repeat returns the recorded result only "if the
+# caller closed the attempt". A requester's cancel of a claimed todo recorded no closer
+# (ended_by is a user; the requester is an endpoint), so the ledger took the holder for the
+# closer. Fixed in 9835c22 (the requester's cancel event names it).
+
+
+def test_a_holder_cannot_replay_a_cancel_its_requester_made(world):
+    worker, sender = world.endpoints["A"], world.endpoints["B"]
+    todo, _ = transitions.create_todo(endpoint=worker, title="sent", requester=sender)
+    claim = transitions.claim_next(endpoint=worker)
+    transitions.cancel(Actor.agent(sender), todo.id)
+
+    # The holder never canceled attempt 1: conflict, not a replay of "its" cancel.
+    with pytest.raises(Conflict):
+        transitions.cancel(Actor.agent(worker), todo.id, attempt_seq=claim.attempt_seq)
+
+
+def test_a_requester_repeating_its_cancel_with_the_seq_replays(world):
+    worker, sender = world.endpoints["A"], world.endpoints["B"]
+    todo, _ = transitions.create_todo(endpoint=worker, title="sent", requester=sender)
+    transitions.claim_next(endpoint=worker)
+    first = transitions.cancel(Actor.agent(sender), todo.id)
+
+    again = transitions.cancel(Actor.agent(sender), todo.id, attempt_seq=first.attempt.seq)
+
+    assert again.replayed and again.attempt.seq == first.attempt.seq
