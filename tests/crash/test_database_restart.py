@@ -41,8 +41,10 @@ WEB_WORKERS = 2
 # A request that finds no usable connection waits for the pool to make one, up to the
 # pool's timeout (switchboard/settings.py: 10 s), then answers 503. The outage outlasts that
 # wait, so a request arriving while PostgreSQL is down must be refused before it is back.
+# Requests already waiting when it stops end at the first timeout; those sent right after
+# arrive while it is down and end a timeout later: the outage outlasts two waits.
 POOL_TIMEOUT_SECONDS = 10
-OUTAGE_SECONDS = POOL_TIMEOUT_SECONDS + 3
+OUTAGE_SECONDS = 2 * POOL_TIMEOUT_SECONDS + 3
 # No request may hang longer than this: the pool's wait plus slack for two shared cores.
 HANG_BOUND_SECONDS = POOL_TIMEOUT_SECONDS + 10
 # How long the same web process may take to serve again once PostgreSQL is back.
