@@ -58,7 +58,6 @@ VERBS = ("complete", "fail", "release", "cancel")
 UNKNOWN_ID = 2**62
 WRONG_TOKEN = "not-the-lease-token-of-any-attempt"
 
-AGENTS = ("A", "B", "X")
 HUMANS = ("H", "G", "O")
 
 
