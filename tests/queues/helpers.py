@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from django.db import connection
+import threading
+from collections.abc import Callable
+
+from django.db import connection, connections
 
 from queues.models import TodoAttempt, TodoEvent
 
@@ -44,3 +47,26 @@ def events_of(todo_id: int) -> list[str]:
 
 def open_attempts(todo_id: int) -> int:
     return TodoAttempt.objects.filter(todo_id=todo_id, ended_at__isnull=True).count()
+
+
+def run_together(target: Callable[[int], object], count: int, *, timeout: float = 300) -> list:
+    """Run ``target(n)`` for n in range(count) in threads released together, each with its
+    own database connection (closed at the end); return the exceptions they raised."""
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(count)
+
+    def run(n: int) -> None:
+        try:
+            barrier.wait()
+            target(n)
+        except BaseException as exc:  # surfaced by the test
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=timeout)
+    return errors

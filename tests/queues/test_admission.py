@@ -3,16 +3,15 @@ unit; over the limit a claim answers rate_limited with retry_after and writes no
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from queues import transitions
 from queues.errors import Conflict, RateLimited
 from queues.models import Endpoint, Todo, TodoAttempt
 from queues.transitions import Actor
 from tests.queues.api_helpers import check_shape, post
+from tests.queues.helpers import run_together
 
 
 @pytest.fixture
@@ -113,24 +112,15 @@ def test_concurrent_claimers_get_exactly_the_limit(settings, vend, make_todo):
     for n in range(20):
         make_todo(f"t{n}", on=endpoint)
     outcomes: list[str] = []
-    barrier = threading.Barrier(8)
 
-    def worker():
-        try:
-            barrier.wait()
-            for _ in range(3):
-                try:
-                    claimed = transitions.claim_next(endpoint=endpoint)
-                    outcomes.append("claimed" if claimed else "empty")
-                except RateLimited:
-                    outcomes.append("refused")
-        finally:
-            connections.close_all()
+    def worker(_n: int) -> None:
+        for _ in range(3):
+            try:
+                claimed = transitions.claim_next(endpoint=endpoint)
+                outcomes.append("claimed" if claimed else "empty")
+            except RateLimited:
+                outcomes.append("refused")
 
-    threads = [threading.Thread(target=worker) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    assert run_together(worker, 8) == []
     assert outcomes.count("claimed") == 5 and outcomes.count("refused") == 19
     assert TodoAttempt.objects.count() == 5

@@ -12,6 +12,7 @@ from django.db import connection, connections
 from queues import endpoints, sql, transitions
 from queues.models import Todo, TodoAttempt
 from queues.transitions import Actor
+from tests.queues.helpers import run_together
 
 WORKERS = 8
 TODOS = 2000
@@ -38,27 +39,6 @@ def _bulk_todos(endpoint, count: int, *, max_attempts: int = 5) -> None:
         )
 
 
-def _run_workers(target, count: int) -> list[BaseException]:
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(count)
-
-    def run(n: int) -> None:
-        try:
-            barrier.wait()
-            target(n)
-        except BaseException as exc:  # surfaced by the test
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=run, args=(n,)) for n in range(count)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=300)
-    return errors
-
-
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_eight_connections_drain_two_thousand_todos_each_claimed_once(team):
@@ -74,7 +54,7 @@ def test_eight_connections_drain_two_thousand_todos_each_claimed_once(team):
                 agent, claim.todo.id, attempt_seq=claim.attempt_seq, result={"by": n}
             )
 
-    assert _run_workers(drain, WORKERS) == []
+    assert run_together(drain, WORKERS) == []
 
     everything = [todo_id for ids in claimed_by.values() for todo_id in ids]
     assert len(everything) == TODOS and len(set(everything)) == TODOS
@@ -135,7 +115,7 @@ def test_racing_takeovers_and_reaps_never_open_two_attempts(team):
                     if remaining[0] == 0:
                         stop.set()
 
-    assert _run_workers(workers_then_stop, WORKERS) == []
+    assert run_together(workers_then_stop, WORKERS) == []
 
     with connection.cursor() as cursor:
         cursor.execute(

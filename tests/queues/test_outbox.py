@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from queues import endpoints, outbox, sweeper, teams, transitions
 from queues.models import DeadLetterSink, Delivery, Todo
 from queues.transitions import Actor
 from switchboard import dburl
-from tests.queues.helpers import lapse_lease, make_retry_due
+from tests.queues.helpers import lapse_lease, make_retry_due, run_together
 from tests.queues.receivers import receivers
 
 
@@ -391,22 +390,12 @@ def test_two_senders_at_once_send_each_row_once(receiver, sink_to, endpoint, age
     sink_to(server)
     for _ in range(24):
         _kill(endpoint, agent, make_todo)
-    start = threading.Barrier(2)
     counts: list[int] = []
 
-    def sender() -> None:
-        try:
-            start.wait()
-            counts.append(outbox.deliver_due(batch=4))
-        finally:
-            connection.close()
+    def sender(_n: int) -> None:
+        counts.append(outbox.deliver_due(batch=4))
 
-    threads = [threading.Thread(target=sender) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-
+    assert run_together(sender, 2, timeout=60) == []
     ids = [r.delivery_id for r in server.requests]
     assert len(ids) == 24 and len(set(ids)) == 24
     assert sum(counts) == 24

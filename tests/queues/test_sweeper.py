@@ -14,7 +14,7 @@ from queues import endpoints, sweeper, transitions
 from queues.models import Todo, TodoAttempt, TodoEvent
 from queues.sweeper import SweepReport
 from queues.transitions import Actor
-from tests.queues.helpers import lapse_lease, make_retry_due
+from tests.queues.helpers import lapse_lease, make_retry_due, run_together
 
 
 def _claimed(make_todo, endpoint, title: str = "work", **kwargs):
@@ -295,26 +295,12 @@ def test_two_sweepers_at_once_reap_each_lapsed_lease_exactly_once(team):
         assert cursor.rowcount == count
 
     reports: list[SweepReport] = []
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(2)
 
-    def sweep() -> None:
-        try:
-            barrier.wait()
-            # Small batches, so the two sweepers interleave over many transactions.
-            reports.append(sweeper.sweep_once(reap_batch=3))
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-        finally:
-            connections.close_all()
+    def sweep(_n: int) -> None:
+        # Small batches, so the two sweepers interleave over many transactions.
+        reports.append(sweeper.sweep_once(reap_batch=3))
 
-    threads = [threading.Thread(target=sweep) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=120)
-
-    assert errors == []
+    assert run_together(sweep, 2, timeout=120) == []
     assert sum(r.reaped for r in reports) == count
     reaped = Counter(TodoAttempt.objects.filter(outcome="reaped").values_list("todo_id", flat=True))
     assert len(reaped) == count and set(reaped.values()) == {1}

@@ -12,7 +12,7 @@ from django.db import connection, connections
 from queues import endpoints, metrics, sweeper, transitions
 from queues.models import MetricCounter, SweeperStatus
 from queues.transitions import Actor
-from tests.queues.helpers import lapse_lease
+from tests.queues.helpers import lapse_lease, run_together
 
 
 def _db_now():
@@ -75,30 +75,16 @@ def test_the_fold_runs_before_retention_deletes_what_it_counts(
 def test_two_folds_at_once_count_every_ending_exactly_once(team):
     endpoint, _ = endpoints.vend(team, "folded")
     added: list[dict] = []
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(2)
 
-    def fold() -> None:
-        try:
-            barrier.wait()
-            added.append(metrics.fold_attempt_endings(lag_seconds=0))
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-        finally:
-            connections.close_all()
+    def fold(_n: int) -> None:
+        added.append(metrics.fold_attempt_endings(lag_seconds=0))
 
     total = 0
     for _round in range(5):
         _closed_attempts(endpoint, 12)
         total += 12
         added.clear()
-        threads = [threading.Thread(target=fold) for _ in range(2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=60)
-
-        assert errors == []
+        assert run_together(fold, 2, timeout=60) == []
         assert sum(a.get("completed", 0) for a in added) == 12
         stored = MetricCounter.objects.get(name="attempts_closed_total", label="completed")
         assert stored.value == total
@@ -106,26 +92,11 @@ def test_two_folds_at_once_count_every_ending_exactly_once(team):
 
 @pytest.mark.django_db(transaction=True)
 def test_two_sweepers_count_their_passes_in_one_row(team):
-    barrier = threading.Barrier(2)
-    errors: list[BaseException] = []
+    def sweep(_n: int) -> None:
+        for _ in range(3):
+            sweeper.sweep_once()
 
-    def sweep() -> None:
-        try:
-            barrier.wait()
-            for _ in range(3):
-                sweeper.sweep_once()
-        except BaseException as exc:  # surfaced below
-            errors.append(exc)
-        finally:
-            connections.close_all()
-
-    threads = [threading.Thread(target=sweep) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=60)
-
-    assert errors == []
+    assert run_together(sweep, 2, timeout=60) == []
     assert SweeperStatus.objects.get().passes == 6
 
 
