@@ -63,10 +63,12 @@ def prepare_environment() -> dict:
     }
 
 
-def _connect(settings: dict, dbname: str):
-    import psycopg
+def conninfo(settings: dict, dbname: str) -> str:
+    """A libpq connection string for ``dbname`` on the server of Django-style ``settings``
+    (``switchboard.dburl.parse``'s dict)."""
+    from psycopg.conninfo import make_conninfo
 
-    kwargs = {"dbname": dbname, "autocommit": True}
+    kwargs = {"dbname": dbname}
     for key, name in (
         ("USER", "user"),
         ("PASSWORD", "password"),
@@ -76,7 +78,13 @@ def _connect(settings: dict, dbname: str):
         if settings.get(key):
             kwargs[name] = settings[key]
     kwargs.update(settings.get("OPTIONS") or {})
-    return psycopg.connect(**kwargs)
+    return make_conninfo(**kwargs)
+
+
+def _connect(settings: dict, dbname: str):
+    import psycopg
+
+    return psycopg.connect(conninfo(settings, dbname), autocommit=True)
 
 
 def _recreate(settings: dict, admin_db: str) -> None:

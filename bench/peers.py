@@ -129,20 +129,9 @@ def _server_settings() -> dict:
 
 def peer_conninfo() -> str:
     """libpq connection string for the peer's database on the bench's server."""
-    from psycopg.conninfo import make_conninfo
+    from bench import db
 
-    s = _server_settings()
-    kwargs = {"dbname": PEER_DB}
-    for key, name in (
-        ("USER", "user"),
-        ("PASSWORD", "password"),
-        ("HOST", "host"),
-        ("PORT", "port"),
-    ):
-        if s.get(key):
-            kwargs[name] = s[key]
-    kwargs.update(s.get("OPTIONS") or {})
-    return make_conninfo(**kwargs)
+    return db.conninfo(_server_settings(), PEER_DB)
 
 
 def _admin():

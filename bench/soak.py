@@ -414,22 +414,11 @@ def _close_connections() -> None:
 
 
 def _conninfo() -> str:
-    from psycopg.conninfo import make_conninfo
-
+    from bench import db
     from switchboard import dburl
 
-    s = dburl.parse(os.environ["DATABASE_URL"])
-    kwargs = {"dbname": s["NAME"]}
-    for key, name in (
-        ("USER", "user"),
-        ("PASSWORD", "password"),
-        ("HOST", "host"),
-        ("PORT", "port"),
-    ):
-        if s.get(key):
-            kwargs[name] = s[key]
-    kwargs.update(s.get("OPTIONS") or {})
-    return make_conninfo(**kwargs)
+    settings = dburl.parse(os.environ["DATABASE_URL"])
+    return db.conninfo(settings, settings["NAME"])
 
 
 def _reloptions(conn) -> dict:

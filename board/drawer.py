@@ -70,7 +70,6 @@ class Actions:
 @dataclass(frozen=True, slots=True)
 class Drawer:
     todo: TodoRecord
-    attempts: list[AttemptRecord]
     rounds: list[Round]
     round: int
     strip: list[StripItem]
@@ -136,7 +135,6 @@ def build(detail: TodoDetail, *, user, attempt_param=None, round_param=None) -> 
     done = todo.state == TodoState.DONE
     return Drawer(
         todo=todo,
-        attempts=attempts,
         rounds=rounds,
         round=round_no,
         strip=_strip([a for a in reversed(attempts) if a.round == round_no], selected),

@@ -139,9 +139,9 @@ def _team_event(kind: str, detail: dict) -> str:
         case "revoke":
             n = detail.get("todos_dead_lettered", 0)
             return f"revoked endpoint {agent}; {n} todo{'s' if n != 1 else ''} dead-lettered"
-        case "member_add" | "add_member":
+        case "member_add":
             return f"added a member ({detail.get('role', 'member')}) to the team"
-        case "member_remove" | "remove_member":
+        case "member_remove":
             return "removed a member from the team"
         case "notify_url":
             host = detail.get("host")

@@ -48,17 +48,21 @@ def get_todo_for_endpoint(endpoint: Endpoint, todo_id, *, attempts_limit=None) -
 
 def get_todo_for_user(user, todo_id, *, attempts_limit=None) -> TodoDetail:
     """The Board path: a todo of any endpoint in the user's teams."""
-    todo_id = checks.todo_id(todo_id)
     limit = _limit(
         attempts_limit, name="attempts_limit", default=ATTEMPTS_DEFAULT, maximum=ATTEMPTS_MAX
     )
+    todo = _todo_for_user(user, todo_id)
+    return TodoDetail(todo=todo, attempts=_attempts(todo, limit))
+
+
+def _todo_for_user(user, todo_id) -> TodoRecord:
     rows = sql.fetch(
-        sql.SELECT_TODO.format(scope=sql.SCOPE_USER), {"todo_id": todo_id, "scope_user": user.pk}
+        sql.SELECT_TODO.format(scope=sql.SCOPE_USER),
+        {"todo_id": checks.todo_id(todo_id), "scope_user": user.pk},
     )
     if not rows:
         raise NotFound()
-    todo = TodoRecord.from_row(rows[0])
-    return TodoDetail(todo=todo, attempts=_attempts(todo, limit))
+    return TodoRecord.from_row(rows[0])
 
 
 def _attempts(todo: TodoRecord, limit: int) -> list[AttemptRecord]:
@@ -196,11 +200,9 @@ _QUEUE_FIELDS = (
 def board_todo(user, todo_id) -> TodoDetail:
     """The drawer: a todo of any of the user's teams (whatever the team switcher shows),
     with every attempt row kept (the history cap bounds them). Two queries."""
+    todo = _todo_for_user(user, todo_id)
     limit = max(settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO, ATTEMPTS_MAX)
-    detail = get_todo_for_user(user, todo_id, attempts_limit=ATTEMPTS_MAX)
-    if detail.todo.attempts_total <= ATTEMPTS_MAX:
-        return detail
-    return TodoDetail(todo=detail.todo, attempts=_attempts(detail.todo, limit))
+    return TodoDetail(todo=todo, attempts=_attempts(todo, limit))
 
 
 @dataclass(frozen=True, slots=True)

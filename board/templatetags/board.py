@@ -8,6 +8,8 @@ from datetime import datetime
 from django import template
 from django.utils import timezone
 
+from board.drawer import marker_for_outcome
+
 register = template.Library()
 
 
@@ -80,6 +82,4 @@ def words(value: str | None) -> str:
 @register.filter
 def outcome_marker(outcome: str | None):
     """The marker (kind, glyph, words) of an attempt outcome, or None."""
-    from board.drawer import marker_for_outcome
-
     return marker_for_outcome(outcome)

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_POST
 from board import drawer
 from queues import transitions
 from queues.errors import Conflict, Invalid, NotFound
-from queues.records import UNTRUSTED_NOTICE, TodoDetail
+from queues.records import TodoDetail
 from queues.selectors import board_todo
 from queues.transitions import Actor
 
@@ -46,7 +46,6 @@ def _render(request, detail: TodoDetail, *, notice=None, tone="good", status=200
         "notice": notice,
         "tone": tone,
         "form": form or {},
-        "untrusted_notice": UNTRUSTED_NOTICE,
         # The drawer keeps a person's lease alive while it is open, well before it lapses.
         "keepalive_seconds": max(30, min(240, settings.SWITCHBOARD_OWNER_LEASE_SECONDS // 3)),
     }

@@ -90,3 +90,18 @@ def test_signed_out_drawer_goes_to_sign_in(client, endpoint):
     todo_id = mixed_history(endpoint)
     response = client.get(f"/todos/{todo_id}/")
     assert response.status_code == 302 and response["Location"].startswith("/login/")
+
+
+def test_a_history_cap_over_fifty_shows_every_kept_attempt_in_the_same_queries(
+    signed_in, endpoint, settings, django_assert_num_queries
+):
+    settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO = 60
+    agent = Actor.agent(endpoint)
+    todo, _ = transitions.create_todo(endpoint=endpoint, title="churn")
+    for _ in range(55):
+        transitions.claim(agent, todo.id)
+        transitions.release(agent, todo.id)
+    # session, user, the todo, its attempts (all 55 kept)
+    with django_assert_num_queries(4):
+        page = signed_in.get(f"/todos/{todo.id}/?attempt=1", **HTMX).content.decode()
+    assert "Try 1 of round 1" in page and "+53 more released" in page
