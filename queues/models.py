@@ -375,6 +375,16 @@ class TodoAttempt(models.Model):
         related_name="+",
         db_index=False,  # partial index below
     )
+    # A requester (the endpoint that sent the todo) that canceled the attempt it did not hold:
+    # the closer a replayed cancel must match. Endpoints are revoked, never deleted.
+    ended_by_endpoint = models.ForeignKey(
+        Endpoint,
+        null=True,
+        blank=True,
+        on_delete=models.DB_SET_NULL,
+        related_name="+",
+        db_index=False,
+    )
 
     summary = models.TextField(null=True, blank=True)
     summary_truncated = models.BooleanField(default=False)

@@ -222,11 +222,14 @@ def board_activity(
     team_ids: list[int], *, before: datetime | None = None, limit: int = 50
 ) -> list[Activity]:
     """Recent attempt endings and audited actions across the teams' queues, newest first.
-    Two queries, each walking an index newest first. An attempt a person ended is told by
-    that person's event (it names who), so those attempts are left out here."""
+    Two queries, each walking an index newest first. An attempt a person or a requester
+    ended is told by their event (it names who), so those attempts are left out here."""
     endings = (
         TodoAttempt.objects.filter(
-            ended_at__isnull=False, todo__endpoint__team_id__in=team_ids, ended_by__isnull=True
+            ended_at__isnull=False,
+            todo__endpoint__team_id__in=team_ids,
+            ended_by__isnull=True,
+            ended_by_endpoint__isnull=True,
         )
         .exclude(claimer_kind="owner", outcome__in=_HUMAN_TOLD_OUTCOMES)
         .select_related("endpoint", "user")

@@ -295,6 +295,7 @@ closed AS (
            last_heartbeat_at = cur.last_heartbeat_at,
            lease_expires_at = cur.lease_expires_at,
            ended_by_id = %(ended_by)s,
+           ended_by_endpoint_id = %(ended_by_endpoint)s,
            summary = %(summary)s,
            summary_truncated = %(summary_truncated)s,
            summary_bytes = %(summary_bytes)s,
@@ -389,7 +390,7 @@ LOCK_TODO_USER = LOCK_TODO.format(scope=SCOPE_USER)
 
 ATTEMPT_FOR_CHECK = """
 SELECT a.seq, a.claimer_kind, a.endpoint_id, a.user_id, a.lease_token_hash, a.ended_at,
-       a.outcome, a.ended_by_id
+       a.outcome, a.ended_by_id, a.ended_by_endpoint_id
   FROM todo_attempts a
  WHERE a.todo_id = %(todo_id)s
    AND (a.ended_at IS NULL

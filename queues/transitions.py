@@ -578,6 +578,7 @@ def _end_checked(
                 params,
                 locked,
                 ended_by=None if actor.is_agent else actor.user.pk,
+                ended_by_endpoint=actor.endpoint.pk if actor.is_agent else None,
             )
     elif verb == "cancel" and locked.state in (TodoState.PENDING, TodoState.RETRY_WAIT):
         if attempt_seq is not None or lease_token is not None:
@@ -592,7 +593,7 @@ def _end_checked(
     if (
         named is not None
         and named.ended_at is not None
-        and _closed_by(actor, named, verb, todo_id=todo_id)
+        and _closed_by(actor, named, verb)
         and _fence_ok(named, lease_token)
     ):
         return Closed(
@@ -602,9 +603,21 @@ def _end_checked(
 
 
 def _close_checked(
-    actor: Actor, verb: str, seq: int, params: dict, locked, *, ended_by: int | None
+    actor: Actor,
+    verb: str,
+    seq: int,
+    params: dict,
+    locked,
+    *,
+    ended_by: int | None,
+    ended_by_endpoint: int | None = None,
 ) -> Closed:
-    params = {**params, "attempt_seq": seq, "ended_by": ended_by}
+    params = {
+        **params,
+        "attempt_seq": seq,
+        "ended_by": ended_by,
+        "ended_by_endpoint": ended_by_endpoint,
+    }
     rows = sql.fetch(sql.CLOSE_CHECKED, params)
     closed = _closed(rows)
     if not actor.is_agent:
@@ -679,6 +692,7 @@ def _close_params(
         "retry_base": settings.SWITCHBOARD_RETRY_BASE_SECONDS,
         "retry_max": settings.SWITCHBOARD_RETRY_MAX_SECONDS,
         "ended_by": None,
+        "ended_by_endpoint": None,
     }
 
 
@@ -887,6 +901,7 @@ class _CheckAttempt:
     ended_at: datetime | None
     outcome: str
     ended_by_id: int | None
+    ended_by_endpoint_id: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -936,36 +951,22 @@ def _holds(actor: Actor, attempt: _CheckAttempt) -> bool:
     return attempt.claimer_kind == ClaimerKind.OWNER and attempt.user_id == actor.user.pk
 
 
-def _closed_by(actor: Actor, attempt: _CheckAttempt, verb: str, *, todo_id: int) -> bool:
-    """Did this caller end this attempt with this verb (so a repeat may replay it)?"""
+def _closed_by(actor: Actor, attempt: _CheckAttempt, verb: str) -> bool:
+    """Did this caller end this attempt with this verb (so a repeat may replay it)? An
+    attempt ended by someone other than its holder records who: a person (``ended_by``) or
+    the requester (``ended_by_endpoint``)."""
     if attempt.outcome != _CLOSES[verb][0]:
         return False
     if actor.is_agent:
         if attempt.ended_by_id is not None:
-            return False  # a person ended it from the Board
-        if verb == "cancel":
-            # A requester's cancel closes an attempt it does not hold; its event names it
-            # (found by tests/queues/test_state_machine.py). Only a replayed cancel asks.
-            requester = _requester_who_canceled(todo_id, attempt.seq)
-            if requester is not None:
-                return requester == actor.endpoint.pk
+            return False
+        if attempt.ended_by_endpoint_id is not None:
+            return attempt.ended_by_endpoint_id == actor.endpoint.pk
         return attempt.endpoint_id == actor.endpoint.pk
     return attempt.ended_by_id == actor.user.pk or (
-        attempt.ended_by_id is None and _holds(actor, attempt)
-    )
-
-
-def _requester_who_canceled(todo_id: int, seq: int) -> int | None:
-    return (
-        TodoEvent.objects.filter(
-            todo_id=todo_id,
-            kind="cancel",
-            actor_endpoint__isnull=False,
-            detail__attempt_seq=seq,
-            detail__requester=True,
-        )
-        .values_list("actor_endpoint_id", flat=True)
-        .first()
+        attempt.ended_by_id is None
+        and attempt.ended_by_endpoint_id is None
+        and _holds(actor, attempt)
     )
 
 

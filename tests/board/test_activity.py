@@ -96,3 +96,15 @@ def test_team_level_events_read_as_sentences(signed_in, team, user, endpoint):
     assert "alice added a dead-letter sink (sinks.example.com)" in page
     assert "alice removed the dead-letter sink (sinks.example.com)" in page
     assert "/a/b" not in page and "/x" not in page
+
+
+def test_a_requesters_cancel_is_told_once_and_credited_to_the_requester(
+    signed_in, endpoint, make_endpoint
+):
+    sender = make_endpoint("sender")
+    todo, _ = transitions.create_todo(endpoint=endpoint, title="sent over", requester=sender)
+    transitions.claim(Actor.agent(endpoint), todo.id, claimant="run-5")
+    transitions.cancel(Actor.agent(sender), todo.id)
+    page = _text(signed_in.get("/activity/").content.decode())
+    assert f"sender (requester) canceled #{todo.id} ‘sent over’" in page
+    assert "run-5 was canceled" not in page
