@@ -84,6 +84,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # After WhiteNoise (static files need no database), before anything that reads it.
+    "switchboard.unavailable.DatabaseUnavailableMiddleware",
     # After WhiteNoise: static files answer before it and carry no policy of their own.
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

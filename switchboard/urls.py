@@ -22,3 +22,4 @@ urlpatterns = [
     path("mcp", mcp.view, name="mcp"),
     path("", include("board.urls")),
 ]
+handler500 = "switchboard.unavailable.server_error"

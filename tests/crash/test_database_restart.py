@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import msgspec
 import psutil
 import psycopg
@@ -49,6 +50,10 @@ OUTAGE_SECONDS = 2 * POOL_TIMEOUT_SECONDS + 3
 HANG_BOUND_SECONDS = POOL_TIMEOUT_SECONDS + 10
 # How long the same web process may take to serve again once PostgreSQL is back.
 RECOVERY_SECONDS = 30
+# The Board's sign-in for the seeded user (tests/crash/seed.py).
+BOARD_PASSWORD = "crash-board-pw-1"
+# Once the web process knows PostgreSQL is down, a Board page says so within this long.
+BOARD_FAST_SECONDS = 2.0
 # The long outage (opt-in: SWITCHBOARD_CRASH_LONG=1) and the lag it may leave behind.
 LONG_OUTAGE_SECONDS = 40
 LAG_BOUND_SECONDS = POOL_TIMEOUT_SECONDS
@@ -328,7 +333,7 @@ def deployment(dedicated_postgres, tmp_path_factory):
     env = {**base_env(), "DATABASE_URL": pg.url}
     seeded = subprocess.run(
         [sys.executable, SEED, "crash-db"],
-        env=env,
+        env={**env, "CRASH_PASSWORD": BOARD_PASSWORD},
         cwd=root,
         capture_output=True,
         text=True,
@@ -483,3 +488,52 @@ def _healthz(base: str) -> int:
             return answer.status
     except urllib.error.HTTPError as error:
         return error.code
+
+
+def _signed_in_board(base: str) -> httpx.Client:
+    """An httpx client with a Board session of the seeded user."""
+    client = httpx.Client(base_url=base, timeout=HANG_BOUND_SECONDS + 10, follow_redirects=False)
+    client.get("/login/")
+    token = client.cookies["csrftoken"]
+    signed = client.post(
+        "/login/",
+        data={"username": "crash", "password": BOARD_PASSWORD, "csrfmiddlewaretoken": token},
+    )
+    assert signed.status_code == 302, signed.text[:500]
+    assert client.get("/").status_code == 200
+    return client
+
+
+def test_the_board_says_the_database_is_unavailable_and_recovers(running):
+    d = running
+    board = _signed_in_board(d.base)
+    answers = []
+    d.pg.stop()
+    try:
+        # The first page may wait for the pool to give up (its timeout); from then on the
+        # process knows, and every page answers at once.
+        for _ in range(6):
+            started = time.monotonic()
+            page = board.get("/")
+            answers.append((page.status_code, time.monotonic() - started))
+            assert page.status_code == 503, page.text[:500]
+            assert "The database is unavailable" in page.text
+            assert page.headers["Retry-After"] == "5"
+        for path in ("/activity/", "/endpoints/", "/team/", "/todos/1/"):
+            started = time.monotonic()
+            page = board.get(path)
+            answers.append((page.status_code, time.monotonic() - started))
+            assert page.status_code == 503, (path, page.text[:300])
+        assert answers[0][1] <= HANG_BOUND_SECONDS, answers
+        assert all(took <= BOARD_FAST_SECONDS for _, took in answers[1:]), answers
+    finally:
+        d.pg.start()
+    # Back by itself: the same process serves the Board again.
+    wait_until(
+        lambda: board.get("/").status_code == 200,
+        seconds=RECOVERY_SECONDS,
+        what="the Board to answer 200 after the restart",
+        logs=d.logs,
+        watch=[d.server],
+    )
+    assert d.same_processes(), d.logs()
