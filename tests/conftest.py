@@ -83,3 +83,12 @@ def vend(team):
         return endpoints.vend(team, agent_id or f"agent-{next(_n)}", verbs=verbs)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _database_breaker_closed_after_each_test():
+    """A test that made the database unreachable must not leave the next one refused."""
+    yield
+    from queues.availability import breaker
+
+    breaker.reset()
