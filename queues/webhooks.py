@@ -62,6 +62,11 @@ class Answer:
         return self.status is not None and 200 <= self.status < 300
 
 
+# Deprecated (RFC 3879) but still routed inside some networks; Python calls it neither
+# private nor reserved.
+_SITE_LOCAL = ipaddress.ip_network("fec0::/10")
+
+
 def allow_private() -> bool:
     return bool(getattr(settings, "SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE", False))
 
@@ -70,8 +75,16 @@ def forbidden_reason(address: str) -> str | None:
     """What makes an IP address unfit as a webhook target ("a loopback address"), or None
     when it is public."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])  # drop an IPv6 zone
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in _SITE_LOCAL:
+            return "a site-local address"
+        # Addresses that carry an IPv4 address inside (mapped, 6to4, Teredo's client) are
+        # judged by it too: 2002:7f00:1:: is 127.0.0.1 reached through a 6to4 relay.
+        inner = ip.ipv4_mapped or ip.sixtofour or (ip.teredo[1] if ip.teredo else None)
+        if ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
+        elif inner is not None and (reason := forbidden_reason(str(inner))):
+            return f"{reason} inside an IPv6 address"
     for test, words in (
         ("is_unspecified", "an unspecified address"),
         ("is_loopback", "a loopback address"),

@@ -54,6 +54,12 @@ def _post(url: str, secret: str = "sbw_test", body: bytes = b'{"event":"doorbell
         ("::ffff:127.0.0.1", "loopback"),  # IPv4-mapped: judged by the IPv4 inside
         ("::ffff:10.0.0.1", "private"),
         ("::ffff:169.254.169.254", "link-local"),
+        # 6to4 (2002::/16) carries an IPv4 address: judged by it
+        ("2002:7f00:1::", "loopback"),
+        ("2002:a00:1::1", "private"),
+        ("2002:a9fe:a9fe::", "link-local"),
+        ("fec0::1", "site-local"),  # deprecated site-local, still routed in places
+        ("fec0:1234::5", "site-local"),
     ],
 )
 def test_internal_addresses_are_forbidden(address, words):
@@ -62,7 +68,8 @@ def test_internal_addresses_are_forbidden(address, words):
 
 
 @pytest.mark.parametrize(
-    "address", ["93.184.215.14", "8.8.8.8", "2606:4700:4700::1111", "::ffff:8.8.8.8"]
+    "address",
+    ["93.184.215.14", "8.8.8.8", "2606:4700:4700::1111", "::ffff:8.8.8.8", "2002:808:808::1"],
 )
 def test_public_addresses_are_allowed(address):
     assert webhooks.forbidden_reason(address) is None
