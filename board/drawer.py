@@ -4,6 +4,7 @@ Pure functions over records (no queries), so the view stays thin and the rules t
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from django.utils import timezone
@@ -203,7 +204,8 @@ _LIVE = (TodoState.PENDING, TodoState.CLAIMED, TodoState.RETRY_WAIT)
 
 
 def _int(value) -> int | None:
-    try:
+    """``?attempt=`` and ``?round=``: ASCII digits, few enough for a bigint, else none (int()
+    alone also reads " 3", "+3", "1_0" and other scripts' digits)."""
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,18}", value):
         return int(value)
-    except (TypeError, ValueError):
-        return None
+    return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -166,8 +167,10 @@ def board_queue(
         )
     if filters.text:
         match = Q(title__ilike_contains=filters.text)
-        if (number := filters.text.removeprefix("#")).isdigit() and len(number) < 18:
-            match |= Q(pk=int(number))
+        # "#123" or "123" also finds todo 123: ASCII digits only (str.isdigit takes "²",
+        # which int() refuses), and few enough for a bigint.
+        if number := re.fullmatch(r"#?([0-9]{1,18})", filters.text):
+            match |= Q(pk=int(number[1]))
         todos = todos.filter(match)
     if before_id is not None:
         todos = todos.filter(pk__lt=before_id)

@@ -4,6 +4,7 @@ rejected; artifacts limited to mcp:// handles and https:// URLs; results capped 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from queues.errors import Invalid
@@ -27,6 +28,29 @@ class Bounded:
 
 NOTHING = Bounded(None)
 
+# U+D800..U+DFFF standing alone: a Python str can hold one (json.loads reads "\ud800"), but
+# UTF-8 cannot, so psycopg could not send it and the request would end in a 500.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def refuse_lone_surrogates(text: str, *, field: str) -> None:
+    """A lone surrogate is refused (Invalid), never replaced: it is not Unicode text at all,
+    and the agent API and MCP already refuse one when they decode the JSON body, so the
+    ledger refusing it too keeps every surface in agreement (the Board's JSON result is the
+    path that reaches here)."""
+    if _LONE_SURROGATE.search(text):
+        raise Invalid(
+            f"{field} contains a lone surrogate (a code point in U+D800..U+DFFF), which is "
+            "not Unicode text."
+        )
+
+
+def storable(text: str, *, field: str) -> str:
+    """``text`` as PostgreSQL text can hold it. A NUL is replaced by U+FFFD, not refused: it
+    is valid JSON (``"\\u0000"``) and real output carries one, so it is stored, marked."""
+    refuse_lone_surrogates(text, field=field)
+    return text.replace("\x00", "\ufffd")
+
 
 def truncate_utf8(text: str, max_bytes: int) -> tuple[str, bool, int]:
     """Cut ``text`` to at most ``max_bytes`` of UTF-8 without splitting a character."""
@@ -42,9 +66,7 @@ def bound(value: object, *, field: str, max_bytes: int) -> Bounded:
         return NOTHING
     if not isinstance(value, str):
         raise Invalid(f"{field} must be a string.")
-    # PostgreSQL text cannot hold NUL.
-    value = value.replace("\x00", "\ufffd")
-    text, truncated, size = truncate_utf8(value, max_bytes)
+    text, truncated, size = truncate_utf8(storable(value, field=field), max_bytes)
     return Bounded(text, truncated, size)
 
 
@@ -77,6 +99,7 @@ def bound_result(value: object) -> object:
         encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise Invalid("result must be JSON.") from exc
+    refuse_lone_surrogates(encoded, field="result")  # in keys and strings alike
     encoded = encoded.replace("\\u0000", "\\ufffd")  # jsonb rejects NUL in strings
     size = len(encoded.encode("utf-8"))
     if size <= RESULT_MAX_BYTES:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
@@ -30,9 +30,15 @@ def activity_list(request):
 
 
 def _timestamp(text: str) -> datetime | None:
-    """A bad ``before`` is ignored (the newest page), never an error."""
+    """A bad ``before`` is ignored (the newest page), never an error. The instant is kept in
+    UTC: Python reads offsets up to +-23:59, PostgreSQL refuses a literal beyond +-15:59."""
     try:
         value = datetime.fromisoformat(text[:40])
     except ValueError:
         return None
-    return value if timezone.is_aware(value) else None
+    if not timezone.is_aware(value):
+        return None
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # before year 1 or after 9999 once in UTC
+        return None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -45,7 +47,8 @@ def todo_new(request: HttpRequest) -> HttpResponse:
 def _preselect(request: HttpRequest) -> dict:
     """``?endpoint=<id>`` preselects that endpoint; the form's choices decide if it may."""
     value = request.GET.get("endpoint", "")
-    return {"endpoint": int(value)} if value.isdecimal() and len(value) < 19 else {}
+    # ASCII digits only: str.isdecimal also takes other scripts' digits.
+    return {"endpoint": int(value)} if re.fullmatch(r"[0-9]{1,18}", value) else {}
 
 
 def _page(request: HttpRequest, form: TodoForm, *, status: int = 200) -> HttpResponse:

@@ -21,6 +21,7 @@ from queues import transitions
 from queues.errors import Conflict, Invalid, NotFound
 from queues.records import TodoDetail
 from queues.selectors import board_todo
+from queues.text import RESULT_MAX_DEPTH
 from queues.transitions import Actor
 
 SUMMARY_FIELD_MAX = 8192  # characters accepted from the form; the ledger truncates at 2 KiB
@@ -161,3 +162,9 @@ def _json(text: str):
         return json.loads(text)
     except ValueError as exc:
         raise Invalid(f"The result is not valid JSON ({exc}). Nothing was changed.") from None
+    except RecursionError:
+        # json.loads recurses once per bracket: a few thousand of them exhaust the stack
+        # before the ledger's own depth check could refuse the result.
+        raise Invalid(
+            f"The result nests too deeply: at most {RESULT_MAX_DEPTH} levels. Nothing was changed."
+        ) from None
