@@ -7,19 +7,21 @@ and one mapping from domain errors to status codes (``DomainError.status``).
 
 from __future__ import annotations
 
-import logging
-
 import msgspec
 from django.core.exceptions import RequestDataTooBig
-from django.db import DatabaseError, DataError, InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from queues import schemas, verbs
 from queues.endpoints import authenticate
-from queues.errors import DomainError, Invalid, NotFound, Unauthorized, Unavailable
-
-log = logging.getLogger(__name__)
+from queues.errors import (
+    DATABASE_ERRORS,
+    DomainError,
+    Invalid,
+    NotFound,
+    Unauthorized,
+    from_database_error,
+)
 
 MAX_BODY_BYTES = 1024 * 1024
 _encoder = msgspec.json.Encoder()
@@ -103,15 +105,8 @@ def verb_view(request: HttpRequest, verb: str) -> HttpResponse:
         result = verbs.HANDLERS[verb](endpoint, params)
     except DomainError as error:
         return error_response(error)
-    except (OperationalError, InterfaceError) as exc:
-        # The database is down or restarting: say so, and keep the process alive.
-        log.warning("database unavailable during %s: %s", verb, type(exc).__name__)
-        return error_response(Unavailable("The database is unavailable; retry shortly."))
-    except DataError:
-        return error_response(Invalid("A value is out of the range PostgreSQL can store."))
-    except DatabaseError:
-        log.exception("database error during %s", verb)
-        return error_response(Unavailable("The request could not be completed; retry."))
+    except DATABASE_ERRORS as exc:
+        return error_response(from_database_error(exc, verb=verb))
     return json_response(result)
 
 

@@ -1,6 +1,13 @@
-"""Domain errors. One mapping to HTTP codes, shared by the API and MCP surfaces."""
+"""Domain errors. One mapping to HTTP codes, shared by the API and MCP surfaces, and one
+answer to a database error (``from_database_error``), shared by both as well."""
 
 from __future__ import annotations
+
+import logging
+
+from django.db import DatabaseError, DataError, InterfaceError, OperationalError
+
+log = logging.getLogger(__name__)
 
 
 class DomainError(Exception):
@@ -45,3 +52,29 @@ class RateLimited(DomainError):
 
 class Unavailable(DomainError):
     code, status = "unavailable", 503
+
+
+# What an adapter catches around a verb: InterfaceError is not a DatabaseError in DB-API 2.
+DATABASE_ERRORS = (DatabaseError, InterfaceError)
+
+DATA_ERROR_MESSAGE = (
+    "A value cannot be stored in PostgreSQL: a number out of range, or a NUL character "
+    "(\\u0000) in text it must compare as given."
+)
+
+
+def from_database_error(exc: DatabaseError | InterfaceError, *, verb: str) -> DomainError:
+    """The one answer to a database error for the HTTP API and the MCP tools alike, so the
+    two cannot tell an agent different things: the database down or restarting is
+    ``unavailable`` (retry), a value PostgreSQL refuses is ``invalid`` (retrying cannot help),
+    anything else ``unavailable``, logged."""
+    if isinstance(exc, OperationalError | InterfaceError):
+        # Keep the process alive and the log short: the cause is the database, not the call.
+        log.warning("database unavailable during %s: %s", verb, type(exc).__name__)
+        return Unavailable("The database is unavailable; retry shortly.")
+    if isinstance(exc, DataError):
+        # The schemas checked types and ranges; this is what gets past them, e.g. a NUL in
+        # an idempotency_key or a ``to`` (looked up as given, so never replaced).
+        return Invalid(DATA_ERROR_MESSAGE)
+    log.error("database error during %s", verb, exc_info=exc)
+    return Unavailable("The request could not be completed; retry.")

@@ -14,7 +14,7 @@ from django_mcpz.server import MCPServer, ToolError
 
 from queues import schemas, verbs
 from queues.api import endpoint_for, error_response
-from queues.errors import DomainError, Unavailable
+from queues.errors import DATABASE_ERRORS, DomainError, from_database_error
 from queues.records import UNTRUSTED_NOTICE
 
 INSTRUCTIONS = (
@@ -64,13 +64,8 @@ def _register(verb: str) -> None:
             )
         except DomainError as error:
             raise ToolError(json.dumps(error.as_dict())) from None
-        except Exception as exc:
-            from django.db import DatabaseError
-
-            if isinstance(exc, DatabaseError):
-                unavailable = Unavailable("The database is unavailable; retry shortly.")
-                raise ToolError(json.dumps(unavailable.as_dict())) from None
-            raise
+        except DATABASE_ERRORS as exc:  # the HTTP API's answer, from the same function
+            raise ToolError(json.dumps(from_database_error(exc, verb=verb).as_dict())) from None
 
     tool.__name__ = verb
     server.tool(

@@ -223,3 +223,95 @@ def test_query_counts_of_the_list_and_claim_verbs_are_pinned(
     # the token lookup and one keyset query, whatever the page size
     with django_assert_num_queries(1 + 1):
         assert len(call("list_todos", {"limit": 200}).json()["todos"]) == 30
+
+
+# --- Text PostgreSQL cannot hold: a NUL, a lone surrogate -----------------------------------
+
+# Arguments the ledger looks up or compares as given: a NUL cannot be replaced there (the
+# lookup would find something else), so PostgreSQL refuses it and the call is invalid.
+NUL_REFUSED = [
+    ("create_todo", {"title": "t", "idempotency_key": "key\x00"}),
+    ("create_todo", {"title": "t", "to": "agent-b\x00"}),
+]
+
+
+@pytest.mark.parametrize(("verb", "body"), NUL_REFUSED, ids=["idempotency_key", "to"])
+def test_a_nul_the_ledger_cannot_store_is_invalid_and_writes_nothing(world, verb, body):
+    from queues.errors import DATA_ERROR_MESSAGE
+
+    before = ledger_state()
+    response = post(world["base"], verb, body, token=world["token"])
+    expect(response, 400, "invalid", verb)
+    assert response.json()["error"]["message"] == DATA_ERROR_MESSAGE
+    assert ledger_state() == before
+
+
+def test_a_nul_in_stored_text_is_kept_as_u_fffd(world):
+    base, token = world["base"], world["token"]
+    created = post(base, "create_todo", {"title": "a\x00b", "body": "\x00"}, token=token).json()
+    assert (created["todo"]["title"], created["todo"]["body"]) == ("a\ufffdb", "\ufffd")
+    done = post(
+        base,
+        "complete",
+        {
+            "todo_id": world["todo"],
+            "lease_token": world["lease"],
+            "summary": "s\x00",
+            "artifact": "https://x.test/\x00",
+            "result": {"k\x00": "v\x00"},
+        },
+        token=token,
+    )
+    assert done.status_code == 200, done.text
+    attempt = post(base, "get_todo", {"todo_id": world["todo"]}, token=token).json()["todo"]
+    assert attempt["result"] == {"k\ufffd": "v\ufffd"}
+    assert attempt["attempts"][0]["summary"] == "s\ufffd"
+    assert attempt["attempts"][0]["artifact"] == "https://x.test/\ufffd"
+
+
+# A lone surrogate written as a JSON escape: every string argument of every verb that takes
+# one. (json.dumps would write it too; it is spelt out so the bytes on the wire are plain.)
+SURROGATE_BODIES = {
+    "title": ("create_todo", '{"title": "a\\ud800b"}'),
+    "body": ("create_todo", '{"title": "t", "body": "\\udfff"}'),
+    "idempotency_key": ("create_todo", '{"title": "t", "idempotency_key": "\\ud800"}'),
+    "to": ("create_todo", '{"title": "t", "to": "\\ud800"}'),
+    "cursor": ("list_todos", '{"cursor": "\\ud800"}'),
+    "claimant": ("claim_next", '{"claimant": "run-\\ud800"}'),
+    "summary": ("complete", '{"todo_id": TODO, "lease_token": "LEASE", "summary": "\\ud800"}'),
+    "artifact": (
+        "complete",
+        '{"todo_id": TODO, "lease_token": "LEASE", "artifact": "mcp://\\ud800"}',
+    ),
+    "result": ("complete", '{"todo_id": TODO, "lease_token": "LEASE", "result": {"\\ud800": 1}}'),
+    "lease_token": ("release", '{"todo_id": TODO, "lease_token": "\\ud800"}'),
+}
+
+
+@pytest.mark.parametrize(("verb", "raw"), SURROGATE_BODIES.values(), ids=SURROGATE_BODIES.keys())
+def test_a_lone_surrogate_is_invalid_and_writes_nothing(world, verb, raw):
+    raw = raw.replace("TODO", str(world["todo"])).replace("LEASE", world["lease"])
+    before = ledger_state()
+    expect(post(world["base"], verb, raw=raw.encode(), token=world["token"]), 400, "invalid", verb)
+    assert ledger_state() == before
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [
+        ("OperationalError", "unavailable"),
+        ("InterfaceError", "unavailable"),
+        ("DataError", "invalid"),
+        ("IntegrityError", "unavailable"),
+        ("ProgrammingError", "unavailable"),
+    ],
+)
+def test_one_mapping_answers_every_database_error(error, code):
+    """HTTP and MCP both call it (queues/api.py, queues/mcp.py), so they cannot disagree."""
+    from django import db
+
+    from queues.errors import DATABASE_ERRORS, from_database_error
+
+    exc = getattr(db, error)("boom")
+    assert isinstance(exc, DATABASE_ERRORS)
+    assert from_database_error(exc, verb="claim").code == code

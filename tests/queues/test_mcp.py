@@ -164,3 +164,84 @@ def test_tools_outside_the_frozen_set_are_not_listed(live_server, vend):
             return {tool.name for tool in (await client.list_tools()).tools}
 
     assert run(scenario()) == {"list_todos", "get_todo", "claim_next"}
+
+
+# Every string argument, with a NUL. Where the ledger stores text it keeps the NUL as U+FFFD;
+# where it looks a value up as given (idempotency_key, to) PostgreSQL refuses it. Either way
+# MCP must answer exactly what HTTP answers.
+NUL_ARGUMENTS = {
+    "title": ("create_todo", {"title": "a\x00b", "body": "\x00"}),
+    "idempotency_key": ("create_todo", {"title": "t", "idempotency_key": "key\x00"}),
+    "to": ("create_todo", {"title": "t", "to": "agent-b\x00"}),
+    "cursor": ("list_todos", {"cursor": "\x00"}),
+    "claimant": ("claim_next", {"claimant": "run\x00"}),
+    "summary": ("complete", {"summary": "s\x00", "artifact": "mcp://a\x00", "result": "\x00"}),
+    "lease_token": ("heartbeat", {"lease_token": "sbl_\x00"}),
+}
+
+
+def test_a_nul_in_any_argument_gets_the_same_answer_over_mcp_as_over_http(live_server, vend):
+    from queues import transitions
+    from queues.transitions import Actor
+    from tests.queues.api_helpers import post
+
+    endpoint, token = vend("agent-a")
+
+    def held() -> int:
+        todo, _ = transitions.create_todo(endpoint=endpoint, title="held")
+        transitions.claim(Actor.agent(endpoint), todo.id)
+        return todo.id
+
+    def arguments(verb: str, args: dict) -> dict:
+        attempt_verb = verb in ("complete", "heartbeat")
+        return {"todo_id": held(), **args} if attempt_verb else args
+
+    def answer(status: int, body: dict) -> tuple:
+        return ("ok",) if status == 200 else (body["error"]["code"], body["error"]["message"])
+
+    over_http, mcp_calls = {}, {}
+    for name, (verb, args) in NUL_ARGUMENTS.items():
+        response = post(live_server.url, verb, arguments(verb, args), token=token)
+        assert response.status_code < 500, response.text
+        over_http[name] = answer(response.status_code, response.json())
+        mcp_calls[name] = (verb, arguments(verb, args))
+
+    async def scenario():
+        answers = {}
+        async with mcp_client(live_server.url, token) as client:
+            for name, (verb, args) in mcp_calls.items():
+                got = await call(client, verb, args)
+                answers[name] = (
+                    answer(400, got["tool_error"]) if "tool_error" in got else answer(200, got)
+                )
+        return answers
+
+    over_mcp = run(scenario())
+    assert over_mcp == over_http
+    assert over_http["idempotency_key"][0] == over_http["to"][0] == "invalid"
+    assert over_http["title"] == over_http["summary"] == ("ok",)
+
+
+@pytest.mark.parametrize("field", ["title", "idempotency_key", "to"])
+def test_a_lone_surrogate_over_mcp_is_refused_and_writes_nothing(live_server, vend, field):
+    """Refused while the JSON-RPC body is decoded (as HTTP refuses it decoding its body):
+    a JSON-RPC error, never a 500, nothing written."""
+    import httpx
+
+    _, token = vend("agent-a")
+    arguments = {"title": "t", field: "SURROGATE"}
+    call_tool = {"name": "create_todo", "arguments": arguments}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call_tool})
+    body = body.replace("SURROGATE", "\\ud800")  # a JSON escape on the wire
+    response = httpx.post(
+        f"{live_server.url}/mcp",
+        content=body.encode(),
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32700
+    assert not Todo.objects.exists()
