@@ -596,3 +596,28 @@ class MetricCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}{{{self.label}}}"
+
+
+# ---------------------------------------------------------------------------------------
+# Signing in: the throttle (queues/signin_throttle.py, used by board/auth.py).
+
+
+class SignInThrottle(models.Model):
+    """Sign-ins charged to one key in its current fixed window: ``user:<lowercased name>`` or
+    ``addr:<client address>``. Kept in PostgreSQL so that every web process counts the same
+    guesses. A sign-in is charged before its password is checked and refunded when it
+    succeeds, so ``failures`` counts the ones that did not."""
+
+    key = models.CharField(max_length=200, primary_key=True)
+    window_started_at = models.DateTimeField()
+    failures = models.IntegerField(default=0)
+
+    class Meta:
+        db_table = "sign_in_throttles"
+        indexes = [
+            # Pruning: the oldest windows first (queues/signin_throttle.py, PRUNE).
+            models.Index("window_started_at", name="sign_in_throttles_window"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.failures}"

@@ -291,3 +291,25 @@ if SWITCHBOARD_PREPARED_STATEMENTS:
     # default). Django's own cursors bind client-side and never prepare, so a threshold that
     # is never reached leaves them alone; only queues.sql.fetch asks for preparation.
     DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 2**31 - 1
+
+# --- Signing in (board/auth.py, queues/signin_throttle.py) --------------------------------
+# Sign-ins are counted in PostgreSQL (every web process sees the same counts) per user name
+# and per client address, in a fixed window; past a limit /login/ answers 429 with
+# Retry-After and the password is not checked. A successful sign-in clears its name's count.
+# 0 turns a limit off.
+SWITCHBOARD_SIGNIN_WINDOW_SECONDS = env_int("SWITCHBOARD_SIGNIN_WINDOW_SECONDS", 900, minimum=1)
+SWITCHBOARD_SIGNIN_FAILURES_PER_USER = env_int(
+    "SWITCHBOARD_SIGNIN_FAILURES_PER_USER", 10, minimum=0
+)
+SWITCHBOARD_SIGNIN_FAILURES_PER_ADDRESS = env_int(
+    "SWITCHBOARD_SIGNIN_FAILURES_PER_ADDRESS", 50, minimum=0
+)
+# Behind a proxy every connection comes from the proxy: name the header it writes the client's
+# address into (X-Forwarded-For); its last entry, the one the proxy added, is used. Unset: the
+# connection's own address.
+SWITCHBOARD_SIGNIN_CLIENT_IP_HEADER = os.environ.get(
+    "SWITCHBOARD_SIGNIN_CLIENT_IP_HEADER", ""
+).strip()
+# The one backend: Django's ModelBackend, throttled, with no pooled connection held across
+# the password hash (board/auth.py). Also behind Django admin's sign-in.
+AUTHENTICATION_BACKENDS = ["board.auth.SignInBackend"]

@@ -2,12 +2,13 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from board.views import signin
 from queues import admin as queues_admin
 from queues import api, mcp, metrics
 from switchboard.health import healthz
 
 urlpatterns = [
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", signin.sign_in, name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path(
         "admin/queue-health/",
