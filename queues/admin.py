@@ -9,24 +9,35 @@ the one write is the endpoint revoke action), and attempts, events and the outbo
 pages at all. Aggregates are computed by the database: counts are subqueries or GROUP BYs,
 never rows loaded and counted in Python. Staff are not team members by being staff: nothing
 here adds a membership, and memberships are shown read-only.
+
+Operators (``queues.operators``: staff in the Operators group) hold the view permissions of
+these pages, the revoke action's own permission and queue health's. A query string is
+hostile input: a filter takes only the lookups of the page's own filters (a lookup over any
+other column, e.g. ``?title__icontains=`` or ``?notify_secret__startswith=``, would be an
+oracle for text the page never shows), an id that is not an id is an invalid filter (Django
+answers those by showing the unfiltered list with its ``?e=1`` flag), and a search that could
+only be slow or could never match (NUL, overlong, too many words) finds nothing.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from urllib.parse import urlsplit
 
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
-from django.contrib.admin.options import ActionLocation
+from django.contrib.admin.options import ActionLocation, IncorrectLookupParameters
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
+from django.core.exceptions import PermissionDenied
 from django.db.models import Count, IntegerField, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
+from django.utils.text import smart_split
 
-from queues import metrics, transitions
+from queues import metrics, operators, transitions
 from queues.errors import Conflict
 from queues.models import (
     LIVE_STATES,
@@ -57,7 +68,65 @@ def url_host(url: str) -> str:
         return "set"
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+# A search is over ids, agent ids, slugs, user names and e-mail addresses: a few short words.
+SEARCH_MAX_CHARS = 256
+SEARCH_MAX_WORDS = 8
+
+_ID = re.compile(r"[0-9]{1,18}")  # ASCII digits only ("²".isdigit()), within a bigint
+
+
+def parse_id(value: str) -> int:
+    """A filter's id from the query string; anything else is an invalid filter."""
+    if not _ID.fullmatch(value):
+        raise IncorrectLookupParameters(f"not an id: {value[:20]!r}")
+    return int(value)
+
+
+class HostileQueryStringMixin:
+    """Filters only through the page's own filters; searches that can neither be slow nor
+    fail in the database (PostgreSQL refuses a NUL in text)."""
+
+    def lookup_allowed(self, lookup: str, value, request: HttpRequest) -> bool:
+        if isinstance(value, str) and "\x00" in value:
+            return False
+        if lookup not in self._filter_lookups(request):
+            return False
+        return super().lookup_allowed(lookup, value, request)
+
+    def _filter_lookups(self, request: HttpRequest) -> set[str]:
+        """The query-string keys the page's own filters read: a SimpleListFilter's
+        parameter, a field filter's ``<field>``, ``__exact``, ``__isnull`` and, for a
+        relation, ``__id__exact``."""
+        lookups: set[str] = set()
+        for item in self.get_list_filter(request):
+            if isinstance(item, type) and issubclass(item, admin.SimpleListFilter):
+                lookups.add(item.parameter_name)
+                continue
+            field = item[0] if isinstance(item, list | tuple) else item
+            lookups.update({field, f"{field}__exact", f"{field}__isnull", f"{field}__id__exact"})
+        return lookups
+
+    def get_search_results(self, request: HttpRequest, queryset, search_term: str):
+        if "\x00" in search_term:  # no stored id, slug or name holds one
+            return queryset.none(), False
+        if len(search_term) > SEARCH_MAX_CHARS or len(list(smart_split(search_term))) > (
+            SEARCH_MAX_WORDS
+        ):
+            # Each word is one more condition over every search field: thousands of words
+            # made a todo search take minutes.
+            match = request.resolver_match
+            if match and match.url_name and match.url_name.endswith("_changelist"):
+                self.message_user(
+                    request,
+                    f"Search for at most {SEARCH_MAX_WORDS} words of "
+                    f"{SEARCH_MAX_CHARS} characters in all.",
+                    messages.WARNING,
+                )
+            return queryset.none(), False
+        return super().get_search_results(request, queryset, search_term)
+
+
+class ReadOnlyAdmin(HostileQueryStringMixin, admin.ModelAdmin):
     """Viewing only: nothing of the ledger is added, changed or deleted through admin."""
 
     show_full_result_count = False  # one COUNT per changelist page, not two
@@ -160,9 +229,9 @@ class TeamWithEndpointsFilter(admin.SimpleListFilter):
         return [(str(team.pk), team.slug) for team in teams]
 
     def queryset(self, request, queryset):
-        if self.value() and self.value().isdigit():
-            return queryset.filter(**{f"{self.path}_id": int(self.value())})
-        return queryset
+        if not self.value():
+            return queryset
+        return queryset.filter(**{f"{self.path}_id": parse_id(self.value())})
 
 
 @admin.register(Endpoint)
@@ -235,7 +304,7 @@ class EndpointAdmin(ReadOnlyAdmin):
         return url_host(endpoint.notify_url)
 
     def has_revoke_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("queues.change_endpoint")
+        return request.user.has_perm(f"queues.{operators.REVOKE_ENDPOINT}")
 
     @admin.action(
         description="Revoke the selected endpoints (their live todos become dead letters)",
@@ -301,9 +370,9 @@ class TodoEndpointFilter(admin.SimpleListFilter):
         return [(str(e.pk), f"{e.team.slug}/{e.agent_id}") for e in endpoints]
 
     def queryset(self, request, queryset):
-        if self.value() and self.value().isdigit():
-            return queryset.filter(endpoint_id=int(self.value()))
-        return queryset
+        if not self.value():
+            return queryset
+        return queryset.filter(endpoint_id=parse_id(self.value()))
 
 
 @admin.register(Todo)
@@ -398,12 +467,23 @@ if admin.site.is_registered(User):
 
 
 @admin.register(User)
-class SwitchboardUserAdmin(UserAdmin):
+class SwitchboardUserAdmin(HostileQueryStringMixin, UserAdmin):
     """Deactivate a user rather than delete them: attempts a person claimed must keep who
-    claimed them (a check constraint), and the audit trail keeps who acted."""
+    claimed them (a check constraint), and the audit trail keeps who acted. Who may only
+    view users (operators) sees no password field: not even the hash's outline, nor the
+    button to a password page they could not use."""
 
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
+
+    def get_fieldsets(self, request: HttpRequest, obj=None):
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or self.has_change_permission(request, obj):
+            return fieldsets
+        return [
+            (name, {**options, "fields": [f for f in options["fields"] if f != "password"]})
+            for name, options in fieldsets
+        ]
 
 
 # ---------------------------------------------------------------------------------------
@@ -424,7 +504,10 @@ def _age(delta: timedelta | None) -> str:
 
 
 def queue_health_view(request: HttpRequest) -> TemplateResponse:
-    """Staff only (wrapped by ``admin.site.admin_view`` in the URLconf)."""
+    """Staff (``admin.site.admin_view`` in the URLconf) with ``queues.view_queue_health``:
+    it names every team's endpoints, so being staff is not enough."""
+    if not request.user.has_perm(f"queues.{operators.VIEW_QUEUE_HEALTH}"):
+        raise PermissionDenied
     health = metrics.queue_health()
     sweeper = health.sweeper
     return TemplateResponse(

@@ -134,11 +134,12 @@ def test_adduser_creates_a_team_and_makes_them_its_owner(switchboard, real_hashe
     bob = get_user_model().objects.get(username="bob")
     carol = get_user_model().objects.get(username="carol")
     assert bob.check_password(password) and bob.is_staff and not bob.is_superuser
-    assert not carol.is_staff
+    assert list(bob.groups.values_list("name", flat=True)) == ["Operators"]  # an operator
+    assert not carol.is_staff and not carol.groups.exists()
     roles = dict(Membership.objects.filter(team__slug="ops").values_list("user__username", "role"))
     assert roles == {"bob": "owner", "carol": "member"}
     assert bob.teams.filter(personal=True).count() == 1  # the post_save signal's team
-    assert "owner of team ops" in first.stdout
+    assert "owner of team ops (new); in the Operators group." in first.stdout
 
 
 def test_adduser_refuses_an_existing_name(switchboard, user):

@@ -1,19 +1,29 @@
-"""Django admin for operators: aggregates and metadata only, never anybody's work."""
+"""Django admin for operators: aggregates and metadata only, never anybody's work.
+
+Two kinds of staff sign in here: a superuser, and an operator made the way the docs say
+(``switchboard adduser NAME --staff``: staff in the Operators group, view permissions only,
+plus revoke and queue health). Both must see no user text and no secret.
+"""
 
 from __future__ import annotations
 
 import html
+import io
 import re
 from collections import Counter
 from datetime import timedelta
 from urllib.parse import urljoin, urlsplit
 
 import pytest
+from django.apps import apps
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group, Permission
 from django.contrib.messages import get_messages
-from django.db import connection
+from django.core.management import call_command
+from django.db import connection, transaction
 from django.urls import reverse
 
-from queues import endpoints, sweeper, tokens, transitions
+from queues import endpoints, operators, sweeper, tokens, transitions
 from queues.models import (
     LIVE_STATES,
     DeadLetterSink,
@@ -47,14 +57,30 @@ MARKERS = {
 
 
 @pytest.fixture
-def operator(make_user):
-    return make_user("operator", is_staff=True, is_superuser=True)
+def superuser(make_user):
+    return make_user("root", is_staff=True, is_superuser=True)
 
 
 @pytest.fixture
-def signed_in(client, operator):
-    client.force_login(operator)
+def signed_in(client, superuser):
+    client.force_login(superuser)
     return client
+
+
+@pytest.fixture
+def operator(db, monkeypatch):
+    """An operator made through the real command: ``switchboard adduser ops --staff``."""
+    monkeypatch.setenv("SWITCHBOARD_PASSWORD", "correct horse battery staple")
+    call_command("adduser", "ops", "--staff", stdout=io.StringIO())
+    return get_user_model().objects.get(username="ops")
+
+
+@pytest.fixture(params=["superuser", "operator"])
+def staff(request, client):
+    """Signed in as each kind of staff in turn."""
+    user = request.getfixturevalue(request.param)
+    client.force_login(user)
+    return user
 
 
 @pytest.fixture
@@ -176,10 +202,12 @@ def _crawl(client, start: list[str]) -> dict[str, tuple[int, str]]:
     return pages
 
 
-def test_no_admin_page_shows_todo_text_attempt_text_or_a_secret(
-    signed_in, seeded, operator, make_user
-):
-    forbidden = seeded["forbidden"]
+def test_no_admin_page_shows_todo_text_attempt_text_or_a_secret(client, staff, seeded, user):
+    forbidden = {
+        **seeded["forbidden"],
+        # Not even the stored form of a password (an operator sees no outline of it either).
+        **{f"password of {u.username}": u.password for u in get_user_model().objects.all()},
+    }
     failed, done, dead = seeded["todos"]
     changelists = [
         reverse(f"admin:queues_{model}_changelist") for model in ("team", "endpoint", "todo")
@@ -192,7 +220,7 @@ def test_no_admin_page_shows_todo_text_attempt_text_or_a_secret(
     ]
     adds = [reverse(f"admin:queues_{m}_add") for m in ("team", "endpoint", "todo")]
 
-    pages = _crawl(signed_in, ["/admin/", *searches, *adds])
+    pages = _crawl(client, ["/admin/", *searches, *adds])
 
     leaks = [
         (url, name)
@@ -208,11 +236,15 @@ def test_no_admin_page_shows_todo_text_attempt_text_or_a_secret(
     assert reverse("admin:queues_endpoint_change", args=[seeded["endpoint"].pk]) in visited
     assert reverse("admin:queues_team_change", args=[seeded["endpoint"].team_id]) in visited
     assert reverse("admin:queues_deadlettersink_change", args=[seeded["sink"].pk]) in visited
-    assert reverse("admin:auth_user_change", args=[operator.pk]) in visited
+    assert reverse("admin:auth_user_change", args=[staff.pk]) in visited
+    assert reverse("admin:auth_user_change", args=[user.pk]) in visited
     assert reverse("admin-queue-health") in visited
     assert any("state__exact=" in url for url in visited)  # the filters were followed
+    assert all(pages[url][0] == 200 for url in [*changelists, reverse("admin-queue-health")])
     assert all(pages[url][0] == 200 for url in searches)
     assert all(pages[url][0] == 403 for url in adds)  # nothing of ours is added here
+    # Every filter and sort link the pages offer works (none is refused as a lookup).
+    assert [url for url, (status, _) in pages.items() if "?" in url and status != 200] == []
     # What the pages do show: ids, agent ids, states, the webhook hosts.
     todo_page = pages[reverse("admin:queues_todo_change", args=[failed.id])][1]
     assert "marked-agent" in todo_page and "claimed" in todo_page
@@ -220,6 +252,7 @@ def test_no_admin_page_shows_todo_text_attempt_text_or_a_secret(
     assert "doorbell.example.org" in endpoint_page
     sink_page = pages[reverse("admin:queues_deadlettersink_change", args=[seeded["sink"].pk])][1]
     assert "sink.example.net" in sink_page
+    assert "permission to view or edit anything" not in pages["/admin/"][1]
 
 
 @pytest.mark.parametrize("model", ["team", "endpoint", "todo", "deadlettersink"])
@@ -545,3 +578,322 @@ def test_changelists_count_in_the_database_with_a_pinned_query_count(
 def test_users_are_deactivated_not_deleted(signed_in, user):
     response = signed_in.get(reverse("admin:auth_user_delete", args=[user.pk]))
     assert response.status_code == 403
+
+
+# ---------------------------------------------------------------------------------------
+# Operators: the group, adduser --staff, queue health's permission
+
+
+def _operator_permissions() -> set[str]:
+    group = Group.objects.get(name=operators.GROUP)
+    return {
+        f"{p.content_type.app_label}.{p.codename}"
+        for p in group.permissions.select_related("content_type")
+    }
+
+
+EXPECTED_OPERATOR_PERMISSIONS = {
+    "queues.view_team",
+    "queues.view_membership",
+    "queues.view_endpoint",
+    "queues.view_todo",
+    "queues.view_deadlettersink",
+    "auth.view_user",
+    "queues.view_queue_health",
+    "queues.revoke_endpoint",
+}
+
+
+def test_migrate_makes_the_operators_group_with_view_revoke_and_queue_health(db):
+    assert _operator_permissions() == EXPECTED_OPERATOR_PERMISSIONS
+
+
+def test_the_operators_group_is_made_again_exactly_on_every_migrate(db):
+    group = Group.objects.get(name=operators.GROUP)
+    group.permissions.add(Permission.objects.get(codename="change_user"))  # by hand
+    group.permissions.remove(Permission.objects.get(codename="view_todo"))
+
+    for _ in range(2):
+        operators.make_operators_group(apps.get_app_config("queues"), verbosity=0)
+
+    assert Group.objects.filter(name=operators.GROUP).count() == 1
+    assert _operator_permissions() == EXPECTED_OPERATOR_PERMISSIONS
+    assert Permission.objects.filter(codename="view_queue_health").count() == 1
+
+
+def test_adduser_staff_makes_an_operator(operator):
+    assert operator.is_staff and not operator.is_superuser
+    assert list(operator.groups.values_list("name", flat=True)) == [operators.GROUP]
+    assert operator.has_perm("queues.view_todo")
+    assert operator.has_perm("queues.view_queue_health")
+    assert not operator.has_perm("queues.change_todo")
+    assert not operator.has_perm("auth.change_user")
+
+
+def test_an_operator_sees_every_admin_page_and_queue_health(client, operator, seeded, user):
+    client.force_login(operator)
+    index = client.get("/admin/").content.decode()
+
+    assert "permission to view or edit anything" not in index
+    assert reverse("admin-queue-health") in index
+    for name in ("team", "endpoint", "todo", "deadlettersink"):
+        assert reverse(f"admin:queues_{name}_changelist") in index
+    assert reverse("admin:auth_user_changelist") in index
+    assert client.get(reverse("admin-queue-health")).status_code == 200
+    failed, _, _ = seeded["todos"]
+    assert client.get(reverse("admin:queues_todo_change", args=[failed.id])).status_code == 200
+    team_page = client.get(reverse("admin:queues_team_change", args=[seeded["endpoint"].team_id]))
+    assert user.username in team_page.content.decode()  # the members, read-only
+
+
+def test_staff_without_the_group_get_403_on_queue_health_and_no_link(client, make_user, busy):
+    staff = make_user("plain-staff", is_staff=True)
+    client.force_login(staff)
+
+    assert client.get(reverse("admin-queue-health")).status_code == 403
+    index = client.get("/admin/").content.decode()
+    assert reverse("admin-queue-health") not in index
+    assert "Queue health" not in index
+
+
+def test_queue_health_needs_its_permission_not_a_view_permission(client, make_user, busy):
+    staff = make_user("viewer", is_staff=True)
+    staff.user_permissions.add(Permission.objects.get(codename="view_endpoint"))
+    client.force_login(staff)
+    assert client.get(reverse("admin-queue-health")).status_code == 403
+
+    staff.user_permissions.add(Permission.objects.get(codename="view_queue_health"))
+    staff = get_user_model().objects.get(pk=staff.pk)  # a fresh permission cache
+    client.force_login(staff)
+    response = client.get(reverse("admin-queue-health"))
+    assert response.status_code == 200
+    assert "one" in response.content.decode()  # the busy endpoints' agent ids
+
+
+def test_an_operator_cannot_change_a_user(client, operator, user, superuser):
+    client.force_login(operator)
+    change = reverse("admin:auth_user_change", args=[user.pk])
+    before = get_user_model().objects.values().get(pk=user.pk)
+
+    page = client.get(change)
+    body = page.content.decode()
+    assert page.status_code == 200
+    assert user.username in body
+    assert 'name="_save"' not in body  # a view, not a form
+    assert "../password/" not in body and "Reset password" not in body  # no password field
+    assert 'name="is_staff"' not in body and 'name="user_permissions"' not in body
+    posted = client.post(
+        change,
+        {"username": user.username, "is_staff": "on", "is_superuser": "on", "is_active": "on"},
+    )
+    assert posted.status_code == 403
+    password = reverse("admin:auth_user_password_change", args=[user.pk])
+    assert client.get(password).status_code == 403
+    posted = client.post(password, {"password1": "new one long", "password2": "new one long"})
+    assert posted.status_code == 403
+    assert client.get(reverse("admin:auth_user_add")).status_code == 403
+    # Not themselves either: no way to a staff flag, a group or a permission.
+    own = reverse("admin:auth_user_change", args=[operator.pk])
+    assert client.post(own, {"username": "ops", "is_superuser": "on"}).status_code == 403
+    assert get_user_model().objects.values().get(pk=user.pk) == before
+    assert not get_user_model().objects.get(pk=operator.pk).is_superuser
+
+
+def test_a_superuser_still_changes_users_and_sees_the_password_field(signed_in, user):
+    body = signed_in.get(reverse("admin:auth_user_change", args=[user.pk])).content.decode()
+    assert 'name="_save"' in body and "../password/" in body
+    assert (
+        signed_in.get(reverse("admin:auth_user_password_change", args=[user.pk])).status_code == 200
+    )
+
+
+def test_an_operator_may_revoke_an_endpoint(client, operator, endpoint, make_todo):
+    make_todo("pending")
+    client.force_login(operator)
+    changelist = reverse("admin:queues_endpoint_changelist")
+    assert "revoke_endpoints" in client.get(changelist).content.decode()
+
+    response = client.post(
+        changelist,
+        {"action": "revoke_endpoints", "_selected_action": [str(endpoint.pk)], "confirmed": "yes"},
+    )
+
+    assert response.status_code == 302
+    assert Endpoint.objects.get(pk=endpoint.pk).revoked_at is not None
+
+
+def test_the_change_permission_alone_does_not_give_the_revoke_action(client, make_user, endpoint):
+    staff = make_user("changer", is_staff=True)
+    staff.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_endpoint", "change_endpoint"])
+    )
+    client.force_login(staff)
+    changelist = reverse("admin:queues_endpoint_changelist")
+    assert "revoke_endpoints" not in client.get(changelist).content.decode()
+    response = client.post(
+        changelist,
+        {"action": "revoke_endpoints", "_selected_action": [str(endpoint.pk)], "confirmed": "yes"},
+    )
+    assert response.status_code < 500
+    assert Endpoint.objects.get(pk=endpoint.pk).revoked_at is None
+
+
+# ---------------------------------------------------------------------------------------
+# Hostile query strings (issue 10): a 400 or a friendly page, never a 500
+
+CHANGELISTS = {
+    "team": "/admin/queues/team/",
+    "endpoint": "/admin/queues/endpoint/",
+    "todo": "/admin/queues/todo/",
+    "deadlettersink": "/admin/queues/deadlettersink/",
+    "user": "/admin/auth/user/",
+}
+HOSTILE_QUERIES = [
+    "%00",
+    "%00=%00",
+    "%C2%B2",
+    "%FF",
+    "%FF=%FF",
+    "q=" + "a" * 10_000,
+    "q=" + "a%20" * 2_000,
+    "q=%00",
+    "q=%FF",
+    "q=%22",
+    "o=999",
+    "o=-1.x",
+    "o=1.2.%00",
+    "p=-1",
+    "p=%C2%B2",
+    "p=99999999999999999999999",
+    "e=1",
+    "all=",
+    "_facets=1&team=%C2%B2",
+    "_popup=1",
+    "_to_field=token_hash",
+    "_changelist_filters=",
+    "id__exact=x",
+    "id__exact=%00",
+    "team=%C2%B2",
+    "team=%00",
+    "team=-1",
+    "team=99999999999999999999999",
+    "endpoint=%C2%B2",
+    "endpoint=%00",
+    "endpoint=99999999999999999999",
+    "status=%00",
+    "state__exact=%00",
+    "state__exact=%FF",
+    "dead_letter_reason__exact=%00",
+    "personal__exact=%00",
+    "personal__exact=%C2%B2",
+    "active__exact=%00",
+    "slug=%00",
+    "agent_id=%00",
+    "username=%00",
+    "groups__id__exact=%C2%B2",
+    "is_staff__exact=%00",
+    "title__icontains=%00",
+    "endpoint__team__slug=%00",
+]
+OBJECT_IDS = ["-1", "0", "99999999999999999999", "9223372036854775808", "%00", "%C2%B2", "%FF"]
+OBJECT_PAGES = ["change/", "history/", "delete/", "password/"]
+
+
+def _hostile_urls(changelist: str, object_id: int) -> list[str]:
+    urls = [f"{changelist}?{query}" for query in HOSTILE_QUERIES]
+    for page in OBJECT_PAGES if changelist.endswith("/user/") else OBJECT_PAGES[:3]:
+        urls += [f"{changelist}{bad}/{page}" for bad in OBJECT_IDS]
+        urls += [
+            f"{changelist}{object_id}/{page}?_changelist_filters={quoted}"
+            for quoted in ("%00", "team%3D%25C2%25B2", "q%3D%2500", "%FF")
+        ]
+    return urls
+
+
+def _status_codes(client, urls: list[str]) -> dict[str, int]:
+    """Each request in a savepoint of its own, so that a database error in one (which
+    aborts the transaction) cannot hide what the next would do."""
+    client.raise_request_exception = False
+    found = {}
+    for url in urls:
+        savepoint = transaction.savepoint_create()
+        found[url] = client.get(url).status_code
+        transaction.savepoint_rollback(savepoint)
+    return found
+
+
+@pytest.mark.parametrize("model", list(CHANGELISTS))
+def test_hostile_query_strings_never_make_a_500(client, staff, seeded, user, model):
+    object_id = {
+        "team": seeded["endpoint"].team_id,
+        "endpoint": seeded["endpoint"].pk,
+        "todo": seeded["todos"][0].id,
+        "deadlettersink": seeded["sink"].pk,
+        "user": user.pk,
+    }[model]
+    urls = _hostile_urls(CHANGELISTS[model], object_id)
+    if model == "todo":  # the models whose pages it names have autocompletes
+        urls += [
+            f"/admin/autocomplete/?app_label=queues&model_name={source}&field_name={field}"
+            f"&term={term}"
+            for source, field in (("todo", "endpoint"), ("endpoint", "team"), ("todo", "requester"))
+            for term in ("%00", "%FF", "a%20" * 2_000, "%C2%B2")
+        ]
+        urls += [f"/admin/queue-health/?{query}" for query in HOSTILE_QUERIES[:5]]
+
+    codes = _status_codes(client, urls)
+
+    assert {url[:120]: code for url, code in codes.items() if code >= 500} == {}
+
+
+@pytest.mark.parametrize("query", ["team=%C2%B2", "endpoint=%C2%B2", "team=1%C2%B2"])
+def test_an_id_filter_that_is_not_an_id_is_an_invalid_filter(signed_in, seeded, query):
+    response = signed_in.get(f"/admin/queues/todo/?{query}")
+    # Django's answer to an invalid filter: the unfiltered list, flagged.
+    assert response.status_code == 302
+    assert response["Location"] == "/admin/queues/todo/?e=1"
+    assert signed_in.get(response["Location"]).status_code == 200
+
+
+def test_an_id_filter_still_filters(signed_in, seeded, make_endpoint, team):
+    other = make_endpoint("other")
+    transitions.create_todo(endpoint=other, title="another")
+    response = signed_in.get(f"/admin/queues/todo/?endpoint={other.pk}")
+    assert response.context["cl"].result_count == 1
+    response = signed_in.get(f"/admin/queues/todo/?team={team.pk}")
+    assert response.context["cl"].result_count == 4
+
+
+@pytest.mark.parametrize(
+    ("changelist", "query"),
+    [
+        ("todo", f"title__icontains={MARKERS['title']}"),
+        ("todo", f"body__contains={MARKERS['body']}"),
+        ("todo", f"idempotency_key={MARKERS['idempotency_key']}"),
+        ("todo", "owner__startswith=agent"),
+        ("endpoint", "notify_secret__startswith=M"),
+        ("endpoint", "token_hash__startswith=a"),
+        ("endpoint", "notify_url__contains=MARKER"),
+        ("deadlettersink", "secret__startswith=M"),
+        ("deadlettersink", "url__contains=MARKER"),
+        ("team", "name__startswith=a"),
+    ],
+)
+def test_a_filter_over_a_column_the_page_hides_is_refused(staff, client, seeded, changelist, query):
+    """``?title__icontains=X`` would say whether a todo titled X exists: an oracle for the
+    text itself (and for a secret, one character at a time)."""
+    response = client.get(f"/admin/queues/{changelist}/?{query}")
+    assert response.status_code == 400
+
+
+def test_a_search_of_too_many_words_finds_nothing_and_says_so(signed_in, seeded):
+    changelist = reverse("admin:queues_todo_changelist")
+    assert signed_in.get(changelist, {"q": "marked-agent"}).context["cl"].result_count == 3
+
+    response = signed_in.get(changelist, {"q": " ".join(["marked-agent"] * 9)})
+
+    assert response.status_code == 200
+    assert response.context["cl"].result_count == 0
+    assert [str(m) for m in get_messages(response.wsgi_request)] == [
+        "Search for at most 8 words of 256 characters in all."
+    ]

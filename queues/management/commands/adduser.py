@@ -1,4 +1,5 @@
-"""``switchboard adduser``: a user who can sign in to the Board, optionally in a shared team."""
+"""``switchboard adduser``: a user who can sign in to the Board, optionally in a shared team,
+optionally an operator (staff in the Operators group: admin's aggregates and queue health)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils.text import slugify
 
-from queues import teams
+from queues import operators, teams
 from queues.models import Membership, Team
 
 
@@ -26,7 +27,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("username", metavar="NAME")
         parser.add_argument("--team", metavar="SLUG", help="also a member of this team")
-        parser.add_argument("--staff", action="store_true", help="may use Django admin")
+        parser.add_argument(
+            "--staff",
+            action="store_true",
+            help=f"an operator: staff, in the {operators.GROUP} group (admin, queue health)",
+        )
 
     def handle(self, *args, username: str, team: str | None, staff: bool, **options) -> None:
         User = get_user_model()
@@ -43,6 +48,8 @@ class Command(BaseCommand):
         with transaction.atomic():
             # The post_save signal gives the new user a personal team.
             user = User.objects.create_user(username, password=password, is_staff=staff)
+            if staff:
+                operators.add_operator(user)
             joined = None
             if team is not None:
                 is_new = not Team.objects.filter(slug=slugify(team)).exists()
@@ -56,6 +63,8 @@ class Command(BaseCommand):
         if joined is not None:
             role = joined.memberships.get(user=user).role
             line += f"; {role} of team {joined.slug}{' (new)' if is_new else ''}"
+        if staff:
+            line += f"; in the {operators.GROUP} group"
         self.stdout.write(line + ".")
 
     def _password(self, user) -> str:
