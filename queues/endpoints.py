@@ -9,7 +9,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from queues import sql, tokens, webhooks
-from queues.errors import Conflict, Invalid
+from queues.errors import Conflict, Invalid, Unauthorized
 from queues.models import VERBS, Endpoint, Team, TodoEvent
 
 NOTIFY_URL_MAX_CHARS = 500
@@ -133,5 +133,18 @@ def authenticate(token: str | None) -> Endpoint | None:
     return Endpoint.from_db(connection.alias, _FIELDS, rows[0])
 
 
+def check_still_valid(endpoint: Endpoint) -> None:
+    """Unauthorized unless ``endpoint``'s token (as authenticated) is still its token and it
+    is not revoked. A long-poll checks this each time it wakes, before it claims: a waiter
+    opened with a token since rotated or revoked must not claim with it."""
+    rows = sql.fetch(_STILL_VALID, {"id": endpoint.pk, "token_hash": endpoint.token_hash})
+    if not rows:
+        raise Unauthorized("This endpoint's token was rotated or revoked while the call waited.")
+
+
+_STILL_VALID = (
+    "SELECT 1 FROM endpoints WHERE id = %(id)s AND token_hash = %(token_hash)s"
+    " AND revoked_at IS NULL"
+)
 _FIELDS = [f.attname for f in Endpoint._meta.concrete_fields]
 _BY_TOKEN = f"SELECT {', '.join(_FIELDS)} FROM endpoints WHERE token_hash = %(token_hash)s"

@@ -5,11 +5,12 @@ database (``metric_counters``), never in one process's memory:
 
 - **Attempts closed, by outcome.** The sweeper folds attempt endings into
   ``metric_counters`` (``fold_attempt_endings``): each pass counts the attempts that ended
-  since the last fold, up to ``FOLD_LAG_SECONDS`` ago (a closing transaction stamps
-  ``ended_at`` when its statement starts and commits a moment later; the lag lets it commit
-  before its window is counted), under a lock on the one ``sweeper_status`` row, so two
-  sweepers never count a window twice. The counters therefore trail reality by up to one
-  sweep interval plus the lag.
+  since the last fold, up to a second ago and never past a transaction still open (whose
+  closes would commit behind the mark), under a lock on the one ``sweeper_status`` row, so two
+  sweepers never count a window twice. Rows the per-todo history cap prunes before they are
+  counted leave their counts in ``metric_deltas`` for the fold; retention deletes only todos
+  already counted. So every close is counted exactly once, and the counters trail reality by
+  about one sweep interval.
 - **Claim latency.** Each web process times its claim calls in memory (no query on the claim
   path) and adds the deltas to ``metric_counters`` in one statement: at every scrape it
   serves, and from a daemon thread every ``FLUSH_INTERVAL_SECONDS`` while it has any. Deltas
@@ -62,9 +63,9 @@ log = logging.getLogger("switchboard.metrics")
 
 # Upper bounds of the claim latency buckets, in seconds (+Inf is implied).
 BUCKETS: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
-# How far behind the database clock the fold stops: longer than a closing transaction takes
-# from its statement's start to its commit. Tests set it to 0.
-FOLD_LAG_SECONDS = 5.0
+# How far behind the database clock the fold stops at the least (it also stops at the start
+# of any transaction still open, see _FOLD_HORIZON). Tests set it to 0.
+FOLD_LAG_SECONDS = 1.0
 # How often a web process's background thread writes its claim latency deltas.
 FLUSH_INTERVAL_SECONDS = 10.0
 # A scrape waits this long for a flush already under way in its process (so it reports every
@@ -86,45 +87,76 @@ def bucket_label(upper: float) -> str:
 # Attempt endings, folded by the sweeper
 
 # Why SQL: an INSERT … SELECT … ON CONFLICT DO UPDATE that adds to the stored value is beyond
-# the ORM. The range on ended_at walks the todo_attempts_ended_recent index.
+# the ORM. The range on ended_at walks the todo_attempts_ended_recent index. The window is
+# half-open, [since, until): a row is counted by the fold whose mark has passed its ended_at.
 _FOLD_ATTEMPT_ENDINGS = """
 WITH counted AS (
     SELECT a.outcome, count(*) AS n
       FROM todo_attempts a
-     WHERE a.ended_at > COALESCE(%(since)s::timestamptz, '-infinity'::timestamptz)
-       AND a.ended_at <= %(until)s
+     WHERE a.ended_at >= COALESCE(%(since)s::timestamptz, '-infinity'::timestamptz)
+       AND a.ended_at < %(until)s
      GROUP BY a.outcome
+), carried AS (
+    -- Attempts the per-todo history cap deleted before this fold could count them: the claim
+    -- that pruned them left their counts here (queues/sql.py, _CLAIM's `carried` arm).
+    DELETE FROM metric_deltas d WHERE d.name = %(name)s RETURNING d.label AS outcome, d.value
+), together AS (
+    SELECT outcome, n::float8 AS n FROM counted
+    UNION ALL
+    SELECT outcome, value FROM carried
+), summed AS (
+    SELECT outcome, sum(n) AS n FROM together GROUP BY outcome
 ), added AS (
     INSERT INTO metric_counters (name, label, value)
-    SELECT %(name)s, outcome, n FROM counted ORDER BY outcome
+    SELECT %(name)s, outcome, n FROM summed ORDER BY outcome
         ON CONFLICT (name, label) DO UPDATE SET value = metric_counters.value + EXCLUDED.value
 )
-SELECT outcome, n FROM counted
+SELECT outcome, n::bigint FROM summed
+"""
+
+# Why SQL: pg_stat_activity. How far the fold may count: ``lag`` behind the database clock,
+# and never past the start of a transaction still open in another session of this database.
+# A closing statement stamps ended_at when it starts and commits later, possibly much later
+# in a long transaction (a revocation of thousands of todos); a row it stamped is invisible to
+# the fold until then, and would be passed over for good if the mark moved past it first.
+# Read in a statement before the count, so a transaction that commits in between is in the
+# count's snapshot, and one that starts after this has a start beyond the horizon.
+_FOLD_HORIZON = """
+SELECT LEAST(
+    statement_timestamp() - make_interval(secs => %(lag)s),
+    (SELECT min(s.xact_start) FROM pg_stat_activity s
+      WHERE s.datname = current_database() AND s.pid <> pg_backend_pid()
+        AND s.backend_type = 'client backend' AND s.xact_start IS NOT NULL))
 """
 
 
 def fold_attempt_endings(*, lag_seconds: float | None = None) -> dict[str, int]:
-    """Add the attempts that ended since the last fold (up to ``lag_seconds`` ago by the
-    database clock) to the ``attempts_closed_total`` counters and move the mark. One
-    transaction, under a lock on the sweeper_status row: a second sweeper waits, then sees
-    the moved mark. Returns the counts added, by outcome."""
+    """Add the attempts that ended since the last fold to the ``attempts_closed_total``
+    counters and move the mark: up to ``lag_seconds`` ago by the database clock, and not past
+    any transaction still open (see _FOLD_HORIZON), plus what history pruning carried over
+    (metric_deltas). One transaction, under a lock on the sweeper_status row: a second sweeper
+    waits, then sees the moved mark; a claim that prunes rows this fold has not counted yet
+    waits for it too (queues/sql.py, _CLAIM). So every close is counted exactly once, however
+    soon its row is pruned or deleted by retention (which deletes only counted rows). Returns
+    the counts added, by outcome."""
     lag = FOLD_LAG_SECONDS if lag_seconds is None else lag_seconds
     with transaction.atomic(durable=True):
         SweeperStatus.objects.bulk_create([SweeperStatus(id=1)], ignore_conflicts=True)
-        since, until = (
+        since = (
             SweeperStatus.objects.select_for_update()
             .filter(pk=1)
-            .annotate(until=Now() - timedelta(seconds=lag))
-            .values_list("metrics_folded_until", "until")
+            .values_list("metrics_folded_until", flat=True)
             .get()
         )
-        if since is not None and until <= since:  # the clock went back: nothing new to count
-            return {}
         with connection.cursor() as cursor:
+            cursor.execute(_FOLD_HORIZON, {"lag": lag})
+            (until,) = cursor.fetchone()
+            if since is not None and until < since:
+                until = since  # the clock went back, or a transaction holds the horizon back
             cursor.execute(
                 _FOLD_ATTEMPT_ENDINGS, {"since": since, "until": until, "name": ATTEMPTS_CLOSED}
             )
-            added = {outcome: n for outcome, n in cursor.fetchall()}
+            added = {outcome: n for outcome, n in cursor.fetchall() if n}
         SweeperStatus.objects.filter(pk=1).update(metrics_folded_until=until)
     return added
 

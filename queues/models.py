@@ -267,9 +267,13 @@ class Todo(models.Model):
                 condition=~Q(state=TodoState.DEAD) | ~Q(dead_letter_reason=""),
                 name="todos_dead_has_reason",
             ),
+            # Keyed by sender too (a requester endpoint, or none): a sender only ever gets
+            # back a todo it made. NULLS NOT DISTINCT: the endpoint's own todos share one
+            # key space.
             models.UniqueConstraint(
-                fields=["endpoint", "idempotency_key"],
+                fields=["endpoint", "requester", "idempotency_key"],
                 condition=Q(idempotency_key__isnull=False),
+                nulls_distinct=False,
                 name="todos_idempotency_key_unique",
             ),
         ]
@@ -355,6 +359,8 @@ class TodoAttempt(models.Model):
         db_index=False,  # partial index below
     )
     mcp_session_id = models.CharField(max_length=200, blank=True)
+    mcp_session_id_truncated = models.BooleanField(default=False)
+    mcp_session_id_bytes = models.IntegerField(default=0)
     owner = models.CharField(max_length=200)
     claimant = models.CharField(max_length=200, blank=True)
     claimant_truncated = models.BooleanField(default=False)
@@ -596,6 +602,23 @@ class MetricCounter(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}{{{self.label}}}"
+
+
+class MetricDelta(models.Model):
+    """Counts waiting to be added to ``metric_counters`` by the sweeper's fold: attempts the
+    per-todo history cap deleted before the fold had counted them (queues/sql.py, _CLAIM).
+    Insert-only for writers, emptied by the fold: no row is ever updated, so writers never
+    queue on one."""
+
+    name = models.CharField(max_length=100)
+    label = models.CharField(max_length=100, blank=True)
+    value = models.FloatField()
+
+    class Meta:
+        db_table = "metric_deltas"
+
+    def __str__(self) -> str:
+        return f"{self.name}{{{self.label}}} +{self.value}"
 
 
 # ---------------------------------------------------------------------------------------

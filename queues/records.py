@@ -42,6 +42,8 @@ class AttemptRecord:
     claimant_truncated: bool
     claimant_bytes: int
     mcp_session_id: str
+    mcp_session_id_truncated: bool
+    mcp_session_id_bytes: int
     fenced: bool
     claimed_at: datetime
     last_heartbeat_at: datetime | None
@@ -94,7 +96,9 @@ class AttemptRecord:
             "owner": self.owner,
             "claimant": self.claimant or None,
             "claimant_truncated": self.claimant_truncated,
+            "claimant_bytes": self.claimant_bytes,
             "mcp_session_id": self.mcp_session_id or None,
+            "mcp_session_id_truncated": self.mcp_session_id_truncated,
             "fenced": self.fenced,
             "claimed_at": _iso(self.claimed_at),
             "last_heartbeat_at": _iso(self.last_heartbeat_at),
@@ -108,6 +112,7 @@ class AttemptRecord:
             "summary_bytes": self.summary_bytes,
             "artifact": self.artifact,
             "artifact_truncated": self.artifact_truncated,
+            "artifact_bytes": self.artifact_bytes,
         }
 
 

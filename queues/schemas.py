@@ -54,7 +54,13 @@ class Params(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 class CreateTodo(Params):
     title: Annotated[str, Meta(min_length=1, max_length=500)]
-    body: str = ""
+    body: Annotated[
+        str,
+        Meta(
+            max_length=65_536,
+            description="What to do, at most 65536 bytes of UTF-8 (longer is invalid).",
+        ),
+    ] = ""
     priority: Annotated[int, Meta(ge=-100, le=100)] = 0
     max_attempts: Annotated[int, Meta(ge=1, le=1000)] | None = None
     not_before: Annotated[datetime, Meta(tz=True)] | None = None
@@ -167,6 +173,10 @@ class AttemptOut(Out):
     summary_bytes: int
     artifact: str | None
     artifact_truncated: bool
+    # The byte lengths as sent (before truncation), beside summary_bytes.
+    claimant_bytes: int = 0
+    artifact_bytes: int = 0
+    mcp_session_id_truncated: bool = False
 
 
 class TodoOut(Out):

@@ -22,6 +22,9 @@ ATTEMPTS_DEFAULT = 20
 ATTEMPTS_MAX = 50
 LIST_DEFAULT = 50
 LIST_MAX = 200
+# A list_todos page also ends early at about this much todo text (titles, bodies, results):
+# 200 todos of 64 KiB bodies would otherwise be a 13 MB response held in memory.
+LIST_MAX_BYTES = 1024 * 1024
 
 
 def _limit(value, *, name: str, default: int, maximum: int) -> int:
@@ -77,18 +80,25 @@ def list_todos(
     endpoint: Endpoint, *, state=None, limit=None, cursor=None
 ) -> tuple[list[TodoRecord], str | None]:
     """The endpoint's queue, newest first, by keyset: ``cursor`` continues after the last
-    page. One query."""
+    page. A page holds at most ``limit`` todos and about LIST_MAX_BYTES of their text (at least
+    one todo). One query."""
     if state is not None and state not in TodoState.values:
         raise Invalid(f"state must be one of {', '.join(TodoState.values)}.")
     limit = _limit(limit, name="limit", default=LIST_DEFAULT, maximum=LIST_MAX)
     before_id = decode_cursor(cursor) if cursor is not None else None
     rows = sql.fetch(
         sql.LIST_TODOS,
-        {"endpoint_id": endpoint.pk, "state": state, "before_id": before_id, "limit": limit + 1},
+        {
+            "endpoint_id": endpoint.pk,
+            "state": state,
+            "before_id": before_id,
+            "limit": limit,
+            "max_bytes": LIST_MAX_BYTES,
+        },
     )
-    todos = [TodoRecord.from_row(row) for row in rows[:limit]]
-    next_cursor = encode_cursor(todos[-1].id) if len(rows) > limit else None
-    return todos, next_cursor
+    todos = [TodoRecord.from_row(row) for row in rows]
+    more = bool(rows) and rows[0][-1]
+    return todos, encode_cursor(todos[-1].id) if more else None
 
 
 def encode_cursor(todo_id: int) -> str:

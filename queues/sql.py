@@ -69,6 +69,7 @@ TODO_WIDTH = 26
 ATTEMPT_COLUMNS = """
     {a}.seq, {a}.round, {a}.attempt, {a}.claimer_kind, ae.agent_id, au.username, {a}.owner,
     {a}.claimant, {a}.claimant_truncated, {a}.claimant_bytes, {a}.mcp_session_id,
+    {a}.mcp_session_id_truncated, {a}.mcp_session_id_bytes,
     {a}.lease_token_hash IS NOT NULL, {a}.claimed_at, {a}.last_heartbeat_at,
     {a}.lease_expires_at, {a}.ended_at, {a}.outcome, {a}.disposition, {a}.summary,
     {a}.summary_truncated, {a}.summary_bytes, {a}.artifact, {a}.artifact_truncated,
@@ -79,7 +80,7 @@ ATTEMPT_JOINS = """
     LEFT JOIN auth_user au ON au.id = {a}.user_id
     LEFT JOIN auth_user eb ON eb.id = {a}.ended_by_id
 """
-ATTEMPT_WIDTH = 26
+ATTEMPT_WIDTH = 28
 
 
 def _todo_cols(alias: str) -> str:
@@ -166,7 +167,22 @@ pruned AS (
        AND a.seq > f.attempts_pruned
        AND a.seq <= f.last_attempt_seq + 1 - %(history_cap)s
        AND a.ended_at IS NOT NULL
- RETURNING a.seq
+ RETURNING a.seq, a.outcome, a.ended_at
+),
+carried AS (
+    -- A pruned row the metrics fold has not counted yet (it ended at or after the fold's
+    -- mark) leaves its count behind for the fold (queues/metrics.py), so no close goes
+    -- uncounted. Evaluated only when rows were pruned (the sub-select runs on first use); the
+    -- KEY SHARE lock waits out a fold in progress, whose FOR UPDATE holds the mark, and then
+    -- reads the moved mark: a row that fold counted is not carried too.
+    INSERT INTO metric_deltas (name, label, value)
+    SELECT 'attempts_closed_total', p.outcome, count(*)
+      FROM pruned p
+     WHERE p.ended_at >= COALESCE(
+               (SELECT s.metrics_folded_until FROM sweeper_status s WHERE s.id = 1
+                   FOR KEY SHARE),
+               '-infinity'::timestamptz)
+     GROUP BY p.outcome
 ),
 moved AS (
     UPDATE todos t
@@ -191,12 +207,13 @@ moved AS (
 opened AS (
     INSERT INTO todo_attempts (
         todo_id, seq, round, attempt, claimer_kind, endpoint_id, user_id, mcp_session_id,
-        owner, claimant, claimant_truncated, claimant_bytes, claimed_at, last_heartbeat_at,
+        mcp_session_id_truncated, mcp_session_id_bytes, owner, claimant, claimant_truncated, claimant_bytes, claimed_at, last_heartbeat_at,
         lease_expires_at, ended_at, outcome, disposition, ended_by_id, summary,
         summary_truncated, summary_bytes, artifact, artifact_truncated, artifact_bytes,
         result, lease_token_hash)
     SELECT m.id, m.last_attempt_seq, m.round, m.attempt, %(claimer_kind)s,
-           %(claimer_endpoint)s, %(claimer_user)s, %(mcp_session_id)s, m.owner,
+           %(claimer_endpoint)s, %(claimer_user)s, %(mcp_session_id)s,
+           %(mcp_session_id_truncated)s, %(mcp_session_id_bytes)s, m.owner,
            %(claimant)s, %(claimant_truncated)s, %(claimant_bytes)s, m.claimed_at, NULL,
            m.lease_expires_at, NULL, '', '', NULL, NULL, false, 0, NULL, false, 0, NULL,
            %(token_hash)s
@@ -456,15 +473,34 @@ SELECT {attempt_cols}
  WHERE a.todo_id = %(todo_id)s AND a.seq = %(seq)s
 """.format(attempt_cols=_attempt_cols("a"), attempt_joins=ATTEMPT_JOINS.format(a="a"))
 
+# list_todos: a page of at most `limit` todos that also stops at about `max_bytes` of todo
+# text (title, body, result), so a page of large bodies cannot balloon a response or the
+# server's memory: sizes are summed over the page's ids first (octet_length reads a TOASTed
+# value's size from its header), and only the rows within the budget are read out (always at
+# least one). The last column says whether rows were left for the next page.
 LIST_TODOS = """
-SELECT {todo_cols}
-  FROM todos t
+WITH page AS (
+    SELECT t.id,
+           octet_length(t.title) + octet_length(t.body)
+             + COALESCE(octet_length(t.result::text), 0) AS bytes
+      FROM todos t
+     WHERE t.endpoint_id = %(endpoint_id)s
+       AND (%(state)s::text IS NULL OR t.state = %(state)s::text)
+       AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::bigint)
+     ORDER BY t.id DESC
+     LIMIT %(limit)s + 1
+),
+sized AS (
+    SELECT id, row_number() OVER w AS n, sum(bytes) OVER w AS running
+      FROM page
+    WINDOW w AS (ORDER BY id DESC)
+)
+SELECT {todo_cols}, (SELECT count(*) FROM page) > count(*) OVER ()
+  FROM sized s
+  JOIN todos t ON t.id = s.id
   {todo_joins}
- WHERE t.endpoint_id = %(endpoint_id)s
-   AND (%(state)s::text IS NULL OR t.state = %(state)s::text)
-   AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::bigint)
+ WHERE s.n <= %(limit)s AND (s.n = 1 OR s.running <= %(max_bytes)s)
  ORDER BY t.id DESC
- LIMIT %(limit)s
 """.format(todo_cols=_todo_cols("t"), todo_joins=TODO_JOINS.format(t="t"))
 
 # ---------------------------------------------------------------------------------------
@@ -485,11 +521,19 @@ UPDATE todos t
 RETURNING t.id, t.endpoint_id
 """
 
-RETENTION_BY_AGE = """
+# Retention deletes a todo (its attempts cascade) only once the metrics fold has counted its
+# attempts: a terminal todo's attempts all ended by its ended_at, and the fold has counted
+# every attempt that ended before its mark (queues/metrics.py).
+_FOLDED = """t.ended_at < COALESCE(
+           (SELECT s.metrics_folded_until FROM sweeper_status s WHERE s.id = 1),
+           '-infinity'::timestamptz)"""
+
+RETENTION_BY_AGE = f"""
 WITH old AS (
     SELECT t.id FROM todos t
      WHERE t.state IN ('done', 'dead', 'canceled')
        AND t.ended_at < statement_timestamp() - make_interval(days => %(days)s)
+       AND {_FOLDED}
      LIMIT %(batch)s
        FOR UPDATE SKIP LOCKED
 )
@@ -506,7 +550,7 @@ SELECT t.endpoint_id
 HAVING count(*) > %(cap)s
 """
 
-RETENTION_BY_CAP = """
+RETENTION_BY_CAP = f"""
 WITH cutoff AS (
     -- The newest `cap` terminal todos stay. The cutoff is found without locks: with
     -- SKIP LOCKED in the same scan, a locked newer row would not count toward the OFFSET
@@ -521,6 +565,7 @@ beyond AS (
     SELECT t.id FROM todos t, cutoff c
      WHERE t.endpoint_id = %(endpoint_id)s AND t.state IN ('done', 'dead', 'canceled')
        AND (t.ended_at, t.id) < (c.ended_at, c.id)
+       AND {_FOLDED}
      ORDER BY t.ended_at, t.id
      LIMIT %(batch)s
        FOR UPDATE OF t SKIP LOCKED

@@ -12,6 +12,8 @@ from queues.errors import Invalid
 SUMMARY_MAX_BYTES = 2048
 ARTIFACT_MAX_BYTES = 512
 CLAIMANT_MAX_BYTES = 128
+# The client's Mcp-Session-Id header, kept as sent up to this much (the column holds 200).
+MCP_SESSION_ID_MAX_BYTES = 128
 # Deep enough for any real result; shallow enough for every JSON tool (and the Board's
 # pretty-printer) to walk it without recursion trouble.
 RESULT_MAX_DEPTH = 64
@@ -76,6 +78,10 @@ def bound_summary(value: object) -> Bounded:
 
 def bound_claimant(value: object) -> Bounded:
     return bound(value, field="claimant", max_bytes=CLAIMANT_MAX_BYTES)
+
+
+def bound_mcp_session_id(value: object) -> Bounded:
+    return bound(value, field="mcp_session_id", max_bytes=MCP_SESSION_ID_MAX_BYTES)
 
 
 def bound_artifact(value: object) -> Bounded:

@@ -42,6 +42,7 @@ from queues.text import (
     Bounded,
     bound_artifact,
     bound_claimant,
+    bound_mcp_session_id,
     bound_result,
     bound_summary,
     summary_from_result,
@@ -49,6 +50,7 @@ from queues.text import (
 
 MAX_LEASE_SECONDS = 86_400
 TITLE_MAX_CHARS = 500
+BODY_MAX_BYTES = 64 * 1024
 # claim_next passes over lapsed leases it dead-letters at the cap; bound the walk.
 MAX_DEAD_LETTERS_PER_CLAIM = 50
 # The todo row is locked by the first run, so a second run sees a settled todo; more than
@@ -111,7 +113,9 @@ def create_todo(
     created_by=None,
 ) -> tuple[TodoRecord, bool]:
     """Put a todo on ``endpoint``'s queue. Returns (todo, created); the same idempotency key
-    on the same endpoint returns the existing todo with created False."""
+    from the same sender (``requester``, or none: the endpoint itself or a person) on the same
+    endpoint returns the existing todo with created False. Keys are scoped by sender, so a
+    sender only ever gets back a todo it made: a key another sender used makes a new todo."""
     _check_active(endpoint)
     if requester is not None:
         _check_active(requester)
@@ -121,6 +125,9 @@ def create_todo(
         raise Invalid(f"title must be at most {TITLE_MAX_CHARS} characters.")
     if not isinstance(body, str):
         raise Invalid("body must be a string.")
+    if len(body) > BODY_MAX_BYTES or len(body.encode("utf-8")) > BODY_MAX_BYTES:
+        # Refused, not truncated: a body is the work itself, and a cut one is other work.
+        raise Invalid(f"body must be at most {BODY_MAX_BYTES} bytes of UTF-8 (64 KiB).")
     priority = whole_number(priority, "priority", -100, 100)
     max_attempts = whole_number(
         settings.SWITCHBOARD_MAX_ATTEMPTS if max_attempts is None else max_attempts,
@@ -146,7 +153,9 @@ def create_todo(
 
     with transaction.atomic(durable=True):
         if idempotency_key is not None:
-            existing = Todo.objects.filter(endpoint=endpoint, idempotency_key=idempotency_key)
+            existing = Todo.objects.filter(
+                endpoint=endpoint, requester=requester, idempotency_key=idempotency_key
+            )
             if (found := existing.values_list("pk", flat=True).first()) is not None:
                 return _read_todo(found), False
         try:
@@ -166,7 +175,9 @@ def create_todo(
         except IntegrityError:
             if idempotency_key is None:
                 raise
-            found = Todo.objects.get(endpoint=endpoint, idempotency_key=idempotency_key).pk
+            found = Todo.objects.get(
+                endpoint=endpoint, requester=requester, idempotency_key=idempotency_key
+            ).pk
             return _read_todo(found), False
         if created_by is not None:
             _event(todo.pk, endpoint.team_id, user=created_by, kind="create")
@@ -266,8 +277,7 @@ def _claim_params(
     if not isinstance(require_fence, bool):
         raise Invalid("require_fence must be true or false.")
     label = bound_claimant(claimant)
-    if mcp_session_id is not None and not isinstance(mcp_session_id, str):
-        raise Invalid("mcp_session_id must be a string.")
+    session = bound_mcp_session_id(mcp_session_id)
     token = tokens.new_lease_token() if require_fence else None
     params = {
         **actor.scope_params(),
@@ -276,7 +286,9 @@ def _claim_params(
         "claimer_kind": ClaimerKind.ENDPOINT if actor.is_agent else ClaimerKind.OWNER,
         "claimer_endpoint": actor.endpoint.pk if actor.is_agent else None,
         "claimer_user": None if actor.is_agent else actor.user.pk,
-        "mcp_session_id": (mcp_session_id or "")[:200],
+        "mcp_session_id": session.text or "",
+        "mcp_session_id_truncated": session.truncated,
+        "mcp_session_id_bytes": session.bytes,
         "claimant": label.text or "",
         "claimant_truncated": label.truncated,
         "claimant_bytes": label.bytes,

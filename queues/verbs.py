@@ -12,11 +12,11 @@ from collections.abc import Callable
 
 from django.db import connection
 
-from queues import metrics, schemas, selectors, transitions
+from queues import endpoints, metrics, schemas, selectors, transitions
 from queues.doorbell import doorbell
 from queues.errors import Forbidden, NotFound
 from queues.models import Endpoint
-from queues.records import UNTRUSTED_NOTICE
+from queues.records import UNTRUSTED_NOTICE, TodoDetail
 from queues.transitions import Actor
 
 # get_todo reads only the endpoint's own queue, which list_todos already enumerates, so any
@@ -56,6 +56,12 @@ def create_todo(endpoint: Endpoint, p: schemas.CreateTodo, **_) -> dict:
         idempotency_key=p.idempotency_key,
         requester=requester,
     )
+    if requester is not None:
+        # A sender reads what it sent as get_todo shows it to a requester: no attempts.
+        return {
+            "todo": TodoDetail(todo=todo, attempts=[], as_requester=True).as_api()["todo"],
+            "created": created,
+        }
     return {"todo": todo.as_api(), "created": created}
 
 
@@ -118,6 +124,9 @@ def claim_next(
                 return {"todo": None, "prior_attempts": [], "untrusted_notice": UNTRUSTED_NOTICE}
             connection.close()  # back to the pool (or closed): waiting holds no connection
             doorbell.wait(endpoint.pk, ticket, min(remaining, RECHECK_SECONDS))
+            # The token may have been rotated or the endpoint revoked while this waited: the
+            # credential that opened the request must still be the endpoint's before it claims.
+            endpoints.check_still_valid(endpoint)
     finally:
         metrics.claim_latency.observe(elapsed)
 

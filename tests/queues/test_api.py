@@ -323,3 +323,40 @@ def test_the_worker_loop_fails_a_job_that_raises(live_server, sb):
     with pytest.raises(SwitchboardError) as error:
         client.complete(todo_id=todo["id"], attempt_seq=1)
     assert error.value.code == "conflict" and error.value.status == 409
+
+
+def test_a_waiter_whose_token_is_rotated_claims_nothing_with_it(live_server, vend):
+    from queues import endpoints
+
+    endpoint, token = vend("rotating")
+    answer: dict = {}
+
+    def wait() -> None:
+        answer["response"] = post(live_server.url, "claim_next", {"wait_seconds": 10}, token=token)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(1.0)  # parked on the doorbell
+    endpoints.rotate(endpoint)
+    todo, _ = transitions.create_todo(endpoint=endpoint, title="for the new token only")
+    waiter.join(15)
+
+    response = answer["response"]
+    assert response.status_code == 401 and response.json()["error"]["code"] == "unauthorized"
+    assert "for the new token only" not in response.text
+    assert Todo.objects.get(pk=todo.id).state == "pending"
+
+
+def test_a_waiter_of_a_revoked_endpoint_claims_nothing(live_server, vend):
+    endpoint, token = vend("revoked-while-waiting")
+    answer: dict = {}
+
+    def wait() -> None:
+        answer["response"] = post(live_server.url, "claim_next", {"wait_seconds": 10}, token=token)
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(1.0)
+    transitions.revoke_endpoint(endpoint)
+    waiter.join(15)
+    assert answer["response"].status_code == 401

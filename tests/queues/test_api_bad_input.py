@@ -315,3 +315,17 @@ def test_one_mapping_answers_every_database_error(error, code):
     exc = getattr(db, error)("boom")
     assert isinstance(exc, DATABASE_ERRORS)
     assert from_database_error(exc, verb="claim").code == code
+
+
+def test_a_body_over_64_kib_is_invalid_and_writes_nothing(world):
+    from queues.models import Todo
+
+    before = Todo.objects.count()
+    big = "é" * (33 * 1024)  # 33 K characters, 66 KiB of UTF-8
+    response = post(world["base"], "create_todo", {"title": "t", "body": big}, token=world["token"])
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid"
+    assert "65536 bytes" in response.json()["error"]["message"]
+    assert Todo.objects.count() == before
+    small = {"title": "t", "body": "é" * (32 * 1024)}
+    ok = post(world["base"], "create_todo", small, token=world["token"])
+    assert ok.status_code == 200

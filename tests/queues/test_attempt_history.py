@@ -466,3 +466,13 @@ def test_one_open_attempt_is_enforced_by_the_database(endpoint, make_todo):
             )
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
     assert open_attempts(todo.id) == 1
+
+
+def test_a_long_mcp_session_id_is_truncated_and_marked_not_cut_silently(endpoint):
+    transitions.create_todo(endpoint=endpoint, title="via mcp")
+    session = "s" * 120 + "é" * 50  # 220 bytes
+    claim = transitions.claim_next(endpoint=endpoint, mcp_session_id=session)
+    attempt = TodoAttempt.objects.get(todo_id=claim.todo.id)
+    assert attempt.mcp_session_id_truncated and attempt.mcp_session_id_bytes == 220
+    assert len(attempt.mcp_session_id.encode()) <= 128
+    assert attempt.mcp_session_id == session.encode()[:128].decode(errors="ignore")

@@ -125,8 +125,17 @@ def _revoke_after_a_release(endpoint, agent, human, make_todo):
     transitions.claim_next(endpoint=endpoint, claimant="run-1")
     transitions.release(agent, todo.id, summary="not mine")
     transitions.revoke_endpoint(endpoint)
-    # No attempt was open: the final attempt is the released one.
-    return todo.id, {"outcome": "released", "disposition": "requeued", "summary": "not mine"}
+    # No attempt was open when it died: no final attempt (the released one did not kill it).
+    return todo.id, None
+
+
+def _revoke_while_waiting_to_retry(endpoint, agent, human, make_todo):
+    todo = make_todo()
+    transitions.claim_next(endpoint=endpoint, claimant="run-1")
+    transitions.fail(agent, todo.id, summary="flaky")
+    transitions.revoke_endpoint(endpoint)
+    # Its failed attempt scheduled a retry; the revocation killed it with none open.
+    return todo.id, None
 
 
 def _revoke_never_claimed(endpoint, agent, human, make_todo):
@@ -143,6 +152,7 @@ DEAD_LETTER_PATHS = [
     _claim_takeover_at_cap,
     _revoke_with_open_attempt,
     _revoke_after_a_release,
+    _revoke_while_waiting_to_retry,
     _revoke_never_claimed,
 ]
 REASONS = {
@@ -180,7 +190,8 @@ def _check_dead_letter_row(todo_id: int, sink, path, expected_attempt) -> None:
     assert payload["attempts_total"] == todo.attempts_total
     final = payload["final_attempt"]
     if expected_attempt is None:
-        assert final is None and todo.last_attempt_seq == 0
+        # No attempt was open when it died (never claimed, or back in the queue).
+        assert final is None and todo.attempts_total == payload["attempts_total"]
         return
     # The attempt row closed by the very statement that killed the todo, as closed.
     assert final["seq"] == todo.last_attempt_seq and final["ended_at"] is not None
@@ -239,8 +250,11 @@ def test_a_todo_of_another_team_reaches_only_its_own_sinks(
 
 
 def test_the_payload_is_the_rows_own_copy_and_survives_retention(
-    receiver, sink_to, endpoint, agent, make_todo, settings
+    receiver, sink_to, endpoint, agent, make_todo, settings, monkeypatch
 ):
+    from queues import metrics
+
+    monkeypatch.setattr(metrics, "FOLD_LAG_SECONDS", 0.0)  # counted at once: retention may go
     server = receiver()
     sink, secret = sink_to(server)
     todo_id = _kill(endpoint, agent, make_todo)

@@ -135,3 +135,29 @@ def test_query_counts_are_pinned(django_assert_num_queries, endpoint, agent, mak
     with django_assert_num_queries(1):
         todos, _ = selectors.list_todos(endpoint, limit=200)
     assert len(todos) == 30
+
+
+def test_a_list_page_ends_early_at_about_a_mebibyte_of_todo_text(endpoint, make_todo):
+    body = "x" * (60 * 1024)
+    for n in range(40):  # 2.4 MB of bodies
+        make_todo(f"big {n}", body=body)
+    first, cursor = selectors.list_todos(endpoint, limit=200)
+    assert 1 <= len(first) < 40 and cursor is not None
+    assert sum(len(t.body) for t in first) <= selectors.LIST_MAX_BYTES
+    seen = [t.id for t in first]
+    while cursor is not None:
+        page, cursor = selectors.list_todos(endpoint, limit=200, cursor=cursor)
+        assert page
+        seen += [t.id for t in page]
+    assert len(seen) == len(set(seen)) == 40  # every todo once, newest first
+    assert seen == sorted(seen, reverse=True)
+
+
+def test_a_single_todo_over_the_budget_still_makes_a_page(endpoint, make_todo, settings):
+    from unittest import mock
+
+    make_todo("one", body="y" * 1000)
+    make_todo("two", body="y" * 1000)
+    with mock.patch.object(selectors, "LIST_MAX_BYTES", 10):
+        page, cursor = selectors.list_todos(endpoint)
+    assert len(page) == 1 and cursor is not None

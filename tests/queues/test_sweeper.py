@@ -17,6 +17,15 @@ from queues.transitions import Actor
 from tests.queues.helpers import lapse_lease, make_retry_due, run_together
 
 
+@pytest.fixture(autouse=True)
+def _folds_count_up_to_now(monkeypatch):
+    """Retention deletes only what the metrics fold counted; here the fold takes every
+    ending up to now (the product lags a second behind the clock)."""
+    from queues import metrics
+
+    monkeypatch.setattr(metrics, "FOLD_LAG_SECONDS", 0.0)
+
+
 def _claimed(make_todo, endpoint, title: str = "work", **kwargs):
     todo = make_todo(title, on=endpoint, **kwargs)
     claim = transitions.claim_next(endpoint=endpoint)

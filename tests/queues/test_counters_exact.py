@@ -1,0 +1,146 @@
+"""switchboard_attempts_closed_total counts every close exactly once (issue 10, item 7).
+
+The counters were folded by the sweeper from attempt rows still present some seconds after
+they closed, so rows pruned by the per-todo history cap (or removed by retention) before the
+fold were never counted: 134 failed closes read as 113 after 21 were pruned. Now a claim that
+prunes rows the fold has not counted carries their counts over, retention deletes only
+counted todos, and the fold never moves past a transaction still open.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import pytest
+from django.db import connection, connections, transaction
+
+from queues import metrics, sweeper, transitions
+from queues.models import MetricCounter, Todo, TodoAttempt
+from queues.transitions import Actor
+from tests.queues.helpers import run_together
+
+
+def counted(outcome: str) -> float:
+    row = MetricCounter.objects.filter(name=metrics.ATTEMPTS_CLOSED, label=outcome).first()
+    return row.value if row else 0.0
+
+
+@pytest.fixture
+def fast_retries(settings):
+    settings.SWITCHBOARD_RETRY_BASE_SECONDS = 0
+    settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO = 3
+
+
+def _claim_and_fail(agent, todo_id: int, times: int) -> None:
+    for _ in range(times):
+        transitions.claim(agent, todo_id)
+        transitions.fail(agent, todo_id)
+
+
+def test_attempts_pruned_before_the_fold_are_still_counted(fast_retries, agent, make_todo):
+    todo = make_todo(max_attempts=100)
+    _claim_and_fail(agent, todo.id, 10)
+    transitions.claim(agent, todo.id)  # this claim prunes too
+    assert TodoAttempt.objects.filter(todo_id=todo.id).count() == 3  # 8 pruned, unfolded
+
+    assert metrics.fold_attempt_endings(lag_seconds=0) == {"failed": 10}
+    assert counted("failed") == 10
+    assert metrics.fold_attempt_endings(lag_seconds=0) == {}  # once
+
+
+def test_rows_pruned_after_the_fold_are_not_counted_twice(fast_retries, agent, make_todo):
+    todo = make_todo(max_attempts=100)
+    _claim_and_fail(agent, todo.id, 3)
+    assert metrics.fold_attempt_endings(lag_seconds=0) == {"failed": 3}
+    _claim_and_fail(agent, todo.id, 4)  # prunes the three counted rows and one more
+    metrics.fold_attempt_endings(lag_seconds=0)
+    assert counted("failed") == 7
+
+
+def test_retention_deletes_only_what_the_fold_counted(settings, agent, make_todo):
+    settings.SWITCHBOARD_RETENTION_DAYS = 0
+    todos = [make_todo(f"t{n}") for n in range(3)]
+    for todo in todos:
+        transitions.claim(agent, todo.id)
+        transitions.complete(agent, todo.id)
+
+    # Before any fold, nothing is counted, so retention keeps every todo.
+    assert sweeper._delete_by_age(days=0, batch=100) == 0
+    assert Todo.objects.count() == 3
+    metrics.fold_attempt_endings(lag_seconds=0)
+    assert sweeper._delete_by_age(days=0, batch=100) == 3
+    assert counted("completed") == 3
+
+
+def test_the_cap_retention_waits_for_the_fold_too(settings, agent, make_todo):
+    for n in range(4):
+        todo = make_todo(f"t{n}")
+        transitions.claim(agent, todo.id)
+        transitions.complete(agent, todo.id)
+    assert sweeper._delete_by_cap(cap=1, batch=100) == 0
+    metrics.fold_attempt_endings(lag_seconds=0)
+    assert sweeper._delete_by_cap(cap=1, batch=100) == 3
+    assert counted("completed") == 4
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_close_committed_late_in_a_long_transaction_is_counted(endpoint, make_todo):
+    todo = make_todo()
+    agent = Actor.agent(endpoint)
+    transitions.claim(agent, todo.id)
+    closed, release = threading.Event(), threading.Event()
+
+    def slow_closer() -> None:
+        try:
+            with transaction.atomic():
+                transitions.complete(agent, todo.id)  # ended_at stamped now
+                closed.set()
+                release.wait(30)  # ... committed much later
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=slow_closer)
+    thread.start()
+    assert closed.wait(30)
+    # The open transaction holds the horizon back: the mark does not pass its close.
+    assert metrics.fold_attempt_endings(lag_seconds=0) == {}
+    release.set()
+    thread.join(30)
+    assert metrics.fold_attempt_endings(lag_seconds=0) == {"completed": 1}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_claims_that_prune_while_folds_run_count_every_close_once(settings, make_endpoint):
+    settings.SWITCHBOARD_RETRY_BASE_SECONDS = 0
+    settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO = 1  # every claim prunes
+    endpoint = make_endpoint("racer")
+    agent = Actor.agent(endpoint)
+    todos = [
+        transitions.create_todo(endpoint=endpoint, title=f"t{n}", max_attempts=1000)[0]
+        for n in range(4)
+    ]
+    rounds, stop = 40, threading.Event()
+    folds = itertools.count()
+
+    def work(n: int) -> None:
+        if n == len(todos):  # the folder
+            while not stop.is_set():
+                metrics.fold_attempt_endings(lag_seconds=0)
+                next(folds)
+            return
+        try:
+            _claim_and_fail(agent, todos[n].id, rounds)
+        finally:
+            if n == 0:
+                stop.set()
+
+    errors = run_together(work, len(todos) + 1)
+    assert errors == []
+    stop.set()
+    metrics.fold_attempt_endings(lag_seconds=0)
+    assert next(folds) > 1
+    assert counted("failed") == len(todos) * rounds
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM metric_deltas")
+        assert cursor.fetchone() == (0,)  # the fold took every carried count
