@@ -7,6 +7,8 @@ and one mapping from domain errors to status codes (``DomainError.status``).
 
 from __future__ import annotations
 
+import re
+
 import msgspec
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
@@ -61,12 +63,21 @@ def endpoint_for(request: HttpRequest):
     return endpoint
 
 
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
 def decode(verb: str, body: bytes):
     try:
         return _decoders[verb].decode(body or b"{}")
     except msgspec.ValidationError as exc:
         raise Invalid(f"Invalid arguments: {exc}") from None
     except msgspec.DecodeError as exc:
+        if _SURROGATE_ESCAPE.search(body):
+            # msgspec calls a lone surrogate escape "Input data was truncated".
+            raise Invalid(
+                "The body holds a lone UTF-16 surrogate escape (such as \\ud800), which is"
+                " not text."
+            ) from None
         raise Invalid(f"The body is not valid JSON: {exc}") from None
     except RecursionError:
         # msgspec walks nesting on the C stack; a 3 KB body of brackets overflows it.

@@ -292,7 +292,9 @@ SURROGATE_BODIES = {
 def test_a_lone_surrogate_is_invalid_and_writes_nothing(world, verb, raw):
     raw = raw.replace("TODO", str(world["todo"])).replace("LEASE", world["lease"])
     before = ledger_state()
-    expect(post(world["base"], verb, raw=raw.encode(), token=world["token"]), 400, "invalid", verb)
+    response = post(world["base"], verb, raw=raw.encode(), token=world["token"])
+    expect(response, 400, "invalid", verb)
+    assert "lone UTF-16 surrogate" in response.json()["error"]["message"]
     assert ledger_state() == before
 
 
