@@ -121,6 +121,18 @@ def verb_view(request: HttpRequest, verb: str) -> HttpResponse:
     return json_response(result)
 
 
+def capabilities_view(request: HttpRequest) -> HttpResponse:
+    """``GET /api/v1/``: the server's version, features and limits (no token needed)."""
+    from queues.openapi import capabilities
+
+    if request.method not in ("GET", "HEAD"):
+        response = error_response(Invalid("Use GET."))
+        response.status_code = 405
+        response["Allow"] = "GET, HEAD"
+        return response
+    return json_response(capabilities())
+
+
 def openapi_view(request: HttpRequest) -> HttpResponse:
     from queues.openapi import document
 

@@ -23,6 +23,57 @@ ERRORS = {
 
 
 @cache
+def capabilities() -> dict:
+    """``GET /api/v1/``: what this server is and can do, for a client to check before it
+    relies on a feature (the relay refuses a server without attempt history). Safe without a
+    token: nothing in it is about a tenant."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from queues import text
+    from queues.api import MAX_BODY_BYTES
+    from queues.selectors import ATTEMPTS_MAX, LIST_MAX, LIST_MAX_BYTES
+    from queues.transitions import BODY_MAX_BYTES, MAX_LEASE_SECONDS, TITLE_MAX_CHARS
+
+    try:
+        release = version("switchboard")
+    except PackageNotFoundError:  # a checkout run without installing
+        release = "unknown"
+    return {
+        "name": "switchboard",
+        "version": release,
+        "api": "v1",
+        "verbs": list(schemas.VERBS),
+        "features": {
+            # Every claim opens an attempt and every ending closes it; claims return
+            # prior_attempts, get_todo returns attempts, and each says whether it died.
+            "attempt_history": True,
+            "fences": True,  # require_fence and lease_token
+            "rounds": True,  # a person's rerun opens a new round
+            "died": True,  # lease_expired and reaped attempts are marked died
+            "long_poll": {"verb": "claim_next", "max_wait_seconds": 30},
+            "prior_attempts": 5,
+            "mcp": "/mcp",
+        },
+        "limits": {
+            "request_bytes": MAX_BODY_BYTES,
+            "title_chars": TITLE_MAX_CHARS,
+            "body_bytes": BODY_MAX_BYTES,
+            "summary_bytes": text.SUMMARY_MAX_BYTES,
+            "artifact_bytes": text.ARTIFACT_MAX_BYTES,
+            "claimant_bytes": text.CLAIMANT_MAX_BYTES,
+            "result_bytes": text.RESULT_MAX_BYTES,
+            "result_depth": text.RESULT_MAX_DEPTH,
+            "lease_seconds": MAX_LEASE_SECONDS,
+            "list_limit": LIST_MAX,
+            "list_page_bytes": LIST_MAX_BYTES,
+            "attempts_limit": ATTEMPTS_MAX,
+        },
+        "openapi": "/api/v1/openapi.json",
+        "untrusted_notice": UNTRUSTED_NOTICE,
+    }
+
+
+@cache
 def document() -> dict:
     types = [t for params, out, _ in schemas.VERBS.values() for t in (params, out)]
     types.append(schemas.ErrorOut)
@@ -57,6 +108,8 @@ def document() -> dict:
         "info": {
             "title": "Switchboard agent API",
             "version": "1",
+            # The same as GET /api/v1/ (no token needed): version, features, limits.
+            "x-switchboard": {k: v for k, v in capabilities().items() if k != "untrusted_notice"},
             "description": "Agents claim todos as leases, heartbeat them, and complete, fail or "
             "release them. Every claim opens an attempt; every ending closes it. "
             + UNTRUSTED_NOTICE,

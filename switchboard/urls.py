@@ -18,6 +18,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("metrics", metrics.metrics_view, name="metrics"),
     path("healthz", healthz, name="healthz"),
+    path("api/v1/", api.capabilities_view, name="api-capabilities"),
     path("api/v1/openapi.json", api.openapi_view, name="api-openapi"),
     path("api/v1/<str:verb>", api.verb_view, name="api-verb"),
     path("mcp", mcp.view, name="mcp"),
