@@ -1,5 +1,7 @@
 """The authentication backend behind every sign-in (the Board's /login/ and Django admin's):
-Django's ``ModelBackend``, throttled and without a pooled connection across the hash.
+Django's ``ModelBackend``, throttled and without a pooled connection across the hash. It
+also loads each request's user, with the team invitations waiting for them in the same query
+(``user.pending_invitations``, for the Team page and the queue's banner).
 
 - **Throttled** per user name and per client address (queues/signin_throttle.py): each
   sign-in is charged first; one over a limit is refused before its password is looked at,
@@ -26,7 +28,7 @@ from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.views.decorators.debug import sensitive_variables
 
-from queues import signin_throttle
+from queues import signin_throttle, teams
 
 USERNAME_KEY_CHARS = 150  # Django's longest user name: longer names share their prefix's key
 
@@ -133,3 +135,17 @@ class SignInBackend(ModelBackend):
         return await sync_to_async(self.authenticate)(
             request, username=username, password=password, **kwargs
         )
+
+    def get_user(self, user_id):
+        user_model = get_user_model()
+        users = user_model._default_manager.annotate(
+            pending_invitations_json=teams.pending_invitations_of_users()
+        )
+        try:
+            user = users.get(pk=user_id)
+        except user_model.DoesNotExist:
+            return None
+        user.pending_invitations = [
+            teams.PendingInvitation.from_json(row) for row in user.pending_invitations_json or ()
+        ]
+        return user if self.user_can_authenticate(user) else None

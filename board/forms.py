@@ -11,12 +11,12 @@ import datetime
 
 from django import forms
 from django.conf import settings
-from django.contrib.auth import get_user_model
+from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.validators import URLValidator
 from django.utils import timezone
 from django.utils.text import slugify
 
-from queues import webhooks
+from queues import teams, webhooks
 from queues.models import VERBS, Endpoint, Membership, Team
 from queues.transitions import TITLE_MAX_CHARS
 
@@ -109,19 +109,20 @@ class SinkForm(forms.Form):
         return webhook_target(self.cleaned_data["url"])
 
 
-class AddMemberForm(forms.Form):
-    username = forms.CharField(label="Username", max_length=150)
+class InviteMemberForm(forms.Form):
+    """A user name to invite, existing or not: the form never looks users up, so its answer
+    says nothing about which names exist (queues/teams.py, ``invite``). Only the shape of a
+    name is checked, by the rule every account's name follows (``adduser`` checks it too)."""
+
+    username = forms.CharField(
+        label="Username", max_length=150, validators=[UnicodeUsernameValidator()]
+    )
     role = forms.ChoiceField(
         label="Role", choices=Membership.Role.choices, initial=Membership.Role.MEMBER
     )
 
-    def clean_username(self):
-        username = self.cleaned_data["username"].strip()
-        user_model = get_user_model()
-        try:
-            return user_model.objects.get(**{user_model.USERNAME_FIELD: username})
-        except user_model.DoesNotExist:
-            raise forms.ValidationError(f"There is no user named “{username}”.") from None
+    def clean_username(self) -> str:
+        return teams.normalize_username(self.cleaned_data["username"])
 
 
 class UtcDateTimeField(forms.DateTimeField):

@@ -143,6 +143,14 @@ def _team_event(kind: str, detail: dict) -> str:
             return f"added a member ({detail.get('role', 'member')}) to the team"
         case "member_remove":
             return "removed a member from the team"
+        case "member_invite":
+            return f"invited {detail.get('username', '')} to the team as {detail.get('role', 'member')}"
+        case "invite_accept":
+            return f"accepted an invitation and joined the team as {detail.get('role', 'member')}"
+        case "invite_decline":
+            return "declined an invitation to the team"
+        case "invite_revoke":
+            return f"withdrew the invitation of {detail.get('username', '')}"
         case "notify_url":
             host = detail.get("host")
             return (

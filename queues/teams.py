@@ -1,15 +1,23 @@
-"""Teams, memberships and dead-letter sinks: every user gets a personal team when created."""
+"""Teams, memberships, invitations and dead-letter sinks: every user gets a personal team
+when created."""
 
 from __future__ import annotations
 
+import unicodedata
+from dataclasses import dataclass
+from datetime import datetime
 from urllib.parse import urlsplit
 
-from django.db import transaction
+from django.contrib.postgres.expressions import ArraySubquery
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models.functions import JSONObject
+from django.utils import timezone
 from django.utils.text import slugify
 
 from queues import webhooks
-from queues.errors import Invalid
-from queues.models import DeadLetterSink, Membership, Team, TodoEvent
+from queues.errors import Invalid, NotFound
+from queues.models import DeadLetterSink, Membership, Team, TeamInvitation, TodoEvent
 
 SINK_URL_MAX_CHARS = 500
 
@@ -76,6 +84,180 @@ def remove_member(team: Team, user, *, by=None) -> bool:
             team=team, actor_user=by, kind="member_remove", detail={"user_id": user.pk}
         )
     return True
+
+
+# ---------------------------------------------------------------------------------------
+# Invitations: on the Board an owner invites a user name, and the user with that name joins by
+# accepting (``switchboard adduser --team`` still adds directly: operators are trusted). An
+# invitation is made, and answered the same way, whether or not the name exists, so inviting
+# tells the owner nothing about which names do. Names match in any letter case. Audited as
+# team-level events: member_invite, invite_accept (with the member_add it causes, credited to
+# the owner who invited), invite_decline, invite_revoke.
+
+NO_SUCH_INVITATION = "No such invitation."
+
+
+def normalize_username(username: str) -> str:
+    """As Django stores a user name: trimmed, NFKC-normalised."""
+    return unicodedata.normalize("NFKC", username.strip())
+
+
+def invite(team: Team, username: str, *, role: str = Membership.Role.MEMBER, by) -> TeamInvitation:
+    """Invite ``username`` (as typed) to ``team`` with ``role``. A pending invitation of the
+    same name takes the new role. Audited (member_invite) when anything changed."""
+    username = normalize_username(username)
+    with transaction.atomic():
+        pending = TeamInvitation.objects.pending().select_for_update()
+        invitation = pending.filter(team=team, username__iexact=username).first()
+        if invitation is None:
+            try:
+                with transaction.atomic():  # a concurrent invite of the same name may win
+                    invitation = TeamInvitation.objects.create(
+                        team=team, username=username, role=role, invited_by=by
+                    )
+            except IntegrityError:
+                invitation = pending.get(team=team, username__iexact=username)
+            else:
+                _invitation_event(invitation, "member_invite", by)
+                return invitation
+        if invitation.role != role:
+            invitation.role, invitation.invited_by = role, by
+            invitation.save(update_fields=["role", "invited_by"])
+            _invitation_event(invitation, "member_invite", by)
+    return invitation
+
+
+def pending_invitations(team: Team) -> list[TeamInvitation]:
+    """The team's invitations not yet answered, oldest first (for its owners)."""
+    rows = TeamInvitation.objects.pending().filter(team=team).select_related("invited_by")
+    return list(rows.order_by("created_at", "id"))
+
+
+def invitations_for(user) -> QuerySet[TeamInvitation]:
+    """Invitations waiting for ``user``: pending, to their name in any case, to a team they
+    are not in yet."""
+    return (
+        TeamInvitation.objects.pending()
+        .filter(username__iexact=user.get_username())
+        .exclude(Exists(Membership.objects.filter(team=OuterRef("team"), user=user)))
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInvitation:
+    """An invitation waiting for the signed-in user, as loaded with them (board/auth.py)."""
+
+    id: int
+    team: str  # the team's name
+    role: str
+    invited_by: str | None
+    created_at: datetime
+
+    @classmethod
+    def from_json(cls, row: dict) -> PendingInvitation:
+        return cls(
+            id=row["id"],
+            team=row["team"],
+            role=row["role"],
+            invited_by=row["invited_by"],
+            created_at=datetime.fromisoformat(row["created_at"]),
+        )
+
+
+def pending_invitations_of_users() -> ArraySubquery:
+    """``invitations_for`` as a column of a user query (the outer row is the user): each
+    request loads its user with the invitations waiting for them in the same query."""
+    rows = (
+        TeamInvitation.objects.pending()
+        .filter(username__iexact=OuterRef("username"))
+        .exclude(
+            Exists(Membership.objects.filter(team=OuterRef("team"), user=OuterRef(OuterRef("pk"))))
+        )
+        .order_by("created_at", "id")
+        .values(
+            json=JSONObject(
+                id="id",
+                team="team__name",
+                role="role",
+                invited_by="invited_by__username",
+                created_at="created_at",
+            )
+        )
+    )
+    return ArraySubquery(rows)
+
+
+def _addressed_to(user, invitation_id) -> TeamInvitation:
+    """A pending invitation to ``user``, locked. An unknown id, someone else's invitation and
+    one already answered are the same NotFound."""
+    raw = str(invitation_id)
+    if not raw.isdigit() or len(raw) > 18:  # beyond a bigint: it cannot exist
+        raise NotFound(NO_SUCH_INVITATION)
+    invitation = (
+        invitations_for(user)
+        .select_for_update(of=("self",))
+        .select_related("team", "invited_by")
+        .filter(pk=int(raw))
+        .first()
+    )
+    if invitation is None:
+        raise NotFound(NO_SUCH_INVITATION)
+    return invitation
+
+
+def accept_invitation(user, invitation_id) -> Membership:
+    """``user`` accepts an invitation to their name: they join its team with its role
+    (``add_member``). NotFound when it is not a pending invitation to them."""
+    with transaction.atomic():
+        invitation = _addressed_to(user, invitation_id)
+        invitation.accepted_at, invitation.answered_by = timezone.now(), user
+        invitation.save(update_fields=["accepted_at", "answered_by"])
+        _invitation_event(invitation, "invite_accept", user)
+        membership = add_member(
+            invitation.team, user, role=invitation.role, by=invitation.invited_by
+        )
+    return membership
+
+
+def decline_invitation(user, invitation_id) -> TeamInvitation:
+    """``user`` declines an invitation to their name. NotFound as for accepting."""
+    with transaction.atomic():
+        invitation = _addressed_to(user, invitation_id)
+        invitation.declined_at, invitation.answered_by = timezone.now(), user
+        invitation.save(update_fields=["declined_at", "answered_by"])
+        _invitation_event(invitation, "invite_decline", user)
+    return invitation
+
+
+def revoke_invitation(team: Team, invitation_id, *, by) -> TeamInvitation:
+    """An owner withdraws a pending invitation of ``team``: deleted, audited. NotFound for an
+    unknown id, another team's invitation or one already answered."""
+    raw = str(invitation_id)
+    if not raw.isdigit() or len(raw) > 18:
+        raise NotFound(NO_SUCH_INVITATION)
+    with transaction.atomic():
+        invitation = (
+            TeamInvitation.objects.pending()
+            .select_for_update()
+            .filter(team=team, pk=int(raw))
+            .first()
+        )
+        if invitation is None:
+            raise NotFound(NO_SUCH_INVITATION)
+        _invitation_event(invitation, "invite_revoke", by)
+        invitation.delete()
+    return invitation
+
+
+def _invitation_event(invitation: TeamInvitation, kind: str, by) -> None:
+    detail = {
+        "invitation_id": invitation.pk,
+        "username": invitation.username,
+        "role": invitation.role,
+    }
+    if kind in ("invite_accept", "invite_decline"):
+        detail["user_id"] = by.pk
+    TodoEvent.objects.create(team_id=invitation.team_id, actor_user=by, kind=kind, detail=detail)
 
 
 # ---------------------------------------------------------------------------------------

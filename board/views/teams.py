@@ -1,8 +1,13 @@
-"""Team page (members and dead-letter sinks; owners change them) and the team switcher.
+"""Team page (members, invitations and dead-letter sinks; owners change them) and the team
+switcher.
 
-Membership and sink changes go through ``queues.teams`` (audited there). Only owners of the
-team may change its members or sinks; a team keeps at least one owner
-(``queues.teams.remove_member``). A sink's signing secret is shown once, rendered straight
+Membership, invitation and sink changes go through ``queues.teams`` (audited there). Only
+owners of the team may invite, remove members or change sinks; a team keeps at least one
+owner (``queues.teams.remove_member``). Owners **invite** a user name rather than add a user:
+the answer is the same whether or not the name exists, and the user with that name joins by
+accepting the invitation, here or from the queue page's banner. Answering an invitation is the
+invitee's own action, so it is taken before any team of the query string is looked at; an
+invitation that is not theirs (unknown, someone else's, already answered) is the ordinary 404. A sink's signing secret is shown once, rendered straight
 into the response to the POST that made it (never stored in the session, a message, a log or
 a redirect URL) with caching off, like an endpoint's token.
 """
@@ -23,10 +28,10 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
 from board import scope as board_scopes
-from board.forms import AddMemberForm, SinkForm
+from board.forms import InviteMemberForm, SinkForm
 from board.scope import board_scope
 from queues import outbox, teams
-from queues.errors import Conflict, Invalid
+from queues.errors import Conflict, Invalid, NotFound
 from queues.models import DeadLetterSink, Delivery, Membership, Team
 
 OWNER = Membership.Role.OWNER
@@ -50,10 +55,14 @@ def _team_url(team: Team) -> str:
 
 
 def _page(request, team, memberships, form, *, sink_form=None, status: int = 200) -> HttpResponse:
+    is_owner = _is_owner(request.user, memberships)
     context = {
         "team": team,
         "memberships": memberships,
-        "is_owner": _is_owner(request.user, memberships),
+        "is_owner": is_owner,
+        "invitations": teams.pending_invitations(team) if team and is_owner else [],
+        # Loaded with the user (board/auth.py): no query of its own.
+        "my_invitations": getattr(request.user, "pending_invitations", []),
         "form": form,
         "sink_form": sink_form or SinkForm(),
         "sinks": _sinks(team) if team else [],
@@ -111,48 +120,99 @@ def _is_owner(user, memberships: list[Membership]) -> bool:
 @login_required
 @require_http_methods(["GET", "POST"])
 def team_detail(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST" and request.POST.get("op") in ("invite_accept", "invite_decline"):
+        return _answer(request, request.POST["op"])
     team = _team_from_query(request)
     if team is None:  # a user in no team at all
         return _page(request, None, [], None)
     memberships = _members(team)
     if request.method == "GET":
-        return _page(request, team, memberships, AddMemberForm())
+        return _page(request, team, memberships, InviteMemberForm())
 
     op = request.POST.get("op", "")
     if not _is_owner(request.user, memberships):
         what = "dead-letter sinks" if op.startswith("sink_") else "members"
         messages.error(request, f"Only an owner of {team.name} may change its {what}.")
-        return _page(request, team, memberships, AddMemberForm(), status=403)
+        return _page(request, team, memberships, InviteMemberForm(), status=403)
     if op == "sink_add":
         return _add_sink(request, team, memberships)
     if op in ("sink_deactivate", "sink_activate", "sink_delete"):
         return _change_sink(request, team, op)
-    if op == "add":
-        form = AddMemberForm(request.POST)
+    if op == "invite":
+        form = InviteMemberForm(request.POST)
         if not form.is_valid():
             return _page(request, team, memberships, form, status=400)
-        return _add(request, team, memberships, form)
+        return _invite(request, team, memberships, form)
+    if op == "invite_revoke":
+        return _revoke_invitation(request, team)
     if op == "remove":
         return _remove(request, team, memberships)
     messages.error(request, "Unknown action.")
     return redirect(_team_url(team))
 
 
-def _add(request, team: Team, memberships: list[Membership], form: AddMemberForm):
-    user, role = form.cleaned_data["username"], form.cleaned_data["role"]
-    before = next((m for m in memberships if m.user_id == user.pk), None)
-    name = user.get_username()
-    if before is not None and (before.role == role or before.role == OWNER):
-        messages.info(
-            request, f"{name} is already {'an owner' if before.role == OWNER else 'a member'}."
-        )
+def _invite(request, team: Team, memberships: list[Membership], form: InviteMemberForm):
+    username, role = form.cleaned_data["username"], form.cleaned_data["role"]
+    # A current member is on this page already, so saying so tells the owner nothing new;
+    # inviting one as owner promotes them, as adding did.
+    member = next(
+        (m for m in memberships if m.user.get_username().lower() == username.lower()), None
+    )
+    if member is not None:
+        name = member.user.get_username()
+        if member.role == role or member.role == OWNER:
+            what = "an owner" if member.role == OWNER else "a member"
+            messages.info(request, f"{name} is already {what}.")
+        else:
+            teams.add_member(team, member.user, role=role, by=request.user)
+            messages.success(request, f"{name} is now an owner of {team.name}.")
         return redirect(_team_url(team))
-    teams.add_member(team, user, role=role, by=request.user)
-    if before is not None:
-        messages.success(request, f"{name} is now an owner of {team.name}.")
-    else:
-        messages.success(request, f"{name} added to {team.name} as {role}.")
+    # Anyone else: the same invitation and the same words, whether or not the name exists.
+    teams.invite(team, username, role=role, by=request.user)
+    messages.success(
+        request,
+        f"Invited {username} as {role}. If {username} has an account, they will see the "
+        "invitation on their Team page.",
+    )
     return redirect(_team_url(team))
+
+
+def _revoke_invitation(request, team: Team) -> HttpResponse:
+    try:
+        invitation = teams.revoke_invitation(
+            team, request.POST.get("invitation", ""), by=request.user
+        )
+    except NotFound:
+        raise Http404 from None  # another team's invitation is the same 404 as an unknown one
+    messages.success(request, f"Withdrew the invitation of {invitation.username}.")
+    return redirect(_team_url(team))
+
+
+def _answer(request, op: str) -> HttpResponse:
+    """The signed-in user accepts or declines an invitation to their name."""
+    invitation_id = request.POST.get("invitation", "")
+    try:
+        if op == "invite_accept":
+            membership = teams.accept_invitation(request.user, invitation_id)
+            team = membership.team
+            messages.success(request, f"You joined {team.name} as {membership.role}.")
+            default = _team_url(team)
+        else:
+            invitation = teams.decline_invitation(request.user, invitation_id)
+            messages.info(request, f"You declined the invitation to {invitation.team.name}.")
+            default = reverse("team-detail")
+    except NotFound:
+        raise Http404 from None
+    return redirect(_local(request, request.POST.get("next", "")) or default)
+
+
+def _local(request, target: str) -> str:
+    """``target`` if it is a URL of this site, else empty."""
+    if url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return ""
 
 
 def _remove(request, team: Team, memberships: list[Membership]):
@@ -176,12 +236,12 @@ def _remove(request, team: Team, memberships: list[Membership]):
 def _add_sink(request, team: Team, memberships: list[Membership]) -> HttpResponse:
     form = SinkForm(request.POST)
     if not form.is_valid():
-        return _page(request, team, memberships, AddMemberForm(), sink_form=form, status=400)
+        return _page(request, team, memberships, InviteMemberForm(), sink_form=form, status=400)
     try:
         sink, secret = teams.add_sink(team, form.cleaned_data["url"], by=request.user)
     except Invalid as exc:  # the guard again, in the queue function
         form.add_error("url", exc.message)
-        return _page(request, team, memberships, AddMemberForm(), sink_form=form, status=400)
+        return _page(request, team, memberships, InviteMemberForm(), sink_form=form, status=400)
     response = render(
         request,
         "board/webhook_secret.html",

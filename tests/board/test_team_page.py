@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.messages import get_messages
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
 from board.scope import SESSION_KEY
 from queues import teams
-from queues.models import DeadLetterSink, Delivery, Membership, TodoEvent
+from queues.models import DeadLetterSink, Delivery, Membership, TeamInvitation, TodoEvent
 
 OWNER, MEMBER = Membership.Role.OWNER, Membership.Role.MEMBER
 
@@ -42,6 +46,20 @@ def _messages(response) -> list[str]:
 
 def _url(team) -> str:
     return f"{reverse('team-detail')}?team={team.slug}"
+
+
+def _as(make_user, name: str) -> Client:
+    client = Client()
+    client.force_login(make_user(name))
+    return client
+
+
+def _pending(team) -> dict[str, str]:
+    return dict(TeamInvitation.objects.pending().filter(team=team).values_list("username", "role"))
+
+
+def _kinds(team) -> list[str]:
+    return list(TodoEvent.objects.filter(team=team).order_by("id").values_list("kind", flat=True))
 
 
 def _roles(team) -> dict[str, str]:
@@ -80,42 +98,260 @@ def test_foreign_and_unknown_team_slugs_are_the_same_404(logged_in, make_user):
 def test_a_post_to_a_foreign_team_is_404_and_changes_nothing(logged_in, make_user):
     bob = make_user("bob")
     response = logged_in.post(
-        f"{reverse('team-detail')}?team=bob", {"op": "add", "username": "alice"}
+        f"{reverse('team-detail')}?team=bob", {"op": "invite", "username": "alice"}
     )
     assert response.status_code == 404
     assert _roles(bob.teams.get()) == {"bob": OWNER}
+    assert not TeamInvitation.objects.exists()
 
 
-# --- Adding and removing
+# --- Inviting (owners invite a name; its user joins by accepting)
 
 
-def test_owner_adds_a_member_by_username_audited(logged_in, user, platform, make_user):
-    dave = make_user("dave")
-    response = logged_in.post(_url(platform), {"op": "add", "username": "dave", "role": MEMBER})
+def test_owner_invites_a_name_and_nobody_joins_until_it_is_accepted(
+    logged_in, user, platform, make_user
+):
+    make_user("dave")
+    response = logged_in.post(_url(platform), {"op": "invite", "username": "dave", "role": MEMBER})
     assert response.status_code == 302 and response["Location"] == _url(platform)
+    assert _messages(response) == [
+        "Invited dave as member. If dave has an account, they will see the invitation on "
+        "their Team page."
+    ]
+    assert "dave" not in _roles(platform)
+    invitation = TeamInvitation.objects.get(team=platform)
+    assert (invitation.username, invitation.role, invitation.invited_by) == ("dave", MEMBER, user)
+    assert invitation.accepted_at is None and invitation.declined_at is None
+    event = TodoEvent.objects.get(team=platform, kind="member_invite")
+    assert event.actor_user == user
+    assert event.detail == {"invitation_id": invitation.pk, "username": "dave", "role": MEMBER}
+    page = logged_in.get(_url(platform)).content.decode()
+    assert "Waiting for an answer" in page and "Withdraw the invitation of dave" in page
+
+
+def _comparable(body: str, name: str) -> str:
+    body = body.replace(name, "NAME")
+    body = re.sub(r'(csrfmiddlewaretoken" value=|"X-CSRFToken": )"[^"]+"', r"\1TOKEN", body)
+    return re.sub(r'name="invitation" value="\d+"', 'name="invitation" value="ID"', body)
+
+
+def test_an_unknown_name_and_an_existing_one_get_the_same_answer(logged_in, platform, make_user):
+    make_user("dave")
+    answers = []
+    for name in ("dave", "zelda"):  # zelda has no account
+        with CaptureQueriesContext(connection) as queries:
+            response = logged_in.post(
+                _url(platform), {"op": "invite", "username": name, "role": MEMBER}
+            )
+        messages = [m.replace(name, "NAME") for m in _messages(response)]
+        page = logged_in.get(_url(platform)).content.decode()
+        answers.append(
+            (
+                response.status_code,
+                response["Location"],
+                response.content,
+                len(queries),
+                messages,
+                _comparable(page, name),
+            )
+        )
+        teams.revoke_invitation(platform, TeamInvitation.objects.get(username=name).pk, by=None)
+    assert answers[0] == answers[1]
+    assert answers[0][4] == [
+        "Invited NAME as member. If NAME has an account, they will see the invitation on "
+        "their Team page."
+    ]
+
+
+def test_the_invitee_sees_it_on_the_team_and_queue_pages_and_accepts(
+    logged_in, user, platform, make_user
+):
+    dave = make_user("dave")
+    teams.invite(platform, "dave", role=MEMBER, by=user)
+    invitation = TeamInvitation.objects.get()
+    client = Client()
+    client.force_login(dave)
+    for path in (reverse("team-detail"), "/"):
+        page = client.get(path).content.decode()
+        assert "<strong>Platform</strong> invites you to join as member" in page, path
+        assert f'name="invitation" value="{invitation.pk}"' in page, path
+
+    response = client.post(
+        reverse("team-detail"), {"op": "invite_accept", "invitation": invitation.pk, "next": "/"}
+    )
+    assert response.status_code == 302 and response["Location"] == "/"
+    assert _messages(response) == ["You joined Platform as member."]
+    assert _roles(platform) == {"alice": OWNER, "dave": MEMBER}
+    invitation.refresh_from_db()
+    assert invitation.accepted_at is not None and invitation.answered_by == dave
+    assert _kinds(platform)[-3:] == ["member_invite", "invite_accept", "member_add"]
+    accept, add = TodoEvent.objects.filter(team=platform).order_by("-id")[:2][::-1]
+    assert accept.actor_user == dave and accept.detail["user_id"] == dave.pk
+    # The membership is credited to the owner who invited; the answer to the invitee.
+    assert add.actor_user == user and add.detail == {"user_id": dave.pk, "role": MEMBER}
+    assert "invites you" not in client.get("/").content.decode()  # the banner is gone
+    assert not logged_in.get(_url(platform)).context["invitations"]
+
+    activity = logged_in.get(reverse("activity-list")).content.decode()
+    assert "alice invited dave to the team as member" in activity
+    assert "dave accepted an invitation and joined the team as member" in activity
+
+
+def test_accepting_an_invitation_as_owner_makes_an_owner(user, platform, make_user):
+    dave = make_user("dave")
+    invitation = teams.invite(platform, "dave", role=OWNER, by=user)
+    client = Client()
+    client.force_login(dave)
+    response = client.post(
+        reverse("team-detail"), {"op": "invite_accept", "invitation": invitation.pk}
+    )
+    assert response.status_code == 302 and response["Location"] == _url(platform)
+    assert _roles(platform)["dave"] == OWNER
+
+
+def test_the_invitee_declines(logged_in, user, platform, make_user):
+    dave = make_user("dave")
+    invitation = teams.invite(platform, "dave", role=MEMBER, by=user)
+    client = Client()
+    client.force_login(dave)
+    response = client.post(
+        reverse("team-detail"), {"op": "invite_decline", "invitation": invitation.pk}
+    )
+    assert response.status_code == 302 and response["Location"] == reverse("team-detail")
+    assert _messages(response) == ["You declined the invitation to Platform."]
+    assert "dave" not in _roles(platform)
+    invitation.refresh_from_db()
+    assert invitation.declined_at is not None and invitation.answered_by == dave
+    event = TodoEvent.objects.filter(team=platform).latest("id")
+    assert (event.kind, event.actor_user) == ("invite_decline", dave)
+    assert "invites you" not in client.get(reverse("team-detail")).content.decode()
+    assert not logged_in.get(_url(platform)).context["invitations"]
+    # Answered: it cannot be accepted afterwards.
+    again = client.post(
+        reverse("team-detail"), {"op": "invite_accept", "invitation": invitation.pk}
+    )
+    assert again.status_code == 404 and "dave" not in _roles(platform)
+
+
+def test_an_invitation_matches_its_name_in_any_letter_case(user, platform, make_user):
+    dave = make_user("dave")
+    invitation = teams.invite(platform, "DaVe", role=MEMBER, by=user)
+    client = Client()
+    client.force_login(dave)
+    assert "invites you" in client.get("/").content.decode()
+    client.post(reverse("team-detail"), {"op": "invite_accept", "invitation": invitation.pk})
     assert _roles(platform)["dave"] == MEMBER
-    event = TodoEvent.objects.filter(team=platform, kind="member_add").latest("id")
-    assert event.actor_user == user and event.detail == {"user_id": dave.pk, "role": MEMBER}
+
+
+def test_someone_elses_invitation_is_the_same_404_as_an_unknown_one(user, platform, make_user):
+    make_user("dave")
+    invitation = teams.invite(platform, "dave", role=MEMBER, by=user)
+    erin = _as(make_user, "erin")
+    before = (_kinds(platform), _pending(platform))
+    for op in ("invite_accept", "invite_decline"):
+        answers = [
+            erin.post(reverse("team-detail"), {"op": op, "invitation": value})
+            for value in (invitation.pk, invitation.pk + 1000, "1 OR 1=1", "9" * 30, "")
+        ]
+        assert {a.status_code for a in answers} == {404}, op
+        assert len({a.content for a in answers}) == 1, op
+    assert (_kinds(platform), _pending(platform)) == before
+    assert "erin" not in _roles(platform)
+
+
+def test_inviting_a_name_again_keeps_one_invitation_with_the_new_role(logged_in, platform):
+    for role in (MEMBER, OWNER, OWNER):
+        logged_in.post(_url(platform), {"op": "invite", "username": "dave", "role": role})
+    assert _pending(platform) == {"dave": OWNER}
+    assert _kinds(platform).count("member_invite") == 2  # the third changed nothing
 
 
 def test_owner_promotes_a_member_to_owner(logged_in, platform, carol):
-    logged_in.post(_url(platform), {"op": "add", "username": "carol", "role": OWNER})
+    # carol is on the page already: inviting her as owner promotes her at once.
+    response = logged_in.post(_url(platform), {"op": "invite", "username": "carol", "role": OWNER})
+    assert _messages(response) == ["carol is now an owner of Platform."]
     assert _roles(platform)["carol"] == OWNER
+    assert not TeamInvitation.objects.exists()
 
 
-def test_adding_an_existing_member_again_changes_nothing(logged_in, platform, carol):
+def test_inviting_an_existing_member_again_changes_nothing(logged_in, platform, carol):
     before = TodoEvent.objects.count()
-    response = logged_in.post(_url(platform), {"op": "add", "username": "carol", "role": MEMBER})
+    response = logged_in.post(_url(platform), {"op": "invite", "username": "Carol", "role": MEMBER})
     assert any("already a member" in m for m in _messages(response))
-    assert TodoEvent.objects.count() == before
+    assert TodoEvent.objects.count() == before and not TeamInvitation.objects.exists()
 
 
-def test_unknown_username_is_a_form_error(logged_in, platform):
+def test_a_name_no_account_could_have_is_a_form_error(logged_in, platform):
     before = (Membership.objects.count(), TodoEvent.objects.count())
-    response = logged_in.post(_url(platform), {"op": "add", "username": "nobody", "role": MEMBER})
-    assert response.status_code == 400
-    assert "no user named" in str(response.context["form"].errors["username"])
+    for name in ("no spaces allowed", "", "x" * 151):
+        response = logged_in.post(
+            _url(platform), {"op": "invite", "username": name, "role": MEMBER}
+        )
+        assert response.status_code == 400, name
+        assert response.context["form"].errors["username"], name
     assert (Membership.objects.count(), TodoEvent.objects.count()) == before
+    assert not TeamInvitation.objects.exists()
+
+
+def test_owner_withdraws_an_invitation_audited(logged_in, user, platform, make_user):
+    dave = make_user("dave")
+    invitation = teams.invite(platform, "dave", role=MEMBER, by=user)
+    response = logged_in.post(_url(platform), {"op": "invite_revoke", "invitation": invitation.pk})
+    assert response.status_code == 302 and response["Location"] == _url(platform)
+    assert _messages(response) == ["Withdrew the invitation of dave."]
+    assert not TeamInvitation.objects.exists()
+    event = TodoEvent.objects.filter(team=platform).latest("id")
+    assert (event.kind, event.actor_user) == ("invite_revoke", user)
+    assert event.detail == {"invitation_id": invitation.pk, "username": "dave", "role": MEMBER}
+    client = Client()
+    client.force_login(dave)
+    assert "invites you" not in client.get("/").content.decode()
+    answer = client.post(
+        reverse("team-detail"), {"op": "invite_accept", "invitation": invitation.pk}
+    )
+    assert answer.status_code == 404 and "dave" not in _roles(platform)
+
+
+def test_another_teams_invitation_cannot_be_withdrawn(logged_in, platform, make_user):
+    bob = make_user("bob")
+    bobs = teams.invite(bob.teams.get(), "dave", role=MEMBER, by=bob)
+    foreign = logged_in.post(_url(platform), {"op": "invite_revoke", "invitation": bobs.pk})
+    unknown = logged_in.post(_url(platform), {"op": "invite_revoke", "invitation": bobs.pk + 9})
+    assert foreign.status_code == unknown.status_code == 404
+    assert foreign.content == unknown.content
+    assert TeamInvitation.objects.pending().filter(pk=bobs.pk).exists()
+
+
+def test_activity_tells_each_invitation_event(logged_in, user, platform, make_user):
+    dave, erin = make_user("dave"), make_user("erin")
+    declined = teams.invite(platform, "dave", role=MEMBER, by=user)
+    teams.decline_invitation(dave, declined.pk)
+    withdrawn = teams.invite(platform, "erin", role=OWNER, by=user)
+    teams.revoke_invitation(platform, withdrawn.pk, by=user)
+    accepted = teams.invite(platform, "erin", role=MEMBER, by=user)
+    teams.accept_invitation(erin, accepted.pk)
+    page = logged_in.get(reverse("activity-list")).content.decode()
+    for sentence in [
+        "alice invited dave to the team as member",
+        "dave declined an invitation to the team",
+        "alice invited erin to the team as owner",
+        "alice withdrew the invitation of erin",
+        "erin accepted an invitation and joined the team as member",
+        "alice added a member (member) to the team",
+    ]:
+        assert sentence in page, sentence
+
+
+def test_invitations_for_you_cost_no_query(user, platform, make_user, django_assert_num_queries):
+    dave = _as(make_user, "dave")
+    # session, user (with the invitations waiting for them), teams (switcher), endpoints
+    # (filter), the page of todos, ticker: attempt endings, ticker: events
+    with django_assert_num_queries(7):
+        dave.get("/")
+    teams.invite(platform, "dave", role=MEMBER, by=user)
+    with django_assert_num_queries(7):
+        page = dave.get("/").content.decode()
+    assert "<strong>Platform</strong> invites you" in page
 
 
 def test_owner_removes_a_member_audited(logged_in, user, platform, carol):
@@ -153,10 +389,12 @@ def test_a_plain_member_is_refused(client, user, platform, carol, make_user):
     client.force_login(carol)
     page = client.get(_url(platform))
     assert page.context["is_owner"] is False
-    assert "Only the owners of Platform add and remove members." in page.content.decode()
+    assert "Only the owners of Platform invite and remove members." in page.content.decode()
+    invitation = teams.invite(platform, "erin", role=MEMBER, by=user)
     before = TodoEvent.objects.count()
     for data in [
-        {"op": "add", "username": "dave", "role": OWNER},
+        {"op": "invite", "username": "dave", "role": OWNER},
+        {"op": "invite_revoke", "invitation": invitation.pk},
         {"op": "remove", "user": user.pk},
     ]:
         response = client.post(_url(platform), data)
@@ -164,6 +402,7 @@ def test_a_plain_member_is_refused(client, user, platform, carol, make_user):
         assert "Only an owner of Platform may change its members." in response.content.decode()
     assert _roles(platform) == {"alice": OWNER, "carol": MEMBER}
     assert TodoEvent.objects.count() == before
+    assert _pending(platform) == {"erin": MEMBER}
 
 
 # --- The team switcher
@@ -206,17 +445,25 @@ def test_switch_is_post_only(logged_in, platform):
 
 
 def test_every_post_without_a_csrf_token_is_refused(user, platform, carol, make_user):
-    make_user("dave")
+    dave = make_user("dave")
+    for_dave = teams.invite(platform, "dave", role=MEMBER, by=user)
+    for_erin = teams.invite(platform, "erin", role=MEMBER, by=user)
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(user)
+    strict_dave = Client(enforce_csrf_checks=True)
+    strict_dave.force_login(dave)
     before = TodoEvent.objects.count()
-    for url, data in [
-        (_url(platform), {"op": "add", "username": "dave", "role": MEMBER}),
-        (_url(platform), {"op": "remove", "user": carol.pk}),
-        (reverse("team-switch"), {"team": "platform"}),
+    for client, url, data in [
+        (strict, _url(platform), {"op": "invite", "username": "frank", "role": MEMBER}),
+        (strict, _url(platform), {"op": "invite_revoke", "invitation": for_erin.pk}),
+        (strict, _url(platform), {"op": "remove", "user": carol.pk}),
+        (strict, reverse("team-switch"), {"team": "platform"}),
+        (strict_dave, reverse("team-detail"), {"op": "invite_accept", "invitation": for_dave.pk}),
+        (strict_dave, reverse("team-detail"), {"op": "invite_decline", "invitation": for_dave.pk}),
     ]:
-        assert strict.post(url, data).status_code == 403, data
+        assert client.post(url, data).status_code == 403, data
     assert _roles(platform) == {"alice": OWNER, "carol": MEMBER}
+    assert _pending(platform) == {"dave": MEMBER, "erin": MEMBER}
     assert TodoEvent.objects.count() == before
     assert SESSION_KEY not in strict.session
 
@@ -327,8 +574,9 @@ def test_the_sink_list_shows_each_sinks_last_delivery(
     )
     deliveries(dropped, {"gave_up_at": now, "last_error": "not sent: its sink was deactivated"})
 
-    # session, user, the user's teams (scope), members, sinks with their last delivery
-    with django_assert_num_queries(5):
+    # session, user (with invitations waiting for them), the user's teams (scope), members,
+    # the team's pending invitations (owners see them), sinks with their last delivery
+    with django_assert_num_queries(6):
         response = logged_in.get(_url(platform))
     sinks = {s.url: s for s in response.context["sinks"]}
     assert sinks["https://quiet.example/"].last is None
