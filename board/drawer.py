@@ -4,11 +4,11 @@ Pure functions over records (no queries), so the view stays thin and the rules t
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from django.utils import timezone
 
+from queues.checks import id_from_text
 from queues.models import ClaimerKind, Outcome, TodoState
 from queues.records import AttemptRecord, TodoDetail, TodoRecord
 
@@ -110,8 +110,8 @@ def build(detail: TodoDetail, *, user, attempt_param=None, round_param=None) -> 
     open_attempt = next((a for a in attempts if a.is_open), None)
     by_seq = {a.seq: a for a in attempts}
 
-    selected = by_seq.get(_int(attempt_param))
-    round_no = _int(round_param)
+    selected = by_seq.get(id_from_text(attempt_param))
+    round_no = id_from_text(round_param)
     round_numbers = sorted({a.round for a in attempts} | {todo.round}, reverse=True)
     if round_no not in round_numbers:
         round_no = selected.round if selected else todo.round
@@ -201,11 +201,3 @@ def _actions(todo: TodoRecord, open_attempt: AttemptRecord | None, user) -> Acti
 
 
 _LIVE = (TodoState.PENDING, TodoState.CLAIMED, TodoState.RETRY_WAIT)
-
-
-def _int(value) -> int | None:
-    """``?attempt=`` and ``?round=``: ASCII digits, few enough for a bigint, else none (int()
-    alone also reads " 3", "+3", "1_0" and other scripts' digits)."""
-    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,18}", value):
-        return int(value)
-    return None

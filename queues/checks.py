@@ -4,6 +4,7 @@ also guard the Board and any other caller)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from queues.errors import Invalid, NotFound
@@ -25,3 +26,16 @@ def todo_id(value: Any) -> int:
     if not 1 <= value <= 2**63 - 1:
         raise NotFound()
     return value
+
+
+def id_from_text(text: object) -> int | None:
+    """An id written in a query string or a form: ASCII digits only, few enough for a bigint;
+    anything else is None. Not ``str.isdigit``, which also says yes to "²" (int() then
+    raises) and to other scripts' digits, nor ``int`` alone, which reads " 3", "+3" and "1_0"
+    and refuses more than 4300 digits with an exception."""
+    if isinstance(text, str) and _ID.fullmatch(text):
+        return int(text)
+    return None
+
+
+_ID = re.compile(r"[0-9]{1,18}")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -13,6 +11,7 @@ from django.views.decorators.http import require_http_methods
 from board.forms import TodoForm
 from board.scope import board_scope
 from queues import transitions
+from queues.checks import id_from_text
 from queues.errors import Conflict, Invalid, Unauthorized
 
 
@@ -47,8 +46,8 @@ def todo_new(request: HttpRequest) -> HttpResponse:
 def _preselect(request: HttpRequest) -> dict:
     """``?endpoint=<id>`` preselects that endpoint; the form's choices decide if it may."""
     value = request.GET.get("endpoint", "")
-    # ASCII digits only: str.isdecimal also takes other scripts' digits.
-    return {"endpoint": int(value)} if re.fullmatch(r"[0-9]{1,18}", value) else {}
+    endpoint_id = id_from_text(value)
+    return {"endpoint": endpoint_id} if endpoint_id is not None else {}
 
 
 def _page(request: HttpRequest, form: TodoForm, *, status: int = 200) -> HttpResponse:

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import re
-
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.utils.http import urlencode
 
 from board.scope import board_scope
 from board.sentences import sentence
+from queues.checks import id_from_text
 from queues.models import Endpoint, TodoState
 from queues.selectors import QueueFilters, board_activity, board_queue
 
@@ -27,18 +26,11 @@ STATE_TABS = [("", "All")] + [
 ]
 
 
-def _id(text: str) -> int | None:
-    """An id in a query string: ASCII digits only, and few enough for a bigint. Not
-    ``str.isdigit``, which also says yes to "²" (int() then raises) and to other scripts'
-    digits, nor ``int`` alone, which refuses more than 4300 digits with an exception."""
-    return int(text) if re.fullmatch(r"[0-9]{1,18}", text) else None
-
-
 def _filters(request, endpoint_ids: set[int]) -> QueueFilters:
     """Unknown values are dropped, never an error: a stale bookmark still opens."""
     get = request.GET
     state = get.get("state", "")
-    endpoint_id = _id(get.get("endpoint", ""))
+    endpoint_id = id_from_text(get.get("endpoint", ""))
     return QueueFilters(
         state=state if state in TodoState.values else None,
         endpoint_id=endpoint_id if endpoint_id in endpoint_ids else None,
@@ -70,7 +62,7 @@ def todo_list(request):
         .order_by("agent_id")
     )
     filters = _filters(request, {endpoint.pk for endpoint in endpoints})
-    before_id = _id(request.GET.get("before", ""))
+    before_id = id_from_text(request.GET.get("before", ""))
     todos, next_before = board_queue(scope.team_ids, filters, before_id=before_id)
     ticker = [sentence(item) for item in board_activity(scope.team_ids, limit=TICKER_LINES)]
     context = {

@@ -20,7 +20,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, IntegerField, OuterRef, Subquery
 from django.db.models.functions import Coalesce, JSONObject
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.cache import add_never_cache_headers
@@ -31,6 +31,7 @@ from board import scope as board_scopes
 from board.forms import InviteMemberForm, SinkForm
 from board.scope import board_scope
 from queues import outbox, teams
+from queues.checks import id_from_text
 from queues.errors import Conflict, Invalid, NotFound
 from queues.models import DeadLetterSink, Delivery, Membership, Team
 
@@ -261,7 +262,9 @@ def _change_sink(request, team: Team, op: str) -> HttpResponse:
     # Only this team's sinks: another team's sink id is the same 404 as an unknown one.
     sink_id = request.POST.get("sink", "")
     sink = (
-        DeadLetterSink.objects.filter(pk=sink_id, team=team).first() if sink_id.isdigit() else None
+        DeadLetterSink.objects.filter(pk=pk, team=team).first()
+        if (pk := id_from_text(sink_id)) is not None
+        else None
     )
     if sink is None:
         raise Http404
@@ -289,9 +292,9 @@ def team_switch(request: HttpRequest) -> HttpResponse:
         request.session.pop(board_scopes.SESSION_KEY, None)
         if slug:  # the same words for an unknown and a foreign slug
             messages.error(request, "That is not one of your teams; showing all teams.")
+    # A path of this site only ("/…", never "//host"): a bare word would be read as a view
+    # name by redirect(), and NUL or other oddities as anything at all.
     target = request.POST.get("next", "")
-    if not url_has_allowed_host_and_scheme(
-        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    ):
+    if not (target.startswith("/") and "\x00" not in target and _local(request, target)):
         target = reverse("board-home")
-    return redirect(target)
+    return HttpResponseRedirect(target)

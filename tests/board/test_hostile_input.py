@@ -374,3 +374,25 @@ def test_a_hostile_notify_url_is_a_400_and_writes_nothing(signed_in, endpoint, t
     response = signed_in.post(f"/endpoints/{endpoint.id}/", {"notify_url": typed, "op": op})
     assert response.status_code == 400
     assert ledger() == before
+
+
+# --- The team page's POSTs (found by this file's first pass, fixed in board/views/teams.py)
+
+
+@pytest.mark.parametrize("sink", ["²", "٣", "9" * 5000, "-1", " 1", ""])
+@pytest.mark.parametrize("op", ["sink_delete", "sink_activate", "sink_deactivate"])
+def test_a_hostile_sink_id_is_the_404_not_a_500(client, user, op, sink):
+    client.force_login(user)
+    response = client.post("/team/", {"op": op, "sink": sink})
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["-1", "²", "a\x00b", "/a\x00b", "board-home", "//evil.example/", "https://x.example/", ""],
+)
+def test_a_hostile_next_after_switching_teams_is_a_redirect_home(client, user, target):
+    client.force_login(user)
+    response = client.post("/team/switch/", {"team": "", "next": target})
+    assert response.status_code == 302
+    assert response["Location"] == "/"
