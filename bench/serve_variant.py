@@ -89,7 +89,7 @@ def _auth_cache() -> None:
 
 
 def _no_access_log() -> None:
-    from queues.management.commands import serve
+    from switchboard.management.commands import serve
 
     original = serve._Gunicorn.load_config
 
@@ -101,7 +101,7 @@ def _no_access_log() -> None:
 
 
 def _reuse_port() -> None:
-    from queues.management.commands import serve
+    from switchboard.management.commands import serve
 
     original = serve._Gunicorn.load_config
 

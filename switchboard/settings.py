@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "queues",
     "board",
+    "switchboard",  # the project: its management commands (up, serve, sweep, demo, …)
 ]
 
 MIDDLEWARE = [
