@@ -1089,7 +1089,7 @@ def profile_verbs(scenario, token: str, requests: int, stamp: str, base_url: str
         DatabaseWrapper._commit = original_commit
     connection.close()
     http._drop_connection()  # noqa: SLF001
-    from queues.doorbell import doorbell
+    from agents.doorbell import doorbell
 
     doorbell.stop()  # the LISTEN thread claim_next started in this process
 

@@ -41,7 +41,8 @@ AUTH_CACHE_SECONDS = 5.0
 
 
 def _auth_sql() -> None:
-    from queues import api, endpoints, sql, tokens
+    from agents import http as api
+    from queues import endpoints, sql, tokens
     from queues.models import Endpoint
 
     fields = Endpoint._meta.concrete_fields
@@ -69,7 +70,8 @@ def _auth_sql() -> None:
 
 
 def _auth_cache() -> None:
-    from queues import api, endpoints
+    from agents import http as api
+    from queues import endpoints
 
     original = api.authenticate
     cache: dict[str, tuple[float, object]] = {}

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from django.utils import timezone
 
-from queues.checks import id_from_text
+from queues.arguments import id_from_text
 from queues.models import ClaimerKind, Outcome, TodoState
 from queues.records import AttemptRecord, TodoDetail, TodoRecord
 

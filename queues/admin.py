@@ -37,7 +37,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 from django.utils.text import smart_split
 
-from queues import metrics, operators, transitions
+from queues import operators, queue_health, transitions
 from queues.errors import Conflict
 from queues.models import (
     LIVE_STATES,
@@ -504,11 +504,12 @@ def _age(delta: timedelta | None) -> str:
 
 
 def queue_health_view(request: HttpRequest) -> TemplateResponse:
-    """Staff (``admin.site.admin_view`` in the URLconf) with ``queues.view_queue_health``:
+    """Staff (the site's ``admin_view``, queues/admin_site.py) with
+    ``queues.view_queue_health``:
     it names every team's endpoints, so being staff is not enough."""
     if not request.user.has_perm(f"queues.{operators.VIEW_QUEUE_HEALTH}"):
         raise PermissionDenied
-    health = metrics.queue_health()
+    health = queue_health.queue_health()
     sweeper = health.sweeper
     return TemplateResponse(
         request,
@@ -529,3 +530,4 @@ def queue_health_view(request: HttpRequest) -> TemplateResponse:
             "sweeper_report": sorted((sweeper or {}).get("last_report", {}).items()),
         },
     )
+

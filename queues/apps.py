@@ -1,7 +1,9 @@
 from django.apps import AppConfig
+from django.contrib.admin import apps as admin_apps
 
 
 class QueuesConfig(AppConfig):
+    default = True
     name = "queues"
     verbose_name = "Queues"
 
@@ -20,3 +22,10 @@ class QueuesConfig(AppConfig):
         post_migrate.connect(
             make_operators_group, sender=self, dispatch_uid="queues.operators_group"
         )
+
+
+class SwitchboardAdminConfig(admin_apps.AdminConfig):
+    """Django admin, with the queue health page on its site (queues/admin_site.py)."""
+
+    default = False  # named in INSTALLED_APPS in place of django.contrib.admin
+    default_site = "queues.admin_site.SwitchboardAdminSite"

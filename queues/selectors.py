@@ -12,8 +12,8 @@ from datetime import datetime
 from django.conf import settings
 from django.db.models import Exists, F, FilteredRelation, OuterRef, Q, Subquery
 
-from queues import checks, sql
-from queues.checks import whole_number
+from queues import arguments, sql
+from queues.arguments import whole_number
 from queues.errors import Invalid, NotFound
 from queues.models import DIED_OUTCOMES, Endpoint, Todo, TodoAttempt, TodoEvent, TodoState
 from queues.records import AttemptRecord, TodoDetail, TodoRecord
@@ -34,7 +34,7 @@ def _limit(value, *, name: str, default: int, maximum: int) -> int:
 def get_todo_for_endpoint(endpoint: Endpoint, todo_id, *, attempts_limit=None) -> TodoDetail:
     """get_todo on the agent path: a todo of the endpoint's own queue, with its newest
     attempts; or a todo it sent elsewhere (as requester): state and result, no attempts."""
-    todo_id = checks.todo_id(todo_id)
+    todo_id = arguments.todo_id(todo_id)
     limit = _limit(
         attempts_limit, name="attempts_limit", default=ATTEMPTS_DEFAULT, maximum=ATTEMPTS_MAX
     )
@@ -62,7 +62,7 @@ def get_todo_for_user(user, todo_id, *, attempts_limit=None) -> TodoDetail:
 def _todo_for_user(user, todo_id) -> TodoRecord:
     rows = sql.fetch(
         sql.SELECT_TODO.format(scope=sql.SCOPE_USER),
-        {"todo_id": checks.todo_id(todo_id), "scope_user": user.pk},
+        {"todo_id": arguments.todo_id(todo_id), "scope_user": user.pk},
     )
     if not rows:
         raise NotFound()

@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import Error as DatabaseError
 from django.db import close_old_connections, connection, transaction
 
-from queues import metrics, outbox, sql, transitions
+from queues import counters, outbox, sql, transitions
 from queues.models import TodoState
 
 log = logging.getLogger("switchboard.sweeper")
@@ -81,7 +81,7 @@ def sweep_once(
     _drain(requeue, retry_batch)
     report.dead_lettered_revoked = transitions.dead_letter_revoked_leftovers()
     # Before retention, which deletes only todos that ended days ago, long since folded.
-    metrics.fold_attempt_endings()
+    counters.fold_attempt_endings()
     _refresh_stale_statistics()
     report.deleted_by_age = _delete_by_age(
         days=settings.SWITCHBOARD_RETENTION_DAYS, batch=delete_batch

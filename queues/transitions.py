@@ -24,8 +24,18 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from queues import sql, tokens
-from queues.checks import todo_id as checked_todo_id
-from queues.checks import whole_number
+from queues.arguments import todo_id as checked_todo_id
+from queues.arguments import whole_number
+from queues.bounds import (
+    NOTHING,
+    Bounded,
+    bound_artifact,
+    bound_claimant,
+    bound_mcp_session_id,
+    bound_result,
+    bound_summary,
+    summary_from_result,
+)
 from queues.errors import Conflict, Invalid, NotFound, RateLimited, Unauthorized
 from queues.models import (
     LIVE_STATES,
@@ -37,16 +47,6 @@ from queues.models import (
     TodoState,
 )
 from queues.records import AttemptRecord, Claim, Closed, Lease, TodoRecord, split_row
-from queues.text import (
-    NOTHING,
-    Bounded,
-    bound_artifact,
-    bound_claimant,
-    bound_mcp_session_id,
-    bound_result,
-    bound_summary,
-    summary_from_result,
-)
 
 MAX_LEASE_SECONDS = 86_400
 TITLE_MAX_CHARS = 500

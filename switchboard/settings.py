@@ -68,7 +68,7 @@ CSRF_TRUSTED_ORIGINS = [
 ]
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "queues.apps.SwitchboardAdminConfig",  # django.contrib.admin, with queue health
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -78,6 +78,7 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "django_htmx",
     "queues",
+    "agents",
     "board",
     "switchboard",  # the project: its management commands (up, serve, sweep, demo, …)
 ]

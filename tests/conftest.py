@@ -70,7 +70,7 @@ def human(user):
 def _doorbell_stops_before_the_test_database_goes(django_db_setup, django_db_blocker):
     """The doorbell's LISTEN connection would keep the test database from being dropped."""
     yield
-    from queues.doorbell import doorbell
+    from agents.doorbell import doorbell
 
     doorbell.stop()
 

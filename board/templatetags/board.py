@@ -64,7 +64,7 @@ def pretty_json(value) -> str:
     try:
         return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
     except (RecursionError, ValueError, TypeError):
-        # Stored before results were limited in depth (queues.text.RESULT_MAX_DEPTH).
+        # Stored before results were limited in depth (queues.bounds.RESULT_MAX_DEPTH).
         return "(this result nests too deeply to show)"
 
 

@@ -11,7 +11,7 @@ from django.views.decorators.http import require_http_methods
 from board.forms import TodoForm
 from board.scope import board_scope
 from queues import transitions
-from queues.checks import id_from_text
+from queues.arguments import id_from_text
 from queues.errors import Conflict, Invalid, Unauthorized
 
 

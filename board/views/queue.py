@@ -8,7 +8,7 @@ from django.utils.http import urlencode
 
 from board.scope import board_scope
 from board.sentences import sentence
-from queues.checks import id_from_text
+from queues.arguments import id_from_text
 from queues.models import Endpoint, TodoState
 from queues.selectors import QueueFilters, board_activity, board_queue
 

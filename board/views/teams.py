@@ -31,7 +31,7 @@ from board import scope as board_scopes
 from board.forms import InviteMemberForm, SinkForm
 from board.scope import board_scope
 from queues import outbox, teams
-from queues.checks import id_from_text
+from queues.arguments import id_from_text
 from queues.errors import Conflict, Invalid, NotFound
 from queues.models import DeadLetterSink, Delivery, Membership, Team
 

@@ -18,10 +18,10 @@ from django.views.decorators.http import require_POST
 
 from board import drawer
 from queues import transitions
+from queues.bounds import RESULT_MAX_DEPTH
 from queues.errors import Conflict, Invalid, NotFound
 from queues.records import TodoDetail
 from queues.selectors import board_todo
-from queues.text import RESULT_MAX_DEPTH
 from queues.transitions import Actor
 
 SUMMARY_FIELD_MAX = 8192  # characters accepted from the form; the ledger truncates at 2 KiB

@@ -29,7 +29,7 @@ import psutil
 import psycopg
 import pytest
 
-from queues import schemas
+from agents import schemas
 from switchboard.client import Client, SwitchboardError
 from tests.crash.conftest import DedicatedPostgres, base_env
 from tests.crash.harness import Proc, Procs, wait_until

@@ -46,7 +46,8 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from queues import schemas, transitions
+from agents import schemas
+from queues import transitions
 from queues.transitions import Actor
 
 pytestmark = pytest.mark.django_db(transaction=True)

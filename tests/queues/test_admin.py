@@ -238,9 +238,9 @@ def test_no_admin_page_shows_todo_text_attempt_text_or_a_secret(client, staff, s
     assert reverse("admin:queues_deadlettersink_change", args=[seeded["sink"].pk]) in visited
     assert reverse("admin:auth_user_change", args=[staff.pk]) in visited
     assert reverse("admin:auth_user_change", args=[user.pk]) in visited
-    assert reverse("admin-queue-health") in visited
+    assert reverse("admin:queue-health") in visited
     assert any("state__exact=" in url for url in visited)  # the filters were followed
-    assert all(pages[url][0] == 200 for url in [*changelists, reverse("admin-queue-health")])
+    assert all(pages[url][0] == 200 for url in [*changelists, reverse("admin:queue-health")])
     assert all(pages[url][0] == 200 for url in searches)
     assert all(pages[url][0] == 403 for url in adds)  # nothing of ours is added here
     # Every filter and sort link the pages offer works (none is refused as a lookup).
@@ -303,13 +303,13 @@ def test_memberships_are_shown_read_only(signed_in, seeded, user):
 
 def test_queue_health_and_admin_need_staff(client, user):
     client.force_login(user)
-    response = client.get(reverse("admin-queue-health"))
+    response = client.get(reverse("admin:queue-health"))
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
 
 
 def test_the_admin_index_links_to_queue_health(signed_in):
     body = signed_in.get("/admin/").content.decode()
-    assert reverse("admin-queue-health") in body
+    assert reverse("admin:queue-health") in body
 
 
 # ---------------------------------------------------------------------------------------
@@ -494,7 +494,7 @@ def test_queue_health_numbers_equal_counts_made_independently(signed_in, busy):
         if t["state"] == "pending" and t["claimable_at"] <= now
     )
 
-    response = signed_in.get(reverse("admin-queue-health"))
+    response = signed_in.get(reverse("admin:queue-health"))
 
     assert response.status_code == 200
     health = response.context["health"]
@@ -525,10 +525,10 @@ def test_queue_health_numbers_equal_counts_made_independently(signed_in, busy):
 
 
 def test_queue_health_shows_the_sweepers_last_pass(signed_in, busy):
-    assert "No sweeper has run" in signed_in.get(reverse("admin-queue-health")).content.decode()
+    assert "No sweeper has run" in signed_in.get(reverse("admin:queue-health")).content.decode()
     sweeper.sweep_once()
 
-    response = signed_in.get(reverse("admin-queue-health"))
+    response = signed_in.get(reverse("admin:queue-health"))
 
     status = response.context["sweeper"]
     assert status["passes"] == 1
@@ -544,7 +544,7 @@ def test_queue_health_query_count_does_not_grow_with_rows(
     # session, user; todos by endpoint and state; their endpoints; attempts by outcome;
     # outbox; sweeper
     with django_assert_num_queries(7):
-        signed_in.get(reverse("admin-queue-health"))
+        signed_in.get(reverse("admin:queue-health"))
 
     three, _ = endpoints.vend(team, "three")
     for n in range(40):
@@ -552,7 +552,7 @@ def test_queue_health_query_count_does_not_grow_with_rows(
         transitions.claim(Actor.agent(three), todo.id)
         transitions.complete(Actor.agent(three), todo.id)
     with django_assert_num_queries(7):
-        response = signed_in.get(reverse("admin-queue-health"))
+        response = signed_in.get(reverse("admin:queue-health"))
     assert len(response.context["health"].endpoints) == 3
 
 
@@ -635,11 +635,11 @@ def test_an_operator_sees_every_admin_page_and_queue_health(client, operator, se
     index = client.get("/admin/").content.decode()
 
     assert "permission to view or edit anything" not in index
-    assert reverse("admin-queue-health") in index
+    assert reverse("admin:queue-health") in index
     for name in ("team", "endpoint", "todo", "deadlettersink"):
         assert reverse(f"admin:queues_{name}_changelist") in index
     assert reverse("admin:auth_user_changelist") in index
-    assert client.get(reverse("admin-queue-health")).status_code == 200
+    assert client.get(reverse("admin:queue-health")).status_code == 200
     failed, _, _ = seeded["todos"]
     assert client.get(reverse("admin:queues_todo_change", args=[failed.id])).status_code == 200
     team_page = client.get(reverse("admin:queues_team_change", args=[seeded["endpoint"].team_id]))
@@ -650,9 +650,9 @@ def test_staff_without_the_group_get_403_on_queue_health_and_no_link(client, mak
     staff = make_user("plain-staff", is_staff=True)
     client.force_login(staff)
 
-    assert client.get(reverse("admin-queue-health")).status_code == 403
+    assert client.get(reverse("admin:queue-health")).status_code == 403
     index = client.get("/admin/").content.decode()
-    assert reverse("admin-queue-health") not in index
+    assert reverse("admin:queue-health") not in index
     assert "Queue health" not in index
 
 
@@ -660,12 +660,12 @@ def test_queue_health_needs_its_permission_not_a_view_permission(client, make_us
     staff = make_user("viewer", is_staff=True)
     staff.user_permissions.add(Permission.objects.get(codename="view_endpoint"))
     client.force_login(staff)
-    assert client.get(reverse("admin-queue-health")).status_code == 403
+    assert client.get(reverse("admin:queue-health")).status_code == 403
 
     staff.user_permissions.add(Permission.objects.get(codename="view_queue_health"))
     staff = get_user_model().objects.get(pk=staff.pk)  # a fresh permission cache
     client.force_login(staff)
-    response = client.get(reverse("admin-queue-health"))
+    response = client.get(reverse("admin:queue-health"))
     assert response.status_code == 200
     assert "one" in response.content.decode()  # the busy endpoints' agent ids
 

@@ -10,7 +10,7 @@ from queues import transitions
 from queues.errors import Conflict, RateLimited
 from queues.models import Endpoint, Todo, TodoAttempt
 from queues.transitions import Actor
-from tests.queues.api_helpers import check_shape, post
+from tests.agents.api_helpers import check_shape, post
 from tests.queues.helpers import run_together
 
 

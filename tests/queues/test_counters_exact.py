@@ -15,14 +15,14 @@ import threading
 import pytest
 from django.db import connection, connections, transaction
 
-from queues import metrics, sweeper, transitions
+from queues import counters, sweeper, transitions
 from queues.models import MetricCounter, Todo, TodoAttempt
 from queues.transitions import Actor
 from tests.queues.helpers import run_together
 
 
 def counted(outcome: str) -> float:
-    row = MetricCounter.objects.filter(name=metrics.ATTEMPTS_CLOSED, label=outcome).first()
+    row = MetricCounter.objects.filter(name=counters.ATTEMPTS_CLOSED, label=outcome).first()
     return row.value if row else 0.0
 
 
@@ -44,17 +44,17 @@ def test_attempts_pruned_before_the_fold_are_still_counted(fast_retries, agent, 
     transitions.claim(agent, todo.id)  # this claim prunes too
     assert TodoAttempt.objects.filter(todo_id=todo.id).count() == 3  # 8 pruned, unfolded
 
-    assert metrics.fold_attempt_endings(lag_seconds=0) == {"failed": 10}
+    assert counters.fold_attempt_endings(lag_seconds=0) == {"failed": 10}
     assert counted("failed") == 10
-    assert metrics.fold_attempt_endings(lag_seconds=0) == {}  # once
+    assert counters.fold_attempt_endings(lag_seconds=0) == {}  # once
 
 
 def test_rows_pruned_after_the_fold_are_not_counted_twice(fast_retries, agent, make_todo):
     todo = make_todo(max_attempts=100)
     _claim_and_fail(agent, todo.id, 3)
-    assert metrics.fold_attempt_endings(lag_seconds=0) == {"failed": 3}
+    assert counters.fold_attempt_endings(lag_seconds=0) == {"failed": 3}
     _claim_and_fail(agent, todo.id, 4)  # prunes the three counted rows and one more
-    metrics.fold_attempt_endings(lag_seconds=0)
+    counters.fold_attempt_endings(lag_seconds=0)
     assert counted("failed") == 7
 
 
@@ -68,7 +68,7 @@ def test_retention_deletes_only_what_the_fold_counted(settings, agent, make_todo
     # Before any fold, nothing is counted, so retention keeps every todo.
     assert sweeper._delete_by_age(days=0, batch=100) == 0
     assert Todo.objects.count() == 3
-    metrics.fold_attempt_endings(lag_seconds=0)
+    counters.fold_attempt_endings(lag_seconds=0)
     assert sweeper._delete_by_age(days=0, batch=100) == 3
     assert counted("completed") == 3
 
@@ -79,7 +79,7 @@ def test_the_cap_retention_waits_for_the_fold_too(settings, agent, make_todo):
         transitions.claim(agent, todo.id)
         transitions.complete(agent, todo.id)
     assert sweeper._delete_by_cap(cap=1, batch=100) == 0
-    metrics.fold_attempt_endings(lag_seconds=0)
+    counters.fold_attempt_endings(lag_seconds=0)
     assert sweeper._delete_by_cap(cap=1, batch=100) == 3
     assert counted("completed") == 4
 
@@ -104,10 +104,10 @@ def test_a_close_committed_late_in_a_long_transaction_is_counted(endpoint, make_
     thread.start()
     assert closed.wait(30)
     # The open transaction holds the horizon back: the mark does not pass its close.
-    assert metrics.fold_attempt_endings(lag_seconds=0) == {}
+    assert counters.fold_attempt_endings(lag_seconds=0) == {}
     release.set()
     thread.join(30)
-    assert metrics.fold_attempt_endings(lag_seconds=0) == {"completed": 1}
+    assert counters.fold_attempt_endings(lag_seconds=0) == {"completed": 1}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -126,7 +126,7 @@ def test_claims_that_prune_while_folds_run_count_every_close_once(settings, make
     def work(n: int) -> None:
         if n == len(todos):  # the folder
             while not stop.is_set():
-                metrics.fold_attempt_endings(lag_seconds=0)
+                counters.fold_attempt_endings(lag_seconds=0)
                 next(folds)
             return
         try:
@@ -138,7 +138,7 @@ def test_claims_that_prune_while_folds_run_count_every_close_once(settings, make
     errors = run_together(work, len(todos) + 1)
     assert errors == []
     stop.set()
-    metrics.fold_attempt_endings(lag_seconds=0)
+    counters.fold_attempt_endings(lag_seconds=0)
     assert next(folds) > 1
     assert counted("failed") == len(todos) * rounds
     with connection.cursor() as cursor:

@@ -252,9 +252,9 @@ def test_a_todo_of_another_team_reaches_only_its_own_sinks(
 def test_the_payload_is_the_rows_own_copy_and_survives_retention(
     receiver, sink_to, endpoint, agent, make_todo, settings, monkeypatch
 ):
-    from queues import metrics
+    from queues import counters
 
-    monkeypatch.setattr(metrics, "FOLD_LAG_SECONDS", 0.0)  # counted at once: retention may go
+    monkeypatch.setattr(counters, "FOLD_LAG_SECONDS", 0.0)  # counted at once: retention may go
     server = receiver()
     sink, secret = sink_to(server)
     todo_id = _kill(endpoint, agent, make_todo)

@@ -21,9 +21,9 @@ from tests.queues.helpers import lapse_lease, make_retry_due, run_together
 def _folds_count_up_to_now(monkeypatch):
     """Retention deletes only what the metrics fold counted; here the fold takes every
     ending up to now (the product lags a second behind the clock)."""
-    from queues import metrics
+    from queues import counters
 
-    monkeypatch.setattr(metrics, "FOLD_LAG_SECONDS", 0.0)
+    monkeypatch.setattr(counters, "FOLD_LAG_SECONDS", 0.0)
 
 
 def _claimed(make_todo, endpoint, title: str = "work", **kwargs):

@@ -9,7 +9,7 @@ from dataclasses import asdict
 import pytest
 from django.db import connection, connections
 
-from queues import endpoints, metrics, sweeper, transitions
+from queues import counters, endpoints, sweeper, transitions
 from queues.models import MetricCounter, SweeperStatus
 from queues.transitions import Actor
 from tests.queues.helpers import lapse_lease, run_together
@@ -57,7 +57,7 @@ def test_the_fold_runs_before_retention_deletes_what_it_counts(
     """With 0 retention days a todo is deleted at the next pass; its attempt is counted in
     that same pass, first."""
     settings.SWITCHBOARD_RETENTION_DAYS = 0
-    monkeypatch.setattr(metrics, "FOLD_LAG_SECONDS", 0.0)
+    monkeypatch.setattr(counters, "FOLD_LAG_SECONDS", 0.0)
     todo = make_todo()
     transitions.claim(agent, todo.id)
     transitions.complete(agent, todo.id)
@@ -77,7 +77,7 @@ def test_two_folds_at_once_count_every_ending_exactly_once(team):
     added: list[dict] = []
 
     def fold(_n: int) -> None:
-        added.append(metrics.fold_attempt_endings(lag_seconds=0))
+        added.append(counters.fold_attempt_endings(lag_seconds=0))
 
     total = 0
     for _round in range(5):

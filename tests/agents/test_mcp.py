@@ -183,7 +183,7 @@ NUL_ARGUMENTS = {
 def test_a_nul_in_any_argument_gets_the_same_answer_over_mcp_as_over_http(live_server, vend):
     from queues import transitions
     from queues.transitions import Actor
-    from tests.queues.api_helpers import post
+    from tests.agents.api_helpers import post
 
     endpoint, token = vend("agent-a")
 

@@ -22,41 +22,24 @@ the sweeper's last pass) and renders them with a fresh ``CollectorRegistry``.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import os
 import threading
 import time
 from bisect import bisect_left
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Q
+from django.db.models import Count, DurationField, ExpressionWrapper, F
 from django.db.models.functions import Now
-from django.http import Http404, HttpRequest, HttpResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from prometheus_client.metrics_core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
-from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 from queues.models import (
     Delivery,
-    Endpoint,
     MetricCounter,
-    Outcome,
     SweeperStatus,
     Todo,
-    TodoAttempt,
-    TodoState,
 )
 
 log = logging.getLogger("switchboard.metrics")
@@ -341,239 +324,3 @@ def read_snapshot() -> Snapshot:
         if status[1] is not None:
             snapshot.sweeper_lag_seconds = max(0.0, status[1].total_seconds())
     return snapshot
-
-
-class SwitchboardCollector(Collector):
-    """Turns a Snapshot into metric families; reads nothing itself."""
-
-    def __init__(self, snapshot: Snapshot) -> None:
-        self.snapshot = snapshot
-
-    def collect(self) -> Iterator[Metric]:
-        counters = self.snapshot.counters
-        closed = {o: counters.get((ATTEMPTS_CLOSED, o), 0.0) for o in Outcome.values}
-
-        family = CounterMetricFamily(
-            "switchboard_attempts_closed",
-            "Attempts closed, by outcome (folded from the ledger by the sweeper: lags by up"
-            " to one sweep interval plus 5 s).",
-            labels=["outcome"],
-        )
-        for outcome, value in closed.items():
-            family.add_metric([outcome], value)
-        yield family
-
-        yield CounterMetricFamily(
-            "switchboard_lease_expired",
-            "Attempts whose lease lapsed (outcomes lease_expired and reaped); lags like"
-            " switchboard_attempts_closed_total.",
-            value=closed[Outcome.LEASE_EXPIRED] + closed[Outcome.REAPED],
-        )
-
-        todos = GaugeMetricFamily("switchboard_todos", "Todos now, by state.", labels=["state"])
-        for state in TodoState.values:
-            todos.add_metric([state], self.snapshot.todos_by_state.get(state, 0))
-        yield todos
-
-        count = counters.get((CLAIM_LATENCY_COUNT, ""), 0.0)
-        buckets = [
-            (floatToGoString(upper), counters.get((CLAIM_LATENCY_BUCKET, bucket_label(upper)), 0.0))
-            for upper in BUCKETS
-        ]
-        yield HistogramMetricFamily(
-            "switchboard_claim_latency_seconds",
-            "Server time of claim and claim_next's claim (not a long-poll's waiting), all web"
-            " processes; each process writes its observations at least every 10 s.",
-            buckets=[*buckets, ("+Inf", count)],
-            sum_value=counters.get((CLAIM_LATENCY_SUM, ""), 0.0),
-        )
-
-        lag = self.snapshot.sweeper_lag_seconds
-        yield GaugeMetricFamily(
-            "switchboard_sweeper_lag_seconds",
-            "Seconds since a sweeper pass last finished (+Inf before the first).",
-            value=float("inf") if lag is None else lag,
-        )
-        yield CounterMetricFamily(
-            "switchboard_sweeper_passes",
-            "Sweeper passes finished, by every sweeper process.",
-            value=self.snapshot.sweeper_passes,
-        )
-
-        outbox = GaugeMetricFamily(
-            "switchboard_outbox_pending",
-            "Webhook deliveries not yet sent nor given up, by kind.",
-            labels=["kind"],
-        )
-        for kind in Delivery.Kind.values:
-            outbox.add_metric([kind], self.snapshot.outbox_pending.get(kind, 0))
-        yield outbox
-
-
-def _token_ok(request: HttpRequest, expected: str) -> bool:
-    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer":
-        return False
-    # Digests first: compare_digest is constant time only for inputs of equal length.
-    given_digest = hashlib.sha256(given.strip().encode()).digest()
-    return hmac.compare_digest(given_digest, hashlib.sha256(expected.encode()).digest())
-
-
-def metrics_view(request: HttpRequest) -> HttpResponse:
-    """``/metrics``: 404 while SWITCHBOARD_METRICS_TOKEN is unset (as any unknown URL), 401
-    without the right bearer token."""
-    expected = settings.SWITCHBOARD_METRICS_TOKEN
-    if not expected:
-        raise Http404
-    if not _token_ok(request, expected):
-        response = HttpResponse(
-            "A valid metrics token is required (Authorization: Bearer …).\n",
-            status=401,
-            content_type="text/plain; charset=utf-8",
-        )
-        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
-        return response
-    if request.method not in ("GET", "HEAD"):
-        response = HttpResponse(status=405)
-        response["Allow"] = "GET, HEAD"
-        return response
-    flush_claim_latency(wait=SCRAPE_FLUSH_WAIT_SECONDS)
-    registry = CollectorRegistry()
-    registry.register(SwitchboardCollector(read_snapshot()))
-    response = HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
-    response["Cache-Control"] = "no-store"
-    return response
-
-
-# ---------------------------------------------------------------------------------------
-# The queue health admin page: aggregates only, each computed by the database
-
-
-@dataclass(slots=True)
-class EndpointHealth:
-    endpoint_id: int
-    agent_id: str
-    team_slug: str
-    revoked: bool
-    by_state: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def total(self) -> int:
-        return sum(self.by_state.values())
-
-
-@dataclass(slots=True)
-class QueueHealth:
-    endpoints: list[EndpointHealth]
-    by_state: dict[str, int]  # over every endpoint
-    closed_last_hour: dict[str, int]  # by outcome, every outcome present
-    closed_last_day: dict[str, int]
-    dead_letters: int
-    dead_letters_last_day: int
-    oldest_pending_age: timedelta | None  # None: nothing claimable is waiting
-    outbox_pending: dict[str, int]
-    outbox_retrying: int  # pending deliveries that have failed at least once
-    sweeper: dict | None  # None: no sweeper has ever run
-
-    @property
-    def total(self) -> int:
-        return sum(self.by_state.values())
-
-    @property
-    def lease_expiries_last_hour(self) -> int:
-        return sum(self.closed_last_hour[o] for o in (Outcome.LEASE_EXPIRED, Outcome.REAPED))
-
-    @property
-    def lease_expiries_last_day(self) -> int:
-        return sum(self.closed_last_day[o] for o in (Outcome.LEASE_EXPIRED, Outcome.REAPED))
-
-
-def queue_health() -> QueueHealth:
-    """Five queries, whatever the number of rows: todos grouped by endpoint and state (one
-    pass over todos), those endpoints' names, attempts closed in the last day by outcome
-    (the ended_at index), the outbox backlog (its due-rows index) and the sweeper's row.
-    Times by the database clock."""
-    day_ago, hour_ago = Now() - timedelta(days=1), Now() - timedelta(hours=1)
-
-    # 1. Todos by endpoint and state, with the dead letters of the last day and the age of
-    # the oldest todo that is claimable and waiting (pending, its claimable_at passed).
-    # Grouped on the two narrow columns alone (a hash aggregate); the endpoints' names come
-    # from their own small table in query 2, not through a join sorted on text.
-    rows = list(
-        Todo.objects.order_by()
-        .values("endpoint_id", "state")
-        .annotate(
-            n=Count("*"),
-            died_last_day=Count("id", filter=Q(state=TodoState.DEAD, ended_at__gt=day_ago)),
-            oldest_wait=Max(
-                ExpressionWrapper(Now() - F("claimable_at"), DurationField()),
-                filter=Q(state=TodoState.PENDING, claimable_at__lte=Now()),
-            ),
-        )
-    )
-    # 2. The names of the endpoints that have todos.
-    endpoints = {
-        pk: EndpointHealth(
-            endpoint_id=pk,
-            agent_id=agent_id,
-            team_slug=team_slug,
-            revoked=revoked_at is not None,
-            by_state=dict.fromkeys(TodoState.values, 0),
-        )
-        for pk, agent_id, team_slug, revoked_at in Endpoint.objects.filter(
-            pk__in={row["endpoint_id"] for row in rows}
-        ).values_list("pk", "agent_id", "team__slug", "revoked_at")
-    }
-    by_state = dict.fromkeys(TodoState.values, 0)
-    dead_last_day, oldest = 0, None
-    for row in rows:
-        endpoints[row["endpoint_id"]].by_state[row["state"]] = row["n"]
-        by_state[row["state"]] += row["n"]
-        dead_last_day += row["died_last_day"]
-        if row["oldest_wait"] is not None and (oldest is None or row["oldest_wait"] > oldest):
-            oldest = row["oldest_wait"]
-
-    # 3. Attempts closed in the last day and hour, by outcome.
-    closed_hour = dict.fromkeys(Outcome.values, 0)
-    closed_day = dict.fromkeys(Outcome.values, 0)
-    for outcome, day, hour in (
-        TodoAttempt.objects.filter(ended_at__gt=day_ago)
-        .order_by()
-        .values_list("outcome")
-        .annotate(day=Count("*"), hour=Count("id", filter=Q(ended_at__gt=hour_ago)))
-        .values_list("outcome", "day", "hour")
-    ):
-        closed_day[outcome], closed_hour[outcome] = day, hour
-
-    # 4. The outbox backlog.
-    outbox_pending = dict.fromkeys(Delivery.Kind.values, 0)
-    retrying = 0
-    for kind, n, failed in (
-        Delivery.objects.filter(delivered_at__isnull=True, gave_up_at__isnull=True)
-        .order_by()
-        .values_list("kind")
-        .annotate(n=Count("*"), failed=Count("id", filter=Q(attempts__gt=0)))
-        .values_list("kind", "n", "failed")
-    ):
-        outbox_pending[kind], retrying = n, retrying + failed
-
-    # 5. The sweeper's last pass.
-    sweeper = (
-        SweeperStatus.objects.filter(pk=1)
-        .annotate(lag=ExpressionWrapper(Now() - F("last_finished_at"), DurationField()))
-        .values("last_started_at", "last_finished_at", "passes", "last_report", "last_error", "lag")
-        .first()
-    )
-
-    return QueueHealth(
-        endpoints=sorted(endpoints.values(), key=lambda h: (h.team_slug, h.agent_id)),
-        by_state=by_state,
-        closed_last_hour=closed_hour,
-        closed_last_day=closed_day,
-        dead_letters=by_state[TodoState.DEAD],
-        dead_letters_last_day=dead_last_day,
-        oldest_pending_age=oldest,
-        outbox_pending=outbox_pending,
-        outbox_retrying=retrying,
-        sweeper=sweeper,
-    )

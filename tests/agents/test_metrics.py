@@ -19,7 +19,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from prometheus_client.parser import text_string_to_metric_families
 
-from queues import endpoints, metrics, sweeper, transitions
+from queues import counters, endpoints, sweeper, transitions
 from queues.models import MetricCounter, Outcome, TodoState
 from switchboard import dburl
 from tests.queues.helpers import lapse_lease
@@ -31,10 +31,10 @@ SWITCHBOARD = str(Path(sys.executable).with_name("switchboard"))
 @pytest.fixture
 def metrics_on(settings, monkeypatch):
     settings.SWITCHBOARD_METRICS_TOKEN = TOKEN
-    monkeypatch.setattr(metrics, "FOLD_LAG_SECONDS", 0.0)
-    metrics.claim_latency.discard()  # other tests' claims are not this test's
+    monkeypatch.setattr(counters, "FOLD_LAG_SECONDS", 0.0)
+    counters.claim_latency.discard()  # other tests' claims are not this test's
     yield
-    metrics.claim_latency.discard()
+    counters.claim_latency.discard()
 
 
 def scrape(client, token: str = TOKEN):
@@ -129,9 +129,9 @@ def test_the_fold_waits_for_endings_younger_than_its_lag(endpoint, agent, make_t
     transitions.claim(agent, todo.id)
     transitions.complete(agent, todo.id)
 
-    assert metrics.fold_attempt_endings(lag_seconds=60) == {}  # ended just now: too young
-    assert metrics.fold_attempt_endings(lag_seconds=0) == {"completed": 1}
-    assert metrics.fold_attempt_endings(lag_seconds=0) == {}  # counted once
+    assert counters.fold_attempt_endings(lag_seconds=60) == {}  # ended just now: too young
+    assert counters.fold_attempt_endings(lag_seconds=0) == {"completed": 1}
+    assert counters.fold_attempt_endings(lag_seconds=0) == {}  # counted once
     assert MetricCounter.objects.get(name="attempts_closed_total", label="completed").value == 1
 
 
@@ -146,7 +146,7 @@ def test_the_first_fold_counts_every_ending_kept(endpoint, agent, make_todo, set
     with connection.cursor() as cursor:
         cursor.execute("UPDATE todo_attempts SET ended_at = ended_at - interval '400 days'")
 
-    assert metrics.fold_attempt_endings(lag_seconds=0) == {"failed": 3, "completed": 3}
+    assert counters.fold_attempt_endings(lag_seconds=0) == {"failed": 3, "completed": 3}
 
 
 # ---------------------------------------------------------------------------------------
@@ -156,13 +156,13 @@ def test_the_first_fold_counts_every_ending_kept(endpoint, agent, make_todo, set
 def test_claims_are_timed_into_buckets_and_flushed_in_one_statement(
     metrics_on, endpoint, agent, make_todo, django_assert_num_queries
 ):
-    metrics.claim_latency.observe(0.001)  # on a bound: counted in that bucket (le)
-    metrics.claim_latency.observe(0.003)
-    metrics.claim_latency.observe(7.0)  # over the largest bound: +Inf only
+    counters.claim_latency.observe(0.001)  # on a bound: counted in that bucket (le)
+    counters.claim_latency.observe(0.003)
+    counters.claim_latency.observe(7.0)  # over the largest bound: +Inf only
 
     with django_assert_num_queries(1):
-        assert metrics.flush_claim_latency() is True
-    assert metrics.flush_claim_latency() is False  # nothing left
+        assert counters.flush_claim_latency() is True
+    assert counters.flush_claim_latency() is False  # nothing left
 
     stored = dict(
         MetricCounter.objects.filter(name__startswith="claim_latency").values_list("label", "value")
@@ -195,19 +195,19 @@ def test_claim_latency_adds_no_query_to_a_claim(client, settings, metrics_on, ve
     on = claim_next_queries()
 
     assert on == off
-    assert metrics.claim_latency.pending  # observed, in memory
+    assert counters.claim_latency.pending  # observed, in memory
 
 
 @pytest.mark.django_db(transaction=True)  # a long-poll gives its connection back while waiting
 def test_a_long_poll_is_one_observation_without_its_waiting(metrics_on, endpoint, agent):
-    from queues import schemas, verbs
+    from agents import schemas, verbs
 
     started = time.monotonic()
     answer = verbs.claim_next(endpoint, schemas.ClaimNext(wait_seconds=1))
     waited = time.monotonic() - started
 
     assert answer["todo"] is None and waited >= 1
-    deltas = metrics.claim_latency.take()
+    deltas = counters.claim_latency.take()
     assert deltas is not None and sum(deltas.counts) == 1
     assert deltas.total < waited / 2
 
@@ -227,7 +227,7 @@ def test_metrics_query_count_does_not_grow_with_rows(
     with django_assert_num_queries(4):
         response = scrape(client)
     assert closed(samples(response.content.decode()), "completed") == 30
-    metrics.claim_latency.observe(0.002)
+    counters.claim_latency.observe(0.002)
     with django_assert_num_queries(5):  # and the flush of this process's claim latency
         scrape(client)
 

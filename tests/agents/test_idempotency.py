@@ -14,9 +14,9 @@ import pytest
 from queues import transitions
 from queues.models import Todo
 from queues.transitions import Actor
-from tests.queues.api_helpers import post
-from tests.queues.test_mcp import call as mcp_call
-from tests.queues.test_mcp import mcp_client
+from tests.agents.api_helpers import post
+from tests.agents.test_mcp import call as mcp_call
+from tests.agents.test_mcp import mcp_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

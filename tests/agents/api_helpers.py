@@ -7,7 +7,7 @@ import json
 import httpx
 import msgspec
 
-from queues import schemas
+from agents import schemas
 
 
 def post(

@@ -7,8 +7,8 @@ import psycopg
 import pytest
 from django.db import connection
 
+from agents.doorbell import Doorbell
 from queues import endpoints, transitions
-from queues.doorbell import Doorbell
 from queues.sql import DOORBELL_CHANNEL
 from queues.transitions import Actor
 from tests.queues.helpers import lapse_lease, make_retry_due

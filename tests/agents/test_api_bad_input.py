@@ -8,7 +8,7 @@ from django.db import connection
 
 from queues import transitions
 from queues.models import VERBS as ALL_VERBS
-from tests.queues.api_helpers import check_shape, post
+from tests.agents.api_helpers import check_shape, post
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

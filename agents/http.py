@@ -14,14 +14,13 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from queues import schemas, verbs
-from queues.endpoints import authenticate
+from agents import schemas, verbs
+from agents.auth import endpoint_for
 from queues.errors import (
     DATABASE_ERRORS,
     DomainError,
     Invalid,
     NotFound,
-    Unauthorized,
     from_database_error,
 )
 
@@ -43,24 +42,6 @@ def error_response(error: DomainError) -> HttpResponse:
     if "retry_after" in error.extra:
         response["Retry-After"] = str(max(1, round(error.extra["retry_after"])))
     return response
-
-
-def bearer_token(request: HttpRequest) -> str | None:
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        return None
-    return token.strip()
-
-
-def endpoint_for(request: HttpRequest):
-    """The live endpoint the request's bearer token names; Unauthorized otherwise."""
-    endpoint = authenticate(bearer_token(request))
-    if endpoint is None:
-        raise Unauthorized("A valid endpoint token is required (Authorization: Bearer …).")
-    if endpoint.revoked_at is not None:
-        raise Unauthorized("This endpoint has been revoked.")
-    return endpoint
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
@@ -123,7 +104,7 @@ def verb_view(request: HttpRequest, verb: str) -> HttpResponse:
 
 def capabilities_view(request: HttpRequest) -> HttpResponse:
     """``GET /api/v1/``: the server's version, features and limits (no token needed)."""
-    from queues.openapi import capabilities
+    from agents.openapi import capabilities
 
     if request.method not in ("GET", "HEAD"):
         response = error_response(Invalid("Use GET."))
@@ -134,6 +115,6 @@ def capabilities_view(request: HttpRequest) -> HttpResponse:
 
 
 def openapi_view(request: HttpRequest) -> HttpResponse:
-    from queues.openapi import document
+    from agents.openapi import document
 
     return json_response(document())

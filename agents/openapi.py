@@ -1,4 +1,4 @@
-"""The OpenAPI document for the agent API, generated from ``queues.schemas`` (the same
+"""The OpenAPI document for the agent API, generated from ``agents.schemas`` (the same
 structs that decode requests), never kept by hand."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from functools import cache
 
 import msgspec
 
-from queues import schemas
+from agents import schemas
 from queues.records import UNTRUSTED_NOTICE
 
 ERRORS = {
@@ -29,8 +29,8 @@ def capabilities() -> dict:
     token: nothing in it is about a tenant."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from queues import text
-    from queues.api import MAX_BODY_BYTES
+    from agents.http import MAX_BODY_BYTES
+    from queues import bounds
     from queues.selectors import ATTEMPTS_MAX, LIST_MAX, LIST_MAX_BYTES
     from queues.transitions import BODY_MAX_BYTES, MAX_LEASE_SECONDS, TITLE_MAX_CHARS
 
@@ -58,11 +58,11 @@ def capabilities() -> dict:
             "request_bytes": MAX_BODY_BYTES,
             "title_chars": TITLE_MAX_CHARS,
             "body_bytes": BODY_MAX_BYTES,
-            "summary_bytes": text.SUMMARY_MAX_BYTES,
-            "artifact_bytes": text.ARTIFACT_MAX_BYTES,
-            "claimant_bytes": text.CLAIMANT_MAX_BYTES,
-            "result_bytes": text.RESULT_MAX_BYTES,
-            "result_depth": text.RESULT_MAX_DEPTH,
+            "summary_bytes": bounds.SUMMARY_MAX_BYTES,
+            "artifact_bytes": bounds.ARTIFACT_MAX_BYTES,
+            "claimant_bytes": bounds.CLAIMANT_MAX_BYTES,
+            "result_bytes": bounds.RESULT_MAX_BYTES,
+            "result_depth": bounds.RESULT_MAX_DEPTH,
             "lease_seconds": MAX_LEASE_SECONDS,
             "list_limit": LIST_MAX,
             "list_page_bytes": LIST_MAX_BYTES,

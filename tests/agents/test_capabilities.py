@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from queues import schemas, text
+from agents import schemas
+from queues import bounds
 
 pytestmark = pytest.mark.django_db
 
@@ -18,7 +19,7 @@ def test_the_capability_document_needs_no_token_and_names_attempt_history(client
     assert doc["features"]["fences"] is True and doc["features"]["rounds"] is True
     assert doc["features"]["long_poll"]["max_wait_seconds"] == 30
     assert doc["verbs"] == list(schemas.VERBS)
-    assert doc["limits"]["summary_bytes"] == text.SUMMARY_MAX_BYTES
+    assert doc["limits"]["summary_bytes"] == bounds.SUMMARY_MAX_BYTES
     assert doc["limits"]["body_bytes"] == 64 * 1024
 
 

@@ -1,7 +1,7 @@
 """The agent verbs, shared by the HTTP API and the MCP tools.
 
 Each handler takes the authenticated endpoint and the verb's decoded params (a struct from
-``queues.schemas``) and returns the response as a JSON-ready dict. It calls one transition or
+``agents.schemas``) and returns the response as a JSON-ready dict. It calls one transition or
 selector; authentication, the frozen verb set and decoding happen in the adapters around it.
 """
 
@@ -12,8 +12,9 @@ from collections.abc import Callable
 
 from django.db import connection
 
-from queues import endpoints, metrics, schemas, selectors, transitions
-from queues.doorbell import doorbell
+from agents import schemas
+from agents.doorbell import doorbell
+from queues import counters, endpoints, selectors, transitions
 from queues.errors import Forbidden, NotFound
 from queues.models import Endpoint
 from queues.records import UNTRUSTED_NOTICE, TodoDetail
@@ -89,7 +90,7 @@ def claim(endpoint: Endpoint, p: schemas.Claim, *, mcp_session_id: str | None = 
             mcp_session_id=mcp_session_id,
         )
     finally:
-        metrics.claim_latency.observe(time.perf_counter() - started)
+        counters.claim_latency.observe(time.perf_counter() - started)
     return claimed.as_api()
 
 
@@ -128,7 +129,7 @@ def claim_next(
             # credential that opened the request must still be the endpoint's before it claims.
             endpoints.check_still_valid(endpoint)
     finally:
-        metrics.claim_latency.observe(elapsed)
+        counters.claim_latency.observe(elapsed)
 
 
 def _attempt_verb(transition: Callable) -> Callable[..., dict]:

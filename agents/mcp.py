@@ -12,8 +12,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django_mcpz.server import MCPServer, ToolError
 
-from queues import schemas, verbs
-from queues.api import endpoint_for, error_response
+from agents import schemas, verbs
+from agents.auth import endpoint_for
+from agents.http import error_response
 from queues.errors import DATABASE_ERRORS, DomainError, from_database_error
 from queues.records import UNTRUSTED_NOTICE
 

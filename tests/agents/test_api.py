@@ -12,7 +12,7 @@ import pytest
 from queues import transitions
 from queues.models import Todo, TodoAttempt, TodoEvent
 from switchboard.client import Client, SwitchboardError
-from tests.queues.api_helpers import check_shape, post
+from tests.agents.api_helpers import check_shape, post
 from tests.queues.helpers import lapse_lease, make_retry_due
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,0 +1,132 @@
+"""``/metrics`` in the Prometheus text format: a scrape reads the ledger's counters and a few
+aggregates (queues.counters) and renders them with a fresh ``CollectorRegistry``, behind the
+SWITCHBOARD_METRICS_TOKEN bearer token (the same bearer parsing as the agent API)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterator
+
+from django.conf import settings
+from django.http import Http404, HttpRequest, HttpResponse
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+from prometheus_client.utils import floatToGoString
+
+from agents.auth import bearer_token
+from queues import counters
+from queues.models import (
+    Delivery,
+    Outcome,
+    TodoState,
+)
+
+
+class SwitchboardCollector(Collector):
+    """Turns a counters.Snapshot into metric families; reads nothing itself."""
+
+    def __init__(self, snapshot: counters.Snapshot) -> None:
+        self.snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        stored = self.snapshot.counters
+        closed = {o: stored.get((counters.ATTEMPTS_CLOSED, o), 0.0) for o in Outcome.values}
+
+        family = CounterMetricFamily(
+            "switchboard_attempts_closed",
+            "Attempts closed, by outcome (folded from the ledger by the sweeper: lags by up"
+            " to one sweep interval plus 5 s).",
+            labels=["outcome"],
+        )
+        for outcome, value in closed.items():
+            family.add_metric([outcome], value)
+        yield family
+
+        yield CounterMetricFamily(
+            "switchboard_lease_expired",
+            "Attempts whose lease lapsed (outcomes lease_expired and reaped); lags like"
+            " switchboard_attempts_closed_total.",
+            value=closed[Outcome.LEASE_EXPIRED] + closed[Outcome.REAPED],
+        )
+
+        todos = GaugeMetricFamily("switchboard_todos", "Todos now, by state.", labels=["state"])
+        for state in TodoState.values:
+            todos.add_metric([state], self.snapshot.todos_by_state.get(state, 0))
+        yield todos
+
+        count = stored.get((counters.CLAIM_LATENCY_COUNT, ""), 0.0)
+        buckets = [
+            (
+                floatToGoString(upper),
+                stored.get((counters.CLAIM_LATENCY_BUCKET, counters.bucket_label(upper)), 0.0),
+            )
+            for upper in counters.BUCKETS
+        ]
+        yield HistogramMetricFamily(
+            "switchboard_claim_latency_seconds",
+            "Server time of claim and claim_next's claim (not a long-poll's waiting), all web"
+            " processes; each process writes its observations at least every 10 s.",
+            buckets=[*buckets, ("+Inf", count)],
+            sum_value=stored.get((counters.CLAIM_LATENCY_SUM, ""), 0.0),
+        )
+
+        lag = self.snapshot.sweeper_lag_seconds
+        yield GaugeMetricFamily(
+            "switchboard_sweeper_lag_seconds",
+            "Seconds since a sweeper pass last finished (+Inf before the first).",
+            value=float("inf") if lag is None else lag,
+        )
+        yield CounterMetricFamily(
+            "switchboard_sweeper_passes",
+            "Sweeper passes finished, by every sweeper process.",
+            value=self.snapshot.sweeper_passes,
+        )
+
+        outbox = GaugeMetricFamily(
+            "switchboard_outbox_pending",
+            "Webhook deliveries not yet sent nor given up, by kind.",
+            labels=["kind"],
+        )
+        for kind in Delivery.Kind.values:
+            outbox.add_metric([kind], self.snapshot.outbox_pending.get(kind, 0))
+        yield outbox
+
+
+def _token_ok(request: HttpRequest, expected: str) -> bool:
+    given = bearer_token(request) or ""
+    # Digests first: compare_digest is constant time only for inputs of equal length.
+    given_digest = hashlib.sha256(given.encode()).digest()
+    return hmac.compare_digest(given_digest, hashlib.sha256(expected.encode()).digest())
+
+
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    """``/metrics``: 404 while SWITCHBOARD_METRICS_TOKEN is unset (as any unknown URL), 401
+    without the right bearer token."""
+    expected = settings.SWITCHBOARD_METRICS_TOKEN
+    if not expected:
+        raise Http404
+    if not _token_ok(request, expected):
+        response = HttpResponse(
+            "A valid metrics token is required (Authorization: Bearer …).\n",
+            status=401,
+            content_type="text/plain; charset=utf-8",
+        )
+        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+        return response
+    if request.method not in ("GET", "HEAD"):
+        response = HttpResponse(status=405)
+        response["Allow"] = "GET, HEAD"
+        return response
+    counters.flush_claim_latency(wait=counters.SCRAPE_FLUSH_WAIT_SECONDS)
+    registry = CollectorRegistry()
+    registry.register(SwitchboardCollector(counters.read_snapshot()))
+    response = HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+    response["Cache-Control"] = "no-store"
+    return response
