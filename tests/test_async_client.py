@@ -1,0 +1,228 @@
+"""switchboard.client.AsyncClient: the sync client's flows (tests/test_client.py and the
+worker-loop tests in tests/agents/test_api.py) over asyncio, against the live server."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+
+import pytest
+from django.db import connections
+
+from queues import transitions
+from queues.models import Todo, TodoAttempt
+from queues.transitions import Actor
+from switchboard.client import AsyncClient, AsyncJob, Client, SwitchboardError
+
+ANSWER = (
+    b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{"todos": []}'
+)
+
+live = pytest.mark.django_db(transaction=True)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+@pytest.fixture
+def token(live_server, vend):
+    _, token = vend("async-agent")
+    return token
+
+
+def test_a_call_after_a_timed_out_one_gets_a_fresh_connection():
+    """As for the sync client: a server that never answers the first connection and answers
+    the second; the call after the timeout must not reuse the connection left mid-request."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        silent, _ = listener.accept()
+        held.append(silent)
+        answered, _ = listener.accept()
+        with answered:
+            answered.recv(65536)
+            answered.sendall(ANSWER)
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+
+    async def scenario() -> dict:
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        async with AsyncClient(url, "token", timeout=0.5) as client:
+            with pytest.raises(TimeoutError):
+                await client.list_todos()
+            return await client.list_todos()
+
+    try:
+        assert run(scenario()) == {"todos": []}
+    finally:
+        server.join(timeout=5)
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+@live
+def test_the_worker_loop_claims_heartbeats_and_completes(live_server, token):
+    async def scenario() -> list[str]:
+        async with AsyncClient(live_server.url, token) as client:
+            await client.create_todo(title="one")
+            await client.create_todo(title="two")
+            stop = asyncio.Event()
+            seen = []
+            async for job in client.work(
+                wait_seconds=1, stop=stop, claimant="loop", require_fence=True
+            ):
+                async with job:
+                    seen.append(job.todo["title"])
+                    await job.complete(result={"title": job.todo["title"]})
+                if len(seen) == 2:
+                    stop.set()
+            return seen
+
+    assert sorted(run(scenario())) == ["one", "two"]
+    assert set(Todo.objects.values_list("state", flat=True)) == {"done"}
+    assert set(TodoAttempt.objects.values_list("claimant", flat=True)) == {"loop"}
+    assert all(TodoAttempt.objects.values_list("lease_token_hash", flat=True))
+
+
+@live
+def test_the_worker_loop_fails_a_job_that_raises(live_server, token):
+    async def scenario() -> tuple[dict, SwitchboardError]:
+        async with AsyncClient(live_server.url, token) as client:
+            todo = (await client.create_todo(title="boom", max_attempts=1))["todo"]
+            job = await anext(client.work(wait_seconds=1))
+            with pytest.raises(RuntimeError):
+                async with job:
+                    raise RuntimeError("the build broke")
+            detail = (await client.get_todo(todo_id=todo["id"]))["todo"]
+            with pytest.raises(SwitchboardError) as error:
+                await client.complete(todo_id=todo["id"], attempt_seq=1)
+            return detail, error.value
+
+    detail, error = run(scenario())
+    assert detail["state"] == "dead"
+    assert detail["attempts"][0]["summary"] == "RuntimeError: the build broke"
+    assert error.code == "conflict" and error.status == 409
+
+
+@live
+def test_a_job_heartbeats_in_the_background_while_inside(live_server, token):
+    async def scenario() -> int:
+        async with AsyncClient(live_server.url, token) as client:
+            todo = (await client.create_todo(title="slow"))["todo"]
+            # A 3 s lease: beats every second; 4 s of work outlives the lease it started with.
+            claimed = await client.claim_next(lease_seconds=3, require_fence=True)
+            async with AsyncJob(client, claimed) as job:
+                await asyncio.sleep(4)
+                assert not job.lost
+                await job.complete(summary="slow but alive")
+            return todo["id"]
+
+    todo_id = run(scenario())
+    [attempt] = TodoAttempt.objects.filter(todo_id=todo_id)
+    assert (attempt.outcome, attempt.summary) == ("completed", "slow but alive")
+    assert attempt.last_heartbeat_at is not None
+    assert (attempt.last_heartbeat_at - attempt.claimed_at).total_seconds() >= 2
+
+
+@live
+def test_a_canceled_job_is_released(live_server, token):
+    async def scenario() -> int:
+        async with AsyncClient(live_server.url, token) as client:
+            todo = (await client.create_todo(title="canceled midway"))["todo"]
+            job = await anext(client.work(wait_seconds=1, require_fence=True))
+            started = asyncio.Event()
+
+            async def work() -> None:
+                async with job:
+                    started.set()
+                    await asyncio.sleep(60)
+
+            task = asyncio.create_task(work())
+            await started.wait()
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            return todo["id"]
+
+    todo_id = run(scenario())
+    assert Todo.objects.get(pk=todo_id).state == "pending"
+    [attempt] = TodoAttempt.objects.filter(todo_id=todo_id)
+    assert (attempt.outcome, attempt.summary) == ("released", "worker canceled; released")
+
+
+@live
+def test_a_job_released_by_a_person_is_lost(live_server, vend, user):
+    endpoint, token = vend("async-agent")
+    todo, _ = transitions.create_todo(endpoint=endpoint, title="taken back")
+
+    def release_by_hand() -> None:  # from the Board, on a thread with its own connection
+        try:
+            transitions.release(Actor.human(user), todo.id)
+        finally:
+            connections.close_all()
+
+    async def scenario() -> tuple[bool, SwitchboardError]:
+        async with AsyncClient(live_server.url, token) as client:
+            claimed = await client.claim_next(lease_seconds=3, require_fence=True)
+            async with AsyncJob(client, claimed) as job:
+                await asyncio.to_thread(release_by_hand)
+                await asyncio.sleep(1.5)  # one beat (every second) answers conflict
+                lost = job.lost
+                with pytest.raises(SwitchboardError) as error:
+                    await job.complete()
+            return lost, error.value
+
+    lost, error = run(scenario())
+    assert lost is True
+    assert error.code == "conflict"
+    assert TodoAttempt.objects.get(todo_id=todo.id).outcome == "released"
+
+
+@live
+def test_a_long_poll_outlives_a_read_timeout_shorter_than_its_wait(live_server, token):
+    """Both clients read a long-poll with at least wait_seconds plus a margin, whatever their
+    timeout: with a 1 s timeout, a 3 s wait on an empty queue returns null, not a timeout."""
+
+    async def scenario() -> dict:
+        async with AsyncClient(live_server.url, token, timeout=1) as client:
+            return await client.claim_next(wait_seconds=3)
+
+    started = time.monotonic()
+    assert run(scenario())["todo"] is None
+    assert Client(live_server.url, token, timeout=1).claim_next(wait_seconds=3)["todo"] is None
+    assert time.monotonic() - started >= 5  # both really waited
+
+
+@live
+def test_capabilities_come_without_a_token(live_server):
+    async def scenario() -> dict:
+        async with AsyncClient(live_server.url, "not a token") as client:
+            return await client.capabilities()
+
+    document = run(scenario())
+    assert document["name"] == "switchboard"
+    assert document["features"]["attempt_history"] is True
+    assert Client(live_server.url, "not a token").capabilities() == document
+
+
+@live
+def test_errors_carry_the_apis_code_and_the_token_stays_out_of_sight(live_server, token):
+    async def scenario() -> tuple[SwitchboardError, SwitchboardError, str]:
+        async with AsyncClient(live_server.url, token) as client:
+            with pytest.raises(SwitchboardError) as missing:
+                await client.get_todo(todo_id=999_999)
+            with pytest.raises(SwitchboardError) as invalid:
+                await client.create_todo(title="x", priority=1000)
+            return missing.value, invalid.value, repr(client)
+
+    missing, invalid, shown = run(scenario())
+    assert (missing.status, missing.code) == (404, "not_found")
+    assert (invalid.status, invalid.code) == (400, "invalid")
+    for text in (shown, str(missing), str(invalid)):
+        assert token not in text
