@@ -1,0 +1,68 @@
+#!/bin/sh
+# A stand-in for an agent CLI, run by `switchboard relay` in tests/test_relay.py: one attempt
+# per process, told what to do by STUB_MODE and writing what it saw under STUB_OUT.
+set -eu
+
+out="${STUB_OUT:?STUB_OUT names the folder the test reads}"
+seq="${SWITCHBOARD_ATTEMPT_SEQ:?run me under switchboard relay}"
+todo="$SWITCHBOARD_TODO_ID"
+
+# What the relay handed over, for the test to assert on.
+{
+    env | grep '^SWITCHBOARD_' | sort
+    if [ -n "${SWITCHBOARD_TOKEN:-}" ]; then echo "TOKEN_LEAKED=yes"; fi
+} > "$out/env-$todo-$seq"
+cp "$SWITCHBOARD_CONTEXT_FILE" "$out/context-$todo-$seq.json"
+cp "$SWITCHBOARD_CONTEXT_MARKDOWN" "$out/context-$todo-$seq.md"
+
+case "${STUB_MODE:-succeed}" in
+succeed)
+    if [ "${STUB_READ_STDIN:-}" = 1 ]; then cat > "$out/stdin-$todo-$seq"; fi
+    echo "working on todo $todo, attempt $seq"
+    printf '{"done_by_attempt": %s, "todo": %s}\n' "$seq" "$todo" > "$SWITCHBOARD_RESULT_FILE"
+    echo "attempt $seq read its context and did the work" > "$SWITCHBOARD_SUMMARY_FILE"
+    echo "https://ci.example.com/runs/$todo-$seq" > "$SWITCHBOARD_ARTIFACT_FILE"
+    exit 0
+    ;;
+exit)
+    # Output only: the relay builds the summary from the last lines.
+    echo "step 1: checked out"
+    echo "step 2: the build broke" >&2
+    exit "${STUB_EXIT:?}"
+    ;;
+hang)
+    # Until stopped: a TERM is noted and obeyed (exiting 0, which must not count as done).
+    trap 'echo "got SIGTERM" > "$out/term-$todo-$seq"; exit 0' TERM
+    echo "$$" > "$out/pid-$todo-$seq"
+    echo "hanging"
+    sleep 60 &
+    wait $!
+    echo "not stopped" > "$out/woke-$todo-$seq"
+    ;;
+stubborn)
+    # Ignores SIGTERM (so does its sleep, which inherits the disposition): needs SIGKILL.
+    trap '' TERM
+    echo "$$" > "$out/pid-$todo-$seq"
+    echo "ignoring SIGTERM"
+    sleep 60
+    echo "not stopped" > "$out/woke-$todo-$seq"
+    ;;
+together)
+    # Waits for STUB_TOGETHER attempts to be running at once: proof of concurrency without
+    # timing anything (alone, it gives up after 15 s and fails).
+    date +%s.%N > "$out/start-$todo"
+    i=0
+    while [ "$(ls "$out" | grep -c '^start-')" -lt "${STUB_TOGETHER:?}" ]; do
+        i=$((i + 1))
+        if [ "$i" -gt 150 ]; then echo "alone" >&2; exit 1; fi
+        sleep 0.1
+    done
+    date +%s.%N > "$out/end-$todo"
+    printf '{"together": %s}\n' "$STUB_TOGETHER" > "$SWITCHBOARD_RESULT_FILE"
+    exit 0
+    ;;
+*)
+    echo "unknown STUB_MODE" >&2
+    exit 2
+    ;;
+esac
