@@ -13,7 +13,7 @@ import logging
 import threading
 from collections import defaultdict
 
-from queues.sql import DOORBELL_CHANNEL
+from queues import sql
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class Doorbell:
                 for key in ("cursor_factory", "context", "prepare_threshold", "pool"):
                     params.pop(key, None)
                 with psycopg.connect(**params, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {DOORBELL_CHANNEL}")
+                    conn.execute(sql.LISTEN_DOORBELL.text)
                     self.listening.set()
                     self._wake_everyone()  # rings missed while reconnecting
                     backoff = 0.5

@@ -14,7 +14,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from agents import schemas, verbs
+from agents import schemas, verbs, waiting
 from agents.auth import endpoint_for
 from queues.errors import (
     DATABASE_ERRORS,
@@ -94,7 +94,7 @@ def verb_view(request: HttpRequest, verb: str) -> HttpResponse:
             raise NotFound(f"No such verb. Verbs: {', '.join(verbs.HANDLERS)}.")
         verbs.check_allowed(endpoint, verb)
         params = decode(verb, read_body(request))
-        result = verbs.HANDLERS[verb](endpoint, params)
+        result = waiting.call(endpoint, verb, params)
     except DomainError as error:
         return error_response(error)
     except DATABASE_ERRORS as exc:

@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django_mcpz.server import MCPServer, ToolError
 
-from agents import schemas, verbs
+from agents import schemas, verbs, waiting
 from agents.auth import endpoint_for
 from agents.http import error_response
 from queues.errors import DATABASE_ERRORS, DomainError, from_database_error
@@ -53,13 +53,13 @@ def _permitted(verb: str) -> Callable[[HttpRequest], bool]:
 
 def _register(verb: str) -> None:
     params_type, out_type, description = schemas.VERBS[verb]
-    handler = verbs.HANDLERS[verb]
     reads_attempts = verb in ("get_todo", "claim", "claim_next")
 
     def tool(request: HttpRequest, params):
         try:
-            return handler(
+            return waiting.call(
                 request.endpoint,
+                verb,
                 params,
                 mcp_session_id=request.headers.get("Mcp-Session-Id") or None,
             )

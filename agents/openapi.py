@@ -31,8 +31,14 @@ def capabilities() -> dict:
 
     from agents.http import MAX_BODY_BYTES
     from queues import bounds
-    from queues.selectors import ATTEMPTS_MAX, LIST_MAX, LIST_MAX_BYTES
-    from queues.transitions import BODY_MAX_BYTES, MAX_LEASE_SECONDS, TITLE_MAX_CHARS
+    from queues.bounds import (
+        ATTEMPTS_MAX,
+        BODY_MAX_BYTES,
+        LEASE_SECONDS_MAX,
+        LIST_MAX,
+        LIST_MAX_BYTES,
+        TITLE_MAX_CHARS,
+    )
 
     try:
         release = version("switchboard")
@@ -50,7 +56,7 @@ def capabilities() -> dict:
             "fences": True,  # require_fence and lease_token
             "rounds": True,  # a person's rerun opens a new round
             "died": True,  # lease_expired and reaped attempts are marked died
-            "long_poll": {"verb": "claim_next", "max_wait_seconds": 30},
+            "long_poll": {"verb": "claim_next", "max_wait_seconds": bounds.WAIT_SECONDS_MAX},
             "prior_attempts": 5,
             "mcp": "/mcp",
         },
@@ -63,7 +69,7 @@ def capabilities() -> dict:
             "claimant_bytes": bounds.CLAIMANT_MAX_BYTES,
             "result_bytes": bounds.RESULT_MAX_BYTES,
             "result_depth": bounds.RESULT_MAX_DEPTH,
-            "lease_seconds": MAX_LEASE_SECONDS,
+            "lease_seconds": LEASE_SECONDS_MAX,
             "list_limit": LIST_MAX,
             "list_page_bytes": LIST_MAX_BYTES,
             "attempts_limit": ATTEMPTS_MAX,

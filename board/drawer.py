@@ -187,7 +187,7 @@ def _actions(todo: TodoRecord, open_attempt: AttemptRecord | None, user) -> Acti
     )
     mine = bool(
         open_attempt
-        and open_attempt.claimer_kind == ClaimerKind.OWNER
+        and open_attempt.claimer_kind == ClaimerKind.PERSON
         and open_attempt.user == user.get_username()
     )
     return Actions(

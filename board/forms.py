@@ -17,8 +17,8 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from queues import teams, webhooks
+from queues.bounds import MAX_ATTEMPTS_MAX, PRIORITY_MAX, PRIORITY_MIN, TITLE_MAX_CHARS
 from queues.models import VERBS, Endpoint, Membership, Team
-from queues.transitions import TITLE_MAX_CHARS
 
 
 class VendForm(forms.Form):
@@ -144,16 +144,16 @@ class TodoForm(forms.Form):
     body = forms.CharField(label="Body", required=False, widget=forms.Textarea(attrs={"rows": 6}))
     priority = forms.IntegerField(
         label="Priority",
-        min_value=-100,
-        max_value=100,
+        min_value=PRIORITY_MIN,
+        max_value=PRIORITY_MAX,
         initial=0,
-        help_text="-100 to 100; higher is claimed first.",
+        help_text=f"{PRIORITY_MIN} to {PRIORITY_MAX}; higher is claimed first.",
     )
     max_attempts = forms.IntegerField(
         label="Max attempts",
         min_value=1,
-        max_value=1000,
-        help_text="Failed or died attempts before the todo is dead-lettered (1 to 1000).",
+        max_value=MAX_ATTEMPTS_MAX,
+        help_text=f"Failed or died attempts before the todo is dead-lettered (1 to {MAX_ATTEMPTS_MAX}).",
     )
     not_before = UtcDateTimeField(
         label="Not before (UTC)",

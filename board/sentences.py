@@ -12,6 +12,7 @@ from datetime import datetime
 from django.utils import timezone
 
 from board.drawer import Marker, marker_for_outcome
+from queues.models import EventKind
 from queues.selectors import Activity
 
 _DISPOSITIONS = {
@@ -30,18 +31,20 @@ _OUTCOME_VERBS = {
     "revoked": "was ended by revoking its endpoint",
 }
 
-_EVENT_VERBS = {
-    "create": "created",
-    "claim": "claimed",
-    "extend": "extended the lease on",
-    "release": "released",
-    "complete": "completed",
-    "fail": "failed",
-    "cancel": "canceled",
-    "retry_now": "retried now",
-    "rerun": "reran",
-    "revoked": "dead-lettered",
+# A person's (or a requester's) action on a todo: the verb before the todo's title.
+_TODO_EVENT_VERBS = {
+    EventKind.CREATE: "created",
+    EventKind.CLAIM: "claimed",
+    EventKind.EXTEND: "extended the lease on",
+    EventKind.RELEASE: "released",
+    EventKind.COMPLETE: "completed",
+    EventKind.FAIL: "failed",
+    EventKind.CANCEL: "canceled",
+    EventKind.RETRY_NOW: "retried now",
+    EventKind.RERUN: "reran",
+    EventKind.REVOKE_DEAD_LETTER: "dead-lettered",
 }
+_CLOSING_KINDS = (EventKind.RELEASE, EventKind.COMPLETE, EventKind.FAIL, EventKind.CANCEL)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,14 +103,15 @@ def _event_sentence(item: Activity) -> Sentence:
     else:
         who = "Switchboard"
     detail = e.detail or {}
+    kind = EventKind(e.kind)
     if e.todo_id is not None:
-        verb = _EVENT_VERBS.get(e.kind, e.kind.replace("_", " "))
+        verb = _TODO_EVENT_VERBS[kind]
         rest = ""
-        if e.kind in ("release", "complete", "fail", "cancel") and detail.get("disposition"):
+        if kind in _CLOSING_KINDS and detail.get("disposition"):
             rest = f"— {_DISPOSITIONS.get(detail['disposition'], detail['disposition'])}"
-        if e.kind == "rerun":
+        if kind == EventKind.RERUN:
             rest = "— a new round"
-        if e.kind == "revoked":
+        if kind == EventKind.REVOKE_DEAD_LETTER:
             rest = "— its endpoint was revoked"
         return Sentence(
             at=item.at,
@@ -121,7 +125,7 @@ def _event_sentence(item: Activity) -> Sentence:
     return Sentence(
         at=item.at,
         todo_id=None,
-        lead=f"{who} {_team_event(e.kind, detail)}",
+        lead=f"{who} {_team_event(kind, detail)}",
         title="",
         rest="",
         marker=None,
@@ -129,43 +133,39 @@ def _event_sentence(item: Activity) -> Sentence:
     )
 
 
-def _team_event(kind: str, detail: dict) -> str:
+def _team_event(kind: EventKind, detail: dict) -> str:
+    """A team-level row (no todo), keyed by its kind."""
     agent = detail.get("agent_id", "")
-    match kind:
-        case "vend":
-            return f"vended endpoint {agent}"
-        case "rotate":
-            return f"rotated the token of {agent}"
-        case "revoke":
-            n = detail.get("todos_dead_lettered", 0)
-            return f"revoked endpoint {agent}; {n} todo{'s' if n != 1 else ''} dead-lettered"
-        case "member_add":
-            return f"added a member ({detail.get('role', 'member')}) to the team"
-        case "member_remove":
-            return "removed a member from the team"
-        case "member_invite":
-            return f"invited {detail.get('username', '')} to the team as {detail.get('role', 'member')}"
-        case "invite_accept":
-            return f"accepted an invitation and joined the team as {detail.get('role', 'member')}"
-        case "invite_decline":
-            return "declined an invitation to the team"
-        case "invite_revoke":
-            return f"withdrew the invitation of {detail.get('username', '')}"
-        case "notify_url":
-            host = detail.get("host")
-            return (
-                f"set the notify URL of {agent} to {host}"
-                if host
-                else (f"cleared the notify URL of {agent}")
-            )
-        case "notify_secret_rotate":
-            return f"rotated the doorbell secret of {agent}"
-        case "sink_add":
-            return f"added a dead-letter sink ({detail.get('host', '')})"
-        case "sink_deactivate":
-            return f"paused the dead-letter sink ({detail.get('host', '')})"
-        case "sink_activate":
-            return f"resumed the dead-letter sink ({detail.get('host', '')})"
-        case "sink_remove":
-            return f"removed the dead-letter sink ({detail.get('host', '')})"
-    return kind.replace("_", " ")
+    host = detail.get("host", "")
+    role = detail.get("role", "member")
+    dead = detail.get("todos_dead_lettered", 0)
+    words = {
+        EventKind.ENDPOINT_VEND: lambda: f"vended endpoint {agent}",
+        EventKind.ENDPOINT_ROTATE: lambda: f"rotated the token of {agent}",
+        EventKind.ENDPOINT_REVOKE: lambda: (
+            f"revoked endpoint {agent}; {dead} todo{'s' if dead != 1 else ''} dead-lettered"
+        ),
+        EventKind.MEMBER_ADD: lambda: f"added a member ({role}) to the team",
+        EventKind.MEMBER_REMOVE: lambda: "removed a member from the team",
+        EventKind.MEMBER_INVITE: lambda: (
+            f"invited {detail.get('username', '')} to the team as {role}"
+        ),
+        EventKind.INVITE_ACCEPT: lambda: f"accepted an invitation and joined the team as {role}",
+        EventKind.INVITE_DECLINE: lambda: "declined an invitation to the team",
+        EventKind.INVITE_REVOKE: lambda: f"withdrew the invitation of {detail.get('username', '')}",
+        EventKind.NOTIFY_URL: lambda: (
+            f"set the notify URL of {agent} to {host}"
+            if host
+            else f"cleared the notify URL of {agent}"
+        ),
+        EventKind.NOTIFY_SECRET_ROTATE: lambda: f"rotated the doorbell secret of {agent}",
+        EventKind.SINK_ADD: lambda: f"added a dead-letter sink ({host})",
+        EventKind.SINK_DEACTIVATE: lambda: f"paused the dead-letter sink ({host})",
+        EventKind.SINK_ACTIVATE: lambda: f"resumed the dead-letter sink ({host})",
+        EventKind.SINK_REMOVE: lambda: f"removed the dead-letter sink ({host})",
+    }
+    return words[kind]()
+
+
+# Every kind has words, on a todo or for a team (tests/board/test_activity.py checks it too).
+_TEAM_KINDS = set(EventKind) - set(_TODO_EVENT_VERBS)

@@ -1,6 +1,6 @@
 """Django admin for operators (staff): counts, states and metadata, never anybody's work.
 
-SPEC ("Tenancy", "Operators"): staff see teams, users, endpoints and todos as ids, states,
+Tenancy (docs/operators.md): staff see teams, users, endpoints and todos as ids, states,
 counters and timestamps; never a todo's title or body, a result, an attempt's summary,
 artifact or claimant label, an event's detail, a token or a webhook secret. So every admin
 here names its fields, columns, search fields and filters explicitly (nothing falls back to
@@ -530,4 +530,3 @@ def queue_health_view(request: HttpRequest) -> TemplateResponse:
             "sweeper_report": sorted((sweeper or {}).get("last_report", {}).items()),
         },
     )
-

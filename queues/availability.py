@@ -101,13 +101,15 @@ class Breaker:
 def _probe() -> bool:
     from django.db import connection
 
+    from queues import sql
+
     params = connection.get_connection_params()
     for key in ("cursor_factory", "context", "prepare_threshold", "pool"):
         params.pop(key, None)
     params["connect_timeout"] = PROBE_CONNECT_TIMEOUT_SECONDS
     try:
         with psycopg.connect(**params, autocommit=True) as conn:
-            conn.execute("SELECT 1")
+            conn.execute(sql.PING.text)
     except psycopg.Error:
         return False
     return True

@@ -1,5 +1,8 @@
-"""Bounds on what attempts store: text truncated on a UTF-8 boundary and marked, never
-rejected; artifacts limited to mcp:// handles and https:// URLs; results capped at 64 KiB."""
+"""Every bound of the ledger, in one place (the agents' schemas, the OpenAPI document, the
+capability document and the Board's forms read them from here; tests/agents/test_lists.py
+checks they agree), and how stored text is bounded: attempt text truncated on a UTF-8
+boundary and marked, never rejected; artifacts limited to mcp:// handles and https:// URLs;
+results capped at 64 KiB."""
 
 from __future__ import annotations
 
@@ -8,6 +11,23 @@ import re
 from dataclasses import dataclass
 
 from queues.errors import Invalid
+
+# A todo: its title is refused beyond this (it is not attempt text, and is not cut); its body
+# too (a cut body would be other work).
+TITLE_MAX_CHARS = 500
+BODY_MAX_BYTES = 64 * 1024
+PRIORITY_MIN, PRIORITY_MAX = -100, 100
+MAX_ATTEMPTS_MAX = 1000
+IDEMPOTENCY_KEY_MAX_CHARS = 200
+# A lease a claim or heartbeat may ask for, in seconds; and the long-poll's longest wait.
+LEASE_SECONDS_MAX = 86_400
+WAIT_SECONDS_MAX = 30
+ATTEMPT_SEQ_MAX = 2**31 - 1
+LEASE_TOKEN_MAX_CHARS = 200
+# Reads: list_todos' page (rows, and about this much todo text), get_todo's attempts.
+LIST_DEFAULT, LIST_MAX = 50, 200
+LIST_MAX_BYTES = 1024 * 1024
+ATTEMPTS_DEFAULT, ATTEMPTS_MAX = 20, 50
 
 SUMMARY_MAX_BYTES = 2048
 ARTIFACT_MAX_BYTES = 512

@@ -35,6 +35,7 @@ from django.db.models import Count, DurationField, ExpressionWrapper, F
 from django.db.models.functions import Now
 from prometheus_client.utils import floatToGoString
 
+from queues import db, sql
 from queues.models import (
     Delivery,
     MetricCounter,
@@ -69,57 +70,14 @@ def bucket_label(upper: float) -> str:
 # ---------------------------------------------------------------------------------------
 # Attempt endings, folded by the sweeper
 
-# Why SQL: an INSERT … SELECT … ON CONFLICT DO UPDATE that adds to the stored value is beyond
-# the ORM. The range on ended_at walks the todo_attempts_ended_recent index. The window is
-# half-open, [since, until): a row is counted by the fold whose mark has passed its ended_at.
-_FOLD_ATTEMPT_ENDINGS = """
-WITH counted AS (
-    SELECT a.outcome, count(*) AS n
-      FROM todo_attempts a
-     WHERE a.ended_at >= COALESCE(%(since)s::timestamptz, '-infinity'::timestamptz)
-       AND a.ended_at < %(until)s
-     GROUP BY a.outcome
-), carried AS (
-    -- Attempts the per-todo history cap deleted before this fold could count them: the claim
-    -- that pruned them left their counts here (queues/sql.py, _CLAIM's `carried` arm).
-    DELETE FROM metric_deltas d WHERE d.name = %(name)s RETURNING d.label AS outcome, d.value
-), together AS (
-    SELECT outcome, n::float8 AS n FROM counted
-    UNION ALL
-    SELECT outcome, value FROM carried
-), summed AS (
-    SELECT outcome, sum(n) AS n FROM together GROUP BY outcome
-), added AS (
-    INSERT INTO metric_counters (name, label, value)
-    SELECT %(name)s, outcome, n FROM summed ORDER BY outcome
-        ON CONFLICT (name, label) DO UPDATE SET value = metric_counters.value + EXCLUDED.value
-)
-SELECT outcome, n::bigint FROM summed
-"""
-
-# Why SQL: pg_stat_activity. How far the fold may count: ``lag`` behind the database clock,
-# and never past the start of a transaction still open in another session of this database.
-# A closing statement stamps ended_at when it starts and commits later, possibly much later
-# in a long transaction (a revocation of thousands of todos); a row it stamped is invisible to
-# the fold until then, and would be passed over for good if the mark moved past it first.
-# Read in a statement before the count, so a transaction that commits in between is in the
-# count's snapshot, and one that starts after this has a start beyond the horizon.
-_FOLD_HORIZON = """
-SELECT LEAST(
-    statement_timestamp() - make_interval(secs => %(lag)s),
-    (SELECT min(s.xact_start) FROM pg_stat_activity s
-      WHERE s.datname = current_database() AND s.pid <> pg_backend_pid()
-        AND s.backend_type = 'client backend' AND s.xact_start IS NOT NULL))
-"""
-
 
 def fold_attempt_endings(*, lag_seconds: float | None = None) -> dict[str, int]:
     """Add the attempts that ended since the last fold to the ``attempts_closed_total``
     counters and move the mark: up to ``lag_seconds`` ago by the database clock, and not past
-    any transaction still open (see _FOLD_HORIZON), plus what history pruning carried over
+    any transaction still open (see queues/sql/counters.py FOLD_HORIZON), plus what history pruning carried over
     (metric_deltas). One transaction, under a lock on the sweeper_status row: a second sweeper
     waits, then sees the moved mark; a claim that prunes rows this fold has not counted yet
-    waits for it too (queues/sql.py, _CLAIM). So every close is counted exactly once, however
+    waits for it too (queues/sql/claim.py, its `carried` arm). So every close is counted exactly once, however
     soon its row is pruned or deleted by retention (which deletes only counted rows). Returns
     the counts added, by outcome."""
     lag = FOLD_LAG_SECONDS if lag_seconds is None else lag_seconds
@@ -131,15 +89,13 @@ def fold_attempt_endings(*, lag_seconds: float | None = None) -> dict[str, int]:
             .values_list("metrics_folded_until", flat=True)
             .get()
         )
-        with connection.cursor() as cursor:
-            cursor.execute(_FOLD_HORIZON, {"lag": lag})
-            (until,) = cursor.fetchone()
-            if since is not None and until < since:
-                until = since  # the clock went back, or a transaction holds the horizon back
-            cursor.execute(
-                _FOLD_ATTEMPT_ENDINGS, {"since": since, "until": until, "name": ATTEMPTS_CLOSED}
-            )
-            added = {outcome: n for outcome, n in cursor.fetchall() if n}
+        [(until,)] = db.fetch(sql.FOLD_HORIZON, {"lag": lag})
+        if since is not None and until < since:
+            until = since  # the clock went back, or a transaction holds the horizon back
+        rows = db.fetch(
+            sql.FOLD_ATTEMPT_ENDINGS, {"since": since, "until": until, "name": ATTEMPTS_CLOSED}
+        )
+        added = {outcome: n for outcome, n in rows if n}
         SweeperStatus.objects.filter(pk=1).update(metrics_folded_until=until)
     return added
 
@@ -211,9 +167,6 @@ class ClaimLatency:
                 self._deltas.counts[index] += count
             self._deltas.total += deltas.total
 
-    def discard(self) -> None:
-        self.take()
-
     def _flush_every_interval(self) -> None:
         while True:
             time.sleep(FLUSH_INTERVAL_SECONDS)
@@ -240,16 +193,6 @@ class ClaimLatency:
 
 claim_latency = ClaimLatency()
 
-# Why SQL: the same increment-on-conflict upsert, for many rows in one statement. Rows go in
-# (name, label) order, so two processes flushing at once lock them in the same order.
-_ADD_COUNTERS = """
-INSERT INTO metric_counters (name, label, value)
-SELECT d.name, d.label, d.value
-  FROM unnest(%(names)s::text[], %(labels)s::text[], %(values)s::float8[]) AS d(name, label, value)
- ORDER BY d.name, d.label
-    ON CONFLICT (name, label) DO UPDATE SET value = metric_counters.value + EXCLUDED.value
-"""
-
 
 def flush_claim_latency(*, wait: float | None = None) -> bool:
     """Write this process's claim latency deltas (one statement). Waits for a flush already
@@ -264,11 +207,10 @@ def flush_claim_latency(*, wait: float | None = None) -> bool:
             return False
         names, labels, values = zip(*deltas.rows(), strict=True)
         try:
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    _ADD_COUNTERS,
-                    {"names": list(names), "labels": list(labels), "values": list(values)},
-                )
+            db.fetch(
+                sql.ADD_COUNTERS,
+                {"names": list(names), "labels": list(labels), "values": list(values)},
+            )
         except BaseException:
             claim_latency.give_back(deltas)
             raise

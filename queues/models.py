@@ -153,8 +153,47 @@ class Disposition(models.TextChoices):
 
 
 class ClaimerKind(models.TextChoices):
+    """Who holds an attempt: an agent, or a person from the Board. A person's claim is stored
+    as ``owner`` (the records' word, and the API's) but named PERSON here, apart from a team's
+    owner (Membership.Role.OWNER) and the lease label on the todo (``Todo.owner``)."""
+
     ENDPOINT = "endpoint"
-    OWNER = "owner"
+    PERSON = "owner"
+
+
+class EventKind(models.TextChoices):
+    """What an audit row (``todo_events``) records. Written by queues/audit.py only; the
+    Board's Activity turns each into words by this enum (board/sentences.py)."""
+
+    # A person's actions on a todo (and a requester's cancel).
+    CREATE = "create"
+    CLAIM = "claim"
+    EXTEND = "extend"
+    RELEASE = "release"
+    COMPLETE = "complete"
+    FAIL = "fail"
+    CANCEL = "cancel"
+    RETRY_NOW = "retry_now"
+    RERUN = "rerun"
+    # A todo dead-lettered with no open attempt because its endpoint was revoked.
+    REVOKE_DEAD_LETTER = "revoke_dead_letter"
+    # Endpoints (team-level rows, no todo).
+    ENDPOINT_VEND = "vend"
+    ENDPOINT_ROTATE = "rotate"
+    ENDPOINT_REVOKE = "endpoint_revoke"
+    NOTIFY_URL = "notify_url"
+    NOTIFY_SECRET_ROTATE = "notify_secret_rotate"
+    # Teams: members, invitations, dead-letter sinks.
+    MEMBER_ADD = "member_add"
+    MEMBER_REMOVE = "member_remove"
+    MEMBER_INVITE = "member_invite"
+    INVITE_ACCEPT = "invite_accept"
+    INVITE_DECLINE = "invite_decline"
+    INVITE_REVOKE = "invite_revoke"
+    SINK_ADD = "sink_add"
+    SINK_ACTIVATE = "sink_activate"
+    SINK_DEACTIVATE = "sink_deactivate"
+    SINK_REMOVE = "sink_remove"
 
 
 class TodoQuerySet(models.QuerySet):
@@ -195,7 +234,7 @@ class Todo(models.Model):
 
     state = models.CharField(max_length=16, choices=TodoState, default=TodoState.PENDING)
     max_attempts = models.PositiveSmallIntegerField()
-    # ADR-0039's counter: claims in the current round (reset by a rerun).
+    # Claims in the current round (reset by a rerun; the record's `attempt` counter).
     attempt = models.IntegerField(default=0)
     # Attempts of this round that ended failed, reaped or lease_expired; the cap compares this.
     failures = models.IntegerField(default=0)
@@ -278,7 +317,7 @@ class Todo(models.Model):
             ),
         ]
         indexes = [
-            # The claimable set (SPEC): claim_next walks this in priority order; rows that are
+            # The claimable set: claim_next walks this in priority order; rows that are
             # not yet claimable are skipped on the index tuple, without a heap visit.
             models.Index(
                 "endpoint",
@@ -408,8 +447,8 @@ class TodoAttempt(models.Model):
             # An owner attempt names its user while the user exists; deleting the user sets
             # it NULL (the attempt and its `owner` label, user:<id>, stay in the history).
             models.CheckConstraint(
-                condition=Q(claimer_kind="endpoint", endpoint__isnull=False)
-                | Q(claimer_kind="owner"),
+                condition=Q(claimer_kind=ClaimerKind.ENDPOINT, endpoint__isnull=False)
+                | Q(claimer_kind=ClaimerKind.PERSON),
                 name="todo_attempts_claimer_valid",
             ),
             models.CheckConstraint(
@@ -470,12 +509,17 @@ class TodoEvent(models.Model):
     actor_endpoint = models.ForeignKey(
         Endpoint, null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="+"
     )
-    kind = models.CharField(max_length=32)
+    kind = models.CharField(max_length=32, choices=EventKind)
     detail = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(db_default=Now())
 
     class Meta:
         db_table = "todo_events"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(kind__in=EventKind.values), name="todo_events_kind_known"
+            ),
+        ]
         indexes = [
             models.Index("team", models.F("created_at").desc(), name="todo_events_team_recent"),
         ]

@@ -38,11 +38,11 @@ from datetime import datetime, timedelta
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 from django.db.models.functions import Now
 
-from queues import webhooks
+from queues import db, sql, webhooks
 from queues.models import Delivery
 
 log = logging.getLogger("switchboard.outbox")
@@ -136,23 +136,7 @@ def prune_finished(*, days: int, batch: int = PRUNE_BATCH) -> int:
 
     Only the oldest ``batch`` rows by id are looked at, so a pass reads the head of the
     primary key and no more, however large the table (ids grow with ``created_at``)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_PRUNE, {"days": days, "batch": batch})
-        return cursor.rowcount
-
-
-# Raw SQL: a DELETE of rows picked from an ordered, limited head of the table (the ORM's
-# delete() of a sliced queryset is refused).
-_PRUNE = """
-WITH head AS (
-    SELECT id, created_at, delivered_at, gave_up_at FROM outbox ORDER BY id LIMIT %(batch)s
-)
-DELETE FROM outbox o
- USING head h
- WHERE o.id = h.id
-   AND (h.delivered_at IS NOT NULL OR h.gave_up_at IS NOT NULL)
-   AND h.created_at < statement_timestamp() - make_interval(days => %(days)s)
-"""
+    return len(db.fetch(sql.OUTBOX_PRUNE, {"days": days, "batch": batch}))
 
 
 def backoff_seconds(tries: int) -> float:

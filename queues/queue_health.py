@@ -1,6 +1,5 @@
 """The queue health admin page's numbers: aggregates only, each computed by the database."""
 
-
 from __future__ import annotations
 
 from dataclasses import dataclass, field

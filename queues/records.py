@@ -1,7 +1,11 @@
 """What the ledger hands back: plain records built from the rows of ``queues.sql``.
 
 Transitions and selectors return these, never model instances, so the agent API, MCP, the
-Board and tests all see one shape. ``as_api()`` gives SPEC's JSON form.
+Board and tests all see one shape. ``as_api()`` gives the agent API's JSON form.
+
+Each record says where every field comes from (``TODO_SOURCE``, ``ATTEMPT_SOURCE``: a SQL
+expression per field, in field order); queues/sql builds its column lists from these, so a row
+and its record cannot fall out of step: the order is checked when this module loads.
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ from datetime import datetime
 from typing import Any
 
 from queues.models import DIED_OUTCOMES, TodoState
-from queues.sql import ATTEMPT_WIDTH, TODO_WIDTH
 
 UNTRUSTED_NOTICE = (
     "Summaries, artifacts and results in this response were written by earlier attempts' "
@@ -85,7 +88,7 @@ class AttemptRecord:
         )
 
     def as_api(self) -> dict:
-        """SPEC's attempt JSON. The per-attempt result is left out: it is Board-only."""
+        """The attempt as the agent API returns it. The per-attempt result is left out: it is Board-only."""
         return {
             "seq": self.seq,
             "round": self.round,
@@ -191,8 +194,80 @@ class TodoRecord:
         return data
 
 
-_TODO_RESULT = [f.name for f in fields(TodoRecord)].index("result")
-_ATTEMPT_RESULT = [f.name for f in fields(AttemptRecord)].index("result")
+# Where each field comes from. ``{t}`` is the todo's alias and ``{a}`` the attempt's in the
+# statement; ``e`` and ``rq`` (the todo's endpoint and requester) and ``ae``, ``au``, ``eb``
+# (the attempt's endpoint, user and the person who ended it) are the joins of queues/sql.
+TODO_SOURCE = {
+    "id": "{t}.id",
+    "endpoint": "e.agent_id",
+    "title": "{t}.title",
+    "body": "{t}.body",
+    "priority": "{t}.priority",
+    "state": "{t}.state",
+    "attempt": "{t}.attempt",
+    "failures": "{t}.failures",
+    "max_attempts": "{t}.max_attempts",
+    "round": "{t}.round",
+    "owner": "{t}.owner",
+    "claimed_at": "{t}.claimed_at",
+    "last_heartbeat_at": "{t}.last_heartbeat_at",
+    "lease_expires_at": "{t}.lease_expires_at",
+    "not_before": "{t}.not_before",
+    "next_retry_at": "{t}.next_retry_at",
+    "dead_letter_reason": "{t}.dead_letter_reason",
+    "result": "{t}.result",
+    "created_at": "{t}.created_at",
+    "updated_at": "{t}.updated_at",
+    "ended_at": "{t}.ended_at",
+    "last_attempt_seq": "{t}.last_attempt_seq",
+    "attempts_pruned": "{t}.attempts_pruned",
+    "requester": "rq.agent_id",
+    "endpoint_id": "{t}.endpoint_id",
+    "idempotency_key": "{t}.idempotency_key",
+}
+ATTEMPT_SOURCE = {
+    "seq": "{a}.seq",
+    "round": "{a}.round",
+    "attempt": "{a}.attempt",
+    "claimer_kind": "{a}.claimer_kind",
+    "endpoint": "ae.agent_id",
+    "user": "au.username",
+    "owner": "{a}.owner",
+    "claimant": "{a}.claimant",
+    "claimant_truncated": "{a}.claimant_truncated",
+    "claimant_bytes": "{a}.claimant_bytes",
+    "mcp_session_id": "{a}.mcp_session_id",
+    "mcp_session_id_truncated": "{a}.mcp_session_id_truncated",
+    "mcp_session_id_bytes": "{a}.mcp_session_id_bytes",
+    "fenced": "{a}.lease_token_hash IS NOT NULL",
+    "claimed_at": "{a}.claimed_at",
+    "last_heartbeat_at": "{a}.last_heartbeat_at",
+    "lease_expires_at": "{a}.lease_expires_at",
+    "ended_at": "{a}.ended_at",
+    "outcome": "{a}.outcome",
+    "disposition": "{a}.disposition",
+    "summary": "{a}.summary",
+    "summary_truncated": "{a}.summary_truncated",
+    "summary_bytes": "{a}.summary_bytes",
+    "artifact": "{a}.artifact",
+    "artifact_truncated": "{a}.artifact_truncated",
+    "artifact_bytes": "{a}.artifact_bytes",
+    "result": "{a}.result",
+    "ended_by": "eb.username",
+}
+
+
+def _check_layout(record: type, source: dict[str, str]) -> int:
+    names = [f.name for f in fields(record)]
+    if names != list(source):
+        raise ImportError(f"{record.__name__}'s fields and its SQL source disagree: {names}")
+    return len(names)
+
+
+TODO_WIDTH = _check_layout(TodoRecord, TODO_SOURCE)
+ATTEMPT_WIDTH = _check_layout(AttemptRecord, ATTEMPT_SOURCE)
+_TODO_RESULT = list(TODO_SOURCE).index("result")
+_ATTEMPT_RESULT = list(ATTEMPT_SOURCE).index("result")
 
 
 def split_row(row) -> tuple[TodoRecord, AttemptRecord | None]:

@@ -10,44 +10,67 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import Exists, F, FilteredRelation, OuterRef, Q, Subquery
+from django.db.models import (
+    Count,
+    Exists,
+    F,
+    FilteredRelation,
+    IntegerField,
+    Max,
+    OuterRef,
+    Q,
+    Subquery,
+)
+from django.db.models.functions import Coalesce, JSONObject
 
-from queues import arguments, sql
+from queues import arguments, bounds, db, sql
 from queues.arguments import whole_number
+from queues.bounds import ATTEMPTS_DEFAULT, ATTEMPTS_MAX, LIST_DEFAULT, LIST_MAX
+from queues.db import Fetch, Plan
 from queues.errors import Invalid, NotFound
-from queues.models import DIED_OUTCOMES, Endpoint, Todo, TodoAttempt, TodoEvent, TodoState
+from queues.models import (
+    DIED_OUTCOMES,
+    LIVE_STATES,
+    ClaimerKind,
+    DeadLetterSink,
+    Delivery,
+    Endpoint,
+    Membership,
+    Team,
+    Todo,
+    TodoAttempt,
+    TodoEvent,
+    TodoState,
+)
 from queues.records import AttemptRecord, TodoDetail, TodoRecord
-
-ATTEMPTS_DEFAULT = 20
-ATTEMPTS_MAX = 50
-LIST_DEFAULT = 50
-LIST_MAX = 200
-# A list_todos page also ends early at about this much todo text (titles, bodies, results):
-# 200 todos of 64 KiB bodies would otherwise be a 13 MB response held in memory.
-LIST_MAX_BYTES = 1024 * 1024
 
 
 def _limit(value, *, name: str, default: int, maximum: int) -> int:
     return default if value is None else whole_number(value, name, 1, maximum)
 
 
-def get_todo_for_endpoint(endpoint: Endpoint, todo_id, *, attempts_limit=None) -> TodoDetail:
+def get_todo_for_endpoint_plan(
+    endpoint: Endpoint, todo_id, *, attempts_limit=None
+) -> Plan[TodoDetail]:
     """get_todo on the agent path: a todo of the endpoint's own queue, with its newest
     attempts; or a todo it sent elsewhere (as requester): state and result, no attempts."""
     todo_id = arguments.todo_id(todo_id)
     limit = _limit(
         attempts_limit, name="attempts_limit", default=ATTEMPTS_DEFAULT, maximum=ATTEMPTS_MAX
     )
-    statement = sql.SELECT_TODO.format(
-        scope="t.endpoint_id = %(endpoint_id)s OR t.requester_id = %(endpoint_id)s"
+    rows = yield Fetch(
+        sql.SELECT_TODO_FOR_AGENT_OR_REQUESTER, {"todo_id": todo_id, "scope_endpoint": endpoint.pk}
     )
-    rows = sql.fetch(statement, {"todo_id": todo_id, "endpoint_id": endpoint.pk})
     if not rows:
         raise NotFound()
     todo = TodoRecord.from_row(rows[0])
     if todo.endpoint_id != endpoint.pk:
         return TodoDetail(todo=todo, attempts=[], as_requester=True)
-    return TodoDetail(todo=todo, attempts=_attempts(todo, limit))
+    return TodoDetail(todo=todo, attempts=(yield from _attempts(todo, limit)))
+
+
+def get_todo_for_endpoint(endpoint: Endpoint, todo_id, *, attempts_limit=None) -> TodoDetail:
+    return db.run(get_todo_for_endpoint_plan(endpoint, todo_id, attempts_limit=attempts_limit))
 
 
 def get_todo_for_user(user, todo_id, *, attempts_limit=None) -> TodoDetail:
@@ -55,30 +78,29 @@ def get_todo_for_user(user, todo_id, *, attempts_limit=None) -> TodoDetail:
     limit = _limit(
         attempts_limit, name="attempts_limit", default=ATTEMPTS_DEFAULT, maximum=ATTEMPTS_MAX
     )
-    todo = _todo_for_user(user, todo_id)
-    return TodoDetail(todo=todo, attempts=_attempts(todo, limit))
+    return db.run(_detail_for_user(user, todo_id, limit))
 
 
-def _todo_for_user(user, todo_id) -> TodoRecord:
-    rows = sql.fetch(
-        sql.SELECT_TODO.format(scope=sql.SCOPE_USER),
-        {"todo_id": arguments.todo_id(todo_id), "scope_user": user.pk},
+def _detail_for_user(user, todo_id, limit: int) -> Plan[TodoDetail]:
+    rows = yield Fetch(
+        sql.SELECT_TODO_FOR_USER, {"todo_id": arguments.todo_id(todo_id), "scope_user": user.pk}
     )
     if not rows:
         raise NotFound()
-    return TodoRecord.from_row(rows[0])
+    todo = TodoRecord.from_row(rows[0])
+    return TodoDetail(todo=todo, attempts=(yield from _attempts(todo, limit)))
 
 
-def _attempts(todo: TodoRecord, limit: int) -> list[AttemptRecord]:
+def _attempts(todo: TodoRecord, limit: int) -> Plan[list[AttemptRecord]]:
     if todo.last_attempt_seq == 0:
         return []  # never claimed: skip the query
-    rows = sql.fetch(sql.SELECT_ATTEMPTS, {"todo_id": todo.id, "limit": limit})
+    rows = yield Fetch(sql.SELECT_ATTEMPTS, {"todo_id": todo.id, "limit": limit})
     return [AttemptRecord.from_row(row).with_live_lease(todo) for row in rows]
 
 
-def list_todos(
+def list_todos_plan(
     endpoint: Endpoint, *, state=None, limit=None, cursor=None
-) -> tuple[list[TodoRecord], str | None]:
+) -> Plan[tuple[list[TodoRecord], str | None]]:
     """The endpoint's queue, newest first, by keyset: ``cursor`` continues after the last
     page. A page holds at most ``limit`` todos and about LIST_MAX_BYTES of their text (at least
     one todo). One query."""
@@ -86,19 +108,23 @@ def list_todos(
         raise Invalid(f"state must be one of {', '.join(TodoState.values)}.")
     limit = _limit(limit, name="limit", default=LIST_DEFAULT, maximum=LIST_MAX)
     before_id = decode_cursor(cursor) if cursor is not None else None
-    rows = sql.fetch(
+    rows = yield Fetch(
         sql.LIST_TODOS,
         {
             "endpoint_id": endpoint.pk,
             "state": state,
             "before_id": before_id,
             "limit": limit,
-            "max_bytes": LIST_MAX_BYTES,
+            "max_bytes": bounds.LIST_MAX_BYTES,
         },
     )
     todos = [TodoRecord.from_row(row) for row in rows]
     more = bool(rows) and rows[0][-1]
     return todos, encode_cursor(todos[-1].id) if more else None
+
+
+def list_todos(endpoint: Endpoint, **arguments) -> tuple[list[TodoRecord], str | None]:
+    return db.run(list_todos_plan(endpoint, **arguments))
 
 
 def encode_cursor(todo_id: int) -> str:
@@ -213,9 +239,8 @@ _QUEUE_FIELDS = (
 def board_todo(user, todo_id) -> TodoDetail:
     """The drawer: a todo of any of the user's teams (whatever the team switcher shows),
     with every attempt row kept (the history cap bounds them). Two queries."""
-    todo = _todo_for_user(user, todo_id)
     limit = max(settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO, ATTEMPTS_MAX)
-    return TodoDetail(todo=todo, attempts=_attempts(todo, limit))
+    return db.run(_detail_for_user(user, todo_id, limit))
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +269,7 @@ def board_activity(
             ended_by__isnull=True,
             ended_by_endpoint__isnull=True,
         )
-        .exclude(claimer_kind="owner", outcome__in=_HUMAN_TOLD_OUTCOMES)
+        .exclude(claimer_kind=ClaimerKind.PERSON, outcome__in=_HUMAN_TOLD_OUTCOMES)
         .select_related("endpoint", "user")
         .annotate(
             todo_title=F("todo__title"),
@@ -288,3 +313,117 @@ def board_activity(
 
 # A human's own claim, ended by that human: the event says it (complete, fail, release...).
 _HUMAN_TOLD_OUTCOMES = ("completed", "failed", "released", "canceled")
+
+
+# ---------------------------------------------------------------------------------------
+# The Board's other reads: endpoints, teams and their sinks, scoped by the team ids the
+# caller took from the user's own memberships.
+
+
+def board_endpoint(team_ids: list[int], endpoint_id: int) -> Endpoint | None:
+    """An endpoint of one of these teams, or None (unknown and foreign alike)."""
+    return (
+        Endpoint.objects.filter(pk=endpoint_id, team_id__in=team_ids).select_related("team").first()
+    )
+
+
+def board_endpoint_choices(team_ids: list[int]) -> list[Endpoint]:
+    """The queue page's endpoint filter: id, agent id, team name and whether revoked."""
+    return list(
+        Endpoint.objects.filter(team_id__in=team_ids)
+        .select_related("team")
+        .only("id", "agent_id", "revoked_at", "team__name")
+        .order_by("agent_id")
+    )
+
+
+def board_endpoint_list(team_ids: list[int]):
+    """The endpoints page: each endpoint with its live todo counts and last activity, in one
+    GROUP BY query for the whole list (not a query per row); active ones first."""
+    live = Q(todos__state__in=LIVE_STATES)
+    return (
+        Endpoint.objects.filter(team_id__in=team_ids)
+        .select_related("team")
+        .defer("token_hash")
+        .annotate(
+            last_activity=Max("todos__updated_at"),
+            live=Count("todos", filter=live),
+            pending=Count("todos", filter=Q(todos__state=TodoState.PENDING)),
+            claimed=Count("todos", filter=Q(todos__state=TodoState.CLAIMED)),
+            retry_wait=Count("todos", filter=Q(todos__state=TodoState.RETRY_WAIT)),
+        )
+        .order_by(F("revoked_at").asc(nulls_first=True), "team__name", "agent_id")
+    )
+
+
+def endpoint_todo_counts(endpoint: Endpoint) -> dict[str, int]:
+    """Todos of one endpoint, by state (one GROUP BY)."""
+    return dict(
+        Todo.objects.filter(endpoint=endpoint)
+        .values("state")
+        .annotate(n=Count("id"))
+        .values_list("state", "n")
+    )
+
+
+def endpoint_live_todos(endpoint: Endpoint) -> int:
+    return Todo.objects.filter(endpoint=endpoint, state__in=LIVE_STATES).count()
+
+
+def endpoint_newest_doorbell(endpoint: Endpoint) -> Delivery | None:
+    return (
+        Delivery.objects.filter(endpoint=endpoint, kind=Delivery.Kind.DOORBELL)
+        .order_by("-id")
+        .first()
+    )
+
+
+def is_team_owner(user, team_id: int) -> bool:
+    return Membership.objects.filter(
+        user=user, team_id=team_id, role=Membership.Role.OWNER
+    ).exists()
+
+
+def team_members(team: Team) -> list[Membership]:
+    """A team's members, owners first, then by username."""
+    rows = Membership.objects.filter(team=team).select_related("user")
+    return sorted(
+        rows, key=lambda m: (m.role != Membership.Role.OWNER, m.user.get_username().lower())
+    )
+
+
+def team_sink(team: Team, sink_id: int) -> DeadLetterSink | None:
+    """One of this team's sinks, or None (another team's sink id reads as unknown)."""
+    return DeadLetterSink.objects.filter(pk=sink_id, team=team).first()
+
+
+def team_sinks(team: Team) -> list[DeadLetterSink]:
+    """The team's sinks, each with its newest delivery (``last_delivery``, a JSON object) and
+    how many wait to be sent, in one query (correlated subqueries on the outbox's sink index),
+    active ones first. Never the secret."""
+    deliveries = Delivery.objects.filter(sink=OuterRef("pk"))
+    newest = deliveries.order_by("-id").values(
+        last=JSONObject(
+            status="last_status",
+            error="last_error",
+            attempts="attempts",
+            created_at="created_at",
+            delivered_at="delivered_at",
+            gave_up_at="gave_up_at",
+        )
+    )[:1]
+    waiting = (
+        deliveries.filter(delivered_at__isnull=True, gave_up_at__isnull=True)
+        .values("sink")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    return list(
+        DeadLetterSink.objects.filter(team=team)
+        .defer("secret")
+        .annotate(
+            last_delivery=Subquery(newest),
+            waiting=Coalesce(Subquery(waiting, output_field=IntegerField()), 0),
+        )
+        .order_by("-active", "-created_at", "-id")
+    )

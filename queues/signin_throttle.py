@@ -10,8 +10,8 @@ the database's clock, like every lease.
 Why raw SQL: the charge is an upsert whose update depends on the row's old window (start a new
 window when the old one is over, else add one), returning the count and the time left, for
 both keys in one statement. The ORM's ``bulk_create(update_conflicts=True)`` can only copy the
-new values over. The statements follow queues/sql.py's shape and run through its ``fetch``;
-each has tests in tests/board/test_signin.py.
+new values over. The statements are queues/sql/accounts.py's SIGNIN_*; each has tests in
+tests/board/test_signin.py.
 """
 
 from __future__ import annotations
@@ -21,40 +21,9 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import F
 
+from queues import db, sql
 from queues.models import SignInThrottle
-from queues.sql import fetch
 
-# -- name: charge --
-# One more sign-in for each key: a new window when there is none or the last one is over,
-# else the count + 1. Keys in sorted order, so two charges lock shared rows in one order.
-CHARGE = """
-INSERT INTO sign_in_throttles AS s (key, window_started_at, failures)
-SELECT k, statement_timestamp(), 1 FROM unnest(%(keys)s::text[]) AS k ORDER BY k
-ON CONFLICT (key) DO UPDATE
-   SET window_started_at = CASE
-           WHEN s.window_started_at <= statement_timestamp() - make_interval(secs => %(window)s)
-           THEN statement_timestamp() ELSE s.window_started_at END,
-       failures = CASE
-           WHEN s.window_started_at <= statement_timestamp() - make_interval(secs => %(window)s)
-           THEN 1 ELSE s.failures + 1 END
-RETURNING s.key, s.failures,
-          extract(epoch FROM s.window_started_at + make_interval(secs => %(window)s)
-                             - statement_timestamp())::float8
-"""
-
-# -- name: prune --
-# Forget a few windows that are over (oldest first), skipping rows a charge holds. Run in a
-# statement of its own after a charge that opened a window, so it never holds a lock the
-# charge needs: the table stays as small as the keys seen in one window.
-PRUNE = """
-DELETE FROM sign_in_throttles
- WHERE key IN (SELECT key FROM sign_in_throttles
-                WHERE window_started_at <= statement_timestamp() - make_interval(secs => %(window)s)
-                ORDER BY window_started_at
-                LIMIT %(batch)s
-                  FOR UPDATE SKIP LOCKED)
-RETURNING key
-"""
 PRUNE_BATCH = 50
 
 
@@ -89,13 +58,13 @@ def charge(limits: dict[str, int]) -> list[Count]:
     if not keys:
         return []
     window = window_seconds()
-    rows = fetch(CHARGE, {"keys": keys, "window": window})
+    rows = db.fetch(sql.SIGNIN_CHARGE, {"keys": keys, "window": window})
     counts = [
         Count(key=key, limit=limits[key], failures=failures, seconds_left=max(left, 0.0))
         for key, failures, left in sorted(rows)
     ]
     if any(count.failures == 1 for count in counts):  # a window opened: forget old ones
-        fetch(PRUNE, {"window": window, "batch": PRUNE_BATCH})
+        db.fetch(sql.SIGNIN_PRUNE, {"window": window, "batch": PRUNE_BATCH})
     return counts
 
 

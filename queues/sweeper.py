@@ -1,4 +1,4 @@
-"""The sweeper: the background work no request does (SPEC, "The sweeper").
+"""The sweeper: the background work no request does .
 
 One pass reaps lapsed leases, requeues due retries, folds attempt endings into the metric
 counters (``queues.metrics``), deletes terminal todos past retention, delivers the outbox, and
@@ -23,7 +23,8 @@ from django.conf import settings
 from django.db import Error as DatabaseError
 from django.db import close_old_connections, connection, transaction
 
-from queues import counters, outbox, sql, transitions
+from queues import counters, db, outbox, sql, transitions
+from queues.db import Statement
 from queues.models import TodoState
 
 log = logging.getLogger("switchboard.sweeper")
@@ -128,39 +129,16 @@ def run_forever(interval: float, stop_event: threading.Event) -> None:
 
 # ---------------------------------------------------------------------------------------
 # The one sweeper_status row, shared by every sweeper (queue health and /metrics read it).
-# Why SQL: an upsert that also counts (passes + 1) is beyond the ORM. Each is one short
-# statement in its own transaction; concurrent sweepers queue for the row for that long.
-
-_STATUS_STARTED = """
-INSERT INTO sweeper_status (id, last_started_at, passes, last_report, last_error)
-VALUES (1, statement_timestamp(), 0, '{}', '')
-    ON CONFLICT (id) DO UPDATE SET last_started_at = EXCLUDED.last_started_at
-"""
-_STATUS_FINISHED = """
-INSERT INTO sweeper_status (id, last_finished_at, passes, last_report, last_error)
-VALUES (1, statement_timestamp(), 1, %(report)s::jsonb, '')
-    ON CONFLICT (id) DO UPDATE SET last_finished_at = EXCLUDED.last_finished_at,
-                                   passes = sweeper_status.passes + 1,
-                                   last_report = EXCLUDED.last_report,
-                                   last_error = ''
-"""
-_STATUS_FAILED = """
-INSERT INTO sweeper_status (id, passes, last_report, last_error)
-VALUES (1, 0, '{}', %(error)s)
-    ON CONFLICT (id) DO UPDATE SET last_error = EXCLUDED.last_error
-"""
 
 
 def _record_start() -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(_STATUS_STARTED)
+    db.fetch(sql.SWEEPER_STARTED, {})
 
 
 def _record_finish(report: dict) -> None:
     """A finished pass: its time, what it did, and no error (a failure is cleared by the
     next pass that finishes)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_STATUS_FINISHED, {"report": json.dumps(report)})
+    db.fetch(sql.SWEEPER_FINISHED, {"report": json.dumps(report)})
 
 
 def _record_failure(exc: DatabaseError) -> None:
@@ -169,8 +147,7 @@ def _record_failure(exc: DatabaseError) -> None:
     sqlstate = getattr(exc.__cause__, "sqlstate", None)
     error = type(exc).__name__ + (f" (SQLSTATE {sqlstate})" if sqlstate else "")
     try:
-        with connection.cursor() as cursor:
-            cursor.execute(_STATUS_FAILED, {"error": error})
+        db.fetch(sql.SWEEPER_FAILED, {"error": error})
     except DatabaseError:
         # Most often the database is what failed; the log line above says so.
         log.debug("recording the failed pass failed too", exc_info=True)
@@ -195,11 +172,9 @@ def _delete_by_age(*, days: int, batch: int) -> int:
 
 
 def _delete_by_cap(*, cap: int, batch: int) -> int:
-    if cap == 0:  # 0 means no cap (SPEC, Settings)
+    if cap == 0:  # 0 means no cap (README, Settings)
         return 0
-    with connection.cursor() as cursor:
-        cursor.execute(sql.ENDPOINTS_OVER_TERMINAL_CAP, {"cap": cap})
-        endpoint_ids = [row[0] for row in cursor.fetchall()]
+    endpoint_ids = [row[0] for row in db.fetch(sql.ENDPOINTS_OVER_TERMINAL_CAP, {"cap": cap})]
     deleted = 0
     for endpoint_id in endpoint_ids:
         params = {"endpoint_id": endpoint_id, "cap": cap, "batch": batch}
@@ -207,12 +182,11 @@ def _delete_by_cap(*, cap: int, batch: int) -> int:
     return deleted
 
 
-def _delete(statement: str, params: dict) -> int:
+def _delete(statement: Statement, params: dict) -> int:
     """One batch of terminal todos deleted (their attempts and events cascade in the
     database) in its own short transaction, so locks are held for one batch only."""
-    with transaction.atomic(durable=True), connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        return len(cursor.fetchall())
+    with transaction.atomic(durable=True):
+        return len(db.fetch(statement, params))
 
 
 def _discard_connection() -> None:
@@ -226,10 +200,8 @@ def _discard_connection() -> None:
 def _refresh_stale_statistics() -> int:
     """ANALYZE todos / todo_attempts when they changed by more than their size since their
     statistics were taken (see sql.STALE_STATISTICS). Returns how many tables."""
-    with connection.cursor() as cursor:
-        cursor.execute(sql.STALE_STATISTICS)
-        tables = [name for (name,) in cursor.fetchall()]
-        for table in tables:  # names come from the fixed list in the query
-            cursor.execute(f"ANALYZE {connection.ops.quote_name(table)}")
-            log.info("analyzed %s: its statistics lagged behind its contents", table)
+    tables = [name for (name,) in db.fetch(sql.STALE_STATISTICS, {})]
+    for table in tables:  # names come from the fixed list in the query
+        db.fetch(sql.ANALYZE[table], {})
+        log.info("analyzed %s: its statistics lagged behind its contents", table)
     return len(tables)

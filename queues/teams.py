@@ -15,9 +15,9 @@ from django.db.models.functions import JSONObject
 from django.utils import timezone
 from django.utils.text import slugify
 
-from queues import webhooks
+from queues import audit, webhooks
 from queues.errors import Invalid, NotFound
-from queues.models import DeadLetterSink, Membership, Team, TeamInvitation, TodoEvent
+from queues.models import DeadLetterSink, EventKind, Membership, Team, TeamInvitation
 
 SINK_URL_MAX_CHARS = 500
 
@@ -59,10 +59,10 @@ def add_member(team: Team, user, *, role: str = Membership.Role.MEMBER, by=None)
             membership.save(update_fields=["role"])
         elif not created:
             return membership
-        TodoEvent.objects.create(
-            team=team,
-            actor_user=by,
-            kind="member_add",
+        audit.record_now(
+            EventKind.MEMBER_ADD,
+            team_id=team.pk,
+            user=by,
             detail={"user_id": user.pk, "role": membership.role},
         )
     return membership
@@ -80,8 +80,8 @@ def remove_member(team: Team, user, *, by=None) -> bool:
         if membership.role == Membership.Role.OWNER and owners.count() == 1:
             raise Conflict("A team keeps at least one owner.")
         membership.delete()
-        TodoEvent.objects.create(
-            team=team, actor_user=by, kind="member_remove", detail={"user_id": user.pk}
+        audit.record_now(
+            EventKind.MEMBER_REMOVE, team_id=team.pk, user=by, detail={"user_id": user.pk}
         )
     return True
 
@@ -118,12 +118,12 @@ def invite(team: Team, username: str, *, role: str = Membership.Role.MEMBER, by)
             except IntegrityError:
                 invitation = pending.get(team=team, username__iexact=username)
             else:
-                _invitation_event(invitation, "member_invite", by)
+                _invitation_event(invitation, EventKind.MEMBER_INVITE, by)
                 return invitation
         if invitation.role != role:
             invitation.role, invitation.invited_by = role, by
             invitation.save(update_fields=["role", "invited_by"])
-            _invitation_event(invitation, "member_invite", by)
+            _invitation_event(invitation, EventKind.MEMBER_INVITE, by)
     return invitation
 
 
@@ -212,7 +212,7 @@ def accept_invitation(user, invitation_id) -> Membership:
         invitation = _addressed_to(user, invitation_id)
         invitation.accepted_at, invitation.answered_by = timezone.now(), user
         invitation.save(update_fields=["accepted_at", "answered_by"])
-        _invitation_event(invitation, "invite_accept", user)
+        _invitation_event(invitation, EventKind.INVITE_ACCEPT, user)
         membership = add_member(
             invitation.team, user, role=invitation.role, by=invitation.invited_by
         )
@@ -225,7 +225,7 @@ def decline_invitation(user, invitation_id) -> TeamInvitation:
         invitation = _addressed_to(user, invitation_id)
         invitation.declined_at, invitation.answered_by = timezone.now(), user
         invitation.save(update_fields=["declined_at", "answered_by"])
-        _invitation_event(invitation, "invite_decline", user)
+        _invitation_event(invitation, EventKind.INVITE_DECLINE, user)
     return invitation
 
 
@@ -244,12 +244,12 @@ def revoke_invitation(team: Team, invitation_id, *, by) -> TeamInvitation:
         )
         if invitation is None:
             raise NotFound(NO_SUCH_INVITATION)
-        _invitation_event(invitation, "invite_revoke", by)
+        _invitation_event(invitation, EventKind.INVITE_REVOKE, by)
         invitation.delete()
     return invitation
 
 
-def _invitation_event(invitation: TeamInvitation, kind: str, by) -> None:
+def _invitation_event(invitation: TeamInvitation, kind: EventKind, by) -> None:
     detail = {
         "invitation_id": invitation.pk,
         "username": invitation.username,
@@ -257,7 +257,7 @@ def _invitation_event(invitation: TeamInvitation, kind: str, by) -> None:
     }
     if kind in ("invite_accept", "invite_decline"):
         detail["user_id"] = by.pk
-    TodoEvent.objects.create(team_id=invitation.team_id, actor_user=by, kind=kind, detail=detail)
+    audit.record_now(kind, team_id=invitation.team_id, user=by, detail=detail)
 
 
 # ---------------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ def add_sink(team: Team, url: str, *, by=None) -> tuple[DeadLetterSink, str]:
     secret = webhooks.new_secret()
     with transaction.atomic():
         sink = DeadLetterSink.objects.create(team=team, url=url, secret=secret, created_by=by)
-        _sink_event(sink, "sink_add", by)
+        _sink_event(sink, EventKind.SINK_ADD, by)
     return sink, secret
 
 
@@ -287,7 +287,7 @@ def set_sink_active(sink: DeadLetterSink, active: bool, *, by=None) -> bool:
         changed = DeadLetterSink.objects.filter(pk=sink.pk, active=not active).update(active=active)
         if changed:
             sink.active = active
-            _sink_event(sink, "sink_activate" if active else "sink_deactivate", by)
+            _sink_event(sink, EventKind.SINK_ACTIVATE if active else EventKind.SINK_DEACTIVATE, by)
     return bool(changed)
 
 
@@ -295,14 +295,14 @@ def remove_sink(sink: DeadLetterSink, *, by=None) -> None:
     """Delete a sink. Its deliveries stay in the outbox as a record; those not yet sent are
     given up by the sender. Audited."""
     with transaction.atomic():
-        _sink_event(sink, "sink_remove", by)
+        _sink_event(sink, EventKind.SINK_REMOVE, by)
         sink.delete()
 
 
-def _sink_event(sink: DeadLetterSink, kind: str, by) -> None:
-    TodoEvent.objects.create(
+def _sink_event(sink: DeadLetterSink, kind: EventKind, by) -> None:
+    audit.record_now(
+        kind,
         team_id=sink.team_id,
-        actor_user=by,
-        kind=kind,
+        user=by,
         detail={"sink_id": sink.pk, "host": urlsplit(sink.url).hostname or ""},
     )

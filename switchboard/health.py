@@ -4,19 +4,18 @@
 from __future__ import annotations
 
 from django.db import Error as DatabaseError
-from django.db import connection
 from django.http import HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+
+from queues import db, sql
 
 
 @never_cache
 @require_GET
 def healthz(request):
     try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1")
-            cursor.fetchone()
+        db.fetch(sql.PING, {})
     except DatabaseError:
         return HttpResponse("database unavailable\n", status=503, content_type="text/plain")
     return HttpResponse("ok\n", content_type="text/plain")

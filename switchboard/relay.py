@@ -1,5 +1,5 @@
 """``switchboard relay``: run a command as a fresh process for every attempt an endpoint
-claims, the way Harness's relay attempts do (ADR-0039, "Relay attempts").
+claims, the way Harness's relay attempts do (docs/decisions/0039-attempt-history.md, "Relay attempts").
 
 The relay is a client program: it talks to Switchboard over HTTP through
 ``switchboard.client`` and imports nothing of Django, so it runs on a machine without the
@@ -383,7 +383,7 @@ class Relay:
     def check_server(self) -> None:
         """Refuse (``Refused``) a server whose ``GET /api/v1/`` is missing or does not offer
         attempt history and fences: without them a relay attempt learns nothing of the
-        ones before it and a stale one cannot be fenced out (ADR-0039: no fallback)."""
+        ones before it and a stale one cannot be fenced out (the record: no fallback)."""
         needs = "the relay needs a Switchboard with attempt history (GET /api/v1/ answering "
         needs += "features.attempt_history: true)"
         try:

@@ -291,7 +291,7 @@ SWITCHBOARD_PREPARED_STATEMENTS = env_bool("SWITCHBOARD_PREPARED_STATEMENTS", Tr
 if SWITCHBOARD_PREPARED_STATEMENTS:
     # psycopg ignores prepare=True while the connection's threshold is None (Django's
     # default). Django's own cursors bind client-side and never prepare, so a threshold that
-    # is never reached leaves them alone; only queues.sql.fetch asks for preparation.
+    # is never reached leaves them alone; only queues.db asks for preparation (the hot statements of queues/sql).
     DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 2**31 - 1
 
 # --- Signing in (board/auth.py, queues/signin_throttle.py) --------------------------------

@@ -1,6 +1,6 @@
 """Test settings: pick the PostgreSQL to test against before the base settings read it.
 
-Order (SPEC, Stack): DATABASE_URL if set; a testcontainers PostgreSQL when
+Order: DATABASE_URL if set; a testcontainers PostgreSQL when
 SWITCHBOARD_TEST_DB=container (needs Docker); else an embedded PostgreSQL from the pgserver
 wheel in a temporary folder, deleted when the test run ends.
 """

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, F, Max, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -22,15 +21,12 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from board.forms import NotifyUrlForm, VendForm, duplicate_agent_id
 from board.scope import board_scope
-from queues import endpoints, outbox, transitions
+from queues import endpoints, outbox, selectors, transitions
 from queues.errors import Conflict, Invalid
 from queues.models import (
     LIVE_STATES,
     VERBS,
-    Delivery,
     Endpoint,
-    Membership,
-    Todo,
     TodoState,
 )
 
@@ -41,18 +37,14 @@ def _visible_endpoint(request: HttpRequest, endpoint_id: int) -> Endpoint:
     """The endpoint if it belongs to one of the user's teams; an unknown and a foreign id
     are the same 404 (no existence oracle)."""
     team_ids = [team.pk for team in board_scope(request).teams]
-    endpoint = (
-        Endpoint.objects.filter(pk=endpoint_id, team_id__in=team_ids).select_related("team").first()
-    )
+    endpoint = selectors.board_endpoint(team_ids, endpoint_id)
     if endpoint is None:
         raise Http404
     return endpoint
 
 
 def _owns_team(user, team_id: int) -> bool:
-    return Membership.objects.filter(
-        user=user, team_id=team_id, role=Membership.Role.OWNER
-    ).exists()
+    return selectors.is_team_owner(user, team_id)
 
 
 def _refuse(request: HttpRequest, endpoint: Endpoint, action: str) -> HttpResponse:
@@ -72,21 +64,7 @@ def _token_page(request: HttpRequest, endpoint: Endpoint, token: str, *, rotated
 
 def _list_page(request: HttpRequest, form: VendForm, *, status: int = 200) -> HttpResponse:
     scope = board_scope(request)
-    live = Q(todos__state__in=LIVE_STATES)
-    rows = (
-        Endpoint.objects.filter(team_id__in=scope.team_ids)
-        .select_related("team")
-        .defer("token_hash")
-        # One GROUP BY query for the whole list, not a query per row.
-        .annotate(
-            last_activity=Max("todos__updated_at"),
-            live=Count("todos", filter=live),
-            pending=Count("todos", filter=Q(todos__state=TodoState.PENDING)),
-            claimed=Count("todos", filter=Q(todos__state=TodoState.CLAIMED)),
-            retry_wait=Count("todos", filter=Q(todos__state=TodoState.RETRY_WAIT)),
-        )
-        .order_by(F("revoked_at").asc(nulls_first=True), "team__name", "agent_id")  # active first
-    )
+    rows = selectors.board_endpoint_list(scope.team_ids)
     context = {"endpoints": rows, "form": form, "scope": scope, "verb_count": len(VERBS)}
     return render(request, "board/endpoint_list.html", context, status=status)
 
@@ -127,17 +105,8 @@ def endpoint_new(request: HttpRequest) -> HttpResponse:
 
 
 def _detail_page(request, endpoint: Endpoint, form: NotifyUrlForm, *, status: int = 200):
-    counts = dict(
-        Todo.objects.filter(endpoint=endpoint)
-        .values("state")
-        .annotate(n=Count("id"))
-        .values_list("state", "n")
-    )
-    newest_doorbell = (
-        Delivery.objects.filter(endpoint=endpoint, kind=Delivery.Kind.DOORBELL)
-        .order_by("-id")
-        .first()
-    )
+    counts = selectors.endpoint_todo_counts(endpoint)
+    newest_doorbell = selectors.endpoint_newest_doorbell(endpoint)
     context = {
         "endpoint": endpoint,
         "form": form,
@@ -225,7 +194,7 @@ def endpoint_rotate(request: HttpRequest, endpoint_id: int) -> HttpResponse:
 def endpoint_revoke(request: HttpRequest, endpoint_id: int) -> HttpResponse:
     endpoint = _visible_endpoint(request, endpoint_id)
     if request.method == "GET":
-        live = Todo.objects.filter(endpoint=endpoint, state__in=LIVE_STATES).count()
+        live = selectors.endpoint_live_todos(endpoint)
         context = {
             "endpoint": endpoint,
             "live": live,

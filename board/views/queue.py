@@ -9,8 +9,13 @@ from django.utils.http import urlencode
 from board.scope import board_scope
 from board.sentences import sentence
 from queues.arguments import id_from_text
-from queues.models import Endpoint, TodoState
-from queues.selectors import QueueFilters, board_activity, board_queue
+from queues.models import TodoState
+from queues.selectors import (
+    QueueFilters,
+    board_activity,
+    board_endpoint_choices,
+    board_queue,
+)
 
 TICKER_LINES = 8
 STATE_TABS = [("", "All")] + [
@@ -55,12 +60,7 @@ def _query(filters: QueueFilters, **extra) -> str:
 @login_required
 def todo_list(request):
     scope = board_scope(request)
-    endpoints = list(
-        Endpoint.objects.filter(team_id__in=scope.team_ids)
-        .select_related("team")
-        .only("id", "agent_id", "revoked_at", "team__name")
-        .order_by("agent_id")
-    )
+    endpoints = board_endpoint_choices(scope.team_ids)
     filters = _filters(request, {endpoint.pk for endpoint in endpoints})
     before_id = id_from_text(request.GET.get("before", ""))
     todos, next_before = board_queue(scope.team_ids, filters, before_id=before_id)

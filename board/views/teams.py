@@ -18,8 +18,6 @@ from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, IntegerField, OuterRef, Subquery
-from django.db.models.functions import Coalesce, JSONObject
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -30,10 +28,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 from board import scope as board_scopes
 from board.forms import InviteMemberForm, SinkForm
 from board.scope import board_scope
-from queues import outbox, teams
+from queues import outbox, selectors, teams
 from queues.arguments import id_from_text
 from queues.errors import Conflict, Invalid, NotFound
-from queues.models import DeadLetterSink, Delivery, Membership, Team
+from queues.models import DeadLetterSink, Membership, Team
 
 OWNER = Membership.Role.OWNER
 
@@ -74,44 +72,14 @@ def _page(request, team, memberships, form, *, sink_form=None, status: int = 200
 
 
 def _sinks(team: Team) -> list[DeadLetterSink]:
-    """The team's sinks, each with its newest delivery and how many wait to be sent, in one
-    query (correlated subqueries on the outbox's sink index), active ones first."""
-    deliveries = Delivery.objects.filter(sink=OuterRef("pk"))
-    newest = deliveries.order_by("-id").values(
-        last=JSONObject(
-            status="last_status",
-            error="last_error",
-            attempts="attempts",
-            created_at="created_at",
-            delivered_at="delivered_at",
-            gave_up_at="gave_up_at",
-        )
-    )[:1]
-    waiting = (
-        deliveries.filter(delivered_at__isnull=True, gave_up_at__isnull=True)
-        .values("sink")
-        .annotate(n=Count("id"))
-        .values("n")
-    )
-    rows = (
-        DeadLetterSink.objects.filter(team=team)
-        .defer("secret")
-        .annotate(
-            last_delivery=Subquery(newest),
-            waiting=Coalesce(Subquery(waiting, output_field=IntegerField()), 0),
-        )
-        .order_by("-active", "-created_at", "-id")
-    )
-    sinks = list(rows)
+    sinks = selectors.team_sinks(team)
     for sink in sinks:
         sink.last = outbox.DeliveryStatus.from_json(sink.last_delivery)
     return sinks
 
 
 def _members(team: Team) -> list[Membership]:
-    rows = Membership.objects.filter(team=team).select_related("user")
-    # Owners first, then by username.
-    return sorted(rows, key=lambda m: (m.role != OWNER, m.user.get_username().lower()))
+    return selectors.team_members(team)
 
 
 def _is_owner(user, memberships: list[Membership]) -> bool:
@@ -261,11 +229,7 @@ def _host(sink: DeadLetterSink) -> str:
 def _change_sink(request, team: Team, op: str) -> HttpResponse:
     # Only this team's sinks: another team's sink id is the same 404 as an unknown one.
     sink_id = request.POST.get("sink", "")
-    sink = (
-        DeadLetterSink.objects.filter(pk=pk, team=team).first()
-        if (pk := id_from_text(sink_id)) is not None
-        else None
-    )
+    sink = selectors.team_sink(team, pk) if (pk := id_from_text(sink_id)) is not None else None
     if sink is None:
         raise Http404
     if op == "sink_delete":

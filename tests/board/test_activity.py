@@ -108,3 +108,13 @@ def test_a_requesters_cancel_is_told_once_and_credited_to_the_requester(
     page = _text(signed_in.get("/activity/").content.decode())
     assert f"sender (requester) canceled #{todo.id} ‘sent over’" in page
     assert "run-5 was canceled" not in page
+
+
+def test_every_audit_kind_has_words():
+    """A kind added to EventKind without a sentence would fail here, not on someone's Board."""
+    from board import sentences
+    from queues.models import EventKind
+
+    for kind in sentences._TEAM_KINDS:
+        assert sentences._team_event(kind, {"agent_id": "a", "host": "h", "username": "u"})
+    assert set(sentences._TODO_EVENT_VERBS) | sentences._TEAM_KINDS == set(EventKind)

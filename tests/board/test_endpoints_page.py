@@ -216,7 +216,7 @@ def test_revoke_dead_letters_the_live_todos_and_is_audited(logged_in, endpoint, 
     assert states == {waiting.id: "dead", held.id: "dead", finished.id: "done"}
     reasons = set(Todo.objects.filter(state="dead").values_list("dead_letter_reason", flat=True))
     assert reasons == {"revoked"}
-    event = TodoEvent.objects.get(kind="revoke")
+    event = TodoEvent.objects.get(kind="endpoint_revoke")
     assert event.actor_user == user and event.detail["todos_dead_lettered"] == 2
 
 
@@ -226,7 +226,7 @@ def test_second_revoke_is_a_friendly_message(logged_in, endpoint):
     response = logged_in.post(url)
     assert response.status_code == 302
     assert any("already revoked" in m for m in _messages(response))
-    assert TodoEvent.objects.filter(kind="revoke").count() == 1
+    assert TodoEvent.objects.filter(kind="endpoint_revoke").count() == 1
 
 
 def test_only_owners_rotate_revoke_or_set_the_notify_url(client, shared_team, vend):
@@ -246,7 +246,9 @@ def test_only_owners_rotate_revoke_or_set_the_notify_url(client, shared_team, ve
     endpoint.refresh_from_db()
     assert endpoint.revoked_at is None and endpoint.notify_url == ""
     assert endpoints.authenticate(token) == endpoint
-    assert not TodoEvent.objects.filter(kind__in=["rotate", "revoke", "notify_url"]).exists()
+    assert not TodoEvent.objects.filter(
+        kind__in=["rotate", "endpoint_revoke", "notify_url"]
+    ).exists()
 
 
 # --- No existence oracle

@@ -133,7 +133,7 @@ def seeded(user, team, settings):
         notify_secret=MARKERS["notify_secret"],
     )
     TodoEvent.objects.create(
-        team=team, todo_id=done.id, kind="note", detail={"text": MARKERS["event_detail"]}
+        team=team, todo_id=done.id, kind="cancel", detail={"text": MARKERS["event_detail"]}
     )
     sink = DeadLetterSink.objects.create(
         team=team,

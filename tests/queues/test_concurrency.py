@@ -12,6 +12,7 @@ from django.db import connection, connections
 from queues import endpoints, sql, transitions
 from queues.models import Todo, TodoAttempt
 from queues.transitions import Actor
+from queues.transitions.claim import _claim_params as claim_params
 from tests.queues.helpers import run_together
 
 WORKERS = 8
@@ -172,8 +173,8 @@ def test_a_claim_that_waited_for_the_row_lock_rereads_the_attempts(team):
                 # the waiter now blocks on this lock, its snapshot already taken
                 release_holder.wait(30)
                 # a takeover (the claim statement itself): attempt 2, then it lapses too
-                params, _ = transitions._claim_params(agent, None, False, None, None)
-                cursor.execute(sql.CLAIM_ONE_AGENT, {**params, "todo_id": todo.id})
+                params, _ = claim_params(agent, None, False, None, None)
+                cursor.execute(sql.CLAIM_ONE_AGENT.text, {**params, "todo_id": todo.id})
                 assert cursor.fetchall()[0][0] is True
                 cursor.execute(lapse, [todo.id])
         finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from queues import selectors, transitions
+from queues import bounds, selectors, transitions
 from queues.errors import Invalid, NotFound
 from queues.transitions import Actor
 
@@ -143,7 +143,7 @@ def test_a_list_page_ends_early_at_about_a_mebibyte_of_todo_text(endpoint, make_
         make_todo(f"big {n}", body=body)
     first, cursor = selectors.list_todos(endpoint, limit=200)
     assert 1 <= len(first) < 40 and cursor is not None
-    assert sum(len(t.body) for t in first) <= selectors.LIST_MAX_BYTES
+    assert sum(len(t.body) for t in first) <= bounds.LIST_MAX_BYTES
     seen = [t.id for t in first]
     while cursor is not None:
         page, cursor = selectors.list_todos(endpoint, limit=200, cursor=cursor)
@@ -158,6 +158,6 @@ def test_a_single_todo_over_the_budget_still_makes_a_page(endpoint, make_todo, s
 
     make_todo("one", body="y" * 1000)
     make_todo("two", body="y" * 1000)
-    with mock.patch.object(selectors, "LIST_MAX_BYTES", 10):
+    with mock.patch.object(bounds, "LIST_MAX_BYTES", 10):
         page, cursor = selectors.list_todos(endpoint)
     assert len(page) == 1 and cursor is not None

@@ -13,7 +13,7 @@ from django.db import connection
 from queues import sql, sweeper, transitions
 
 
-def _generic_plan(statement: str) -> str:
+def _generic_plan(statement) -> str:
     """EXPLAIN (GENERIC_PLAN) of a statement, with its placeholders as the server sees them
     ($1, $2, ...), i.e. the plan a prepared statement caches (PostgreSQL 16+)."""
     numbers: dict[str, int] = {}
@@ -21,7 +21,7 @@ def _generic_plan(statement: str) -> str:
     def placeholder(match: re.Match) -> str:
         return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
 
-    query = re.sub(r"%\((\w+)\)s", placeholder, statement)
+    query = re.sub(r"%\((\w+)\)s", placeholder, statement.text)
     with connection.cursor() as cursor:
         cursor.execute("SELECT current_setting('server_version_num')::int")
         if cursor.fetchone()[0] < 160000:
@@ -74,3 +74,20 @@ def test_the_sweeper_analyzes_a_table_that_outgrew_its_statistics(endpoint, capl
     with connection.cursor() as cursor:
         cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'todos'")
         assert cursor.fetchone()[0] >= 2000
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("statement", sql.statements(), ids=lambda s: s.name)
+def test_every_named_statement_prepares_against_the_schema(statement):
+    """Each statement of queues/sql is valid SQL against the migrated schema, with every
+    parameter it names: PREPARE parses, resolves and plans it without running it."""
+    numbers: dict[str, int] = {}
+
+    def placeholder(match: re.Match) -> str:
+        return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
+
+    assert statement.name and statement.why, statement
+    text = re.sub(r"%\((\w+)\)s", placeholder, statement.text).replace("%%", "%")
+    with connection.cursor() as cursor:
+        cursor.execute(f"PREPARE switchboard_check AS {text}")
+        cursor.execute("DEALLOCATE switchboard_check")

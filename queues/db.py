@@ -1,0 +1,264 @@
+"""How the ledger runs its SQL: named statements, plans, and the two executors that run them.
+
+A transition *decides* in plain Python and *executes* through an executor (River's
+``riverdriver`` runs the same queries through its pgx and database/sql drivers; so here):
+
+- A **Statement** is one named, parameterised SQL statement of ``queues/sql/``.
+- A **plan** is a generator: it yields ``Fetch(statement, params)`` for each statement it
+  needs (receiving the rows) and ``Atomic(plan)`` for a part that must be one transaction
+  (receiving its result), and returns its result. It never touches a connection itself, so the
+  same plan, with all its rules, runs from sync and async code.
+- ``run(plan)`` executes it on Django's connection (the Board, admin, the sweeper, the
+  management commands, WSGI); ``await arun(plan)`` on a psycopg ``AsyncConnection`` from the
+  async pool (the agents' surface under ASGI). An error a statement raises is thrown into the
+  plan at its ``yield`` (so a plan may catch a unique violation), as Django's own exception
+  class either way.
+
+A plan's statements outside any ``Atomic`` run in autocommit, each its own transaction (a
+transition that is one statement needs no BEGIN and COMMIT round trips); inside a caller's
+transaction (tests) each that may write gets a savepoint, so a failing one does not abort the
+caller's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import django.db
+import psycopg
+from django.conf import settings
+from django.db import connection, transaction
+
+
+@dataclass(frozen=True, slots=True)
+class Statement:
+    """One named SQL statement. ``why`` says what the ORM could not say (or cost) here."""
+
+    name: str
+    text: str = field(repr=False)
+    why: str = field(repr=False)
+    # Server-side prepared (planned once per connection): the hot statements. Rare ones are
+    # not, so a connection does not keep a plan for every statement it ever ran.
+    prepare: bool = False
+
+    @property
+    def writes(self) -> bool:
+        """Does it insert, update or delete (in a CTE, say)? ``SELECT … FOR UPDATE`` does not."""
+        return _WRITES.search(self.text) is not None
+
+
+_WRITES = re.compile(
+    r"\b(INSERT\s+INTO|DELETE\s+FROM|UPDATE\s+\w+(\s+AS)?(\s+\w+)?\s+SET)\b", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Fetch:
+    statement: Statement
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Atomic:
+    """Run ``plan`` as one transaction (a savepoint inside another)."""
+
+    plan: Plan[Any]
+
+
+type Plan[T] = Generator[Fetch | Atomic, Any, T]
+
+
+def just[T](value: T) -> Plan[T]:
+    """A plan that runs nothing and returns ``value`` (for a branch that needs no SQL)."""
+    return value
+    yield  # a generator all the same  # noqa: B901
+
+
+def one(statement: Statement, params: Mapping[str, Any] | None = None) -> Plan[list]:
+    """The rows of one statement, as a plan (``rows = yield from one(...)``)."""
+    return (yield Fetch(statement, params or {}))
+
+
+# ---------------------------------------------------------------------------------------
+# The sync executor: Django's connection (its transactions, error wrapping, query logging)
+
+
+def run[T](plan: Plan[T]) -> T:
+    """Execute ``plan`` on Django's connection and return its result."""
+    return _drive(plan, depth=0)
+
+
+def fetch(statement: Statement, params: Mapping[str, Any]) -> list:
+    """One statement's rows on Django's connection."""
+    return run(one(statement, params))
+
+
+def _drive[T](plan: Plan[T], *, depth: int) -> T:
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = plan.throw(error) if error is not None else plan.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        try:
+            if isinstance(step, Atomic):
+                with transaction.atomic(durable=depth == 0 and not connection.in_atomic_block):
+                    value = _drive(step.plan, depth=depth + 1)
+            elif depth == 0 and step.statement.writes and connection.in_atomic_block:
+                with transaction.atomic():  # a savepoint: see the module docstring
+                    value = _sync_fetch(step)
+            else:
+                value = _sync_fetch(step)
+        except Exception as exc:  # thrown into the plan, which may handle it
+            error = exc
+
+
+def _sync_fetch(step: Fetch) -> list:
+    prepare = step.statement.prepare and settings.SWITCHBOARD_PREPARED_STATEMENTS
+    if not prepare:
+        with connection.cursor() as cursor:
+            cursor.execute(step.statement.text, step.params)
+            return cursor.fetchall() if cursor.description else []
+    # A server-binding psycopg cursor of our own (Django's bind client-side and never
+    # prepare), wrapped as Django wraps its own: errors, thread checks and query logging.
+    with connection.wrap_database_errors:
+        connection.ensure_connection()
+        connection.validate_thread_sharing()
+        raw = _PreparingCursor(connection.connection)
+    wrapped = (
+        connection.make_debug_cursor(raw)
+        if connection.queries_logged
+        else (connection.make_cursor(raw))
+    )
+    with wrapped as cursor:
+        cursor.execute(step.statement.text, step.params)
+        return cursor.fetchall() if cursor.description else []
+
+
+class _PreparingCursor(psycopg.Cursor):
+    """Server-side binding, prepared on first use: each connection plans a statement once.
+
+    Planning the claim and close statements costs more than running them (bench/: about
+    2.7 ms of a 4 ms claim). A generic plan made while the tables are small is dropped when
+    ANALYZE updates their statistics, which invalidates cached plans;
+    tests/queues/test_sql.py checks that the plans use the indexes."""
+
+    def execute(self, query, params=None, *, prepare=None, binary=None):
+        return super().execute(query, params, prepare=True, binary=binary)
+
+
+# ---------------------------------------------------------------------------------------
+# The async executor: psycopg's async pool, one connection for a plan's whole run
+
+
+async def arun[T](plan: Plan[T]) -> T:
+    """Execute ``plan`` on a connection of this process's async pool."""
+    pool = await async_pool()
+    async with pool.connection() as conn:
+        return await _adrive(plan, conn, depth=0)
+
+
+async def _adrive[T](plan: Plan[T], conn: psycopg.AsyncConnection, *, depth: int) -> T:
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            step = plan.throw(error) if error is not None else plan.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value, error = None, None
+        try:
+            if isinstance(step, Atomic):
+                async with conn.transaction():
+                    value = await _adrive(step.plan, conn, depth=depth + 1)
+            else:
+                value = await _async_fetch(conn, step)
+        except psycopg.Error as exc:
+            error = as_django_error(exc)
+        except Exception as exc:
+            error = exc
+
+
+async def _async_fetch(conn: psycopg.AsyncConnection, step: Fetch) -> list:
+    prepare = step.statement.prepare and settings.SWITCHBOARD_PREPARED_STATEMENTS
+    cursor = await conn.execute(step.statement.text, step.params, prepare=bool(prepare))
+    return await cursor.fetchall() if cursor.description else []
+
+
+# Django's DatabaseErrorWrapper order: the first class the psycopg error is an instance of.
+_DJANGO_ERRORS = (
+    "DataError",
+    "OperationalError",
+    "IntegrityError",
+    "InternalError",
+    "ProgrammingError",
+    "NotSupportedError",
+    "DatabaseError",
+    "InterfaceError",
+    "Error",
+)
+
+
+def as_django_error(exc: psycopg.Error) -> django.db.Error:
+    """The Django exception Django's own wrapper would raise for ``exc`` (its cause set), so
+    plans and adapters handle one family of exceptions whichever executor ran them."""
+    for name in _DJANGO_ERRORS:
+        if isinstance(exc, getattr(psycopg, name)):
+            wrapped = getattr(django.db, name)(*exc.args)
+            wrapped.__cause__ = exc
+            return wrapped
+    return django.db.Error(*exc.args)
+
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+async def async_pool():
+    """This process's async connection pool (psycopg_pool), opened on first use with the
+    same connection parameters and size as Django's. In autocommit: a plan's statements
+    outside ``Atomic`` are each their own transaction, as on the sync path."""
+    global _pool
+    if _pool is None:
+        from psycopg_pool import AsyncConnectionPool
+
+        with _pool_lock:
+            if _pool is None:
+                params = connection.get_connection_params()
+                for key in ("cursor_factory", "context", "pool"):
+                    params.pop(key, None)
+                params.setdefault("prepare_threshold", None)
+                _pool = AsyncConnectionPool(
+                    kwargs={**params, "autocommit": True},
+                    min_size=1,
+                    max_size=max(1, settings.SWITCHBOARD_DB_POOL_SIZE or 8),
+                    timeout=10,
+                    reconnect_timeout=5,
+                    check=AsyncConnectionPool.check_connection,
+                    open=False,
+                )
+    if _pool.closed:
+        await _pool.open(wait=False)
+    return _pool
+
+
+async def close_async_pool() -> None:
+    global _pool
+    pool, _pool = _pool, None
+    if pool is not None:
+        await pool.close()
+
+
+def in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

@@ -1,0 +1,189 @@
+"""Claims: claim_next (the endpoint's best claimable todo) and claim (one todo, by an agent or
+a person). One statement each.
+
+Why raw SQL: in one statement a claim picks the best claimable todo with ``FOR UPDATE SKIP
+LOCKED``, closes a lapsed attempt (``lease_expired``, or dead-letters the todo at the cap),
+prunes history over the cap (carrying uncounted rows' counts to the metrics fold), moves the
+todo, opens the new attempt and reads back the five newest closed attempts. The ORM would need
+five round trips and five Python objects.
+
+Triggers it relies on (migration 0007): ``todos_outbox_dead_letter`` writes the dead-letter
+outbox row when a lapsed lease at the cap kills the todo.
+
+Snapshot freshness: under READ COMMITTED, ``FOR UPDATE`` locks the newest version of the todo
+row, but the other reads in this statement (the todo's attempts) see the snapshot taken when
+the statement began. If a claim or close of this todo committed in between, the snapshot's
+newest attempt disagrees with the locked row; then nothing is written, the first column
+(``ok``) is false, and the caller runs the statement again: a new statement has a new
+snapshot, and the row lock is already ours. Every write to a todo's attempts happens under
+the todo's row lock, so agreement here means the snapshot holds exactly the attempts there
+are. (Found by tests/queues/test_concurrency.py: the one-open-attempt constraint caught it.)
+"""
+
+from __future__ import annotations
+
+from queues.db import Statement
+from queues.sql import SCOPE_ENDPOINT, SCOPE_USER, attempt_columns, attempt_joins, todo_columns
+
+_CLAIM = """
+WITH pick AS (
+    SELECT t.id, t.state AS prior_state, t.last_attempt_seq, t.attempts_pruned,
+           t.last_heartbeat_at, t.lease_expires_at,
+           (t.state = 'claimed' AND t.failures + 1 >= t.max_attempts) AS dies
+      FROM todos t
+     WHERE {pick_filter}
+       AND t.state IN ('pending', 'retry_wait', 'claimed')
+       AND t.claimable_at <= statement_timestamp()
+     ORDER BY t.priority DESC, t.claimable_at, t.id
+     LIMIT 1
+       FOR UPDATE OF t {lock_mode}
+),
+newest AS (
+    SELECT x.seq, x.ended_at
+      FROM todo_attempts x, pick
+     WHERE x.todo_id = pick.id
+     ORDER BY x.seq DESC
+     LIMIT 1
+),
+fresh AS (
+    SELECT pick.*,
+           CASE WHEN pick.last_attempt_seq = 0 THEN newest.seq IS NULL
+                ELSE newest.seq IS NOT DISTINCT FROM pick.last_attempt_seq
+                     AND (newest.ended_at IS NULL) = (pick.prior_state = 'claimed')
+           END AS ok
+      FROM pick LEFT JOIN newest ON true
+),
+lapsed AS (
+    UPDATE todo_attempts a
+       SET ended_at = statement_timestamp(),
+           outcome = 'lease_expired',
+           disposition = CASE WHEN f.dies THEN 'dead_lettered' ELSE 'requeued' END,
+           last_heartbeat_at = f.last_heartbeat_at,
+           lease_expires_at = f.lease_expires_at
+      FROM fresh f
+     WHERE f.ok AND f.prior_state = 'claimed'
+       AND a.todo_id = f.id AND a.seq = f.last_attempt_seq AND a.ended_at IS NULL
+ RETURNING a.*
+),
+pruned AS (
+    -- Kept rows are exactly seq in (attempts_pruned, last_attempt_seq]: the range bounds the
+    -- index scan. A row closed by `lapsed` above is not deleted in the same statement (it
+    -- is still open in this statement's snapshot); the next claim prunes it.
+    DELETE FROM todo_attempts a
+     USING fresh f
+     WHERE f.ok AND NOT f.dies
+       AND a.todo_id = f.id
+       AND a.seq > f.attempts_pruned
+       AND a.seq <= f.last_attempt_seq + 1 - %(history_cap)s
+       AND a.ended_at IS NOT NULL
+ RETURNING a.seq, a.outcome, a.ended_at
+),
+carried AS (
+    -- A pruned row the metrics fold has not counted yet (it ended at or after the fold's
+    -- mark) leaves its count behind for the fold (queues/metrics.py), so no close goes
+    -- uncounted. Evaluated only when rows were pruned (the sub-select runs on first use); the
+    -- KEY SHARE lock waits out a fold in progress, whose FOR UPDATE holds the mark, and then
+    -- reads the moved mark: a row that fold counted is not carried too.
+    INSERT INTO metric_deltas (name, label, value)
+    SELECT 'attempts_closed_total', p.outcome, count(*)
+      FROM pruned p
+     WHERE p.ended_at >= COALESCE(
+               (SELECT s.metrics_folded_until FROM sweeper_status s WHERE s.id = 1
+                   FOR KEY SHARE),
+               '-infinity'::timestamptz)
+     GROUP BY p.outcome
+),
+moved AS (
+    UPDATE todos t
+       SET state = CASE WHEN f.dies THEN 'dead' ELSE 'claimed' END,
+           failures = t.failures + (f.prior_state = 'claimed')::int,
+           attempt = t.attempt + (NOT f.dies)::int,
+           last_attempt_seq = t.last_attempt_seq + (NOT f.dies)::int,
+           attempts_pruned = t.attempts_pruned + (SELECT count(*) FROM pruned),
+           owner = CASE WHEN f.dies THEN '' ELSE %(owner)s END,
+           claimed_at = CASE WHEN f.dies THEN NULL ELSE statement_timestamp() END,
+           last_heartbeat_at = NULL,
+           lease_expires_at = CASE WHEN f.dies THEN NULL ELSE
+               statement_timestamp() + make_interval(secs => %(lease_seconds)s) END,
+           next_retry_at = NULL,
+           dead_letter_reason = CASE WHEN f.dies THEN 'lease_expired' ELSE '' END,
+           ended_at = CASE WHEN f.dies THEN statement_timestamp() END,
+           updated_at = statement_timestamp()
+      FROM fresh f
+     WHERE f.ok AND t.id = f.id
+ RETURNING t.*
+),
+opened AS (
+    INSERT INTO todo_attempts (
+        todo_id, seq, round, attempt, claimer_kind, endpoint_id, user_id, mcp_session_id,
+        mcp_session_id_truncated, mcp_session_id_bytes, owner, claimant, claimant_truncated, claimant_bytes, claimed_at, last_heartbeat_at,
+        lease_expires_at, ended_at, outcome, disposition, ended_by_id, summary,
+        summary_truncated, summary_bytes, artifact, artifact_truncated, artifact_bytes,
+        result, lease_token_hash)
+    SELECT m.id, m.last_attempt_seq, m.round, m.attempt, %(claimer_kind)s,
+           %(claimer_endpoint)s, %(claimer_user)s, %(mcp_session_id)s,
+           %(mcp_session_id_truncated)s, %(mcp_session_id_bytes)s, m.owner,
+           %(claimant)s, %(claimant_truncated)s, %(claimant_bytes)s, m.claimed_at, NULL,
+           m.lease_expires_at, NULL, '', '', NULL, NULL, false, 0, NULL, false, 0, NULL,
+           %(token_hash)s
+      FROM moved m
+     WHERE m.state = 'claimed'
+ RETURNING seq
+)
+SELECT f.ok, {todo_cols}, {attempt_cols}
+  FROM fresh f
+  LEFT JOIN moved m ON true
+  LEFT JOIN endpoints e ON e.id = m.endpoint_id
+  LEFT JOIN endpoints rq ON rq.id = m.requester_id
+  LEFT JOIN LATERAL (
+      SELECT p.* FROM (
+          SELECT * FROM lapsed
+          UNION ALL
+          (SELECT x.* FROM todo_attempts x
+            WHERE x.todo_id = m.id AND x.ended_at IS NOT NULL
+              AND x.seq > m.last_attempt_seq - %(history_cap)s
+            ORDER BY x.seq DESC
+            LIMIT 5)
+      ) p
+      WHERE m.state = 'claimed'
+      ORDER BY p.seq DESC
+      LIMIT 5
+  ) pa ON true
+  {attempt_joins}
+ ORDER BY pa.seq DESC NULLS LAST
+"""
+
+
+def _claim(name: str, pick_filter: str, lock_mode: str, why: str) -> Statement:
+    return Statement(
+        name,
+        _CLAIM.format(
+            pick_filter=pick_filter,
+            lock_mode=lock_mode,
+            todo_cols=todo_columns("m"),
+            attempt_cols=attempt_columns("pa"),
+            attempt_joins=attempt_joins("pa"),
+        ),
+        why=why,
+        prepare=True,
+    )
+
+
+CLAIM_NEXT = _claim(
+    "claim_next",
+    SCOPE_ENDPOINT,
+    "SKIP LOCKED",
+    "the endpoint's best claimable todo; rows other claimers hold are skipped",
+)
+CLAIM_ONE_AGENT = _claim(
+    "claim_one_agent",
+    "t.id = %(todo_id)s AND " + SCOPE_ENDPOINT,
+    "",
+    "one todo of the agent's queue: waits for a concurrent claimer, then re-checks",
+)
+CLAIM_ONE_USER = _claim(
+    "claim_one_user",
+    "t.id = %(todo_id)s AND " + SCOPE_USER,
+    "",
+    "one todo of the person's teams' queues, as an owner attempt",
+)

@@ -1,0 +1,213 @@
+"""Ending an attempt (complete, fail, release, cancel, reap, revoke), keeping it alive
+(heartbeat), and the locked read behind every slow path.
+
+Why raw SQL: a close moves the todo and closes its open attempt in one statement, deciding the
+new state under the row lock (``ok_state``, unless the outcome spends the last of the failure
+budget, or ``force_dead``: then dead; the disposition follows from the new state, the backoff
+of a retry is computed here with full jitter). The ORM would need a locked read, two updates
+and the decision in Python between them: three round trips on the hottest path.
+
+Triggers they rely on (migration 0007, re-made in 0012): ``todos_outbox_dead_letter`` writes
+the dead-letter outbox row (with the attempt this statement closed as ``final_attempt``) when
+the todo becomes dead; ``todos_outbox_doorbell_pending`` rings the endpoint's notify URL when
+it becomes pending again.
+"""
+
+from __future__ import annotations
+
+from queues.db import Statement
+from queues.sql import (
+    SCOPE_ENDPOINT,
+    SCOPE_USER,
+    attempt_columns,
+    attempt_joins,
+    todo_columns,
+    todo_joins,
+)
+
+_CLOSE = """
+WITH cur AS (
+    SELECT t.id, a.id AS attempt_id, t.last_heartbeat_at, t.lease_expires_at,
+           t.failures,
+           CASE WHEN %(force_dead)s OR (%(counts_failure)s AND t.failures + 1 >= t.max_attempts)
+                THEN 'dead' ELSE %(ok_state)s END AS new_state
+      FROM todos t
+      JOIN todo_attempts a
+        ON a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL
+     WHERE t.state = 'claimed'
+       AND {cur_filter}
+     {cur_tail}
+),
+moved AS (
+    UPDATE todos t
+       SET state = cur.new_state,
+           failures = t.failures + %(counts_failure)s::int,
+           owner = '',
+           claimed_at = NULL,
+           last_heartbeat_at = NULL,
+           lease_expires_at = NULL,
+           next_retry_at = CASE WHEN cur.new_state = 'retry_wait' THEN
+               statement_timestamp() + make_interval(secs => random() * LEAST(
+                   %(retry_max)s::float8, %(retry_base)s::float8 * power(2, LEAST(cur.failures, 40))))
+               END,
+           result = CASE WHEN %(sets_result)s THEN %(result)s::jsonb ELSE t.result END,
+           dead_letter_reason = CASE WHEN cur.new_state = 'dead' THEN %(outcome)s ELSE '' END,
+           ended_at = CASE WHEN cur.new_state IN ('done', 'dead', 'canceled') THEN statement_timestamp() END,
+           updated_at = statement_timestamp()
+      FROM cur
+     WHERE t.id = cur.id
+ RETURNING t.*
+),
+closed AS (
+    UPDATE todo_attempts a
+       SET ended_at = statement_timestamp(),
+           outcome = %(outcome)s,
+           disposition = CASE cur.new_state
+               WHEN 'done' THEN 'done'
+               WHEN 'retry_wait' THEN 'retry_scheduled'
+               WHEN 'pending' THEN 'requeued'
+               WHEN 'dead' THEN 'dead_lettered'
+               WHEN 'canceled' THEN 'canceled' END,
+           last_heartbeat_at = cur.last_heartbeat_at,
+           lease_expires_at = cur.lease_expires_at,
+           ended_by_id = %(ended_by)s,
+           ended_by_endpoint_id = %(ended_by_endpoint)s,
+           summary = %(summary)s,
+           summary_truncated = %(summary_truncated)s,
+           summary_bytes = %(summary_bytes)s,
+           artifact = %(artifact)s,
+           artifact_truncated = %(artifact_truncated)s,
+           artifact_bytes = %(artifact_bytes)s,
+           result = CASE WHEN %(sets_result)s THEN %(result)s::jsonb END
+      FROM cur
+     WHERE a.id = cur.attempt_id
+ RETURNING a.*
+)
+SELECT {todo_cols}, {attempt_cols}
+  FROM moved m
+  JOIN closed c ON c.todo_id = m.id
+  {todo_joins}
+  {attempt_joins}
+"""
+
+
+def _close(name: str, cur_filter: str, why: str, cur_tail: str = "FOR UPDATE OF t") -> Statement:
+    text = _CLOSE.format(
+        cur_filter=cur_filter,
+        cur_tail=cur_tail,
+        todo_cols=todo_columns("m"),
+        todo_joins=todo_joins("m"),
+        attempt_cols=attempt_columns("c"),
+        attempt_joins=attempt_joins("c"),
+    )
+    return Statement(name, text, why=why, prepare=True)
+
+
+CLOSE_HELD_BY_AGENT = _close(
+    "close_held_by_agent",
+    "t.id = %(todo_id)s AND "
+    + SCOPE_ENDPOINT
+    + """
+       AND a.claimer_kind = 'endpoint' AND a.endpoint_id = %(scope_endpoint)s
+       AND a.lease_token_hash IS NULL
+       AND (%(attempt_seq)s::int IS NULL OR a.seq = %(attempt_seq)s::int)""",
+    "the agent's fast path: it holds the open, unfenced attempt (and names its seq or none);"
+    " no row back means the call takes the locked path",
+)
+CLOSE_CHECKED = _close(
+    "close_checked",
+    "t.id = %(todo_id)s AND a.seq = %(attempt_seq)s",
+    "after LOCK_TODO and the checks in Python (scope, holder, seq, fence): close that attempt",
+)
+CLOSE_LAPSED = _close(
+    "close_lapsed",
+    "t.lease_expires_at <= statement_timestamp()",
+    "the sweeper's reap: a batch of lapsed leases across all endpoints (no caller scope: it"
+    " reads nothing out and moves no row between tenants)",
+    "ORDER BY t.lease_expires_at LIMIT %(batch)s FOR UPDATE OF t SKIP LOCKED",
+)
+CLOSE_ALL_OF_ENDPOINT = _close(
+    "close_all_of_endpoint",
+    "t.endpoint_id = %(endpoint_id)s",
+    "revocation: every claimed todo of the endpoint",
+)
+
+# ---------------------------------------------------------------------------------------
+# Heartbeat: extend the live lease on the todo row. The attempt row gets the last values
+# when it closes, so a heartbeat writes one row (the record's write-amplification concern,
+# docs/decisions/0039-attempt-history.md).
+
+_HEARTBEAT = """
+UPDATE todos t
+   SET last_heartbeat_at = statement_timestamp(),
+       lease_expires_at = GREATEST(t.lease_expires_at,
+                                   statement_timestamp() + make_interval(secs => %(lease_seconds)s)),
+       updated_at = statement_timestamp()
+  FROM todo_attempts a
+ WHERE t.state = 'claimed'
+   AND a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL
+   AND {filter}
+RETURNING t.lease_expires_at, t.last_attempt_seq
+"""
+
+
+def _heartbeat(name: str, where: str, why: str) -> Statement:
+    return Statement(name, _HEARTBEAT.format(filter=where), why=why, prepare=True)
+
+
+HEARTBEAT_HELD_BY_AGENT = _heartbeat(
+    "heartbeat_held_by_agent",
+    "t.id = %(todo_id)s AND "
+    + SCOPE_ENDPOINT
+    + """
+       AND a.claimer_kind = 'endpoint' AND a.endpoint_id = %(scope_endpoint)s
+       AND a.lease_token_hash IS NULL
+       AND (%(attempt_seq)s::int IS NULL OR a.seq = %(attempt_seq)s::int)""",
+    "an UPDATE … FROM joined to the open attempt, extending the lease by the database clock",
+)
+HEARTBEAT_CHECKED = _heartbeat(
+    "heartbeat_checked",
+    "t.id = %(todo_id)s AND a.seq = %(attempt_seq)s",
+    "after LOCK_TODO and the checks in Python: extend that attempt's lease",
+)
+
+# ---------------------------------------------------------------------------------------
+# The locked read behind every slow path: the todo (in the caller's scope), its open
+# attempt if any, and the attempt a call names (attempt_seq, else the newest closed one).
+
+_LOCK_TODO = """
+SELECT t.id, t.state, t.endpoint_id, t.last_attempt_seq, le.team_id
+  FROM todos t
+  JOIN endpoints le ON le.id = t.endpoint_id
+ WHERE t.id = %(todo_id)s AND ({scope})
+   FOR UPDATE OF t
+"""
+LOCK_TODO_AGENT = Statement(
+    "lock_todo_agent",
+    _LOCK_TODO.format(scope=SCOPE_ENDPOINT + " OR t.requester_id = %(scope_endpoint)s"),
+    why="FOR UPDATE OF one table of a join, returning the team with the todo",
+    prepare=True,
+)
+LOCK_TODO_USER = Statement(
+    "lock_todo_user",
+    _LOCK_TODO.format(scope=SCOPE_USER),
+    why="FOR UPDATE OF one table of a join, scoped by the person's teams",
+    prepare=True,
+)
+
+ATTEMPT_FOR_CHECK = Statement(
+    "attempt_for_check",
+    """
+SELECT a.seq, a.claimer_kind, a.endpoint_id, a.user_id, a.lease_token_hash, a.ended_at,
+       a.outcome, a.ended_by_id, a.ended_by_endpoint_id
+  FROM todo_attempts a
+ WHERE a.todo_id = %(todo_id)s
+   AND (a.ended_at IS NULL
+        OR a.seq = %(attempt_seq)s
+        OR (%(attempt_seq)s::int IS NULL AND a.seq = (
+              SELECT max(b.seq) FROM todo_attempts b
+               WHERE b.todo_id = %(todo_id)s AND b.ended_at IS NOT NULL)))
+""",
+    why="the open attempt and the one a call names, in one read (a correlated max)",
+    prepare=True,
+)

@@ -1,0 +1,74 @@
+"""The metrics counters (queues/counters.py): the fold of attempt endings, its horizon, and
+the increment-on-conflict upserts.
+
+Why raw SQL: ``INSERT … SELECT … ON CONFLICT DO UPDATE`` adding to the stored value is beyond
+the ORM, and the fold's horizon reads pg_stat_activity.
+"""
+
+from __future__ import annotations
+
+from queues.db import Statement
+
+# The fold's range on ended_at walks the todo_attempts_ended_recent index. The window is
+# half-open, [since, until): a row is counted by the fold whose mark has passed its ended_at.
+FOLD_ATTEMPT_ENDINGS = Statement(
+    "fold_attempt_endings",
+    """
+WITH counted AS (
+    SELECT a.outcome, count(*) AS n
+      FROM todo_attempts a
+     WHERE a.ended_at >= COALESCE(%(since)s::timestamptz, '-infinity'::timestamptz)
+       AND a.ended_at < %(until)s
+     GROUP BY a.outcome
+), carried AS (
+    -- Attempts the per-todo history cap deleted before this fold could count them: the claim
+    -- that pruned them left their counts here (queues/sql.py, _CLAIM's `carried` arm).
+    DELETE FROM metric_deltas d WHERE d.name = %(name)s RETURNING d.label AS outcome, d.value
+), together AS (
+    SELECT outcome, n::float8 AS n FROM counted
+    UNION ALL
+    SELECT outcome, value FROM carried
+), summed AS (
+    SELECT outcome, sum(n) AS n FROM together GROUP BY outcome
+), added AS (
+    INSERT INTO metric_counters (name, label, value)
+    SELECT %(name)s, outcome, n FROM summed ORDER BY outcome
+        ON CONFLICT (name, label) DO UPDATE SET value = metric_counters.value + EXCLUDED.value
+)
+SELECT outcome, n::bigint FROM summed
+""",
+    why="count, take the carried deltas and add both to the counters, in one statement",
+)
+
+# How far the fold may count: ``lag`` behind the database clock, and never past the start of
+# a transaction still open in another session of this database. A closing statement stamps
+# ended_at when it starts and commits later, possibly much later in a long transaction (a
+# revocation of thousands of todos); a row it stamped is invisible to the fold until then, and
+# would be passed over for good if the mark moved past it first. Read in a statement before
+# the count, so a transaction that commits in between is in the count's snapshot, and one that
+# starts after this has a start beyond the horizon.
+FOLD_HORIZON = Statement(
+    "fold_horizon",
+    """
+SELECT LEAST(
+    statement_timestamp() - make_interval(secs => %(lag)s),
+    (SELECT min(s.xact_start) FROM pg_stat_activity s
+      WHERE s.datname = current_database() AND s.pid <> pg_backend_pid()
+        AND s.backend_type = 'client backend' AND s.xact_start IS NOT NULL))
+""",
+    why="pg_stat_activity",
+)
+
+# Many rows in one statement, in (name, label) order, so two processes flushing at once lock
+# them in the same order.
+ADD_COUNTERS = Statement(
+    "add_counters",
+    """
+INSERT INTO metric_counters (name, label, value)
+SELECT d.name, d.label, d.value
+  FROM unnest(%(names)s::text[], %(labels)s::text[], %(values)s::float8[]) AS d(name, label, value)
+ ORDER BY d.name, d.label
+    ON CONFLICT (name, label) DO UPDATE SET value = metric_counters.value + EXCLUDED.value
+""",
+    why="increment-on-conflict for many rows",
+)

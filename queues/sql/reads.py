@@ -1,0 +1,107 @@
+"""The reads of get_todo, list_todos and the Board's drawer: a todo in a caller's scope, its
+attempts newest first, one attempt, a page of a queue.
+
+Why raw SQL: every read returns the same row layout as the claim and close statements (the
+records' sources), through one prepared statement; the ORM would build model instances the
+callers never use, and compile each query per request.
+"""
+
+from __future__ import annotations
+
+from queues.db import Statement
+from queues.sql import SCOPE_USER, attempt_columns, attempt_joins, todo_columns, todo_joins
+
+_SELECT_TODO = f"""
+SELECT {todo_columns("t")}
+  FROM todos t
+  {todo_joins("t")}
+ WHERE t.id = %(todo_id)s AND ({{scope}})
+"""
+
+SELECT_TODO = Statement(
+    "select_todo",
+    _SELECT_TODO.format(scope="true"),
+    why="a todo by id with no scope: only after a scoped lock or claim found it",
+    prepare=True,
+)
+SELECT_TODO_FOR_AGENT = Statement(
+    "select_todo_for_agent",
+    _SELECT_TODO.format(scope="t.endpoint_id = %(scope_endpoint)s"),
+    why="a todo of the agent's own queue",
+    prepare=True,
+)
+SELECT_TODO_FOR_AGENT_OR_REQUESTER = Statement(
+    "select_todo_for_agent_or_requester",
+    _SELECT_TODO.format(
+        scope="t.endpoint_id = %(scope_endpoint)s OR t.requester_id = %(scope_endpoint)s"
+    ),
+    why="get_todo: the agent's own queue, or a todo it sent elsewhere (as requester)",
+    prepare=True,
+)
+SELECT_TODO_FOR_USER = Statement(
+    "select_todo_for_user",
+    _SELECT_TODO.format(scope=SCOPE_USER),
+    why="a todo of any queue in the person's teams",
+    prepare=True,
+)
+
+SELECT_ATTEMPTS = Statement(
+    "select_attempts",
+    f"""
+SELECT {attempt_columns("a")}
+  FROM todo_attempts a
+  {attempt_joins("a")}
+ WHERE a.todo_id = %(todo_id)s
+ ORDER BY a.seq DESC
+ LIMIT %(limit)s
+""",
+    why="the newest attempts of a todo with their claimer's names, by the (todo, seq) index",
+    prepare=True,
+)
+
+SELECT_ATTEMPT = Statement(
+    "select_attempt",
+    f"""
+SELECT {attempt_columns("a")}
+  FROM todo_attempts a
+  {attempt_joins("a")}
+ WHERE a.todo_id = %(todo_id)s AND a.seq = %(seq)s
+""",
+    why="one attempt in the records' layout (a replayed close answers with it)",
+    prepare=True,
+)
+
+# A page of at most `limit` todos that also stops at about `max_bytes` of todo text (title,
+# body, result), so a page of large bodies cannot balloon a response or the server's memory:
+# sizes are summed over the page's ids first (octet_length reads a TOASTed value's size from
+# its header), and only the rows within the budget are read out (always at least one). The
+# last column says whether rows were left for the next page.
+LIST_TODOS = Statement(
+    "list_todos",
+    f"""
+WITH page AS (
+    SELECT t.id,
+           octet_length(t.title) + octet_length(t.body)
+             + COALESCE(octet_length(t.result::text), 0) AS bytes
+      FROM todos t
+     WHERE t.endpoint_id = %(endpoint_id)s
+       AND (%(state)s::text IS NULL OR t.state = %(state)s::text)
+       AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::bigint)
+     ORDER BY t.id DESC
+     LIMIT %(limit)s + 1
+),
+sized AS (
+    SELECT id, row_number() OVER w AS n, sum(bytes) OVER w AS running
+      FROM page
+    WINDOW w AS (ORDER BY id DESC)
+)
+SELECT {todo_columns("t")}, (SELECT count(*) FROM page) > count(*) OVER ()
+  FROM sized s
+  JOIN todos t ON t.id = s.id
+  {todo_joins("t")}
+ WHERE s.n <= %(limit)s AND (s.n = 1 OR s.running <= %(max_bytes)s)
+ ORDER BY t.id DESC
+""",
+    why="a keyset page bounded in rows and in bytes, with window sums (no ORM window filter)",
+    prepare=True,
+)

@@ -1,0 +1,214 @@
+"""What the transitions share: who is acting, the locked read and its checks, the audit row
+and the doorbell. Private to the package: transitions never call each other, only these.
+
+Every helper that touches the database is a plan (queues.db): it yields its statements, so
+the transitions built from them run on the sync executor and the async one alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+from queues import audit, sql, tokens
+from queues.arguments import whole_number
+from queues.bounds import ATTEMPT_SEQ_MAX, LEASE_SECONDS_MAX, LEASE_TOKEN_MAX_CHARS
+from queues.db import Fetch, Plan
+from queues.errors import Conflict, Invalid, NotFound, Unauthorized
+from queues.models import ClaimerKind, Endpoint, EventKind
+from queues.records import AttemptRecord, TodoRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who is calling: an agent through its endpoint, or a person through the Board."""
+
+    endpoint: Endpoint | None = None
+    user: Any = None
+
+    @classmethod
+    def agent(cls, endpoint: Endpoint) -> Actor:
+        return cls(endpoint=endpoint)
+
+    @classmethod
+    def human(cls, user) -> Actor:
+        return cls(user=user)
+
+    @property
+    def is_agent(self) -> bool:
+        return self.endpoint is not None
+
+    @property
+    def lease_label(self) -> str:
+        """What the todo's ``owner`` column records for a lease this actor holds."""
+        return self.endpoint.owner_label if self.is_agent else f"user:{self.user.pk}"
+
+    @property
+    def claimer_kind(self) -> str:
+        return ClaimerKind.ENDPOINT if self.is_agent else ClaimerKind.PERSON
+
+    def scope_params(self) -> dict:
+        if self.is_agent:
+            return {"scope_endpoint": self.endpoint.pk, "scope_user": None}
+        return {"scope_endpoint": None, "scope_user": self.user.pk}
+
+
+@dataclass(frozen=True, slots=True)
+class Locked:
+    """The todo as the locked read found it (LOCK_TODO_*)."""
+
+    id: int
+    state: str
+    endpoint_id: int
+    last_attempt_seq: int
+    team_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckAttempt:
+    """What the checks need of an attempt (ATTEMPT_FOR_CHECK)."""
+
+    seq: int
+    claimer_kind: str
+    endpoint_id: int | None
+    user_id: int | None
+    fenced_hash: str | None
+    ended_at: datetime | None
+    outcome: str
+    ended_by_id: int | None
+    ended_by_endpoint_id: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    open: CheckAttempt | None
+    named: CheckAttempt | None  # the one attempt_seq names, else the newest closed one
+
+
+# ---------------------------------------------------------------------------------------
+# Plans
+
+
+def lock(actor: Actor, todo_id: int) -> Plan[Locked]:
+    statement = sql.LOCK_TODO_AGENT if actor.is_agent else sql.LOCK_TODO_USER
+    rows = yield Fetch(statement, {**actor.scope_params(), "todo_id": todo_id})
+    if not rows:
+        raise NotFound()
+    return Locked(*rows[0])
+
+
+def attempts_for_check(todo_id: int, attempt_seq: int | None) -> Plan[Check]:
+    rows = yield Fetch(sql.ATTEMPT_FOR_CHECK, {"todo_id": todo_id, "attempt_seq": attempt_seq})
+    found = [CheckAttempt(*row) for row in rows]
+    open_attempt = next((a for a in found if a.ended_at is None), None)
+    if attempt_seq is not None:
+        named = next((a for a in found if a.seq == attempt_seq), None)
+    else:
+        closed = [a for a in found if a.ended_at is not None]
+        named = max(closed, key=lambda a: a.seq) if closed else None
+    return Check(open=open_attempt, named=named)
+
+
+def read_todo(todo_id: int) -> Plan[TodoRecord]:
+    rows = yield Fetch(sql.SELECT_TODO, {"todo_id": todo_id})
+    return TodoRecord.from_row(rows[0])
+
+
+def read_attempt(todo_id: int, seq: int) -> Plan[AttemptRecord | None]:
+    rows = yield Fetch(sql.SELECT_ATTEMPT, {"todo_id": todo_id, "seq": seq})
+    return AttemptRecord.from_row(rows[0]) if rows else None
+
+
+def missing_or_conflict(actor: Actor, todo_id: int, message: str) -> Plan[None]:
+    """NotFound when the caller cannot see the todo at all (unknown and foreign alike),
+    else Conflict with ``message``."""
+    statement = sql.SELECT_TODO_FOR_AGENT if actor.is_agent else sql.SELECT_TODO_FOR_USER
+    visible = yield Fetch(statement, {**actor.scope_params(), "todo_id": todo_id})
+    if not visible:
+        raise NotFound()
+    raise Conflict(message)
+
+
+def event(
+    kind: EventKind,
+    todo_id: int | None,
+    *,
+    team_id: int | None = None,
+    actor: Actor | None = None,
+    detail: dict | None = None,
+) -> Plan[None]:
+    """The audit row of an action on a todo, by a person or (a requester) an endpoint."""
+    yield from audit.record(
+        kind,
+        todo_id=todo_id,
+        team_id=team_id,
+        user=actor.user if actor and not actor.is_agent else None,
+        endpoint=actor.endpoint if actor and actor.is_agent else None,
+        detail=detail,
+    )
+
+
+def ring(endpoint_id: int) -> Plan[None]:
+    """Wake claim_next long-polls of this endpoint (delivered by PostgreSQL at commit)."""
+    yield Fetch(sql.RING_DOORBELL, {"endpoint_id": endpoint_id})
+
+
+# ---------------------------------------------------------------------------------------
+# Plain checks
+
+
+def holds(actor: Actor, attempt: CheckAttempt) -> bool:
+    """Does this caller hold the attempt: the same endpoint for an endpoint attempt, the same
+    person for a person's (owner) attempt."""
+    if actor.is_agent:
+        return attempt.claimer_kind == ClaimerKind.ENDPOINT and (
+            attempt.endpoint_id == actor.endpoint.pk
+        )
+    return attempt.claimer_kind == ClaimerKind.PERSON and attempt.user_id == actor.user.pk
+
+
+def fence_ok(attempt: CheckAttempt, lease_token: str | None) -> bool:
+    """A fenced attempt needs its token; an unfenced one takes none (any token is wrong)."""
+    if attempt.fenced_hash is not None:
+        return tokens.matches(lease_token, attempt.fenced_hash)
+    return lease_token is None
+
+
+def check_fence(attempt: CheckAttempt, lease_token: str | None) -> None:
+    if not fence_ok(attempt, lease_token):
+        raise Conflict("The lease token does not match this todo's open attempt.")
+
+
+def check_active(endpoint: Endpoint) -> None:
+    if endpoint.revoked_at is not None:
+        raise Unauthorized("This endpoint has been revoked.")
+
+
+def default_lease(actor: Actor) -> int:
+    if actor.is_agent:
+        return settings.SWITCHBOARD_LEASE_SECONDS
+    return settings.SWITCHBOARD_OWNER_LEASE_SECONDS
+
+
+def lease_seconds(value: Any, default: int) -> int:
+    if value is None:
+        return min(default, LEASE_SECONDS_MAX)
+    return whole_number(value, "lease_seconds", 1, LEASE_SECONDS_MAX)
+
+
+def optional_seq(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= ATTEMPT_SEQ_MAX:
+        raise Invalid("attempt_seq must be a positive whole number.")
+    return value
+
+
+def optional_token(value: Any) -> None:
+    if value is not None and (
+        not isinstance(value, str) or not 1 <= len(value) <= LEASE_TOKEN_MAX_CHARS
+    ):
+        raise Invalid("lease_token must be a string.")

@@ -1,0 +1,163 @@
+"""Claiming: claim_next (an agent's best claimable todo) and claim (one todo, by an agent or a
+person). Each committed claim opens an attempt, in the same statement that moves the todo
+(queues/sql/claim.py); a lapsed lease found on the way is closed as ``lease_expired`` (the
+todo dead-lettered at the cap)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from queues import db, sql, tokens
+from queues.arguments import todo_id as checked_todo_id
+from queues.bounds import bound_claimant, bound_mcp_session_id
+from queues.db import Atomic, Fetch, Plan
+from queues.errors import Conflict, Invalid
+from queues.models import Endpoint, EventKind, TodoState
+from queues.records import Claim, split_row
+from queues.transitions._common import (
+    Actor,
+    check_active,
+    default_lease,
+    event,
+    lease_seconds,
+    missing_or_conflict,
+)
+from queues.transitions.admission import admitted
+
+# claim_next passes over lapsed leases it dead-letters at the cap; bound the walk.
+MAX_DEAD_LETTERS_PER_CLAIM = 50
+# The todo row is locked by the first run, so a second run sees a settled todo; more than a
+# few runs would mean a bug, not a race.
+MAX_STALE_SNAPSHOT_RETRIES = 5
+
+
+def claim_next_plan(
+    *,
+    endpoint: Endpoint,
+    lease_seconds: int | None = None,
+    require_fence: bool = False,
+    claimant: str | None = None,
+    mcp_session_id: str | None = None,
+) -> Plan[Claim | None]:
+    """Claim the endpoint's best claimable todo (highest priority, then the longest
+    claimable), or None when there is none. Each run of the claim statement is its own
+    transaction: a lapsed lease dead-lettered at the cap is committed, and the next run looks
+    further (under an admission limit they share the admission's transaction)."""
+    actor = Actor.agent(endpoint)
+    check_active(endpoint)
+    params, token = _claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
+
+    def claiming() -> Plan[tuple[Claim | None, bool]]:
+        for _ in range(MAX_DEAD_LETTERS_PER_CLAIM):
+            rows = yield from _run_claim(sql.CLAIM_NEXT, params)
+            if not rows:
+                return None, False
+            claimed = _claim_from_rows(rows, token)
+            if claimed is not None:
+                return claimed, True
+        return None, False
+
+    return (yield from admitted(actor, claiming))
+
+
+def claim_next(**arguments) -> Claim | None:
+    return db.run(claim_next_plan(**arguments))
+
+
+def claim_plan(
+    actor: Actor,
+    todo_id: int,
+    *,
+    lease_seconds: int | None = None,
+    require_fence: bool = False,
+    claimant: str | None = None,
+    mcp_session_id: str | None = None,
+) -> Plan[Claim]:
+    """Claim one todo: an agent from its own queue; a person any todo of their teams'
+    queues, opening an ``owner`` attempt (audited). Not claimable: Conflict. A lapsed lease
+    at the cap is dead-lettered (committed) and the claim answers Conflict."""
+    if actor.is_agent:
+        check_active(actor.endpoint)
+    todo_id = checked_todo_id(todo_id)
+    params, token = _claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
+    params["todo_id"] = todo_id
+    statement = sql.CLAIM_ONE_AGENT if actor.is_agent else sql.CLAIM_ONE_USER
+
+    def claiming() -> Plan[tuple[Claim | None, bool]]:
+        return (yield Atomic(_claim_one(actor, todo_id, statement, params, token)))
+
+    claimed = yield from admitted(actor, claiming)
+    if claimed is None:
+        raise Conflict(
+            "That todo's lease had lapsed on its last allowed attempt; it was dead-lettered."
+        )
+    return claimed
+
+
+def claim(actor: Actor, todo_id: int, **arguments) -> Claim:
+    return db.run(claim_plan(actor, todo_id, **arguments))
+
+
+def _claim_one(actor, todo_id, statement, params, token) -> Plan[tuple[Claim | None, bool]]:
+    rows = yield from _run_claim(statement, params)
+    if not rows:
+        yield from missing_or_conflict(actor, todo_id, "That todo is not claimable now.")
+    claimed = _claim_from_rows(rows, token)
+    if claimed is not None and not actor.is_agent:
+        yield from event(
+            EventKind.CLAIM, todo_id, actor=actor, detail={"attempt_seq": claimed.attempt_seq}
+        )
+    return claimed, claimed is not None
+
+
+def _claim_params(
+    actor: Actor,
+    lease: int | None,
+    require_fence: bool,
+    claimant: str | None,
+    mcp_session_id: str | None,
+) -> tuple[dict, str | None]:
+    seconds = lease_seconds(lease, default_lease(actor))
+    if not isinstance(require_fence, bool):
+        raise Invalid("require_fence must be true or false.")
+    label = bound_claimant(claimant)
+    session = bound_mcp_session_id(mcp_session_id)
+    token = tokens.new_lease_token() if require_fence else None
+    params = {
+        **actor.scope_params(),
+        "lease_seconds": seconds,
+        "owner": actor.lease_label,
+        "claimer_kind": actor.claimer_kind,
+        "claimer_endpoint": actor.endpoint.pk if actor.is_agent else None,
+        "claimer_user": None if actor.is_agent else actor.user.pk,
+        "mcp_session_id": session.text or "",
+        "mcp_session_id_truncated": session.truncated,
+        "mcp_session_id_bytes": session.bytes,
+        "claimant": label.text or "",
+        "claimant_truncated": label.truncated,
+        "claimant_bytes": label.bytes,
+        "token_hash": tokens.digest(token) if token else None,
+        "history_cap": settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO,
+    }
+    return params, token
+
+
+def _run_claim(statement, params: dict) -> Plan[list]:
+    """Run a claim statement until its snapshot agrees with the row it locked (see
+    queues/sql/claim.py); return its rows without the leading ``ok`` column."""
+    for _ in range(MAX_STALE_SNAPSHOT_RETRIES):
+        rows = yield Fetch(statement, params)
+        if not rows or rows[0][0]:
+            return [row[1:] for row in rows]
+    raise Conflict("That todo kept changing under the claim; try again.")
+
+
+def _claim_from_rows(rows: list, token: str | None) -> Claim | None:
+    """Rows of a claim statement; None when the picked lapsed lease was dead-lettered."""
+    todo, _ = split_row(rows[0])
+    if todo.state != TodoState.CLAIMED:
+        return None
+    prior = [attempt for _, attempt in map(split_row, rows) if attempt is not None]
+    return Claim(
+        todo=todo, attempt_seq=todo.last_attempt_seq, lease_token=token, prior_attempts=prior
+    )

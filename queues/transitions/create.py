@@ -1,0 +1,128 @@
+"""Creating work: a todo on an endpoint's queue, by the endpoint itself, another endpoint of
+its team (an agent-to-agent send, the sender recorded as requester) or a person."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.utils import timezone
+
+from queues import bounds, db, sql
+from queues.arguments import whole_number
+from queues.db import Atomic, Fetch, Plan
+from queues.errors import Invalid
+from queues.models import Endpoint, EventKind
+from queues.records import TodoRecord
+from queues.transitions._common import Actor, check_active, event, read_todo, ring
+
+
+def create_todo_plan(
+    *,
+    endpoint: Endpoint,
+    title: str,
+    body: str = "",
+    priority: int = 0,
+    max_attempts: int | None = None,
+    not_before: datetime | None = None,
+    idempotency_key: str | None = None,
+    requester: Endpoint | None = None,
+    created_by=None,
+) -> Plan[tuple[TodoRecord, bool]]:
+    """Put a todo on ``endpoint``'s queue. Returns (todo, created). The same idempotency key
+    from the same sender (``requester``, or none: the endpoint itself or a person) on the same
+    queue returns the existing todo with created False; keys are scoped by sender, so a
+    sender only ever gets back a todo it made."""
+    check_active(endpoint)
+    if requester is not None:
+        check_active(requester)
+    params = {
+        "endpoint_id": endpoint.pk,
+        "requester_id": requester.pk if requester is not None else None,
+        "created_by_id": created_by.pk if created_by is not None else None,
+        "title": _title(title),
+        "body": _body(body),
+        "priority": whole_number(priority, "priority", bounds.PRIORITY_MIN, bounds.PRIORITY_MAX),
+        "max_attempts": whole_number(
+            settings.SWITCHBOARD_MAX_ATTEMPTS if max_attempts is None else max_attempts,
+            "max_attempts",
+            1,
+            bounds.MAX_ATTEMPTS_MAX,
+        ),
+        "not_before": _not_before(not_before),
+        "idempotency_key": _key(idempotency_key),
+    }
+    return (yield Atomic(_create(params, endpoint, created_by)))
+
+
+def create_todo(**arguments) -> tuple[TodoRecord, bool]:
+    return db.run(create_todo_plan(**arguments))
+
+
+def _create(params: dict, endpoint: Endpoint, created_by) -> Plan[tuple[TodoRecord, bool]]:
+    if params["idempotency_key"] is not None:
+        existing = yield from _by_key(params)
+        if existing is not None:
+            return existing, False
+    rows = yield Fetch(sql.INSERT_TODO, params)
+    if not rows:  # a concurrent create with the same key won (ON CONFLICT DO NOTHING)
+        return (yield from _by_key(params)), False
+    todo = TodoRecord.from_row(rows[0])
+    if created_by is not None:
+        yield from event(
+            EventKind.CREATE, todo.id, team_id=endpoint.team_id, actor=Actor.human(created_by)
+        )
+    # Rung even for a todo held back by not_before (a waiter looks, finds nothing and waits
+    # again): deciding here would need a clock other than the database's.
+    yield from ring(endpoint.pk)
+    return todo, True
+
+
+def _by_key(params: dict) -> Plan[TodoRecord | None]:
+    statement = sql.TODO_BY_OWN_KEY if params["requester_id"] is None else sql.TODO_BY_SENT_KEY
+    rows = yield Fetch(statement, params)
+    return (yield from read_todo(rows[0][0])) if rows else None
+
+
+def _title(title) -> str:
+    if not isinstance(title, str) or not title.strip():
+        raise Invalid("title must be a non-empty string.")
+    if len(title) > bounds.TITLE_MAX_CHARS:
+        raise Invalid(f"title must be at most {bounds.TITLE_MAX_CHARS} characters.")
+    return bounds.storable(title, field="title")
+
+
+def _body(body) -> str:
+    if not isinstance(body, str):
+        raise Invalid("body must be a string.")
+    body = bounds.storable(body, field="body")
+    if len(body) > bounds.BODY_MAX_BYTES or len(body.encode("utf-8")) > bounds.BODY_MAX_BYTES:
+        raise Invalid(
+            f"body must be at most {bounds.BODY_MAX_BYTES} bytes of UTF-8 (64 KiB); it is "
+            "refused, not cut: a cut body would be other work."
+        )
+    return body
+
+
+def _not_before(not_before) -> datetime | None:
+    if not_before is None:
+        return None
+    if not isinstance(not_before, datetime) or timezone.is_naive(not_before):
+        raise Invalid("not_before must be a timestamp with a time zone.")
+    # PostgreSQL stores any instant but not every offset (beyond +-15:59 it refuses one RFC
+    # 3339 allows): store the instant in UTC.
+    try:
+        return not_before.astimezone(UTC)
+    except OverflowError:
+        raise Invalid("not_before is out of range.") from None
+
+
+def _key(key) -> str | None:
+    if key is not None and (
+        not isinstance(key, str) or not 1 <= len(key) <= bounds.IDEMPOTENCY_KEY_MAX_CHARS
+    ):
+        raise Invalid(
+            f"idempotency_key must be a string of 1 to {bounds.IDEMPOTENCY_KEY_MAX_CHARS}"
+            " characters."
+        )
+    return key

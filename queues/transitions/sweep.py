@@ -1,0 +1,41 @@
+"""The sweeper's transitions. No caller scope: they move no row between tenants and read
+nothing out (docs/decisions/0039-attempt-history.md: "Background sweeps are exempt from caller
+scoping")."""
+
+from __future__ import annotations
+
+from queues import db, sql
+from queues.db import Atomic, Fetch, Plan
+from queues.records import Closed, split_row
+from queues.transitions._common import ring
+from queues.transitions.close import Close
+
+
+def reap_lapsed(*, batch: int = 100) -> list[Closed]:
+    """Close a batch of lapsed leases as reaped: pending below the cap, dead at it."""
+    return db.run(_atomic(_reap(batch)))
+
+
+def requeue_due_retries(*, batch: int = 500) -> int:
+    """Move due retry_wait todos to pending and ring their endpoints' doorbells. (A claim
+    does not wait for this: a due retry_wait todo is already claimable.)"""
+    return db.run(_atomic(_requeue(batch)))
+
+
+def _atomic(plan: Plan) -> Plan:
+    return (yield Atomic(plan))
+
+
+def _reap(batch: int) -> Plan[list[Closed]]:
+    rows = yield Fetch(sql.CLOSE_LAPSED, {**Close.reap().params(), "batch": batch})
+    reaped = [Closed(*split_row(row)) for row in rows]
+    for endpoint_id in sorted({c.todo.endpoint_id for c in reaped if c.todo.state == "pending"}):
+        yield from ring(endpoint_id)
+    return reaped
+
+
+def _requeue(batch: int) -> Plan[int]:
+    rows = yield Fetch(sql.REQUEUE_DUE_RETRIES, {"batch": batch})
+    for endpoint_id in sorted({endpoint_id for _, endpoint_id in rows}):
+        yield from ring(endpoint_id)
+    return len(rows)
