@@ -1,0 +1,91 @@
+"""The two executors run the same plans: every rule of a transition written once
+(queues/db.py). The async one on psycopg's async pool, against the same database."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from django.db import IntegrityError
+
+from queues import db, sql, transitions
+from queues.db import Atomic, Fetch
+from queues.errors import Conflict
+from queues.models import Todo, TodoAttempt
+from queues.transitions import Actor
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def arun(plan):
+    async def go():
+        try:
+            return await db.arun(plan)
+        finally:
+            await db.close_async_pool()
+
+    return asyncio.run(go())
+
+
+def test_a_claim_and_a_fenced_complete_run_the_same_on_the_async_pool(endpoint):
+    todo, created = arun(transitions.create_todo_plan(endpoint=endpoint, title="async"))
+    assert created
+    claim = arun(transitions.claim_next_plan(endpoint=endpoint, require_fence=True))
+    assert claim.todo.id == todo.id and claim.lease_token
+    agent = Actor.agent(endpoint)
+    with pytest.raises(Conflict):  # the fence, decided by the same plan code
+        arun(transitions.complete_plan(agent, todo.id, attempt_seq=claim.attempt_seq))
+    closed = arun(
+        transitions.complete_plan(
+            agent, todo.id, attempt_seq=claim.attempt_seq, lease_token=claim.lease_token
+        )
+    )
+    assert closed.todo.state == "done" and closed.attempt.outcome == "completed"
+    # and the sync executor sees it exactly so
+    assert Todo.objects.get(pk=todo.id).state == "done"
+    assert TodoAttempt.objects.get(todo_id=todo.id).outcome == "completed"
+
+
+def test_an_error_in_an_atomic_part_rolls_it_back_on_both_executors(endpoint):
+    todo, _ = transitions.create_todo(endpoint=endpoint, title="x")
+
+    def plan():
+        yield Fetch(sql.RETRY_NOW, {"todo_id": todo.id})  # a harmless write (no row moves)
+        yield Atomic(failing())
+
+    def failing():
+        yield Fetch(
+            sql.RECORD_EVENT,
+            {
+                "kind": "not-a-kind",  # the check constraint refuses it
+                "todo_id": todo.id,
+                "team_id": None,
+                "user_id": None,
+                "endpoint_id": None,
+                "detail": "{}",
+            },
+        )
+
+    for execute in (db.run, arun):
+        with pytest.raises(IntegrityError):  # Django's class, from either executor
+            execute(plan())
+    assert not todo_events_of(todo.id)
+
+
+def test_a_plan_may_catch_a_statement_error_and_go_on(endpoint):
+    def plan():
+        try:
+            yield Fetch(sql.PING.__class__("broken", "SELECT nope", why="a test"), {})
+        except Exception as exc:  # noqa: BLE001
+            caught = type(exc).__name__
+        rows = yield Fetch(sql.PING, {})
+        return caught, rows
+
+    assert db.run(plan())[1] == [(1,)]
+    assert arun(plan()) == ("ProgrammingError", [(1,)])
+
+
+def todo_events_of(todo_id: int) -> list:
+    from queues.models import TodoEvent
+
+    return list(TodoEvent.objects.filter(todo_id=todo_id))
