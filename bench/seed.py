@@ -1,13 +1,11 @@
 """Table states for the drains: empty tables, or a baseline of history, then N pending items.
 
-Three systems, each in its own tables, so one never disturbs another's statistics:
-  ours - todos + todo_attempts (the real schema, migrated by Django)
-  bare - bench_bare_jobs (no history)
-  hand - bench_hand_jobs + bench_hand_attempts (calibration: hand-written attempt writes)
-
-History is a bulk SQL insert of *done* items, each with one closed (completed) attempt where
-the system has attempts. The bare table gets the same number of done rows, so "bare" and
-"ours" differ only by the attempt history and what our statements do, not by table size.
+Each system has its own tables, so one never disturbs another's statistics: ours (and the
+nohist loop, which runs on ours) ``todos`` + ``todo_attempts``; bare ``bench_bare_jobs``;
+hand ``bench_hand_jobs`` + ``bench_hand_attempts``. History is a bulk insert of *done* items,
+each with one closed (completed) attempt where the system has attempts; the bare table gets
+the same number of done rows, so the systems differ by what their statements do, not by
+table size.
 """
 
 from __future__ import annotations
@@ -34,10 +32,16 @@ def via(pg_connection):
 
 SYSTEM_TABLES = {
     "ours": ("todos", "todo_attempts"),
+    "nohist": ("todos", "todo_attempts"),
     "bare": ("bench_bare_jobs",),
     "hand": ("bench_hand_jobs", "bench_hand_attempts"),
 }
-_MAIN_TABLE = {"ours": "todos", "bare": "bench_bare_jobs", "hand": "bench_hand_jobs"}
+_MAIN_TABLE = {
+    "ours": "todos",
+    "nohist": "todos",
+    "bare": "bench_bare_jobs",
+    "hand": "bench_hand_jobs",
+}
 
 
 def _exec(statement: str, params=None) -> None:
@@ -97,7 +101,7 @@ def add_history(system: str, endpoint_id: int, rows: int) -> None:
     """``rows`` done items, each with one closed attempt (for the systems that have them)."""
     if rows <= 0:
         return
-    if system == "ours":
+    if system in ("ours", "nohist"):
         _exec(
             """
             WITH t AS (
@@ -113,11 +117,11 @@ def add_history(system: str, endpoint_id: int, rows: int) -> None:
             )
             INSERT INTO todo_attempts (
                 todo_id, seq, round, attempt, claimer_kind, endpoint_id, user_id,
-                mcp_session_id, owner, claimant, claimant_truncated, claimant_bytes,
+                mcp_session_id, mcp_session_id_truncated, mcp_session_id_bytes, owner, claimant, claimant_truncated, claimant_bytes,
                 claimed_at, last_heartbeat_at, lease_expires_at, ended_at, outcome,
                 disposition, ended_by_id, summary, summary_truncated, summary_bytes, artifact,
                 artifact_truncated, artifact_bytes, result, lease_token_hash)
-            SELECT t.id, 1, 1, 1, 'endpoint', %(ep)s, NULL, '', 'agent:bench-agent',
+            SELECT t.id, 1, 1, 1, 'endpoint', %(ep)s, NULL, '', false, 0, 'agent:bench-agent',
                    'bench/history', false, 13, t.created_at + interval '1 s',
                    t.created_at + interval '1500 ms', t.created_at + interval '301 s',
                    t.ended_at, 'completed', 'done', NULL,
@@ -160,7 +164,7 @@ def add_history(system: str, endpoint_id: int, rows: int) -> None:
 
 
 def add_pending(system: str, endpoint_id: int, rows: int) -> None:
-    if system == "ours":
+    if system in ("ours", "nohist"):
         _exec(
             """
             INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts, attempt,
@@ -216,12 +220,14 @@ class Scenario:
         self._baseline: dict[str, int] = {}
 
     def build(self, systems) -> None:
-        for system in systems:
+        """The baseline of each system's tables (ours and nohist share theirs)."""
+        for table in dict.fromkeys(_MAIN_TABLE[s] for s in systems):
+            system = next(s for s in systems if _MAIN_TABLE[s] == table)
             truncate(system)
             if self.history:
                 add_history(system, self.endpoint_id, self.history)
                 vacuum_analyze(system)
-            self._baseline[system] = max_id(system)
+            self._baseline[table] = max_id(system)
 
     def reset(self, system: str, pending: int) -> int:
         """Put ``system`` back in this scenario's state with ``pending`` items to drain.
@@ -232,7 +238,7 @@ class Scenario:
             add_pending(system, self.endpoint_id, pending)
             checkpoint()
             return 0
-        base = self._baseline[system]
+        base = self._baseline[_MAIN_TABLE[system]]
         delete_after(system, base)
         vacuum_analyze(system)
         add_pending(system, self.endpoint_id, pending)

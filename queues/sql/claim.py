@@ -23,8 +23,10 @@ are. (Found by tests/queues/test_concurrency.py: the one-open-attempt constraint
 from __future__ import annotations
 
 from queues.db import Statement
+from queues.records import ATTEMPT_SOURCE
 from queues.sql import SCOPE_ENDPOINT, SCOPE_USER, attempt_columns, attempt_joins, todo_columns
 
+# The statement; its attempt arms (below) fill {history_arms}, {opened} and {prior_attempts}.
 _CLAIM = """
 WITH pick AS (
     SELECT t.id, t.state AS prior_state, t.last_attempt_seq, t.attempts_pruned,
@@ -38,7 +40,37 @@ WITH pick AS (
      LIMIT 1
        FOR UPDATE OF t {lock_mode}
 ),
-newest AS (
+{history_arms}moved AS (
+    UPDATE todos t
+       SET state = CASE WHEN f.dies THEN 'dead' ELSE 'claimed' END,
+           failures = t.failures + (f.prior_state = 'claimed')::int,
+           attempt = t.attempt + (NOT f.dies)::int,
+           last_attempt_seq = t.last_attempt_seq + (NOT f.dies)::int,
+           attempts_pruned = t.attempts_pruned + {pruned_count},
+           owner = CASE WHEN f.dies THEN '' ELSE %(owner)s END,
+           claimed_at = CASE WHEN f.dies THEN NULL ELSE statement_timestamp() END,
+           last_heartbeat_at = NULL,
+           lease_expires_at = CASE WHEN f.dies THEN NULL ELSE
+               statement_timestamp() + make_interval(secs => %(lease_seconds)s) END,
+           next_retry_at = NULL,
+           dead_letter_reason = CASE WHEN f.dies THEN 'lease_expired' ELSE '' END,
+           ended_at = CASE WHEN f.dies THEN statement_timestamp() END,
+           updated_at = statement_timestamp()
+      FROM fresh f
+     WHERE f.ok AND t.id = f.id
+ RETURNING t.*
+){opened}
+SELECT f.ok, {todo_cols}, {attempt_cols}
+  FROM fresh f
+  LEFT JOIN moved m ON true
+  LEFT JOIN endpoints e ON e.id = m.endpoint_id
+  LEFT JOIN endpoints rq ON rq.id = m.requester_id{prior_attempts}
+"""
+
+# The attempt arms: the snapshot-freshness read of the newest attempt, closing a lapsed one,
+# pruning (and carrying pruned counts to the metrics fold), opening the new attempt and reading
+# back the five newest closed ones. ``_claim(..., history=False)`` leaves them out.
+_CLAIM_ATTEMPT_ARMS = """newest AS (
     SELECT x.seq, x.ended_at
       FROM todo_attempts x, pick
      WHERE x.todo_id = pick.id
@@ -93,26 +125,8 @@ carried AS (
                '-infinity'::timestamptz)
      GROUP BY p.outcome
 ),
-moved AS (
-    UPDATE todos t
-       SET state = CASE WHEN f.dies THEN 'dead' ELSE 'claimed' END,
-           failures = t.failures + (f.prior_state = 'claimed')::int,
-           attempt = t.attempt + (NOT f.dies)::int,
-           last_attempt_seq = t.last_attempt_seq + (NOT f.dies)::int,
-           attempts_pruned = t.attempts_pruned + (SELECT count(*) FROM pruned),
-           owner = CASE WHEN f.dies THEN '' ELSE %(owner)s END,
-           claimed_at = CASE WHEN f.dies THEN NULL ELSE statement_timestamp() END,
-           last_heartbeat_at = NULL,
-           lease_expires_at = CASE WHEN f.dies THEN NULL ELSE
-               statement_timestamp() + make_interval(secs => %(lease_seconds)s) END,
-           next_retry_at = NULL,
-           dead_letter_reason = CASE WHEN f.dies THEN 'lease_expired' ELSE '' END,
-           ended_at = CASE WHEN f.dies THEN statement_timestamp() END,
-           updated_at = statement_timestamp()
-      FROM fresh f
-     WHERE f.ok AND t.id = f.id
- RETURNING t.*
-),
+"""
+_CLAIM_OPENED = """,
 opened AS (
     INSERT INTO todo_attempts (
         todo_id, seq, round, attempt, claimer_kind, endpoint_id, user_id, mcp_session_id,
@@ -129,12 +143,8 @@ opened AS (
       FROM moved m
      WHERE m.state = 'claimed'
  RETURNING seq
-)
-SELECT f.ok, {todo_cols}, {attempt_cols}
-  FROM fresh f
-  LEFT JOIN moved m ON true
-  LEFT JOIN endpoints e ON e.id = m.endpoint_id
-  LEFT JOIN endpoints rq ON rq.id = m.requester_id
+)"""
+_CLAIM_PRIOR_ATTEMPTS = """
   LEFT JOIN LATERAL (
       SELECT p.* FROM (
           SELECT * FROM lapsed
@@ -150,19 +160,40 @@ SELECT f.ok, {todo_cols}, {attempt_cols}
       LIMIT 5
   ) pa ON true
   {attempt_joins}
- ORDER BY pa.seq DESC NULLS LAST
+ ORDER BY pa.seq DESC NULLS LAST"""
+_CLAIM_WITHOUT_ATTEMPTS = """fresh AS (
+    SELECT pick.*, true AS ok FROM pick
+),
 """
 
 
-def _claim(name: str, pick_filter: str, lock_mode: str, why: str) -> Statement:
+def _claim(
+    name: str, pick_filter: str, lock_mode: str, why: str, *, history: bool = True
+) -> Statement:
+    """The claim statement for one pick. ``history=False`` (bench/ only: the ADR-0039 bar's
+    reference, docs/benchmarks.md) is the same statement without its attempt arms: the todo
+    moves exactly as it does here, and no attempt is read, closed, pruned or opened (the
+    attempt columns come back NULL)."""
+    if history:
+        arms = {
+            "history_arms": _CLAIM_ATTEMPT_ARMS,
+            "pruned_count": "(SELECT count(*) FROM pruned)",
+            "opened": _CLAIM_OPENED,
+            "prior_attempts": _CLAIM_PRIOR_ATTEMPTS.format(attempt_joins=attempt_joins("pa")),
+            "attempt_cols": attempt_columns("pa"),
+        }
+    else:
+        arms = {
+            "history_arms": _CLAIM_WITHOUT_ATTEMPTS,
+            "pruned_count": "0",
+            "opened": "",
+            "prior_attempts": "",
+            "attempt_cols": ", ".join("NULL" for _ in ATTEMPT_SOURCE),
+        }
     return Statement(
         name,
         _CLAIM.format(
-            pick_filter=pick_filter,
-            lock_mode=lock_mode,
-            todo_cols=todo_columns("m"),
-            attempt_cols=attempt_columns("pa"),
-            attempt_joins=attempt_joins("pa"),
+            pick_filter=pick_filter, lock_mode=lock_mode, todo_cols=todo_columns("m"), **arms
         ),
         why=why,
         prepare=True,

@@ -16,6 +16,7 @@ it becomes pending again.
 from __future__ import annotations
 
 from queues.db import Statement
+from queues.records import ATTEMPT_SOURCE
 from queues.sql import (
     SCOPE_ENDPOINT,
     SCOPE_USER,
@@ -27,15 +28,13 @@ from queues.sql import (
 
 _CLOSE = """
 WITH cur AS (
-    SELECT t.id, a.id AS attempt_id, t.last_heartbeat_at, t.lease_expires_at,
+    SELECT t.id,{attempt_id} t.last_heartbeat_at, t.lease_expires_at,
            t.failures,
            CASE WHEN %(force_dead)s OR (%(counts_failure)s AND t.failures + 1 >= t.max_attempts)
                 THEN 'dead' ELSE %(ok_state)s END AS new_state
-      FROM todos t
-      JOIN todo_attempts a
-        ON a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL
+      FROM todos t{attempt_join}
      WHERE t.state = 'claimed'
-       AND {cur_filter}
+       AND {cur_filter}{attempt_filter}
      {cur_tail}
 ),
 moved AS (
@@ -57,7 +56,20 @@ moved AS (
       FROM cur
      WHERE t.id = cur.id
  RETURNING t.*
-),
+){closed}
+SELECT {todo_cols}, {attempt_cols}
+  FROM moved m{closed_join}
+  {todo_joins}
+  {attempt_joins}
+"""
+
+
+# The attempt arms: the open attempt the close joins to (and the caller's checks on it),
+# and closing it. ``_close(..., history=False)`` leaves them out.
+_CLOSE_ATTEMPT_JOIN = """
+      JOIN todo_attempts a
+        ON a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL"""
+_CLOSE_CLOSED = """,
 closed AS (
     UPDATE todo_attempts a
        SET ended_at = statement_timestamp(),
@@ -82,42 +94,66 @@ closed AS (
       FROM cur
      WHERE a.id = cur.attempt_id
  RETURNING a.*
-)
-SELECT {todo_cols}, {attempt_cols}
-  FROM moved m
-  JOIN closed c ON c.todo_id = m.id
-  {todo_joins}
-  {attempt_joins}
-"""
+)"""
+
+# The agent's fast path: it holds the open, unfenced attempt, of the seq it names (or any).
+_HELD_BY_AGENT = """
+       AND a.claimer_kind = 'endpoint' AND a.endpoint_id = %(scope_endpoint)s
+       AND a.lease_token_hash IS NULL
+       AND (%(attempt_seq)s::int IS NULL OR a.seq = %(attempt_seq)s::int)"""
 
 
-def _close(name: str, cur_filter: str, why: str, cur_tail: str = "FOR UPDATE OF t") -> Statement:
+def _close(
+    name: str,
+    cur_filter: str,
+    why: str,
+    cur_tail: str = "FOR UPDATE OF t",
+    *,
+    attempt_filter: str = "",
+    history: bool = True,
+) -> Statement:
+    """The close statement for one way of finding the todo (``cur_filter`` on the todo,
+    ``attempt_filter`` on its open attempt ``a``). ``history=False`` (bench/ only: the
+    ADR-0039 bar's reference, docs/benchmarks.md) is the same statement without its attempt
+    arms: the todo moves exactly as it does here; no attempt is joined, checked or closed
+    (the attempt columns come back NULL)."""
+    if history:
+        arms = {
+            "attempt_id": " a.id AS attempt_id,",
+            "attempt_join": _CLOSE_ATTEMPT_JOIN,
+            "attempt_filter": attempt_filter,
+            "closed": _CLOSE_CLOSED,
+            "closed_join": "\n  JOIN closed c ON c.todo_id = m.id",
+            "attempt_cols": attempt_columns("c"),
+            "attempt_joins": attempt_joins("c"),
+        }
+    else:
+        arms = dict.fromkeys(
+            ("attempt_id", "attempt_join", "attempt_filter", "closed", "closed_join"), ""
+        )
+        arms |= {"attempt_cols": ", ".join("NULL" for _ in ATTEMPT_SOURCE), "attempt_joins": ""}
     text = _CLOSE.format(
         cur_filter=cur_filter,
         cur_tail=cur_tail,
         todo_cols=todo_columns("m"),
         todo_joins=todo_joins("m"),
-        attempt_cols=attempt_columns("c"),
-        attempt_joins=attempt_joins("c"),
+        **arms,
     )
     return Statement(name, text, why=why, prepare=True)
 
 
 CLOSE_HELD_BY_AGENT = _close(
     "close_held_by_agent",
-    "t.id = %(todo_id)s AND "
-    + SCOPE_ENDPOINT
-    + """
-       AND a.claimer_kind = 'endpoint' AND a.endpoint_id = %(scope_endpoint)s
-       AND a.lease_token_hash IS NULL
-       AND (%(attempt_seq)s::int IS NULL OR a.seq = %(attempt_seq)s::int)""",
+    "t.id = %(todo_id)s AND " + SCOPE_ENDPOINT,
     "the agent's fast path: it holds the open, unfenced attempt (and names its seq or none);"
     " no row back means the call takes the locked path",
+    attempt_filter=_HELD_BY_AGENT,
 )
 CLOSE_CHECKED = _close(
     "close_checked",
-    "t.id = %(todo_id)s AND a.seq = %(attempt_seq)s",
+    "t.id = %(todo_id)s",
     "after LOCK_TODO and the checks in Python (scope, holder, seq, fence): close that attempt",
+    attempt_filter=" AND a.seq = %(attempt_seq)s",
 )
 CLOSE_LAPSED = _close(
     "close_lapsed",
@@ -142,33 +178,42 @@ UPDATE todos t
    SET last_heartbeat_at = statement_timestamp(),
        lease_expires_at = GREATEST(t.lease_expires_at,
                                    statement_timestamp() + make_interval(secs => %(lease_seconds)s)),
-       updated_at = statement_timestamp()
-  FROM todo_attempts a
- WHERE t.state = 'claimed'
-   AND a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL
-   AND {filter}
+       updated_at = statement_timestamp(){attempts}
+ WHERE t.state = 'claimed'{attempt_match}
+   AND {filter}{attempt_filter}
 RETURNING t.lease_expires_at, t.last_attempt_seq
 """
 
+_HEARTBEAT_ATTEMPTS = """
+  FROM todo_attempts a"""
+_HEARTBEAT_ATTEMPT_MATCH = """
+   AND a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL"""
 
-def _heartbeat(name: str, where: str, why: str) -> Statement:
-    return Statement(name, _HEARTBEAT.format(filter=where), why=why, prepare=True)
+
+def _heartbeat(
+    name: str, where: str, why: str, *, attempt_filter: str = "", history: bool = True
+) -> Statement:
+    """``history=False`` (bench/ only, as ``_close``): the same update of the todo, without
+    the join to its open attempt (and ``attempt_filter``'s checks on it)."""
+    arms = {
+        "attempts": _HEARTBEAT_ATTEMPTS if history else "",
+        "attempt_match": _HEARTBEAT_ATTEMPT_MATCH if history else "",
+        "attempt_filter": attempt_filter if history else "",
+    }
+    return Statement(name, _HEARTBEAT.format(filter=where, **arms), why=why, prepare=True)
 
 
 HEARTBEAT_HELD_BY_AGENT = _heartbeat(
     "heartbeat_held_by_agent",
-    "t.id = %(todo_id)s AND "
-    + SCOPE_ENDPOINT
-    + """
-       AND a.claimer_kind = 'endpoint' AND a.endpoint_id = %(scope_endpoint)s
-       AND a.lease_token_hash IS NULL
-       AND (%(attempt_seq)s::int IS NULL OR a.seq = %(attempt_seq)s::int)""",
+    "t.id = %(todo_id)s AND " + SCOPE_ENDPOINT,
     "an UPDATE … FROM joined to the open attempt, extending the lease by the database clock",
+    attempt_filter=_HELD_BY_AGENT,
 )
 HEARTBEAT_CHECKED = _heartbeat(
     "heartbeat_checked",
-    "t.id = %(todo_id)s AND a.seq = %(attempt_seq)s",
+    "t.id = %(todo_id)s",
     "after LOCK_TODO and the checks in Python: extend that attempt's lease",
+    attempt_filter=" AND a.seq = %(attempt_seq)s",
 )
 
 # ---------------------------------------------------------------------------------------

@@ -1,25 +1,10 @@
 """The Board's server time over a large ledger (issue 4, "Speed"): section ``board``.
 
-    .venv/bin/python bench/run.py --sections board           # 100,000 todos, 1,000,000 attempts
-    .venv/bin/python bench/run.py --sections board --quick   # 20,000 todos, 200,000 attempts
-
-Seeding: one team (four endpoints, an owner, and the measured user as a plain member) with
-``--board-todos`` todos and exactly ``--board-attempts`` attempt rows, written by SQL
-(generate_series, INSERT ... SELECT) consistent with the ledger's rules: counters, rounds,
-outcomes and dispositions follow the transitions (one open attempt, on claimed todos only;
-``attempt``/``failures`` count the last round; a lease_expired attempt is always followed by
-its taker; dead letters end in a failure, at the cap or not retryable). Most todos are done;
-the newest few percent are pending, claimed, in retry wait, dead or canceled. One todo has
-exactly 50 attempts over 3 rounds (the drawer target). A second team, interleaved by id,
-holds a tenth as many todos of its own, so every page has to scope them out. Then VACUUM
-(ANALYZE).
-
-Measured: server time of each page in this process through django.test.Client (signed in
-with ``force_login``), ``--board-requests`` requests after a few warm-ups: p50/p95/max, the
-statements per request (CaptureQueriesContext), the time inside cursor.execute during the
-request, and the same statements replayed right after each request on a bare psycopg
-cursor of the same connection (execute + fetch): the database's share without Django. The
-slowest statement of each page is shown with its EXPLAIN (ANALYZE, BUFFERS) summary.
+Seeds by SQL (generate_series, INSERT ... SELECT) one team's todos and exactly as many attempt
+rows as asked, consistent with the ledger's rules (checked by queries before measuring), with
+a second team's todos interleaved by id; then measures each page in this process through
+django.test.Client: p50/p95/max, statements per request, time inside cursor.execute, the same
+statements replayed on a bare psycopg cursor, and EXPLAIN (ANALYZE, BUFFERS) of the slowest.
 A page that does not answer 200 is reported with its status and no verdict.
 """
 
@@ -28,10 +13,14 @@ from __future__ import annotations
 import html
 import re
 import statistics
-import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+
+from bench import db
+from bench.inprocess import log
+from bench.ledger import percentile
+from bench.table import f, table
 
 QUEUE_TARGET_MS = 100.0  # issue 4: queue page p95
 DRAWER_TARGET_MS = 50.0  # issue 4: drawer (50 attempts) p95
@@ -42,7 +31,7 @@ DRAWER_OLDER_SEQ = 5  # ?attempt=: a try of the first round
 MIN_REQUESTS = 20  # a page over its time budget still gets this many
 
 
-def add_arguments(p) -> None:
+def add_arguments(p, ints=None) -> None:
     p.add_argument(
         "--board-todos",
         type=int,
@@ -80,7 +69,7 @@ def finish_arguments(args) -> None:
 
 
 def _log(msg: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] board: {msg}", file=sys.stderr, flush=True)
+    log(f"board: {msg}")
 
 
 # --- seeding ------------------------------------------------------------------------------------
@@ -167,20 +156,9 @@ TITLES = [
     "Reproduce the reported crash in {}",
     "Draft a migration guide for {}",
 ]
-SUBJECTS = [
-    "billing",
-    "auth",
-    "search",
-    "uploads",
-    "notifications",
-    "payments",
-    "reports",
-    "admin",
-    "sdk-python",
-    "sdk-js",
-    "the CLI",
-    "the mobile app",
-]
+SUBJECTS = "billing|auth|search|uploads|notifications|payments|reports|admin|sdk-python|sdk-js|the CLI|the mobile app".split(
+    "|"
+)
 COMPLETED = [
     "Rebuilt 142 pages; 3 warnings about broken anchors in api/reference, no errors.",
     "Opened PR #4821 with the fix; CI green on the second run (the first hit the flaky"
@@ -391,12 +369,12 @@ SELECT p.id, p.endpoint_id,
 
 ATTEMPT_ROWS = """
 INSERT INTO todo_attempts (
-    todo_id, seq, round, attempt, claimer_kind, endpoint_id, user_id, mcp_session_id, owner,
-    claimant, claimant_truncated, claimant_bytes, claimed_at, last_heartbeat_at,
+    todo_id, seq, round, attempt, claimer_kind, endpoint_id, user_id, mcp_session_id,
+    mcp_session_id_truncated, mcp_session_id_bytes, owner, claimant, claimant_truncated, claimant_bytes, claimed_at, last_heartbeat_at,
     lease_expires_at, ended_at, outcome, disposition, ended_by_id, summary, summary_truncated,
     summary_bytes, artifact, artifact_truncated, artifact_bytes, result, lease_token_hash)
-SELECT todo_id, seq, round, attempt, claimer_kind, endpoint_id, user_id, mcp_session_id, owner,
-       claimant, false, octet_length(claimant), claimed_at, heartbeat_at, lease_expires_at,
+SELECT todo_id, seq, round, attempt, claimer_kind, endpoint_id, user_id, mcp_session_id,
+       false, octet_length(mcp_session_id), owner, claimant, false, octet_length(claimant), claimed_at, heartbeat_at, lease_expires_at,
        ended_at, outcome, disposition, ended_by_id, summary, summary_truncated, summary_bytes,
        artifact, false, coalesce(octet_length(artifact), 0), result, lease_token_hash
   FROM board_att
@@ -562,47 +540,36 @@ def _exact_total(cursor, attempts: int, drawer_todo: int) -> None:
 
 
 def _counts(cursor, team_id: int, drawer_todo: int) -> dict:
-    cursor.execute(
-        """
-        SELECT count(*) FILTER (WHERE e.team_id = %(team)s),
-               count(*) FILTER (WHERE e.team_id <> %(team)s),
-               coalesce(sum(t.last_attempt_seq) FILTER (WHERE e.team_id = %(team)s), 0),
-               coalesce(sum(t.last_attempt_seq) FILTER (WHERE e.team_id <> %(team)s), 0)
-          FROM todos t JOIN endpoints e ON e.id = t.endpoint_id
-        """,
+    def one(statement: str, params=None):
+        cursor.execute(statement, params)
+        return cursor.fetchone()
+
+    team = """coalesce(sum({x}) FILTER (WHERE e.team_id = %(team)s), 0),
+        coalesce(sum({x}) FILTER (WHERE e.team_id <> %(team)s), 0)"""
+    counts = one(
+        f"SELECT {team.format(x=1)}, {team.format(x='t.last_attempt_seq')}"
+        " FROM todos t JOIN endpoints e ON e.id = t.endpoint_id",
         {"team": team_id},
     )
-    team_todos, other_todos, team_attempts, other_attempts = cursor.fetchone()
     cursor.execute(
         "SELECT t.state, count(*) FROM todos t JOIN endpoints e ON e.id = t.endpoint_id"
         " WHERE e.team_id = %s GROUP BY 1 ORDER BY 2 DESC",
         (team_id,),
     )
     states = dict(cursor.fetchall())
-    cursor.execute(
-        "SELECT outcome, count(*) FROM todo_attempts GROUP BY 1 ORDER BY 2 DESC",
-    )
-    outcomes = {k or "open": v for k, v in cursor.fetchall()}
-    cursor.execute("SELECT count(*) FROM todo_attempts")
-    all_attempts = cursor.fetchone()[0]
-    cursor.execute("SELECT count(*) FROM todo_attempts WHERE todo_id = %s", (drawer_todo,))
-    drawer_attempts = cursor.fetchone()[0]
-    cursor.execute(
+    sizes = one(
         "SELECT pg_size_pretty(pg_total_relation_size('todos')),"
         " pg_size_pretty(pg_total_relation_size('todo_attempts'))"
     )
-    todos_size, attempts_size = cursor.fetchone()
+    keys = ("team_todos", "other_todos", "team_attempts", "other_attempts")
     return {
-        "team_todos": team_todos,
-        "team_attempts": int(team_attempts),
-        "other_todos": other_todos,
-        "other_attempts": int(other_attempts),
-        "all_attempts": all_attempts,
+        **dict(zip(keys, map(int, counts), strict=True)),
         "states": states,
-        "outcomes": outcomes,
-        "drawer_attempts": drawer_attempts,
-        "todos_size": todos_size,
-        "todo_attempts_size": attempts_size,
+        "drawer_attempts": one(
+            "SELECT count(*) FROM todo_attempts WHERE todo_id = %s", (drawer_todo,)
+        )[0],
+        "todos_size": sizes[0],
+        "todo_attempts_size": sizes[1],
     }
 
 
@@ -680,7 +647,9 @@ class Recorder:
                 self.kept.append(Statement(sql, params, many, type(context["cursor"].cursor)))
 
 
-_CONTROL = re.compile(r"\s*(SAVEPOINT|RELEASE|ROLLBACK|BEGIN|COMMIT)\b", re.IGNORECASE)
+_CONTROL = re.compile(
+    r"\s*(SAVEPOINT|RELEASE|ROLLBACK|BEGIN|COMMIT|SET\s+TRANSACTION|START\s+TRANSACTION)\b", re.I
+)
 _READ = re.compile(r"\s*(SELECT|WITH|SHOW)\b", re.IGNORECASE)
 
 
@@ -784,8 +753,6 @@ def measure(client, page: Page, requests: int, recorder: Recorder, budget_s: flo
 
 
 def _pct(values: list[float], q: float) -> float:
-    from bench.ledger import percentile
-
     return percentile(values, q)
 
 
@@ -836,7 +803,7 @@ def explain_statement(raw, statement: Statement) -> dict:
             continue
         text = line.split("  (cost=", 1)[0].strip().removeprefix("->").strip()
         kind = re.split(r" using | on ", text, maxsplit=1)[0]
-        m = explain._SCAN.search(text)
+        m = explain.SCAN.search(text)
         if m:
             kind = f"{m.group(1)} {m.group(3)}" + (f" ({m.group(2)})" if m.group(2) else "")
         if "never executed" in line:
@@ -863,7 +830,7 @@ def explain_statement(raw, statement: Statement) -> dict:
         "rows_read": rows_read,
         "rows_removed_by_filter": sum(removed),
         "sort_methods": sorts,
-        "seq_scan_attempts": summary["seq_scan_attempts"],
+        "seq_scan_todo_attempts": summary["seq_scan_todo_attempts"],
         "seq_scan_todos": summary["seq_scan_todos"],
     }
 
@@ -877,7 +844,7 @@ def older_page(body: bytes) -> str | None:
     return "/" + html.unescape(m.group(1)) if m else None
 
 
-def run_section(args, *, ledger, stamp: str) -> dict:
+def run_section(ctx) -> None:
     """Seed, measure every page, and store the figures in ``ledger.notes["board"]``."""
     import os
 
@@ -885,14 +852,10 @@ def run_section(args, *, ledger, stamp: str) -> dict:
     from django.db import connection
     from django.test import Client
 
-    from bench.run import RESULTS, git_state
-
+    args = ctx.args
     started = time.monotonic()
     load0 = [round(x, 2) for x in os.getloadavg()]
-    git = git_state(
-        ("board/views/queue.py", "board/views/todos.py", "queues/selectors.py"),
-        paths=("board", "templates", "queues", "switchboard"),
-    )
+    git = db.git_state(("board/views/queue.py", "board/views/todos.py", "queues/selectors.py"))
     fixture = seed(args)
     user = get_user_model().objects.get(pk=fixture.user_id)
     client = Client(HTTP_HOST="127.0.0.1", raise_request_exception=False)
@@ -934,37 +897,22 @@ def run_section(args, *, ledger, stamp: str) -> dict:
         "targets": {"queue_p95_ms": QUEUE_TARGET_MS, "drawer_p95_ms": DRAWER_TARGET_MS},
         "git": git,
         "duration_s": round(time.monotonic() - started, 1),
-        "loadavg_start": load0,
-        "loadavg_end": [round(x, 2) for x in os.getloadavg()],
+        "loadavg": [load0, [round(x, 2) for x in os.getloadavg()]],
     }
-    ledger.notes["board"] = note
-    (RESULTS / f"board-{stamp}.txt").write_text(render(note) + "\n")
-    return note
+    ctx.ledger.notes["board"] = note
+    (db.RESULTS / f"board-{ctx.stamp}.txt").write_text(render(note) + "\n")
 
 
 # --- the table ----------------------------------------------------------------------------------
 
 
-def _f(x, fmt: str = "{:.1f}") -> str:
-    return "-" if x is None else fmt.format(x)
-
-
-def _verdict(row: dict) -> str:
-    if row["status"] != 200:
-        return "- (not 200)"
-    return "met" if row["p95_ms"] <= row["target_ms"] else "NOT met"
-
-
 def render(note: dict) -> str:
-    from bench.ledger import _table
-
-    fx = note["fixture"]
-    git = note.get("git", {})
+    fx, f1 = note["fixture"], (lambda x: f(x, "{:.1f}"))
     states = ", ".join(f"{k} {v:,}" for k, v in fx["states"].items())
     out = [
-        "The Board: server time in-process (django.test.Client, signed in as a team member "
-        f"with force_login), {note['requests']} requests per page after {note['warmups']} "
-        f"warm-ups (n: fewer where a page ran past its {note['budget_s']:.0f} s budget)"
+        "The Board: server time in-process (django.test.Client, signed in as a team member with "
+        f"force_login), {note['requests']} requests per page after {note['warmups']} warm-ups "
+        f"(n: fewer where a page ran past its {note['budget_s']:.0f} s budget)"
         + (" (--quick: smaller counts)" if note.get("quick") else ""),
         f"data: the user's team has {fx['team_todos']:,} todos and {fx['team_attempts']:,} "
         f"attempts on 4 endpoints ({states}); another team's {fx['other_todos']:,} todos / "
@@ -972,47 +920,38 @@ def render(note: dict) -> str:
         f"{fx['seed_s']:.0f} s, VACUUM (ANALYZE); todos {fx['todos_size']}, todo_attempts "
         f"{fx['todo_attempts_size']}. Drawer: todo #{fx['drawer_todo']}, "
         f"{fx['drawer_attempts']} attempts in 3 rounds.",
-        f"code {git.get('head', '?')[:10]}" + _dirty(git.get("dirty") or []),
+        db.code_line(note["git"]),
         "",
     ]
-    headers = [
-        "page",
-        "status",
-        "n",
-        "KiB",
-        "queries",
-        "p50 ms",
-        "p95 ms",
-        "max ms",
-        "SQL p50/p95 ms",
-        "replay p50/p95 ms",
-        "rest p50 ms",
-        "target p95",
-        "verdict",
-    ]
-    table = []
+    rows = []
     for r in note["rows"]:
         queries = str(r["queries"])
         if r["queries_per_request"] != [r["queries"]]:
             queries += f" ({'/'.join(map(str, r['queries_per_request']))})"
-        table.append(
+        verdict = (
+            "- (not 200)"
+            if r["status"] != 200
+            else ("met" if r["p95_ms"] <= r["target_ms"] else "NOT met")
+        )
+        rows.append(
             [
                 r["page"],
                 str(r["status"]),
-                str(r["requests"]),
+                r["requests"],
                 f"{r['bytes'] / 1024:.0f}",
                 queries,
-                _f(r["p50_ms"]),
-                _f(r["p95_ms"]),
-                _f(r["max_ms"]),
-                f"{_f(r['sql_p50_ms'])}/{_f(r['sql_p95_ms'])}",
-                f"{_f(r['replay_p50_ms'])}/{_f(r['replay_p95_ms'])}",
-                _f(r["rest_p50_ms"]),
+                f1(r["p50_ms"]),
+                f1(r["p95_ms"]),
+                f1(r["max_ms"]),
+                f"{f1(r['sql_p50_ms'])}/{f1(r['sql_p95_ms'])}",
+                f"{f1(r['replay_p50_ms'])}/{f1(r['replay_p95_ms'])}",
+                f1(r["rest_p50_ms"]),
                 f"<= {r['target_ms']:.0f} ms",
-                _verdict(r),
+                verdict,
             ]
         )
-    out += _table(headers, table, right={2, 3, 4, 5, 6, 7, 8, 9, 10})
+    headers = "page|status|n|KiB|queries|p50 ms|p95 ms|max ms|SQL p50/p95 ms|replay p50/p95 ms|rest p50 ms|target p95|verdict"
+    out += table(headers.split("|"), rows, left=2)
     out += [
         "",
         "queries = statements in one request (CaptureQueriesContext); SQL = time inside "
@@ -1021,26 +960,21 @@ def render(note: dict) -> str:
         "same connection (execute + fetch, prepared ones prepared); rest = request minus SQL: "
         "Django, the view, the template.",
         "Targets (issue 4): the queue page, its filters, older page and refresh p95 <= "
-        f"{note['targets']['queue_p95_ms']:.0f} ms; the drawer of a todo with 50 attempts "
-        f"(htmx partial or whole page) p95 <= {note['targets']['drawer_p95_ms']:.0f} ms.",
+        f"{QUEUE_TARGET_MS:.0f} ms; the drawer of a todo with 50 attempts (htmx partial or whole "
+        f"page) p95 <= {DRAWER_TARGET_MS:.0f} ms.",
     ]
-    ok = [r for r in note["rows"] if r["status"] == 200]
     for kind, label in (("queue", "queue pages"), ("drawer", "drawer")):
         group = [r for r in note["rows"] if r["kind"] == kind]
-        if not group:
-            continue
-        measured = [r for r in group if r in ok]
+        measured = [r for r in group if r["status"] == 200]
         if len(measured) < len(group):
             out.append(
-                f"  {label}: {len(group) - len(measured)} of {len(group)} did not answer 200 "
-                "(the Board view missing or failing): no verdict for them"
+                f"  {label}: {len(group) - len(measured)} of {len(group)} did not answer 200: no verdict for them"
             )
         if measured:
             worst = max(measured, key=lambda r: r["p95_ms"])
             met = all(r["p95_ms"] <= r["target_ms"] for r in measured)
             out.append(
-                f"  {label}: worst p95 {worst['p95_ms']:.1f} ms ({worst['page']}) => "
-                f"{'MET' if met else 'NOT MET'}"
+                f"  {label}: worst p95 {worst['p95_ms']:.1f} ms ({worst['page']}) => {'MET' if met else 'NOT MET'}"
             )
     scope = note["scope"]
     out.append(
@@ -1071,52 +1005,32 @@ def render(note: dict) -> str:
             if "error" in e:
                 out.append(f"      EXPLAIN failed: {e['error']}")
                 continue
+            words = {t: _scan_words(e, t) for t in ("todo_attempts", "todos")}
             facts = (
                 f"execution {e['execution_ms']} ms, planning {e['planning_ms']} ms, buffers "
-                f"{e['buffers']}; todo_attempts: {_scan_words(e, 'todo_attempts')}; todos: "
-                f"{_scan_words(e, 'todos')}"
+                f"{e['buffers']}; todo_attempts: {words['todo_attempts']}; todos: {words['todos']}"
                 + (f"; sort {', '.join(e['sort_methods'])}" if e["sort_methods"] else "")
             )
-            nodes = _compact(e["nodes"])
-            key = (s["sql"], nodes)
-            if key in seen:
-                out.append(f"      same statement and plan as {seen[key]}: {facts}")
+            counted: dict[str, int] = {}
+            for node in e["nodes"]:
+                counted[node] = counted.get(node, 0) + 1
+            nodes = ", ".join(f"{k} x{v}" if v > 1 else k for k, v in counted.items())
+            if (s["sql"], nodes) in seen:
+                out.append(f"      same statement and plan as {seen[(s['sql'], nodes)]}: {facts}")
                 continue
-            seen[key] = r["page"]
-            out.append(f"      {facts}")
-            out.append(f"      nodes: {nodes}")
-    out.append("")
-    out.append(
+            seen[(s["sql"], nodes)] = r["page"]
+            out += [f"      {facts}", f"      nodes: {nodes}"]
+    out += [
+        "",
         f"board section took {note['duration_s']:.0f} s; load average before/after "
-        f"{note['loadavg_start']} / {note['loadavg_end']}"
-    )
+        f"{note['loadavg'][0]} / {note['loadavg'][1]}",
+    ]
     return "\n".join(out)
 
 
 def _scan_words(e: dict, table: str) -> str:
-    """'SEQ SCAN, 1,051,657 rows' / 'index only, 50 rows' / 'not read'."""
+    """'SEQ SCAN, 1,051,657 rows' / 'index, 50 rows' / 'not read'."""
     rows = e["rows_read"].get(table)
     if rows is None:
         return "not read"
-    seq = e["seq_scan_attempts"] if table == "todo_attempts" else e["seq_scan_todos"]
-    return f"{'SEQ SCAN' if seq else 'index'}, {rows:,} rows"
-
-
-def _dirty(paths: list[str]) -> str:
-    """' + uncommitted changes in board/ (9 files), templates/ (4)': others may be editing."""
-    if not paths:
-        return ""
-    by_top: dict[str, int] = {}
-    for path in paths:
-        top = path.split("/", 1)[0] + ("/" if "/" in path else "")
-        by_top[top] = by_top.get(top, 0) + 1
-    parts = [f"{top} ({n} file{'s' if n > 1 else ''})" for top, n in by_top.items()]
-    return " + uncommitted changes in " + ", ".join(parts)
-
-
-def _compact(nodes: list[str]) -> str:
-    """Node types in plan order, repeats counted: 'Limit, Nested Loop x2, Index Scan ...'."""
-    seen: dict[str, int] = {}
-    for node in nodes:
-        seen[node] = seen.get(node, 0) + 1
-    return ", ".join(f"{k} x{v}" if v > 1 else k for k, v in seen.items())
+    return f"{'SEQ SCAN' if e['seq_scan_' + table] else 'index'}, {rows:,} rows"
