@@ -4,11 +4,8 @@ SHELL := /bin/bash
 
 VENV := .venv
 PY := $(VENV)/bin/python
-# Reinstall only when pyproject.toml changed since the last install. `make run` installs what
-# running needs (the project's own dependencies); `make test` and the other targets add the
-# dev extra (pytest, Playwright, hypothesis, schemathesis, ruff, the MCP client) on top.
-RUN_STAMP := $(VENV)/.installed-run
-DEV_STAMP := $(VENV)/.installed-dev
+# Reinstall only when pyproject.toml changed since the last install.
+STAMP := $(VENV)/.installed
 
 .PHONY: help run test lint bench soak fuzz clean
 
@@ -36,38 +33,34 @@ $(PY):
 	echo "Creating $(VENV) with $$python"; \
 	"$$python" -m venv $(VENV)
 
-$(RUN_STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e .
-	@touch $(RUN_STAMP)
-
-$(DEV_STAMP): pyproject.toml $(RUN_STAMP)
+$(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[dev]'
-	@touch $(DEV_STAMP)
+	@touch $(STAMP)
 
-run: $(RUN_STAMP)
+run: $(STAMP)
 	SWITCHBOARD_DEV=1 $(VENV)/bin/switchboard up
 
-test: $(DEV_STAMP)
+test: $(STAMP)
 	SWITCHBOARD_DEV=1 DJANGO_SETTINGS_MODULE=switchboard.settings_test $(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/ruff check .
 	@rc=0; $(VENV)/bin/pytest -q || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure." >&2; fi; \
 	exit $$rc
 
-lint: $(DEV_STAMP)
+lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-bench: $(DEV_STAMP)
+bench: $(STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) -m bench.run
 
-soak: $(DEV_STAMP)
+soak: $(STAMP)
 	$(PY) -m bench.run --soak
 
 # The long pass of tests/fuzz (make test runs a bounded one): fresh random draws each run,
 # against the tests' own embedded PostgreSQL and live server.
-fuzz: $(DEV_STAMP)
+fuzz: $(STAMP)
 	SWITCHBOARD_FUZZ_EXAMPLES=$${SWITCHBOARD_FUZZ_EXAMPLES:-500} $(VENV)/bin/pytest tests/fuzz -q
 
 clean:
