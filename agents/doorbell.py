@@ -1,21 +1,34 @@
 """The doorbell: wakes claim_next long-polls when a todo of their endpoint becomes claimable.
 
 Transitions ``pg_notify`` the endpoint's id on ``switchboard_todo_ready`` inside their
-transaction (PostgreSQL delivers it at commit). One LISTEN connection per process, on its own
-thread, counts the rings per endpoint; waiting requests block on a condition variable and
-hold no database connection or transaction. If the LISTEN connection drops, it reconnects and
-wakes every waiter (they look again; nothing is lost, at worst one extra claim query).
+transaction (PostgreSQL delivers it at commit). One LISTEN connection per process counts the
+rings per endpoint. Two kinds of waiter: ``AsyncDoorbell`` (the ASGI server: futures in the
+event loop, no thread held) and ``Doorbell`` (the WSGI server: threads on a condition
+variable). Neither holds a database connection or transaction while waiting. If the LISTEN
+connection drops, it reconnects and wakes every waiter (they look again; nothing is lost, at
+worst one extra claim query).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import random
 import threading
-from collections import defaultdict
+from asyncio import FIRST_COMPLETED
+from collections import defaultdict, deque
+
+import psycopg
 
 from queues import sql
 
 log = logging.getLogger(__name__)
+
+# How often a waiting endpoint's longest waiter looks again although nothing rang (jittered),
+# and how often the async doorbell checks which endpoints are due.
+RECHECK_SECONDS = 5.0
+RECHECK_TICK_SECONDS = 0.5
 
 
 class Doorbell:
@@ -104,3 +117,177 @@ class Doorbell:
 
 
 doorbell = Doorbell()
+
+
+# ---------------------------------------------------------------------------------------
+# The asyncio doorbell (the ASGI server): waiters are futures in the event loop, holding no
+# thread, no database connection and no transaction.
+
+
+class _Waiter:
+    __slots__ = ("future",)
+
+    def __init__(self, future: asyncio.Future) -> None:
+        self.future = future
+
+
+class AsyncDoorbell:
+    """One per event loop (each ASGI worker process has one). A ring for endpoint E wakes the
+    longest-waiting waiter of E, not every waiter: N rings wake about N waiters, in the order
+    they started waiting. A waiter whose claim found work passes the ring on (``pass_on``) to
+    the next one, since PostgreSQL folds identical notifications of one transaction into one
+    (a transaction that makes three todos claimable rings once), and a woken waiter that finds
+    nothing stops the chain. A lost LISTEN connection wakes everyone (they look again)."""
+
+    def __init__(self) -> None:
+        self._waiters: dict[int, deque[_Waiter]] = defaultdict(deque)
+        self._rings: dict[int, int] = defaultdict(int)
+        self._epoch = 0
+        self._task: asyncio.Task | None = None
+        self._recheck_task: asyncio.Task | None = None
+        self.listening = asyncio.Event()
+        self.waiting = 0
+
+    def ticket(self, endpoint_id: int) -> tuple[int, int]:
+        """Where the rings of this endpoint stand now; ``wait`` returns at once if they moved
+        past it (a ring between a claim that found nothing and the wait is kept)."""
+        self.ensure_listening()
+        return (self._epoch, self._rings[endpoint_id])
+
+    async def wait(
+        self,
+        endpoint_id: int,
+        ticket: tuple[int, int],
+        timeout: float,
+        *,
+        gone: asyncio.Future | None = None,
+    ) -> bool:
+        """Wait until this endpoint's doorbell rings for this waiter, ``timeout`` passes, or
+        ``gone`` (the client left) is done. Returns whether it rang. A ring that reached a
+        waiter whose client had left is passed on to the next waiter."""
+        if (self._epoch, self._rings[endpoint_id]) != ticket:
+            return True
+        future = asyncio.get_running_loop().create_future()
+        waiter = _Waiter(future)
+        queue = self._waiters[endpoint_id]
+        queue.append(waiter)
+        self.waiting += 1
+        try:
+            pending = {future} if gone is None else {future, gone}
+            done, _ = await asyncio.wait(pending, timeout=timeout, return_when=FIRST_COMPLETED)
+            return future in done
+        finally:
+            self.waiting -= 1
+            if not future.done():
+                future.cancel()
+            elif gone is not None and gone.done():
+                self.pass_on(endpoint_id)  # it rang for a waiter no longer there
+            try:
+                queue.remove(waiter)
+            except ValueError:
+                pass  # woken: already taken off
+            if not queue and self._waiters.get(endpoint_id) is queue:
+                del self._waiters[endpoint_id]
+
+    def ring(self, endpoint_id: int) -> None:
+        self._rings[endpoint_id] += 1
+        self.pass_on(endpoint_id)
+
+    def pass_on(self, endpoint_id: int) -> None:
+        """Wake the longest-waiting waiter of this endpoint, if any."""
+        queue = self._waiters.get(endpoint_id)
+        while queue:
+            waiter = queue.popleft()
+            if not waiter.future.done():
+                waiter.future.set_result(None)
+                return
+
+    def wake_everyone(self) -> None:
+        self._epoch += 1
+        for queue in self._waiters.values():
+            for waiter in queue:
+                if not waiter.future.done():
+                    waiter.future.set_result(None)
+            queue.clear()
+
+    def ensure_listening(self) -> None:
+        if self._task is None or self._task.done():
+            loop = asyncio.get_running_loop()
+            self._task = loop.create_task(self._listen_forever(), name="switchboard-doorbell")
+            self._recheck_task = loop.create_task(self._recheck_forever(), name="recheck")
+
+    async def _recheck_forever(self) -> None:
+        """Todos also become claimable by the clock alone (not_before passing, a lease
+        lapsing, a retry coming due), which rings nothing. So every RECHECK_SECONDS (with
+        jitter, so thousands of waiters of many endpoints do not look in one instant) the
+        longest-waiting waiter of each endpoint is woken to look; if it finds work it passes
+        the ring on. One look per endpoint, not one per waiter."""
+        due: dict[int, float] = {}
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(RECHECK_TICK_SECONDS)
+            now = loop.time()
+            for endpoint_id in list(self._waiters):
+                at = due.setdefault(endpoint_id, now + RECHECK_SECONDS * random.uniform(0.5, 1))
+                if now >= at:
+                    due[endpoint_id] = now + RECHECK_SECONDS * random.uniform(0.8, 1.2)
+                    self.pass_on(endpoint_id)
+            for endpoint_id in list(due):
+                if endpoint_id not in self._waiters:
+                    del due[endpoint_id]
+
+    async def stop(self) -> None:
+        for task in (self._task, self._recheck_task):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._task = self._recheck_task = None
+        self.listening.clear()
+        self.wake_everyone()
+
+    async def _listen_forever(self) -> None:
+        from django.db import connection
+
+        from queues.availability import breaker
+
+        backoff = 0.5
+        while True:
+            try:
+                params = connection.get_connection_params()
+                for key in ("cursor_factory", "context", "prepare_threshold", "pool"):
+                    params.pop(key, None)
+                conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
+                async with conn:
+                    await conn.execute(sql.LISTEN_DOORBELL.text)
+                    self.listening.set()
+                    breaker.reset()
+                    self.wake_everyone()  # rings missed while (re)connecting
+                    backoff = 0.5
+                    async for notify in conn.notifies():
+                        try:
+                            endpoint_id = int(notify.payload)
+                        except ValueError:
+                            continue
+                        self.ring(endpoint_id)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.listening.clear()
+                log.warning("doorbell: LISTEN connection lost (%s); reconnecting", exc)
+                breaker.note(exc)
+                self.wake_everyone()
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+
+
+_async_doorbells: dict[int, AsyncDoorbell] = {}
+
+
+def async_doorbell() -> AsyncDoorbell:
+    """The doorbell of the running event loop (one per loop: a worker process has one)."""
+    loop = asyncio.get_running_loop()
+    bell = _async_doorbells.get(id(loop))
+    if bell is None:
+        bell = _async_doorbells[id(loop)] = AsyncDoorbell()
+    return bell

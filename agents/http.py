@@ -29,18 +29,32 @@ _encoder = msgspec.json.Encoder()
 _decoders = {verb: msgspec.json.Decoder(params) for verb, (params, _, _) in schemas.VERBS.items()}
 
 
+def encode(data: object) -> bytes:
+    return _encoder.encode(data)
+
+
+def error_parts(error: DomainError) -> tuple[int, bytes, list[tuple[str, str]]]:
+    """A domain error as the API answers it: status, body and headers (the one error shape,
+    for the WSGI view and the ASGI app alike)."""
+    headers = [("Content-Type", "application/json"), ("Cache-Control", "no-store")]
+    if error.status == 401:
+        headers.append(("WWW-Authenticate", 'Bearer realm="switchboard"'))
+    if "retry_after" in error.extra:
+        headers.append(("Retry-After", str(max(1, round(error.extra["retry_after"])))))
+    return error.status, encode(error.as_dict()), headers
+
+
 def json_response(data: object, status: int = 200) -> HttpResponse:
-    response = HttpResponse(_encoder.encode(data), status=status, content_type="application/json")
+    response = HttpResponse(encode(data), status=status, content_type="application/json")
     response["Cache-Control"] = "no-store"
     return response
 
 
 def error_response(error: DomainError) -> HttpResponse:
-    response = json_response(error.as_dict(), status=error.status)
-    if error.status == 401:
-        response["WWW-Authenticate"] = 'Bearer realm="switchboard"'
-    if "retry_after" in error.extra:
-        response["Retry-After"] = str(max(1, round(error.extra["retry_after"])))
+    status, body, headers = error_parts(error)
+    response = HttpResponse(body, status=status)
+    for name, value in headers:
+        response[name] = value
     return response
 
 

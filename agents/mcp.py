@@ -56,6 +56,9 @@ def _register(verb: str) -> None:
     reads_attempts = verb in ("get_todo", "claim", "claim_next")
 
     def tool(request: HttpRequest, params):
+        refusal = getattr(request, "switchboard_refusal", None)
+        if refusal is not None:  # refused by the ASGI front before the call (agents/asgi.py)
+            raise ToolError(json.dumps(refusal.as_dict()))
         try:
             return waiting.call(
                 request.endpoint,
@@ -95,10 +98,9 @@ def view(request: HttpRequest) -> HttpResponse:
         return server(request)
     except RecursionError:
         return JsonResponse(
-            {
-                "jsonrpc": "2.0",
-                "id": None,
-                "error": {"code": -32700, "message": "Parse error: the body nests too deeply."},
-            },
-            status=400,
+            jsonrpc_error(None, -32700, "Parse error: the body nests too deeply."), status=400
         )
+
+
+def jsonrpc_error(request_id, code: int, message: str) -> dict:
+    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}

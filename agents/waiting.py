@@ -1,21 +1,31 @@
 """claim_next's long-poll: claim at once, or wait up to ``wait_seconds`` for the doorbell and
-claim then. While waiting a request holds no transaction and no database connection.
+claim then. While waiting a request holds no transaction and no database connection. Each
+time a waiter wakes it re-checks the credential that opened the request (a token rotated or
+revoked meanwhile claims nothing) before it claims.
 
-Here the synchronous waiter (a thread per waiting request: the WSGI server, and MCP tools run
-by django-mcpz's sync view). Each time it wakes it re-checks the credential that opened the
-request (a token rotated or revoked meanwhile claims nothing) before it claims.
+Two waiters: ``acall`` (the ASGI server: a coroutine on the asyncio doorbell, no thread held;
+capped per endpoint and per process) and ``call`` (the WSGI server: a thread per waiting
+request on the threaded doorbell).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
 import time
+from collections.abc import Awaitable, Callable
 
+from django.conf import settings
 from django.db import connection
 
 from agents import schemas, verbs
-from agents.doorbell import doorbell
-from queues import counters, db, endpoints
+from agents.doorbell import async_doorbell, doorbell
+from queues import counters, db, endpoints, transitions
+from queues.db import Plan
+from queues.errors import RateLimited, Unavailable
 from queues.models import Endpoint
+from queues.transitions import Actor
 
 # While a long-poll waits, it re-checks at least this often: todos also become claimable by
 # the clock alone (not_before passing, a lease lapsing), which rings no doorbell.
@@ -62,3 +72,154 @@ def _claim_next_waiting(
             db.run(endpoints.still_valid_plan(endpoint))
     finally:
         counters.claim_latency.observe(elapsed)
+
+
+# ---------------------------------------------------------------------------------------
+# The asyncio waiter (the ASGI server): a waiting request is a coroutine holding nothing but
+# its socket; the claim itself runs on the async pool when it wakes.
+
+
+class ClientGone(Exception):
+    """The client of a long-poll went away: it claims nothing more, and what it claimed but
+    could not be told of was released."""
+
+
+class Waiters:
+    """The caps on concurrent long-polls: per endpoint and per process. Past either, a
+    long-poll is refused at once (never a stall): ``rate_limited`` for one endpoint's crowd
+    (its own agents, asked to come back later), ``unavailable`` for the whole process (try
+    another server, or later)."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.by_endpoint: dict[int, int] = {}
+
+    def enter(self, endpoint_id: int) -> None:
+        per_endpoint = settings.SWITCHBOARD_WAITERS_PER_ENDPOINT
+        per_process = settings.SWITCHBOARD_WAITERS_PER_PROCESS
+        if self.by_endpoint.get(endpoint_id, 0) >= per_endpoint:
+            raise RateLimited(
+                f"This endpoint already has {per_endpoint} long-polls waiting on this server; "
+                "retry shortly, or wait with fewer workers.",
+                retry_after=WAITER_RETRY_AFTER_SECONDS,
+            )
+        if self.total >= per_process:
+            raise Unavailable(
+                f"This server already holds {per_process} waiting long-polls; retry shortly.",
+                retry_after=WAITER_RETRY_AFTER_SECONDS,
+            )
+        self.total += 1
+        self.by_endpoint[endpoint_id] = self.by_endpoint.get(endpoint_id, 0) + 1
+
+    def leave(self, endpoint_id: int) -> None:
+        self.total -= 1
+        left = self.by_endpoint[endpoint_id] - 1
+        if left:
+            self.by_endpoint[endpoint_id] = left
+        else:
+            del self.by_endpoint[endpoint_id]
+
+
+WAITER_RETRY_AFTER_SECONDS = 2.0
+_waiters: dict[int, Waiters] = {}
+
+
+def waiters() -> Waiters:
+    """This event loop's waiters (one loop per worker process)."""
+    loop = asyncio.get_running_loop()
+    found = _waiters.get(id(loop))
+    if found is None:
+        found = _waiters[id(loop)] = Waiters()
+    return found
+
+
+async def acall(
+    endpoint: Endpoint,
+    verb: str,
+    params,
+    *,
+    mcp_session_id: str | None = None,
+    gone: asyncio.Future | None = None,
+) -> dict:
+    """``call`` for the event loop: the plan on the async pool, claim_next's long-poll on the
+    asyncio doorbell. ``gone`` is done when the client went away (then ClientGone)."""
+    if verb == "claim_next" and params.wait_seconds:
+        return await awaiting(
+            endpoint,
+            lambda: verbs.claim_next(endpoint, params, mcp_session_id=mcp_session_id),
+            wait_seconds=params.wait_seconds,
+            found=lambda result: result["todo"] is not None,
+            gone=gone,
+        )
+    plan = verbs.HANDLERS[verb](endpoint, params, mcp_session_id=mcp_session_id)
+    if verb not in CLAIMS:
+        return await db.arun(plan)
+    started = time.perf_counter()
+    try:
+        return await db.arun(plan)
+    finally:
+        counters.claim_latency.observe(time.perf_counter() - started)
+
+
+async def awaiting[T](
+    endpoint: Endpoint,
+    attempt: Callable[[], Awaitable[T] | Plan[T]],
+    *,
+    wait_seconds: float,
+    found: Callable[[T], bool],
+    gone: asyncio.Future | None,
+) -> T:
+    """Try ``attempt`` (a plan, run on the async pool, or an awaitable) at once; until it
+    finds work or ``wait_seconds`` pass, wait for this endpoint's doorbell and try again.
+    Shared by the HTTP verb and the MCP tool. One claim latency observation: the last try."""
+    bell = async_doorbell()
+    crowd = waiters()
+    crowd.enter(endpoint.pk)
+    deadline = time.monotonic() + wait_seconds
+    elapsed = 0.0
+    try:
+        if not bell.listening.is_set():  # the first long-poll of this process
+            bell.ensure_listening()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(bell.listening.wait(), LISTEN_START_SECONDS)
+        while True:
+            ticket = bell.ticket(endpoint.pk)
+            started = time.perf_counter()
+            try:
+                made = attempt()
+                result = await (db.arun(made) if inspect.isgenerator(made) else made)
+            finally:
+                elapsed = time.perf_counter() - started
+            remaining = deadline - time.monotonic()
+            if found(result):
+                bell.pass_on(endpoint.pk)  # more work may have come with the same ring
+                return result
+            if remaining <= 0:
+                return result
+            await bell.wait(endpoint.pk, ticket, remaining, gone=gone)
+            if gone is not None and gone.done():
+                raise ClientGone
+            # The credential that opened the request must still be the endpoint's.
+            await db.arun(endpoints.still_valid_plan(endpoint))
+    finally:
+        crowd.leave(endpoint.pk)
+        counters.claim_latency.observe(elapsed)
+
+
+# The first long-poll of a process waits this long at most for the LISTEN connection.
+LISTEN_START_SECONDS = 2.0
+
+
+async def release_unheard(endpoint: Endpoint, claim: dict) -> None:
+    """A claim committed but its client left before the answer reached it: release the
+    attempt at once (outcome released, said why) rather than leave it to lapse."""
+    await db.arun(
+        transitions.release_plan(
+            Actor.agent(endpoint),
+            claim["todo"]["id"],
+            attempt_seq=claim["attempt_seq"],
+            lease_token=claim.get("lease_token"),
+            summary="Released by Switchboard: the client that claimed this went away before "
+            "the claim's answer reached it.",
+        )
+    )

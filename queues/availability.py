@@ -12,6 +12,7 @@ connection attempt a second while the database is away.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -53,7 +54,11 @@ class Breaker:
         self._lock = threading.Lock()
         self._tripped_at: float | None = None
         self._last_probe = 0.0
+        # A probe in flight: callers that come while it runs wait for its answer rather than
+        # be refused (after a restart the first burst of requests must go through).
+        self._probed = threading.Event()
         self._probing = False
+        self._aprobes: dict[int, asyncio.Future] = {}
 
     @property
     def tripped(self) -> bool:
@@ -63,7 +68,7 @@ class Breaker:
         with self._lock:
             if self._tripped_at is None:
                 self._tripped_at = time.monotonic()
-                self._last_probe = self._tripped_at
+                self._last_probe = 0.0  # the next caller probes at once (a restart is quick)
                 log.warning("database unavailable (%s); answering 503 until it is back", _name(why))
 
     def reset(self) -> None:
@@ -73,24 +78,60 @@ class Breaker:
                 self._tripped_at = None
                 log.warning("database reachable again after %.1f s", down)
 
+    def _probe_due(self) -> bool:
+        """Under the lock: start a probe now (True), or refuse at once: the last one failed
+        less than PROBE_INTERVAL_SECONDS ago."""
+        now = time.monotonic()
+        if now - self._last_probe < PROBE_INTERVAL_SECONDS:
+            return False
+        self._last_probe = now
+        return True
+
     def admit(self) -> bool:
         """May a request use the database now? True while the breaker is closed; while it is
-        tripped, only after a probe this call made (or another made just now) connected."""
+        tripped, only once a probe (this call's, or one in flight it waited for) connected."""
         if self._tripped_at is None:
             return True
         with self._lock:
-            now = time.monotonic()
-            if self._probing or now - self._last_probe < PROBE_INTERVAL_SECONDS:
+            if self._probing:
+                waiting = True
+            elif self._probe_due():
+                self._probing, waiting = True, False
+                self._probed.clear()
+            else:
                 return self._tripped_at is None
-            self._probing, self._last_probe = True, now
+        if waiting:
+            self._probed.wait(PROBE_CONNECT_TIMEOUT_SECONDS + 1)
+            return self._tripped_at is None
         try:
-            reachable = _probe()
+            if _probe():
+                self.reset()
         finally:
             with self._lock:
                 self._probing = False
-        if reachable:
-            self.reset()
-        return reachable
+            self._probed.set()
+        return self._tripped_at is None
+
+    async def aadmit(self) -> bool:
+        """``admit`` for the event loop: the probe connects without blocking it, and callers
+        of this loop that come while it runs await the same probe."""
+        if self._tripped_at is None:
+            return True
+        key = id(asyncio.get_running_loop())
+        probe = self._aprobes.get(key)
+        if probe is None:
+            with self._lock:
+                if not self._probe_due():
+                    return self._tripped_at is None
+            probe = self._aprobes[key] = asyncio.ensure_future(_aprobe())
+            try:
+                if await asyncio.shield(probe):
+                    self.reset()
+            finally:
+                self._aprobes.pop(key, None)
+        else:
+            await asyncio.shield(probe)
+        return self._tripped_at is None
 
     def note(self, exc: BaseException | None) -> None:
         """Trip if ``exc`` says the database cannot be reached."""
@@ -99,17 +140,33 @@ class Breaker:
 
 
 def _probe() -> bool:
-    from django.db import connection
-
     from queues import sql
+
+    try:
+        with psycopg.connect(**_probe_params(), autocommit=True) as conn:
+            conn.execute(sql.PING.text)
+    except psycopg.Error:
+        return False
+    return True
+
+
+def _probe_params() -> dict:
+    from django.db import connection
 
     params = connection.get_connection_params()
     for key in ("cursor_factory", "context", "prepare_threshold", "pool"):
         params.pop(key, None)
     params["connect_timeout"] = PROBE_CONNECT_TIMEOUT_SECONDS
+    return params
+
+
+async def _aprobe() -> bool:
+    from queues import sql
+
     try:
-        with psycopg.connect(**params, autocommit=True) as conn:
-            conn.execute(sql.PING.text)
+        conn = await psycopg.AsyncConnection.connect(**_probe_params(), autocommit=True)
+        async with conn:
+            await conn.execute(sql.PING.text)
     except psycopg.Error:
         return False
     return True

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import threading
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -159,10 +158,13 @@ class _PreparingCursor(psycopg.Cursor):
 
 
 async def arun[T](plan: Plan[T]) -> T:
-    """Execute ``plan`` on a connection of this process's async pool."""
+    """Execute ``plan`` on a connection of this event loop's async pool."""
     pool = await async_pool()
-    async with pool.connection() as conn:
-        return await _adrive(plan, conn, depth=0)
+    try:
+        async with pool.connection() as conn:
+            return await _adrive(plan, conn, depth=0)
+    except psycopg.Error as exc:  # no connection to be had (the pool's wait, a refusal)
+        raise as_django_error(exc) from exc
 
 
 async def _adrive[T](plan: Plan[T], conn: psycopg.AsyncConnection, *, depth: int) -> T:
@@ -217,41 +219,41 @@ def as_django_error(exc: psycopg.Error) -> django.db.Error:
     return django.db.Error(*exc.args)
 
 
-_pool = None
-_pool_lock = threading.Lock()
+_pools: dict[int, object] = {}
 
 
 async def async_pool():
-    """This process's async connection pool (psycopg_pool), opened on first use with the
-    same connection parameters and size as Django's. In autocommit: a plan's statements
-    outside ``Atomic`` are each their own transaction, as on the sync path."""
-    global _pool
-    if _pool is None:
-        from psycopg_pool import AsyncConnectionPool
+    """This event loop's async connection pool (psycopg_pool), opened on first use with the
+    same connection parameters and size as Django's. One per loop: an ASGI worker process has
+    one loop, a test may run several. In autocommit: a plan's statements outside ``Atomic``
+    are each their own transaction, as on the sync path."""
+    from psycopg_pool import AsyncConnectionPool
 
-        with _pool_lock:
-            if _pool is None:
-                params = connection.get_connection_params()
-                for key in ("cursor_factory", "context", "pool"):
-                    params.pop(key, None)
-                params.setdefault("prepare_threshold", None)
-                _pool = AsyncConnectionPool(
-                    kwargs={**params, "autocommit": True},
-                    min_size=1,
-                    max_size=max(1, settings.SWITCHBOARD_DB_POOL_SIZE or 8),
-                    timeout=10,
-                    reconnect_timeout=5,
-                    check=AsyncConnectionPool.check_connection,
-                    open=False,
-                )
-    if _pool.closed:
-        await _pool.open(wait=False)
-    return _pool
+    key = id(asyncio.get_running_loop())
+    pool = _pools.get(key)
+    if pool is None:
+        # Django's own parameters, its adapters ("context": jsonb as text, time zones)
+        # included, so a row reads the same on both executors; not its sync cursor.
+        params = connection.get_connection_params()
+        for name in ("cursor_factory", "pool"):
+            params.pop(name, None)
+        pool = _pools[key] = AsyncConnectionPool(
+            kwargs={**params, "autocommit": True},
+            min_size=1,
+            max_size=max(1, settings.SWITCHBOARD_DB_POOL_SIZE or 8),
+            timeout=10,
+            reconnect_timeout=5,
+            check=AsyncConnectionPool.check_connection,
+            open=False,
+        )
+    if pool.closed:
+        await pool.open(wait=False)
+    return pool
 
 
 async def close_async_pool() -> None:
-    global _pool
-    pool, _pool = _pool, None
+    """Close this event loop's pool (the ASGI lifespan's shutdown; tests)."""
+    pool = _pools.pop(id(asyncio.get_running_loop()), None)
     if pool is not None:
         await pool.close()
 

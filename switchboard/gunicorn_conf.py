@@ -1,13 +1,15 @@
-"""Gunicorn settings for ``switchboard serve``.
+"""Gunicorn settings for ``switchboard serve``: the one place the web server is configured.
 
-Threads, not processes, carry the concurrency: a request mostly waits on PostgreSQL (or, for a
-claim_next long-poll, on the doorbell), and the threads of a worker share its connection pool
-(SWITCHBOARD_DB_POOL_SIZE). 32 threads a worker leave room for 16 long-polls per worker
-without starving other requests. Four workers on two cores, because a keep-alive connection
-stays with the worker that accepted it: with two, all of a few busy clients sometimes landed
-on one worker, held to one core by the GIL (bench/: 234-250 instead of 336 todos/s at 4
-clients; with four workers the worst of 15 drains was 322). Also usable
-directly: ``gunicorn -c switchboard/gunicorn_conf.py`` (binds SWITCHBOARD_BIND then).
+By default (``SWITCHBOARD_SERVER=asgi``) gunicorn runs uvicorn workers serving the ASGI
+application (switchboard/asgi.py): the agents' verbs answer on the event loop and a waiting
+long-poll holds no thread, so one process holds thousands of waiting agents; the Board's and
+admin's sync views run in threads. Workers default to one per core (each is one event loop:
+more than the cores only adds processes to switch between).
+
+``SWITCHBOARD_SERVER=wsgi`` is the threaded server of earlier releases (gthread workers,
+SWITCHBOARD_WEB_THREADS threads each, a thread per waiting long-poll), kept for the
+benchmark's comparison and as a fallback. Also usable directly: ``gunicorn -c
+switchboard/gunicorn_conf.py`` (binds SWITCHBOARD_BIND then).
 """
 
 import os
@@ -24,13 +26,23 @@ def _whole(name: str, default: int) -> int:
     return value
 
 
-wsgi_app = "switchboard.wsgi:application"
+SERVER = os.environ.get("SWITCHBOARD_SERVER", "asgi").strip().lower() or "asgi"
+if SERVER not in ("asgi", "wsgi"):
+    raise SystemExit(f"SWITCHBOARD_SERVER must be asgi or wsgi, not {SERVER!r}")
 bind = [os.environ.get("SWITCHBOARD_BIND", "127.0.0.1:8000")]  # `serve --host/--port` override
-worker_class = "gthread"
-workers = _whole("SWITCHBOARD_WEB_WORKERS", 4)
+# Threads: under ASGI, the pool that runs sync views (the Board, admin, MCP, /metrics); under
+# WSGI, gthread's threads per worker.
 threads = _whole("SWITCHBOARD_WEB_THREADS", 32)
-# The worker heartbeat (a gthread worker beats while its threads serve), not a request limit;
-# above the longest long-poll (claim_next waits at most 30 s).
+if SERVER == "asgi":
+    wsgi_app = "switchboard.asgi:application"
+    worker_class = "switchboard.workers.Worker"
+    workers = _whole("SWITCHBOARD_WEB_WORKERS", max(2, os.cpu_count() or 2))
+else:
+    wsgi_app = "switchboard.wsgi:application"
+    worker_class = "gthread"
+    workers = _whole("SWITCHBOARD_WEB_WORKERS", 4)
+# The worker heartbeat, not a request limit; above the longest long-poll (claim_next waits at
+# most 30 s).
 timeout = 60
 # Seconds an idle keep-alive connection stays open. Behind a load balancer that reuses its
 # connections to the backends, make it longer than the balancer's idle timeout, or the

@@ -283,6 +283,16 @@ SWITCHBOARD_RETENTION_MAX_TERMINAL = env_int(
 SWITCHBOARD_SWEEP_INTERVAL_SECONDS = env_int("SWITCHBOARD_SWEEP_INTERVAL_SECONDS", 5, minimum=1)
 SWITCHBOARD_CLAIMS_PER_MINUTE = env_int("SWITCHBOARD_CLAIMS_PER_MINUTE", 0, minimum=0)
 SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE = env_bool("SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE")
+# Long-polls (claim_next with wait_seconds) a web process holds at once, per endpoint and in
+# all; past either, a long-poll is refused at once (rate_limited / unavailable, Retry-After).
+SWITCHBOARD_WAITERS_PER_ENDPOINT = env_int("SWITCHBOARD_WAITERS_PER_ENDPOINT", 1000, minimum=1)
+SWITCHBOARD_WAITERS_PER_PROCESS = env_int("SWITCHBOARD_WAITERS_PER_PROCESS", 10000, minimum=1)
+# A request body must arrive within this many seconds of its headers, or the client is dropped
+# (408): a slow or silent client costs a socket, never a worker.
+SWITCHBOARD_BODY_TIMEOUT_SECONDS = env_int("SWITCHBOARD_BODY_TIMEOUT_SECONDS", 10, minimum=1)
+# Threads of a web process that run sync views under ASGI (MCP tool calls, /metrics); also
+# gunicorn_conf.py's threads per worker under SWITCHBOARD_SERVER=wsgi.
+SWITCHBOARD_WEB_THREADS = env_int("SWITCHBOARD_WEB_THREADS", 32, minimum=1)
 SWITCHBOARD_METRICS_TOKEN = os.environ.get("SWITCHBOARD_METRICS_TOKEN", "")
 # The hot statements of queues/sql.py run as server-side prepared statements (planned once
 # per connection). Turn off behind a pooler that cannot keep them (pgbouncer < 1.21 in

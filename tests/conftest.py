@@ -66,6 +66,18 @@ def human(user):
     return Actor.human(user)
 
 
+@pytest.fixture(scope="session")
+def live_server(django_db_setup, django_db_blocker):
+    """The product's ASGI application under uvicorn, on a thread (tests/asgi_server.py), in
+    place of pytest-django's threaded WSGI server: tests talk to the server agents talk to."""
+    from tests.asgi_server import AsgiLiveServer
+
+    with django_db_blocker.unblock():
+        server = AsgiLiveServer()
+    yield server
+    server.stop()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _doorbell_stops_before_the_test_database_goes(django_db_setup, django_db_blocker):
     """The doorbell's LISTEN connection would keep the test database from being dropped."""

@@ -331,3 +331,23 @@ def test_a_body_over_64_kib_is_invalid_and_writes_nothing(world):
     small = {"title": "t", "body": "é" * (32 * 1024)}
     ok = post(world["base"], "create_todo", small, token=world["token"])
     assert ok.status_code == 200
+
+
+def test_a_body_over_a_mebibyte_is_refused_unread_and_the_connection_closed(live_server):
+    """The body is not read (it could be anything), so the connection cannot be kept: the
+    answer says Connection: close, and the server closes it."""
+    import socket
+
+    host, port = live_server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(
+            f"POST /api/v1/create_todo HTTP/1.1\r\nHost: {host}\r\n"
+            f"Content-Type: application/json\r\nContent-Length: {2 * 1024 * 1024}\r\n\r\n".encode()
+        )
+        answer = b""
+        while chunk := sock.recv(65536):  # the server closes: recv returns b""
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400")
+    assert b"connection: close" in head.lower()
+    assert b'"invalid"' in body

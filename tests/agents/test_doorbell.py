@@ -93,3 +93,78 @@ def test_the_listener_wakes_a_waiter_of_that_endpoint_only(team):
         assert results == {"mine": True, "theirs": False}
     finally:
         bell.stop()
+
+
+# --- The asyncio doorbell: a ring wakes one waiter, the longest waiting --------------------
+
+
+def _bell_scenario(body):
+    """Run ``body(bell)`` on a fresh event loop with a doorbell whose LISTEN is not started
+    (rings are made by hand here)."""
+    import asyncio
+
+    from agents.doorbell import AsyncDoorbell
+
+    async def go():
+        bell = AsyncDoorbell()
+        bell.ensure_listening = lambda: None  # no LISTEN connection in this unit test
+        return await body(bell)
+
+    return asyncio.run(go())
+
+
+def test_a_ring_wakes_exactly_one_waiter_the_longest_waiting():
+    import asyncio
+
+    async def body(bell):
+        order = []
+
+        async def waiter(n):
+            woke = await bell.wait(7, bell.ticket(7), 2.0)
+            order.append((n, woke))
+
+        tasks = []
+        for n in range(20):
+            tasks.append(asyncio.create_task(waiter(n)))
+            await asyncio.sleep(0)  # each starts waiting in turn
+        await asyncio.sleep(0.05)
+        bell.ring(7)
+        await asyncio.sleep(0.05)
+        woken_first = list(order)
+        bell.ring(8)  # another endpoint's ring wakes none of these
+        await asyncio.sleep(0.05)
+        after_other = list(order)
+        await asyncio.gather(*tasks)
+        return woken_first, after_other, order
+
+    woken_first, after_other, order = _bell_scenario(body)
+    assert woken_first == [(0, True)]
+    assert after_other == woken_first
+    assert sorted(n for n, woke in order if not woke) == list(range(1, 20))  # timed out
+
+
+def test_a_ring_is_kept_for_a_waiter_that_took_its_ticket_before_it():
+    async def body(bell):
+        ticket = bell.ticket(3)
+        bell.ring(3)  # rang between the miss and the wait
+        return await bell.wait(3, ticket, 2.0)
+
+    assert _bell_scenario(body) is True
+
+
+def test_pass_on_wakes_the_next_waiter_and_a_gone_waiter_passes_its_ring_on():
+    import asyncio
+
+    async def body(bell):
+        gone = asyncio.get_running_loop().create_future()
+        first = asyncio.create_task(bell.wait(5, bell.ticket(5), 2.0, gone=gone))
+        await asyncio.sleep(0)
+        second = asyncio.create_task(bell.wait(5, bell.ticket(5), 2.0))
+        await asyncio.sleep(0.01)
+        gone.set_result(None)  # the first one's client leaves...
+        bell.ring(5)  # ...as the ring reaches it
+        await asyncio.sleep(0.05)
+        return await first, second.done() and await second
+
+    first_woke, second_woke = _bell_scenario(body)
+    assert second_woke is True  # the ring went on to the one still there

@@ -89,3 +89,20 @@ def todo_events_of(todo_id: int) -> list:
     from queues.models import TodoEvent
 
     return list(TodoEvent.objects.filter(todo_id=todo_id))
+
+
+def test_both_executors_read_a_row_alike(endpoint):
+    """Results that are JSON strings, numbers and nulls, and timestamps, decode the same
+    (the async pool takes Django's adapters)."""
+    todo, _ = transitions.create_todo(endpoint=endpoint, title="json")
+    for result in ("a plain string", 7, None, ["x"], {"k": "v"}):
+        claim = transitions.claim_next(endpoint=endpoint)
+        transitions.complete(Actor.agent(endpoint), todo.id, result=result)
+        read_sync = db.run(db.one(sql.SELECT_TODO, {"todo_id": todo.id}))
+        read_async = arun(db.one(sql.SELECT_TODO, {"todo_id": todo.id}))
+        assert read_sync == read_async, result
+        assert claim is not None
+        from queues.records import TodoRecord
+
+        assert TodoRecord.from_row(read_async[0]).result == result
+        Todo.objects.filter(pk=todo.id).update(state="pending", ended_at=None)

@@ -1,4 +1,5 @@
-"""``switchboard serve``: the web server alone (gunicorn, gthread workers)."""
+"""``switchboard serve``: the web server alone (gunicorn with uvicorn workers serving the ASGI
+application; switchboard/gunicorn_conf.py)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ class _Gunicorn(Application):
         self.cfg.set("bind", [self._bind])
 
     def load(self):
-        from switchboard.wsgi import application
+        from gunicorn.util import import_app
 
-        return application
+        # gunicorn_conf.py's wsgi_app: the ASGI application, or the WSGI one.
+        return import_app(self.cfg.wsgi_app)

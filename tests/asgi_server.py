@@ -1,0 +1,67 @@
+"""A live server for tests that is the product's server: switchboard.asgi.application under
+uvicorn (the HTTP protocol and event loop ``switchboard serve`` runs), on a thread of the test
+process, against the test database. It stands in for pytest-django's ``live_server`` (same
+``url``; tests/conftest.py overrides that fixture with it), so every API, MCP and browser test
+runs through the ASGI application."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+
+from django.test.utils import modify_settings
+
+
+class AsgiLiveServer:
+    def __init__(self, host: str = "localhost") -> None:
+        import uvicorn
+
+        from switchboard.asgi import application
+
+        self.host = host
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._socket.bind(("127.0.0.1", 0))
+        self.port = self._socket.getsockname()[1]
+        config = uvicorn.Config(
+            application,
+            lifespan="on",
+            log_level="warning",
+            access_log=False,
+            timeout_keep_alive=5,
+            loop="asyncio",
+            http="httptools",
+        )
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._run, name="asgi-live-server", daemon=True)
+        # pytest-django's helper enables these for each test that uses the server.
+        self._live_server_modified_settings = modify_settings(ALLOWED_HOSTS={"append": host})
+        self._thread.start()
+        for _ in range(500):
+            if self._server.started or not self._thread.is_alive():
+                break
+            threading.Event().wait(0.02)
+        if not self._server.started:
+            raise RuntimeError("the ASGI test server did not start")
+
+    def _run(self) -> None:
+        asyncio.run(self._server.serve(sockets=[self._socket]))
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=20)
+        self._socket.close()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        return self.url
+
+    def __add__(self, other: str) -> str:
+        return f"{self}{other}"
+
+    def __repr__(self) -> str:
+        return f"<AsgiLiveServer listening at {self.url}>"
