@@ -109,11 +109,13 @@ class _Exchange:
         return self.gone
 
     async def _watch(self) -> None:
+        gone = self.gone
+        assert gone is not None
         while True:
             message = await self.receive()
             if message["type"] == "http.disconnect":
-                if not self.gone.done():
-                    self.gone.set_result(None)
+                if not gone.done():
+                    gone.set_result(None)
                 return
 
     def finish(self) -> None:
@@ -350,7 +352,7 @@ async def _mcp(exchange: _Exchange) -> None:
         # A cap (or the credential gone while waiting): the tool's error, as the HTTP API's
         # body, in django-mcpz's own answer.
         request = _django_request(exchange, body)
-        request.switchboard_refusal = error
+        request.switchboard_refusal = error  # type: ignore[attr-defined]  # agents/mcp.py
         await exchange.django(await _in_thread(mcp.view, request))
         return
     if gone.done() and (claim := _mcp_claim(response)) is not None:

@@ -48,7 +48,7 @@ server = MCPServer(
 def _permitted(verb: str) -> Callable[[HttpRequest], bool]:
     # Tools outside the endpoint's frozen verb set are not listed; calling one is
     # "Unknown tool" (on HTTP the same call is 403 forbidden).
-    return lambda request: verbs.allowed(request.endpoint, verb)
+    return lambda request: verbs.allowed(request.endpoint, verb)  # type: ignore[attr-defined]
 
 
 def _register(verb: str) -> None:
@@ -61,7 +61,7 @@ def _register(verb: str) -> None:
             raise ToolError(json.dumps(refusal.as_dict()))
         try:
             return waiting.call(
-                request.endpoint,
+                request.endpoint,  # type: ignore[attr-defined]  # set by endpoint_auth
                 verb,
                 params,
                 mcp_session_id=request.headers.get("Mcp-Session-Id") or None,

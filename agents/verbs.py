@@ -25,7 +25,7 @@ from queues.transitions import Actor
 # endpoint holding either may call it (the record's "no new power" for frozen verb sets,
 # docs/decisions/0039-attempt-history.md).
 READ_ALIASES = {"get_todo": ("get_todo", "list_todos")}
-NO_TODO = {"todo": None, "prior_attempts": [], "untrusted_notice": UNTRUSTED_NOTICE}
+NO_TODO: dict = {"todo": None, "prior_attempts": [], "untrusted_notice": UNTRUSTED_NOTICE}
 
 
 def allowed(endpoint: Endpoint, verb: str) -> bool:
@@ -38,13 +38,15 @@ def check_allowed(endpoint: Endpoint, verb: str) -> None:
 
 
 def create_todo(endpoint: Endpoint, p: schemas.CreateTodo, **_) -> Plan[dict]:
-    target, requester = endpoint, None
+    target: Endpoint | None = endpoint
+    requester = None
     if p.to is not None and p.to != endpoint.agent_id:
         # Unknown and foreign agent_ids answer alike: only this team's live endpoints exist.
         target = yield from endpoints.live_in_team_plan(endpoint.team_id, p.to)
         if target is None:
             raise NotFound("No such endpoint in this team.")
         requester = endpoint
+    assert target is not None
     todo, created = yield from transitions.create_todo_plan(
         endpoint=target,
         title=p.title,

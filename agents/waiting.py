@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import time
 from collections.abc import Awaitable, Callable
 
@@ -22,7 +21,6 @@ from django.db import connection
 from agents import schemas, verbs
 from agents.doorbell import async_doorbell, doorbell
 from queues import counters, db, endpoints, transitions
-from queues.db import Plan
 from queues.errors import RateLimited, Unavailable
 from queues.models import Endpoint
 from queues.transitions import Actor
@@ -53,7 +51,7 @@ def call(endpoint: Endpoint, verb: str, params, *, mcp_session_id: str | None = 
 def _claim_next_waiting(
     endpoint: Endpoint, p: schemas.ClaimNext, mcp_session_id: str | None
 ) -> dict:
-    deadline = time.monotonic() + p.wait_seconds
+    deadline = time.monotonic() + (p.wait_seconds or 0)
     elapsed = 0.0
     try:
         while True:
@@ -146,7 +144,7 @@ async def acall(
     if verb == "claim_next" and params.wait_seconds:
         return await awaiting(
             endpoint,
-            lambda: verbs.claim_next(endpoint, params, mcp_session_id=mcp_session_id),
+            lambda: db.arun(verbs.claim_next(endpoint, params, mcp_session_id=mcp_session_id)),
             wait_seconds=params.wait_seconds,
             found=lambda result: result["todo"] is not None,
             gone=gone,
@@ -163,13 +161,13 @@ async def acall(
 
 async def awaiting[T](
     endpoint: Endpoint,
-    attempt: Callable[[], Awaitable[T] | Plan[T]],
+    attempt: Callable[[], Awaitable[T]],
     *,
     wait_seconds: float,
     found: Callable[[T], bool],
     gone: asyncio.Future | None,
 ) -> T:
-    """Try ``attempt`` (a plan, run on the async pool, or an awaitable) at once; until it
+    """Try ``attempt`` (an awaitable: a plan run on the async pool, say) at once; until it
     finds work or ``wait_seconds`` pass, wait for this endpoint's doorbell and try again.
     Shared by the HTTP verb and the MCP tool. One claim latency observation: the last try."""
     bell = async_doorbell()
@@ -186,8 +184,7 @@ async def awaiting[T](
             ticket = bell.ticket(endpoint.pk)
             started = time.perf_counter()
             try:
-                made = attempt()
-                result = await (db.arun(made) if inspect.isgenerator(made) else made)
+                result = await attempt()
             finally:
                 elapsed = time.perf_counter() - started
             remaining = deadline - time.monotonic()

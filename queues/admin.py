@@ -22,7 +22,7 @@ only be slow or could never match (NUL, overlong, too many words) finds nothing.
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from urllib.parse import urlsplit
 
 from django.contrib import admin, messages
@@ -35,6 +35,7 @@ from django.db.models import Count, IntegerField, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpRequest
 from django.template.response import TemplateResponse
+from django.utils.html import format_html
 from django.utils.text import smart_split
 
 from queues import operators, queue_health, transitions
@@ -68,6 +69,29 @@ def url_host(url: str) -> str:
         return "set"
 
 
+def time_html(value: datetime | None):
+    """A time as the Board shows it (board/templatetags/board.py ``when``): a ``<time>``
+    with the full date and time in UTC, which static/board/time.js (loaded by
+    templates/admin/base_site.html) shows in the browser's time zone with UTC on hover."""
+    if value is None:
+        return None  # the admin's empty value
+    text = value.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    iso = value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return format_html('<time datetime="{}" data-when="full" title="{}">{}</time>', iso, text, text)
+
+
+def when(model, field: str):
+    """A column or read-only field showing ``field`` of ``model`` through ``time_html``,
+    sortable by it, under the field's own name."""
+
+    @admin.display(description=model._meta.get_field(field).verbose_name, ordering=field)
+    def show(self, obj):
+        return time_html(getattr(obj, field))
+
+    show.__name__ = f"{field}_when"
+    return show
+
+
 # A search is over ids, agent ids, slugs, user names and e-mail addresses: a few short words.
 SEARCH_MAX_CHARS = 256
 SEARCH_MAX_WORDS = 8
@@ -82,7 +106,7 @@ def parse_id(value: str) -> int:
     return int(value)
 
 
-class HostileQueryStringMixin:
+class HostileQueryStringMixin(admin.ModelAdmin):
     """Filters only through the page's own filters; searches that can neither be slow nor
     fail in the database (PostgreSQL refuses a NUL in text)."""
 
@@ -100,9 +124,10 @@ class HostileQueryStringMixin:
         lookups: set[str] = set()
         for item in self.get_list_filter(request):
             if isinstance(item, type) and issubclass(item, admin.SimpleListFilter):
-                lookups.add(item.parameter_name)
+                if item.parameter_name:
+                    lookups.add(item.parameter_name)
                 continue
-            field = item[0] if isinstance(item, list | tuple) else item
+            field = str(item[0] if isinstance(item, list | tuple) else item)
             lookups.update({field, f"{field}__exact", f"{field}__isnull", f"{field}__id__exact"})
         return lookups
 
@@ -150,8 +175,9 @@ class ReadOnlyAdmin(HostileQueryStringMixin, admin.ModelAdmin):
 
 class MembershipInline(admin.TabularInline):
     model = Membership
-    fields = ("user", "role", "created_at")
+    fields = ("user", "role", "created_at_when")
     readonly_fields = fields
+    created_at_when = when(Membership, "created_at")
     extra = 0
     can_delete = False
     show_change_link = False
@@ -171,12 +197,28 @@ class MembershipInline(admin.TabularInline):
 
 @admin.register(Team)
 class TeamAdmin(ReadOnlyAdmin):
-    list_display = ("slug", "name", "personal", "member_total", "endpoint_total", "created_at")
+    list_display = (
+        "slug",
+        "name",
+        "personal",
+        "member_total",
+        "endpoint_total",
+        "created_at_when",
+    )
     list_filter = ("personal",)
     search_fields = ("=id", "slug")
     ordering = ("slug",)
-    fields = ("id", "slug", "name", "personal", "created_at", "member_total", "endpoint_total")
+    fields = (
+        "id",
+        "slug",
+        "name",
+        "personal",
+        "created_at_when",
+        "member_total",
+        "endpoint_total",
+    )
     inlines = (MembershipInline,)
+    created_at_when = when(Team, "created_at")
 
     def get_queryset(self, request: HttpRequest):
         return (
@@ -190,11 +232,11 @@ class TeamAdmin(ReadOnlyAdmin):
 
     @admin.display(description="members", ordering="member_count")
     def member_total(self, team: Team) -> int:
-        return team.member_count
+        return team.member_count  # type: ignore[attr-defined]  # annotated
 
     @admin.display(description="endpoints", ordering="endpoint_count")
     def endpoint_total(self, team: Team) -> int:
-        return team.endpoint_count
+        return team.endpoint_count  # type: ignore[attr-defined]  # annotated
 
 
 # ---------------------------------------------------------------------------------------
@@ -244,9 +286,9 @@ class EndpointAdmin(ReadOnlyAdmin):
         "live_todos",
         "dead_todos",
         "notify",
-        "created_at",
-        "rotated_at",
-        "revoked_at",
+        "created_at_when",
+        "rotated_at_when",
+        "revoked_at_when",
     )
     list_select_related = ("team",)
     list_filter = (EndpointStatusFilter, TeamWithEndpointsFilter)
@@ -260,15 +302,19 @@ class EndpointAdmin(ReadOnlyAdmin):
         "team",
         "verb_list",
         "notify",
-        "created_at",
-        "rotated_at",
-        "revoked_at",
+        "created_at_when",
+        "rotated_at_when",
+        "revoked_at_when",
         "live_todos",
         "dead_todos",
-        "admission_window_at",
+        "admission_window_at_when",
         "admission_claims",
     )
     actions = ("revoke_endpoints",)
+    created_at_when = when(Endpoint, "created_at")
+    rotated_at_when = when(Endpoint, "rotated_at")
+    revoked_at_when = when(Endpoint, "revoked_at")
+    admission_window_at_when = when(Endpoint, "admission_window_at")
 
     def get_queryset(self, request: HttpRequest):
         return (
@@ -293,11 +339,11 @@ class EndpointAdmin(ReadOnlyAdmin):
 
     @admin.display(description="live todos", ordering="live_count")
     def live_todos(self, endpoint: Endpoint) -> int:
-        return endpoint.live_count
+        return endpoint.live_count  # type: ignore[attr-defined]  # annotated
 
     @admin.display(description="dead letters", ordering="dead_count")
     def dead_todos(self, endpoint: Endpoint) -> int:
-        return endpoint.dead_count
+        return endpoint.dead_count  # type: ignore[attr-defined]  # annotated
 
     @admin.display(description="notify URL host")
     def notify(self, endpoint: Endpoint) -> str:
@@ -389,9 +435,9 @@ class TodoAdmin(ReadOnlyAdmin):
         "round",
         "attempts_kept",
         "dead_letter_reason",
-        "created_at",
-        "updated_at",
-        "ended_at",
+        "created_at_when",
+        "updated_at_when",
+        "ended_at_when",
     )
     list_select_related = ("endpoint__team",)
     list_filter = ("state", "dead_letter_reason", TodoTeamFilter, TodoEndpointFilter)
@@ -417,15 +463,23 @@ class TodoAdmin(ReadOnlyAdmin):
         "requester",
         "created_by",
         "dead_letter_reason",
-        "created_at",
-        "updated_at",
-        "not_before",
-        "next_retry_at",
-        "claimed_at",
-        "last_heartbeat_at",
-        "lease_expires_at",
-        "ended_at",
+        "created_at_when",
+        "updated_at_when",
+        "not_before_when",
+        "next_retry_at_when",
+        "claimed_at_when",
+        "last_heartbeat_at_when",
+        "lease_expires_at_when",
+        "ended_at_when",
     )
+    created_at_when = when(Todo, "created_at")
+    updated_at_when = when(Todo, "updated_at")
+    not_before_when = when(Todo, "not_before")
+    next_retry_at_when = when(Todo, "next_retry_at")
+    claimed_at_when = when(Todo, "claimed_at")
+    last_heartbeat_at_when = when(Todo, "last_heartbeat_at")
+    lease_expires_at_when = when(Todo, "lease_expires_at")
+    ended_at_when = when(Todo, "ended_at")
 
     def get_queryset(self, request: HttpRequest):
         return super().get_queryset(request).select_related("endpoint__team")
@@ -445,12 +499,13 @@ class TodoAdmin(ReadOnlyAdmin):
 
 @admin.register(DeadLetterSink)
 class DeadLetterSinkAdmin(ReadOnlyAdmin):
-    list_display = ("id", "team", "host", "active", "created_at", "created_by")
+    list_display = ("id", "team", "host", "active", "created_at_when", "created_by")
     list_select_related = ("team", "created_by")
     list_filter = ("active", TeamWithEndpointsFilter)
     search_fields = ("=id", "team__slug")
     ordering = ("-id",)
-    fields = ("id", "team", "host", "active", "created_at", "created_by")
+    fields = ("id", "team", "host", "active", "created_at_when", "created_by")
+    created_at_when = when(DeadLetterSink, "created_at")
 
     @admin.display(description="URL host")
     def host(self, sink: DeadLetterSink) -> str:

@@ -2,8 +2,9 @@
 and verb answers "unavailable" at once instead of each waiting out the pool's timeout.
 
 The breaker trips on a connection-level failure (connection refused or lost, the server
-shutting down, no pooled connection within the pool's timeout) and never on a query's own
-error (a deadlock, a timeout, bad data). While it is tripped, callers ask ``admit()``: at most
+shutting down, no pooled connection within the pool's timeout while a fresh connection fails
+too) and never on a query's own error (a deadlock, a timeout, bad data) nor on a pool that is
+merely busy. While it is tripped, callers ask ``admit()``: at most
 once a second one of them probes with a fresh connection of its own (outside the pool, a
 one-second connect timeout); if the probe connects, the breaker closes and the request goes
 on; otherwise every caller is refused at once. So recovery needs no restart, and costs one
@@ -40,13 +41,18 @@ def is_connection_failure(exc: BaseException | None) -> bool:
     cause = exc.__cause__ if isinstance(exc.__cause__, psycopg.Error) else exc
     if isinstance(cause, psycopg.InterfaceError | InterfaceError):
         return True  # the connection is closed
-    if type(cause).__name__ == "PoolTimeout":
+    if _is_pool_timeout(cause):
         return True
     sqlstate = getattr(cause, "sqlstate", None)
     if sqlstate is None:
         # Connection refused, reset or dropped mid-query: psycopg gives no SQLSTATE then.
         return isinstance(cause, psycopg.OperationalError | OperationalError)
     return sqlstate.startswith("08") or sqlstate in _DOWN_SQLSTATES
+
+
+def _is_pool_timeout(exc: BaseException) -> bool:
+    cause = exc.__cause__ if isinstance(exc.__cause__, psycopg.Error) else exc
+    return type(cause).__name__ == "PoolTimeout"
 
 
 class Breaker:
@@ -59,17 +65,34 @@ class Breaker:
         self._probed = threading.Event()
         self._probing = False
         self._aprobes: dict[int, asyncio.Future] = {}
+        self._last_reached = 0.0  # when a probe last connected
 
     @property
     def tripped(self) -> bool:
         return self._tripped_at is not None
 
     def trip(self, why: BaseException | str) -> None:
+        if isinstance(why, BaseException) and _is_pool_timeout(why) and self._reachable():
+            # No pooled connection in time, yet a fresh one connects: the pool is busy (a
+            # burst, a loaded machine), the database is there. This request is refused; the
+            # next ones are not.
+            return
         with self._lock:
             if self._tripped_at is None:
                 self._tripped_at = time.monotonic()
                 self._last_probe = 0.0  # the next caller probes at once (a restart is quick)
                 log.warning("database unavailable (%s); answering 503 until it is back", _name(why))
+
+    def _reachable(self) -> bool:
+        """Does a fresh connection reach the database? Asked at most once a probe interval
+        (a pool that is merely busy would otherwise be answered with more connections)."""
+        with self._lock:
+            if time.monotonic() - self._last_reached < PROBE_INTERVAL_SECONDS:
+                return True
+        if not _probe():
+            return False
+        self._last_reached = time.monotonic()
+        return True
 
     def reset(self) -> None:
         with self._lock:
@@ -135,7 +158,7 @@ class Breaker:
 
     def note(self, exc: BaseException | None) -> None:
         """Trip if ``exc`` says the database cannot be reached."""
-        if is_connection_failure(exc):
+        if exc is not None and is_connection_failure(exc):
             self.trip(exc)
 
 

@@ -32,6 +32,7 @@ import django.db
 import psycopg
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,11 +132,12 @@ def _sync_fetch(step: Fetch) -> list:
         connection.ensure_connection()
         connection.validate_thread_sharing()
         raw = _PreparingCursor(connection.connection)
-    wrapped = (
-        connection.make_debug_cursor(raw)
-        if connection.queries_logged
-        else (connection.make_cursor(raw))
-    )
+    # (django-stubs type the argument as a CursorWrapper; Django wraps the DB-API cursor.)
+    wrapped: CursorWrapper
+    if connection.queries_logged:
+        wrapped = connection.make_debug_cursor(raw)  # type: ignore[arg-type]
+    else:
+        wrapped = connection.make_cursor(raw)  # type: ignore[arg-type]
     with wrapped as cursor:
         cursor.execute(step.statement.text, step.params)
         return cursor.fetchall() if cursor.description else []
@@ -219,7 +221,7 @@ def as_django_error(exc: psycopg.Error) -> django.db.Error:
     return django.db.Error(*exc.args)
 
 
-_pools: dict[int, object] = {}
+_pools: dict[int, Any] = {}  # AsyncConnectionPool by event loop
 
 
 async def async_pool():

@@ -106,7 +106,14 @@ class DeliveryStatus:
             key: datetime.fromisoformat(row[key]) if row[key] else None
             for key in ("created_at", "delivered_at", "gave_up_at")
         }
-        return cls(row["status"], row["error"], row["attempts"], **times)
+        return cls(
+            row["status"],
+            row["error"],
+            row["attempts"],
+            created_at=times["created_at"] or datetime.fromisoformat(row["created_at"]),
+            delivered_at=times["delivered_at"],
+            gave_up_at=times["gave_up_at"],
+        )
 
     @property
     def state(self) -> str:
@@ -160,9 +167,12 @@ def _lease(batch: int) -> tuple[list[_Job], int]:
             if reason:
                 Delivery.objects.filter(pk=delivery.pk).update(gave_up_at=Now(), last_error=reason)
                 continue
+            # _why_not gave up on a delivery whose sink or endpoint is gone.
             if delivery.kind == Delivery.Kind.DEAD_LETTER:
+                assert delivery.sink is not None
                 url, secret = delivery.sink.url, delivery.sink.secret
             else:
+                assert delivery.endpoint is not None
                 url, secret = delivery.endpoint.notify_url, delivery.endpoint.notify_secret
             jobs.append(
                 _Job(

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Q
-from django.db.models.functions import Now
+from django.db.models.functions import Greatest, Now
 
 from queues.models import (
     Delivery,
@@ -79,7 +79,10 @@ def queue_health() -> QueueHealth:
             n=Count("*"),
             died_last_day=Count("id", filter=Q(state=TodoState.DEAD, ended_at__gt=day_ago)),
             oldest_wait=Max(
-                ExpressionWrapper(Now() - F("claimable_at"), DurationField()),
+                # since it became claimable: a not_before long past counts from creation
+                ExpressionWrapper(
+                    Now() - Greatest(F("claimable_at"), F("created_at")), DurationField()
+                ),
                 filter=Q(state=TodoState.PENDING, claimable_at__lte=Now()),
             ),
         )
@@ -148,5 +151,5 @@ def queue_health() -> QueueHealth:
         oldest_pending_age=oldest,
         outbox_pending=outbox_pending,
         outbox_retrying=retrying,
-        sweeper=sweeper,
+        sweeper=dict(sweeper) if sweeper is not None else None,
     )

@@ -10,9 +10,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
+from django.db import connection, transaction
 from django.db.models import (
+    BooleanField,
     Count,
     Exists,
+    ExpressionWrapper,
     F,
     FilteredRelation,
     IntegerField,
@@ -20,6 +23,7 @@ from django.db.models import (
     OuterRef,
     Q,
     Subquery,
+    Value,
 )
 from django.db.models.functions import Coalesce, JSONObject
 
@@ -166,16 +170,13 @@ class QueueFilters:
         return bool(self.state or self.endpoint_id or self.died or self.text)
 
 
-def board_queue(
-    team_ids: list[int], filters: QueueFilters, *, before_id: int | None = None
-) -> tuple[list[Todo], int | None]:
-    """One page of the Board's queue, newest first, by keyset. Each todo carries its open
-    attempt's holder (``holder_*``) and its newest closed attempt (``last_*``). One query:
-    the per-row attempt reads are index probes made only for the rows on the page."""
+def _board_todos(team_ids: list[int]):
+    """The Board's todos of these teams, each with its open attempt's holder (``holder_*``)
+    and its newest closed attempt (``last_*``): index probes made only for the rows read."""
     newest_closed = TodoAttempt.objects.filter(
         todo=OuterRef("pk"), ended_at__isnull=False
     ).order_by("-seq")
-    todos = (
+    return (
         Todo.objects.filter(endpoint__team_id__in=team_ids)
         .select_related("endpoint")
         .only(*_QUEUE_FIELDS)
@@ -193,12 +194,18 @@ def board_queue(
         )
         .order_by("-id")
     )
-    if filters.state:
-        todos = todos.filter(state=filters.state)
+
+
+def _filter_q(filters: QueueFilters, *, with_state: bool = True) -> Q:
+    """The queue's filters as one condition (a WHERE, an annotation or an aggregate's
+    FILTER alike)."""
+    condition = Q()
+    if with_state and filters.state:
+        condition &= Q(state=filters.state)
     if filters.endpoint_id:
-        todos = todos.filter(endpoint_id=filters.endpoint_id)
+        condition &= Q(endpoint_id=filters.endpoint_id)
     if filters.died:
-        todos = todos.filter(
+        condition &= Q(
             Exists(TodoAttempt.objects.filter(todo=OuterRef("pk"), outcome__in=DIED_OUTCOMES))
         )
     if filters.text:
@@ -207,12 +214,67 @@ def board_queue(
         # which int() refuses), and few enough for a bigint.
         if number := re.fullmatch(r"#?([0-9]{1,18})", filters.text):
             match |= Q(pk=int(number[1]))
-        todos = todos.filter(match)
+        condition &= match
+    return condition
+
+
+def board_queue(
+    team_ids: list[int], filters: QueueFilters, *, before_id: int | None = None
+) -> tuple[list[Todo], int | None]:
+    """One page of the Board's queue, newest first, by keyset. Each todo carries its open
+    attempt's holder (``holder_*``) and its newest closed attempt (``last_*``). One query:
+    the per-row attempt reads are index probes made only for the rows on the page."""
+    todos = _board_todos(team_ids).filter(_filter_q(filters))
     if before_id is not None:
         todos = todos.filter(pk__lt=before_id)
     rows = list(todos[: BOARD_PAGE + 1])
+    for row in rows:
+        row.matches = True
     next_before = rows[BOARD_PAGE - 1].pk if len(rows) > BOARD_PAGE else None
     return rows[:BOARD_PAGE], next_before
+
+
+def board_queue_rows(team_ids: list[int], filters: QueueFilters, ids: list[int]) -> list[Todo]:
+    """The live queue's refresh: the rows a browser already shows (``ids``, at most a page),
+    as they are now, newest first, each with ``matches``: whether it still passes the
+    filters (a todo that moved on stays where the reader saw it, marked, until they ask for
+    the fresh page). An id outside the teams reads as missing. One query."""
+    condition = _filter_q(filters)
+    matches = (
+        ExpressionWrapper(condition, output_field=BooleanField()) if condition else Value(True)
+    )
+    return list(_board_todos(team_ids).filter(pk__in=ids[:BOARD_PAGE]).annotate(matches=matches))
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    by_state: dict[str, int]  # the teams' todos (of the endpoint filter) in each state
+    newer: int  # todos that pass every filter with an id above ``newer_than``
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_state.values())
+
+
+def board_queue_counts(
+    team_ids: list[int], filters: QueueFilters, *, newer_than: int | None
+) -> QueueCounts:
+    """The state tabs' counts (todos of the teams and the endpoint filter, by state; the
+    search and "has died attempts" do not narrow them) and how many todos passing every
+    filter arrived above ``newer_than`` (the newest row the reader has seen). One aggregate
+    over the teams' todos; the "newer" FILTER tests the id first, so its other conditions
+    run only for the new rows."""
+    scoped = Todo.objects.filter(endpoint__team_id__in=team_ids)
+    if filters.endpoint_id:
+        scoped = scoped.filter(endpoint_id=filters.endpoint_id)
+    aggregates = {f"n_{state}": Count("id", filter=Q(state=state)) for state in TodoState.values}
+    if newer_than is not None:
+        aggregates["newer"] = Count("id", filter=Q(pk__gt=newer_than) & _filter_q(filters))
+    counts = scoped.order_by().aggregate(**aggregates)
+    return QueueCounts(
+        by_state={state: counts[f"n_{state}"] for state in TodoState.values},
+        newer=counts.get("newer") or 0,
+    )
 
 
 _QUEUE_FIELDS = (
@@ -238,9 +300,18 @@ _QUEUE_FIELDS = (
 
 def board_todo(user, todo_id) -> TodoDetail:
     """The drawer: a todo of any of the user's teams (whatever the team switcher shows),
-    with every attempt row kept (the history cap bounds them). Two queries."""
+    with every attempt row kept (the history cap bounds them). The todo and its attempts
+    are read in one REPEATABLE READ, read-only snapshot, so the header, the strip and the
+    actions offered all describe the same instant (under READ COMMITTED a claim committed
+    between the two reads showed a pending todo with an open try). Three statements: the
+    snapshot's SET, the todo, its attempts; inside a caller's transaction (tests) the
+    caller's own rules hold and the SET is left out."""
     limit = max(settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO, ATTEMPTS_MAX)
-    return db.run(_detail_for_user(user, todo_id, limit))
+    if connection.in_atomic_block:
+        return db.run(_detail_for_user(user, todo_id, limit))
+    with transaction.atomic():
+        db.fetch(sql.BEGIN_DRAWER_SNAPSHOT, {})
+        return db.run(_detail_for_user(user, todo_id, limit))
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,25 +359,28 @@ def board_activity(
     if before is not None:
         endings = endings.filter(ended_at__lt=before)
         events = events.filter(created_at__lt=before)
-    items = [
-        Activity(
-            at=a.ended_at,
-            todo_id=a.todo_id,
-            title=a.todo_title,
-            agent_id=a.todo_agent,
-            attempt=a,
-        )
-        for a in endings[:limit]
-    ] + [
-        Activity(
-            at=e.created_at,
-            todo_id=e.todo_id,
-            title=e.todo_title or "",
-            agent_id=e.todo_agent or "",
-            event=e,
-        )
-        for e in events[:limit]
-    ]
+    items = (
+        [
+            Activity(
+                at=a.ended_at,  # type: ignore[arg-type]  # closed attempts only: ended_at is set
+                todo_id=a.todo_id,
+                title=a.todo_title,
+                agent_id=a.todo_agent,
+                attempt=a,
+            )
+            for a in endings[:limit]
+        ]
+        + [
+            Activity(
+                at=e.created_at,
+                todo_id=e.todo_id,
+                title=e.todo_title or "",
+                agent_id=e.todo_agent or "",
+                event=e,
+            )
+            for e in events[:limit]
+        ]
+    )
     items.sort(key=lambda item: item.at, reverse=True)
     return items[:limit]
 

@@ -239,14 +239,13 @@ class _PinnedHTTPS(http.client.HTTPSConnection):
     match; the system's trust store checks it."""
 
     def __init__(self, target: Target) -> None:
-        super().__init__(
-            target.host, target.port, timeout=TIMEOUT_SECONDS, context=ssl.create_default_context()
-        )
+        self._tls = ssl.create_default_context()
+        super().__init__(target.host, target.port, timeout=TIMEOUT_SECONDS, context=self._tls)
         self._address = target.address
 
     def connect(self) -> None:
         sock = socket.create_connection((self._address, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)
+        self.sock = self._tls.wrap_socket(sock, server_hostname=self.host)
 
 
 def _connection(target: Target) -> http.client.HTTPConnection:

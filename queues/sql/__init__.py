@@ -11,7 +11,8 @@ it (procrastinate's ``-- name --`` queries are the model). One module per family
 - ``accounts``: endpoint tokens, admission, the sign-in throttle;
 - ``events``: the audit trail's writer and the doorbell's ring;
 - ``sweep``: the sweeper's batches, retention, its status row, the outbox's pruning;
-- ``counters``: the metrics fold and counter upserts.
+- ``counters``: the metrics fold and counter upserts;
+- ``board``: the drawer's snapshot (a SET, which PREPARE cannot take: not in ``statements()``).
 
 Statements are parameterised (never formatted with input); the fragments formatted in here,
 once, at import, are fixed strings of this package. Row layouts come from the records'
@@ -86,6 +87,7 @@ def statements() -> list[Statement]:
 
 
 from queues.sql.accounts import *  # noqa: E402,F403
+from queues.sql.board import *  # noqa: E402,F403
 from queues.sql.by_hand import *  # noqa: E402,F403
 from queues.sql.claim import *  # noqa: E402,F403
 from queues.sql.close import *  # noqa: E402,F403

@@ -42,16 +42,27 @@ class Actor:
         return self.endpoint is not None
 
     @property
+    def endpoint_id(self) -> int | None:
+        return self.endpoint.pk if self.endpoint is not None else None
+
+    @property
     def lease_label(self) -> str:
         """What the todo's ``owner`` column records for a lease this actor holds."""
-        return self.endpoint.owner_label if self.is_agent else f"user:{self.user.pk}"
+        if self.endpoint is not None:
+            return self.endpoint.owner_label
+        return f"user:{self.user.pk}"
 
     @property
     def claimer_kind(self) -> str:
         return ClaimerKind.ENDPOINT if self.is_agent else ClaimerKind.PERSON
 
+    def check_active(self) -> None:
+        """An agent whose endpoint was revoked may no longer act."""
+        if self.endpoint is not None:
+            check_active(self.endpoint)
+
     def scope_params(self) -> dict:
-        if self.is_agent:
+        if self.endpoint is not None:
             return {"scope_endpoint": self.endpoint.pk, "scope_user": None}
         return {"scope_endpoint": None, "scope_user": self.user.pk}
 
@@ -165,7 +176,7 @@ def holds(actor: Actor, attempt: CheckAttempt) -> bool:
     person for a person's (owner) attempt."""
     if actor.is_agent:
         return attempt.claimer_kind == ClaimerKind.ENDPOINT and (
-            attempt.endpoint_id == actor.endpoint.pk
+            attempt.endpoint_id == actor.endpoint_id
         )
     return attempt.claimer_kind == ClaimerKind.PERSON and attempt.user_id == actor.user.pk
 

@@ -29,7 +29,7 @@ def admitted[T](actor: Actor, claiming: Callable[[], Plan[tuple[T, bool]]]) -> P
 
 
 def _charged[T](actor: Actor, limit: int, claiming) -> Plan[T]:
-    params = {"endpoint_id": actor.endpoint.pk}
+    params = {"endpoint_id": actor.endpoint_id}
     [(claims, retry_after)] = yield Fetch(sql.ADMISSION_OPEN, params)
     if claims >= limit:
         raise RateLimited(

@@ -76,8 +76,7 @@ def claim_plan(
     """Claim one todo: an agent from its own queue; a person any todo of their teams'
     queues, opening an ``owner`` attempt (audited). Not claimable: Conflict. A lapsed lease
     at the cap is dead-lettered (committed) and the claim answers Conflict."""
-    if actor.is_agent:
-        check_active(actor.endpoint)
+    actor.check_active()
     todo_id = checked_todo_id(todo_id)
     params, token = _claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
     params["todo_id"] = todo_id
@@ -128,7 +127,7 @@ def _claim_params(
         "lease_seconds": seconds,
         "owner": actor.lease_label,
         "claimer_kind": actor.claimer_kind,
-        "claimer_endpoint": actor.endpoint.pk if actor.is_agent else None,
+        "claimer_endpoint": actor.endpoint_id,
         "claimer_user": None if actor.is_agent else actor.user.pk,
         "mcp_session_id": session.text or "",
         "mcp_session_id_truncated": session.truncated,

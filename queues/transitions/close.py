@@ -42,7 +42,6 @@ from queues.transitions._common import (
     CheckAttempt,
     Locked,
     attempts_for_check,
-    check_active,
     check_fence,
     event,
     fence_ok,
@@ -239,8 +238,7 @@ def end(
     actor: Actor, close: Close, todo_id: int, *, attempt_seq=None, lease_token=None
 ) -> Plan[Closed]:
     """End the attempt a call means with ``close`` (the module docstring's rules)."""
-    if actor.is_agent:
-        check_active(actor.endpoint)
+    actor.check_active()
     todo_id = checked_todo_id(todo_id)
     attempt_seq = optional_seq(attempt_seq)
     optional_token(lease_token)
@@ -264,7 +262,7 @@ def end(
 def _checked(actor, close: Close, todo_id, attempt_seq, lease_token, params) -> Plan[Closed]:
     """The locked path: classify the call and act."""
     locked = yield from lock(actor, todo_id)
-    is_requester = actor.is_agent and locked.endpoint_id != actor.endpoint.pk
+    is_requester = actor.is_agent and locked.endpoint_id != actor.endpoint_id
     if is_requester and close.verb != "cancel":
         raise NotFound()  # the requester may cancel and read; the queue is someone else's
     check = yield from attempts_for_check(todo_id, attempt_seq)
@@ -288,7 +286,7 @@ def _checked(actor, close: Close, todo_id, attempt_seq, lease_token, params) -> 
                     {
                         **params,
                         "ended_by": None if actor.is_agent else actor.user.pk,
-                        "ended_by_endpoint": actor.endpoint.pk if actor.is_agent else None,
+                        "ended_by_endpoint": actor.endpoint_id,
                     },
                     locked,
                 )
@@ -317,7 +315,9 @@ def _checked(actor, close: Close, todo_id, attempt_seq, lease_token, params) -> 
 
 def _close(actor: Actor, close: Close, seq: int, params: dict, locked: Locked) -> Plan[Closed]:
     rows = yield Fetch(sql.CLOSE_CHECKED, {**params, "attempt_seq": seq})
-    closed = Closed(*split_row(rows[0]))
+    todo, attempt = split_row(rows[0])
+    assert attempt is not None  # the close statement returns the attempt it closed
+    closed = Closed(todo, attempt)
     if not actor.is_agent:
         yield from event(
             EventKind(close.verb),
@@ -326,11 +326,11 @@ def _close(actor: Actor, close: Close, seq: int, params: dict, locked: Locked) -
             actor=actor,
             detail={
                 "attempt_seq": seq,
-                "outcome": closed.attempt.outcome,
-                "disposition": closed.attempt.disposition,
+                "outcome": attempt.outcome,
+                "disposition": attempt.disposition,
             },
         )
-    elif locked.endpoint_id != actor.endpoint.pk:
+    elif locked.endpoint_id != actor.endpoint_id:
         yield from event(
             EventKind.CANCEL,
             locked.id,
@@ -367,8 +367,8 @@ def _closed_by(actor: Actor, attempt: CheckAttempt, close: Close) -> bool:
         if attempt.ended_by_id is not None:
             return False
         if attempt.ended_by_endpoint_id is not None:
-            return attempt.ended_by_endpoint_id == actor.endpoint.pk
-        return attempt.endpoint_id == actor.endpoint.pk
+            return attempt.ended_by_endpoint_id == actor.endpoint_id
+        return attempt.endpoint_id == actor.endpoint_id
     return attempt.ended_by_id == actor.user.pk or (
         attempt.ended_by_id is None
         and attempt.ended_by_endpoint_id is None

@@ -11,7 +11,7 @@ from django.utils import timezone
 from queues import bounds, db, sql
 from queues.arguments import whole_number
 from queues.db import Atomic, Fetch, Plan
-from queues.errors import Invalid
+from queues.errors import Conflict, Invalid
 from queues.models import Endpoint, EventKind
 from queues.records import TodoRecord
 from queues.transitions._common import Actor, check_active, event, read_todo, ring
@@ -66,7 +66,10 @@ def _create(params: dict, endpoint: Endpoint, created_by) -> Plan[tuple[TodoReco
             return existing, False
     rows = yield Fetch(sql.INSERT_TODO, params)
     if not rows:  # a concurrent create with the same key won (ON CONFLICT DO NOTHING)
-        return (yield from _by_key(params)), False
+        winner = yield from _by_key(params)
+        if winner is None:  # the conflicting row is not this sender's: cannot happen
+            raise Conflict("A todo with that idempotency key changed under this create.")
+        return winner, False
     todo = TodoRecord.from_row(rows[0])
     if created_by is not None:
         yield from event(

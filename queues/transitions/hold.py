@@ -11,7 +11,6 @@ from queues.records import Lease
 from queues.transitions._common import (
     Actor,
     attempts_for_check,
-    check_active,
     check_fence,
     default_lease,
     event,
@@ -36,8 +35,7 @@ def heartbeat_plan(
     shorter). Allowed past lease_expires_at while the attempt is still open. A person's
     heartbeat is an audited "extend", except the Board's keepalive while the drawer is open
     (``audited=False``), which would otherwise write a row every few minutes."""
-    if actor.is_agent:
-        check_active(actor.endpoint)
+    actor.check_active()
     todo_id = checked_todo_id(todo_id)
     attempt_seq = optional_seq(attempt_seq)
     optional_token(lease_token)
@@ -67,7 +65,7 @@ def _checked(actor, todo_id, attempt_seq, lease_token, params, audited) -> Plan[
     locked = yield from lock(actor, todo_id)
     check = yield from attempts_for_check(todo_id, attempt_seq)
     open_attempt = check.open
-    if actor.is_agent and locked.endpoint_id != actor.endpoint.pk:
+    if actor.is_agent and locked.endpoint_id != actor.endpoint_id:
         raise NotFound()  # a requester may not heartbeat what it sent
     if open_attempt is None or not holds(actor, open_attempt):
         raise Conflict("The caller does not hold an open attempt on this todo.")

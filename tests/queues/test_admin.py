@@ -476,7 +476,9 @@ def busy(team, settings):
 
 def test_queue_health_numbers_equal_counts_made_independently(signed_in, busy):
     now = _db_now()
-    todos = list(Todo.objects.values("endpoint_id", "state", "ended_at", "claimable_at"))
+    todos = list(
+        Todo.objects.values("endpoint_id", "state", "ended_at", "claimable_at", "created_at")
+    )
     attempts = list(
         TodoAttempt.objects.filter(ended_at__isnull=False).values("outcome", "ended_at")
     )
@@ -489,7 +491,7 @@ def test_queue_health_numbers_equal_counts_made_independently(signed_in, busy):
         1 for t in todos if t["state"] == "dead" and t["ended_at"] > now - timedelta(days=1)
     )
     oldest = max(
-        now - t["claimable_at"]
+        now - max(t["claimable_at"], t["created_at"])
         for t in todos
         if t["state"] == "pending" and t["claimable_at"] <= now
     )
@@ -522,6 +524,17 @@ def test_queue_health_numbers_equal_counts_made_independently(signed_in, busy):
     assert 'class="dead-letters">4<' in body
     assert 'class="lease-expiries-day">3<' in body
     assert "3 h 0" in body  # the oldest pending age, "3 h 00 min"
+
+
+def test_oldest_pending_counts_from_when_a_todo_became_claimable(signed_in, endpoint):
+    # A not_before years in the past made the todo claimable when it was created, not then.
+    transitions.create_todo(
+        endpoint=endpoint, title="scheduled long ago", not_before=_db_now() - timedelta(days=2526)
+    )
+
+    health = signed_in.get(reverse("admin:queue-health")).context["health"]
+
+    assert timedelta(0) <= health.oldest_pending_age < timedelta(minutes=1)
 
 
 def test_queue_health_shows_the_sweepers_last_pass(signed_in, busy):
