@@ -4,8 +4,11 @@ SHELL := /bin/bash
 
 VENV := .venv
 PY := $(VENV)/bin/python
-# Reinstall only when pyproject.toml changed since the last install.
-STAMP := $(VENV)/.installed
+# Reinstall only when pyproject.toml changed since the last install. `make run` installs what
+# running needs (the project's own dependencies); `make test` and the other targets add the
+# dev extra (pytest, Playwright, hypothesis, schemathesis, ruff, the MCP client) on top.
+RUN_STAMP := $(VENV)/.installed-run
+DEV_STAMP := $(VENV)/.installed-dev
 
 .PHONY: help run test lint bench soak fuzz clean
 
@@ -33,34 +36,39 @@ $(PY):
 	echo "Creating $(VENV) with $$python"; \
 	"$$python" -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
-	$(PY) -m pip install --quiet -e '.[dev]'
-	@touch $(STAMP)
+$(RUN_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet -e .
+	@touch $(RUN_STAMP)
 
-run: $(STAMP)
+$(DEV_STAMP): pyproject.toml $(RUN_STAMP)
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $(DEV_STAMP)
+
+run: $(RUN_STAMP)
 	SWITCHBOARD_DEV=1 $(VENV)/bin/switchboard up
 
-test: $(STAMP)
+test: $(DEV_STAMP)
 	SWITCHBOARD_DEV=1 DJANGO_SETTINGS_MODULE=switchboard.settings_test $(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/ruff check .
 	@rc=0; $(VENV)/bin/pytest -q || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure." >&2; fi; \
 	exit $$rc
 
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) -m bench.run
 
-soak: $(STAMP)
+soak: $(DEV_STAMP)
 	$(PY) -m bench.run --soak
 
 # The long pass of tests/fuzz (make test runs a bounded one): fresh random draws each run,
 # against the tests' own embedded PostgreSQL and live server.
-fuzz: $(STAMP)
+fuzz: $(DEV_STAMP)
 	SWITCHBOARD_FUZZ_EXAMPLES=$${SWITCHBOARD_FUZZ_EXAMPLES:-500} $(VENV)/bin/pytest tests/fuzz -q
 
 clean:

@@ -5,6 +5,7 @@ Pure functions over records (no queries), so the view stays thin and the rules t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 
@@ -56,6 +57,30 @@ class StripItem:
     attempt: AttemptRecord | None  # None: a collapsed run
     marker: Marker
     hidden: int = 0  # how many tries a collapsed run stands for
+    first_hidden: int = 0  # the per-round index of the first try it stands for
+
+
+@dataclass(frozen=True, slots=True)
+class Lane:
+    """One try on the round's time axis: where its bar starts and how wide it is (percent of
+    the axis), and for a death the stretch after its last sign of life (hatched)."""
+
+    attempt: AttemptRecord
+    marker: Marker
+    left: float
+    width: float
+    silent_left: float  # a died try: from its last heartbeat (or its claim) to its end
+    silent_width: float
+    duration: str
+    running: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    lanes: list[Lane]
+    start: datetime
+    end: datetime
+    span: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,17 +94,36 @@ class Actions:
 
 
 @dataclass(frozen=True, slots=True)
+class Budget:
+    """This round's failure budget: what the cap counts (failed and died tries alike), and
+    the two kinds apart, from the attempts kept."""
+
+    spent: int
+    allowed: int
+    failed: int
+    died: int
+
+    @property
+    def tone(self) -> str:
+        return "muted" if not self.spent else "warn"
+
+
+@dataclass(frozen=True, slots=True)
 class Drawer:
     todo: TodoRecord
     rounds: list[Round]
     round: int
     strip: list[StripItem]
+    expanded: bool  # the strip shows every try of the round (a collapsed run was opened)
     selected: AttemptRecord | None
     open_attempt: AttemptRecord | None
     result_of_record: object
     has_result_of_record: bool
     actions: Actions
     seen: str
+    budget: Budget
+    timeline: Timeline | None
+    params: dict  # the query the reader chose (attempt, round, all): the refresh keeps it
 
     @property
     def selected_marker(self) -> Marker | None:
@@ -91,6 +135,10 @@ class Drawer:
         return (
             s is not None and not s.is_open and not (s.summary or s.artifact) and s.result is None
         )
+
+    @property
+    def selected_duration(self) -> str:
+        return duration(self.selected) if self.selected else ""
 
     @property
     def artifact_is_link(self) -> bool:
@@ -105,14 +153,42 @@ def seen_stamp(todo: TodoRecord) -> str:
     return f"{todo.state}.{todo.last_attempt_seq}.{todo.round}"
 
 
-def build(detail: TodoDetail, *, user, attempt_param=None, round_param=None) -> Drawer:
+def span(seconds: float) -> str:
+    """4s, 2m 13s, 3h 05m, 4d: the Board's one way to say a length of time."""
+    seconds = int(abs(seconds))
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m {seconds:02d}s" if minutes < 10 else f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h {minutes:02d}m"
+    return f"{hours // 24}d"
+
+
+def duration(attempt: AttemptRecord, *, now: datetime | None = None) -> str:
+    """How long a try ran: claim to end, or to now while it is open."""
+    end = attempt.ended_at or now or timezone.now()
+    return span((end - attempt.claimed_at).total_seconds())
+
+
+def build(
+    detail: TodoDetail, *, user, attempt_param=None, round_param=None, all_param=None
+) -> Drawer:
     todo, attempts = detail.todo, detail.attempts  # attempts newest first
-    open_attempt = next((a for a in attempts if a.is_open), None)
     by_seq = {a.seq: a for a in attempts}
+    # The one open attempt the todo itself names: the header and the actions then cannot
+    # disagree with the strip (both come from one snapshot, queues.selectors.board_todo).
+    open_attempt = by_seq.get(todo.last_attempt_seq) if todo.state == TodoState.CLAIMED else None
+    if open_attempt is not None and not open_attempt.is_open:
+        open_attempt = None
 
     selected = by_seq.get(id_from_text(attempt_param))
     round_no = id_from_text(round_param)
-    round_numbers = sorted({a.round for a in attempts} | {todo.round}, reverse=True)
+    # Every round from the live one down, with or without tries (a rerun canceled before
+    # any claim is a round too); a round older than the kept attempts shows none.
+    round_numbers = list(range(todo.round, 0, -1))
     if round_no not in round_numbers:
         round_no = selected.round if selected else todo.round
     if selected is None or selected.round != round_no:
@@ -134,22 +210,82 @@ def build(detail: TodoDetail, *, user, attempt_param=None, round_param=None) -> 
         (a for a in attempts if a.round == todo.round and a.outcome == Outcome.COMPLETED), None
     )
     done = todo.state == TodoState.DONE
+    expanded = all_param in ("1", "true", "on")
+    tries = [a for a in reversed(attempts) if a.round == round_no]  # oldest first
+    live_round = [a for a in attempts if a.round == todo.round]
+    params = {
+        key: value
+        for key, value in (
+            ("attempt", attempt_param),
+            ("round", round_param),
+            ("all", "1" if expanded else None),
+        )
+        if value
+    }
     return Drawer(
         todo=todo,
         rounds=rounds,
         round=round_no,
-        strip=_strip([a for a in reversed(attempts) if a.round == round_no], selected),
+        strip=_strip(tries, selected, expanded=expanded),
+        expanded=expanded,
         selected=selected,
         open_attempt=open_attempt,
         result_of_record=(completing.result if completing else todo.result) if done else None,
         has_result_of_record=done,
         actions=_actions(todo, open_attempt, user),
         seen=seen_stamp(todo),
+        budget=Budget(
+            spent=todo.failures,
+            allowed=todo.max_attempts,
+            failed=sum(a.outcome == Outcome.FAILED for a in live_round),
+            died=sum(a.died for a in live_round),
+        ),
+        timeline=_timeline(tries),
+        params=params,
     )
 
 
-def _strip(tries: list[AttemptRecord], selected: AttemptRecord | None) -> list[StripItem]:
-    """Tries oldest first; a long run of one outcome collapses to first, count, last."""
+def _timeline(tries: list[AttemptRecord]) -> Timeline | None:
+    """The selected round's tries on one time axis, from the first claim to the last end
+    (or now, while one runs)."""
+    if not tries:
+        return None
+    now = timezone.now()
+    start = min(a.claimed_at for a in tries)
+    end = max(max(a.ended_at or now for a in tries), start + timedelta(seconds=1))
+    total = (end - start).total_seconds()
+
+    def at(moment: datetime) -> float:
+        return round(max(0.0, min(100.0, (moment - start).total_seconds() / total * 100)), 2)
+
+    lanes = []
+    for a in tries:
+        left = at(a.claimed_at)
+        right = at(a.ended_at or now)
+        silent_left = silent_width = 0.0
+        if a.died and a.ended_at:
+            silent_left = at(a.last_heartbeat_at or a.claimed_at)
+            silent_width = max(0.0, right - silent_left)
+        lanes.append(
+            Lane(
+                attempt=a,
+                marker=marker(a),
+                left=left,
+                width=max(0.6, right - left),  # a try of no length is still seen
+                silent_left=silent_left,
+                silent_width=silent_width,
+                duration=duration(a, now=now),
+                running=a.is_open,
+            )
+        )
+    return Timeline(lanes=lanes, start=start, end=end, span=span(total))
+
+
+def _strip(
+    tries: list[AttemptRecord], selected: AttemptRecord | None, *, expanded: bool = False
+) -> list[StripItem]:
+    """Tries oldest first; a long run of one outcome collapses to first, count, last (the
+    count is a link that shows them all), unless the reader asked for every try."""
     items: list[StripItem] = []
     i = 0
     while i < len(tries):
@@ -158,9 +294,11 @@ def _strip(tries: list[AttemptRecord], selected: AttemptRecord | None) -> list[S
         while j + 1 < len(tries) and marker(tries[j + 1]).kind == kind:
             j += 1
         run = tries[i : j + 1]
-        if len(run) >= COLLAPSE_RUN and selected not in run[1:-1]:
+        if not expanded and len(run) >= COLLAPSE_RUN and selected not in run[1:-1]:
             items.append(StripItem(run[0], marker(run[0])))
-            items.append(StripItem(None, marker(run[0]), hidden=len(run) - 2))
+            items.append(
+                StripItem(None, marker(run[0]), hidden=len(run) - 2, first_hidden=run[1].attempt)
+            )
             items.append(StripItem(run[-1], marker(run[-1])))
         else:
             items.extend(StripItem(a, marker(a)) for a in run)

@@ -17,7 +17,13 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from queues import teams, webhooks
-from queues.bounds import MAX_ATTEMPTS_MAX, PRIORITY_MAX, PRIORITY_MIN, TITLE_MAX_CHARS
+from queues.bounds import (
+    BODY_MAX_BYTES,
+    MAX_ATTEMPTS_MAX,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    TITLE_MAX_CHARS,
+)
 from queues.models import VERBS, Endpoint, Membership, Team
 
 
@@ -141,7 +147,17 @@ class TodoForm(forms.Form):
         help_text="The queue the todo goes on (active endpoints of your teams).",
     )
     title = forms.CharField(label="Title", max_length=TITLE_MAX_CHARS)
-    body = forms.CharField(label="Body", required=False, widget=forms.Textarea(attrs={"rows": 6}))
+    body = forms.CharField(
+        label="Body",
+        required=False,
+        # The browser counts the bytes as they are typed (static/board/board.js) and will not
+        # send more: a body past the request limit would otherwise be refused before this
+        # form could keep what was typed.
+        widget=forms.Textarea(
+            attrs={"rows": 6, "data-max-bytes": BODY_MAX_BYTES, "data-bytes-out": "body-bytes"}
+        ),
+        help_text=f"Optional. What the agent needs to know: at most {BODY_MAX_BYTES // 1024} KiB.",
+    )
     priority = forms.IntegerField(
         label="Priority",
         min_value=PRIORITY_MIN,
@@ -172,3 +188,14 @@ class TodoForm(forms.Form):
         )
         self.fields["endpoint"].label_from_instance = lambda ep: f"{ep.agent_id} · {ep.team.name}"
         self.fields["max_attempts"].initial = settings.SWITCHBOARD_MAX_ATTEMPTS
+
+    def clean_body(self) -> str:
+        body = self.cleaned_data["body"]
+        size = len(body.encode("utf-8", "surrogatepass"))
+        if size > BODY_MAX_BYTES:
+            raise forms.ValidationError(
+                f"The body is {size // 1024} KiB; a todo's body holds at most "
+                f"{BODY_MAX_BYTES // 1024} KiB. Shorten it (your text is kept below), or put "
+                "the rest where the agent can fetch it and link to it."
+            )
+        return body

@@ -1,15 +1,16 @@
 """The Activity feed written as sentences: "try 2 of #123 'rebuild docs' by
-harness/buildbox/ci-fixer/run-42 died after its last heartbeat at 14:21 — reaped, requeued".
+harness/buildbox/ci-fixer/run-42 died after its last heartbeat at 2026-12-01 14:21:07 PST —
+reaped, requeued".
 
-A sentence is a few plain strings around a link to the todo; the template autoescapes each.
+A sentence is a few plain strings around a link to the todo and, where it names one, a
+time (a ``<time>`` element, shown in the reader's time zone like every other time on the
+Board); the template autoescapes each string.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-
-from django.utils import timezone
 
 from board.drawer import Marker, marker_for_outcome
 from queues.models import EventKind
@@ -56,10 +57,8 @@ class Sentence:
     rest: str  # after the title
     marker: Marker | None
     kind: str  # "attempt" or the event kind
-
-
-def _clock(value: datetime | None) -> str:
-    return timezone.localtime(value).strftime("%H:%M") if value else ""
+    rest_at: datetime | None = None  # a time the sentence names, after ``rest``
+    tail: str = ""  # after that time
 
 
 def sentence(item: Activity) -> Sentence:
@@ -72,25 +71,32 @@ def _attempt_sentence(item: Activity) -> Sentence:
     a = item.attempt
     who = a.claimant or (a.endpoint.agent_id if a.endpoint else None)
     who = who or (f"{a.user.get_username()} (by hand)" if a.user else "someone")
+    in_round = f" (round {a.round})" if a.round > 1 else ""
+    at, tail = None, ""
     if a.outcome in ("lease_expired", "reaped"):
-        if a.last_heartbeat_at:
-            happened = f"died after its last heartbeat at {_clock(a.last_heartbeat_at)}"
-        else:
-            happened = f"died without a heartbeat (claimed at {_clock(a.claimed_at)})"
         how = "reaped" if a.outcome == "reaped" else "lease expired, taken over"
-        happened = f"{happened} — {how}, {_DISPOSITIONS.get(a.disposition, a.disposition)}"
+        how = f" — {how}, {_DISPOSITIONS.get(a.disposition, a.disposition)}"
+        if a.last_heartbeat_at:
+            happened, at, tail = "died after its last heartbeat at", a.last_heartbeat_at, how
+        else:
+            happened, at = "died without a heartbeat (claimed at", a.claimed_at
+            tail = f"){how}"
+        tail += in_round
     else:
         happened = _OUTCOME_VERBS.get(a.outcome, a.outcome)
         if a.disposition not in ("done", "canceled"):
             happened += f" — {_DISPOSITIONS.get(a.disposition, a.disposition)}"
+        happened += in_round
     return Sentence(
         at=item.at,
         todo_id=item.todo_id,
         lead=f"try {a.attempt} of",
         title=item.title,
-        rest=f"by {who} {happened}" + (f" (round {a.round})" if a.round > 1 else ""),
+        rest=f"by {who} {happened}",
         marker=marker_for_outcome(a.outcome),
         kind="attempt",
+        rest_at=at,
+        tail=tail,
     )
 
 

@@ -1,8 +1,19 @@
+from django.http import HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import path
 
 from board.views import activity, create, endpoints, queue, teams, todos
 
+
+def favicon(request):
+    # At request time: a hashed static name needs the collected manifest, not at import.
+    return HttpResponsePermanentRedirect(static("board/favicon.svg"))
+
+
 urlpatterns = [
+    # Browsers and tools ask for /favicon.ico whatever the page links; answer it, so no 404 is
+    # logged as a warning on every page.
+    path("favicon.ico", favicon, name="favicon"),
     path("", queue.todo_list, name="board-home"),
     path("activity/", activity.activity_list, name="activity-list"),
     path("todos/new/", create.todo_new, name="todo-new"),

@@ -1,62 +1,80 @@
-"""Small formatting filters for the Board. All return plain strings (autoescaped later)."""
+"""Small formatting tags and filters for the Board. All return plain strings (autoescaped
+later) or markup built with format_html from values, never from user text unescaped.
+
+Times: every time on the Board (and in admin, queues/admin.py) is a ``<time datetime>``
+whose text, without JavaScript, is the full date and time in UTC ("2026-12-01 08:14:05
+UTC"); static/board/time.js rewrites it in the browser's time zone ("2026-12-01 00:14:05
+PST") with UTC on hover, and keeps relative ones ("in 4m 12s", "3m ago") ticking.
+"""
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django import template
 from django.utils import timezone
+from django.utils.html import format_html
 
-from board.drawer import marker_for_outcome
+from board.drawer import marker_for_outcome, span
+from queues.models import TodoState
 
 register = template.Library()
 
+UTC_FORMAT = "%Y-%m-%d %H:%M:%S UTC"
 
-def _span(seconds: float) -> str:
-    seconds = int(abs(seconds))
-    if seconds < 60:
-        return f"{seconds}s"
-    minutes, seconds = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes}m {seconds:02d}s" if minutes < 10 else f"{minutes}m"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 48:
-        return f"{hours}h {minutes:02d}m"
-    return f"{hours // 24}d"
+
+def iso(value: datetime) -> str:
+    """The machine-readable instant, in UTC with milliseconds (durations add up)."""
+    return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def utc_text(value: datetime) -> str:
+    return value.astimezone(UTC).strftime(UTC_FORMAT)
+
+
+def _relative(value: datetime, style: str) -> str:
+    delta = (value - timezone.now()).total_seconds()
+    if style == "ago":
+        return "just now" if abs(delta) < 5 else f"{span(delta)} ago"
+    return f"in {span(delta)}" if delta >= 0 else f"{span(delta)} ago"
+
+
+@register.simple_tag
+def when(value: datetime | None, style: str = "full", empty: str = ""):
+    """A time in the one format: ``full`` (date and time), ``date`` (the day), ``ago`` or
+    ``until`` (relative, the full time on hover)."""
+    if value is None:
+        return empty
+    if style == "date":
+        text = value.astimezone(UTC).strftime("%Y-%m-%d")
+    elif style in ("ago", "until"):
+        text = _relative(value, style)
+    else:
+        style, text = "full", utc_text(value)
+    return format_html(
+        '<time datetime="{}" data-when="{}" title="{}">{}</time>',
+        iso(value),
+        style,
+        utc_text(value),
+        text,
+    )
 
 
 @register.filter
 def until(value: datetime | None) -> str:
-    """'in 4m 12s' for a time ahead, '3m ago' for one behind."""
-    if value is None:
-        return ""
-    delta = (value - timezone.now()).total_seconds()
-    return f"in {_span(delta)}" if delta >= 0 else f"{_span(delta)} ago"
+    """'in 4m 12s' for a time ahead, '3m ago' for one behind (plain text)."""
+    return _relative(value, "until") if value is not None else ""
 
 
 @register.filter
 def ago(value: datetime | None) -> str:
-    if value is None:
-        return ""
-    delta = (timezone.now() - value).total_seconds()
-    return "just now" if delta < 5 else f"{_span(delta)} ago"
+    return _relative(value, "ago") if value is not None else ""
 
 
 @register.filter
 def is_past(value: datetime | None) -> bool:
     return value is not None and value <= timezone.now()
-
-
-@register.filter
-def clock(value: datetime | None) -> str:
-    """14:21:07 in UTC today; with the date otherwise."""
-    if value is None:
-        return ""
-    value = timezone.localtime(value)
-    if value.date() == timezone.localtime().date():
-        return value.strftime("%H:%M:%S")
-    return value.strftime("%Y-%m-%d %H:%M")
 
 
 @register.filter
@@ -68,9 +86,33 @@ def pretty_json(value) -> str:
         return "(this result nests too deeply to show)"
 
 
+# The one name of each state in the Board's words (tabs, badges, counts, messages).
+STATE_LABELS = {
+    TodoState.PENDING: "pending",
+    TodoState.CLAIMED: "claimed",
+    TodoState.RETRY_WAIT: "retry wait",
+    TodoState.DONE: "done",
+    TodoState.DEAD: "dead letter",
+    TodoState.CANCELED: "canceled",
+}
+
+
 @register.filter
 def state_label(value: str) -> str:
-    return {"retry_wait": "retry wait", "dead": "dead letter"}.get(value, value)
+    return STATE_LABELS.get(value, (value or "").replace("_", " "))
+
+
+@register.filter
+def spent_tone(todo) -> str:
+    """How loud a todo's spent failure budget is: quiet once it is over (done, canceled),
+    a warning while it is live, an error for a dead letter."""
+    if not todo.failures:
+        return "muted"
+    if todo.state == TodoState.DEAD:
+        return "error"
+    if todo.state in (TodoState.DONE, TodoState.CANCELED):
+        return "muted"
+    return "warn"
 
 
 @register.filter
@@ -83,3 +125,9 @@ def words(value: str | None) -> str:
 def outcome_marker(outcome: str | None):
     """The marker (kind, glyph, words) of an attempt outcome, or None."""
     return marker_for_outcome(outcome)
+
+
+@register.filter
+def percent(value: float) -> str:
+    """An SVG length in percent, with a dot whatever the locale."""
+    return f"{float(value):.2f}%"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
@@ -23,7 +25,10 @@ def todo_new(request: HttpRequest) -> HttpResponse:
         form = TodoForm(team_ids=team_ids, initial=_preselect(request))
         return _page(request, form)
     form = TodoForm(request.POST, team_ids=team_ids)
+    first_run = bool(request.htmx) and request.POST.get("first_run") == "1"
     if not form.is_valid():
+        if first_run:
+            return _first_todo(request, form=form, status=400)
         return _page(request, form, status=400)
     data = form.cleaned_data
     try:
@@ -38,7 +43,14 @@ def todo_new(request: HttpRequest) -> HttpResponse:
         )
     except (Invalid, Unauthorized, Conflict) as exc:  # e.g. revoked since the form loaded
         form.add_error(None, exc.message)
+        if first_run:
+            return _first_todo(request, form=form, status=400)
         return _page(request, form, status=400)
+    if first_run:
+        response = _first_todo(request, todo=todo, endpoint=data["endpoint"])
+        # The person made it: the live queue shows it at once, not behind the "new" bar.
+        response["HX-Trigger"] = json.dumps({"queue-changed": {"show": True}})
+        return response
     messages.success(request, f"Todo #{todo.id} created on {data['endpoint'].agent_id}.")
     return redirect("todo-detail", todo_id=todo.id)
 
@@ -52,3 +64,9 @@ def _preselect(request: HttpRequest) -> dict:
 
 def _page(request: HttpRequest, form: TodoForm, *, status: int = 200) -> HttpResponse:
     return render(request, "board/todo_new.html", {"form": form}, status=status)
+
+
+def _first_todo(request: HttpRequest, *, form=None, todo=None, endpoint=None, status=200):
+    """The walkthrough's step 3, answered in place: the todo made, or why not."""
+    context = {"form": form, "todo": todo, "endpoint": endpoint}
+    return render(request, "board/_first_todo.html", context, status=status)

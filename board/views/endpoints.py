@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from board.forms import NotifyUrlForm, VendForm, duplicate_agent_id
 from board.scope import board_scope
+from board.views.queue import first_run_context
 from queues import endpoints, outbox, selectors, transitions
 from queues.errors import Conflict, Invalid
 from queues.models import (
@@ -52,11 +53,16 @@ def _refuse(request: HttpRequest, endpoint: Endpoint, action: str) -> HttpRespon
     return redirect("endpoint-detail", endpoint_id=endpoint.pk)
 
 
+def base_url(request: HttpRequest) -> str:
+    """This server's address as the browser reached it (for the snippets)."""
+    return request.build_absolute_uri("/").rstrip("/")
+
+
 def _token_page(request: HttpRequest, endpoint: Endpoint, token: str, *, rotated: bool):
     response = render(
         request,
         "board/endpoint_token.html",
-        {"endpoint": endpoint, "token": token, "rotated": rotated},
+        {"endpoint": endpoint, "token": token, "rotated": rotated, "base_url": base_url(request)},
     )
     add_never_cache_headers(response)  # no back-button or proxy copy of the token
     return response
@@ -84,7 +90,10 @@ def endpoint_new(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         return redirect(reverse("endpoint-list") + "#vend")
     form = VendForm(request.POST, teams=board_scope(request).teams)
+    first_run = bool(request.htmx) and request.POST.get("first_run") == "1"
     if not form.is_valid():
+        if first_run:
+            return _first_run(request, form=form, status=400)
         return _list_page(request, form, status=400)
     data = form.cleaned_data
     try:
@@ -97,11 +106,37 @@ def endpoint_new(request: HttpRequest) -> HttpResponse:
         )
     except Conflict:  # a concurrent vend of the same agent id won the race
         form.add_error("agent_id", duplicate_agent_id(data["agent_id"], data["team"]))
-        return _list_page(request, form, status=400)
+        return (
+            _first_run(request, form=form, status=400)
+            if first_run
+            else _list_page(request, form, status=400)
+        )
     except Invalid as exc:
         form.add_error(None, exc.message)
-        return _list_page(request, form, status=400)
+        return (
+            _first_run(request, form=form, status=400)
+            if first_run
+            else _list_page(request, form, status=400)
+        )
+    if first_run:
+        return _first_run(request, endpoint=endpoint, token=token)
     return _token_page(request, endpoint, token, rotated=False)
+
+
+def _first_run(request: HttpRequest, *, form=None, endpoint=None, token=None, status=200):
+    """The queue page's walkthrough, in place: step 1 again with the form's errors, or step
+    2 with the token (once) and the snippets filled in with it."""
+    context = first_run_context(
+        board_scope(request),
+        step=2 if token else 1,
+        vend_form=form,
+        endpoint=endpoint,
+        token=token,
+        base_url=base_url(request),
+    )
+    response = render(request, "board/_first_run.html", context, status=status)
+    add_never_cache_headers(response)
+    return response
 
 
 def _detail_page(request, endpoint: Endpoint, form: NotifyUrlForm, *, status: int = 200):

@@ -1,34 +1,51 @@
-"""The queue page: the todos of the user's endpoints, filtered, newest first, refreshing."""
+"""The queue page: the todos of the user's endpoints, filtered, newest first, live.
+
+The page is drawn whole once; static/board/board.js then asks for ``#queue`` every few
+seconds (``HX-Target: queue``) with the rows it shows (``shown``) and the newest id it has
+seen (``upto``). The answer is those rows as they are now, each marked when it no longer
+passes the filters, and the count of todos that arrived since, which the page offers behind
+an "N new — show" bar instead of pushing the rows down. The script patches rows in place, so
+focus, a text selection and the scroll position stay where the reader left them.
+"""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.utils.http import urlencode
 
 from board.scope import board_scope
 from board.sentences import sentence
+from board.templatetags.board import STATE_LABELS
 from queues.arguments import id_from_text
-from queues.models import TodoState
+from queues.models import VERBS, TodoState
 from queues.selectors import (
+    BOARD_PAGE,
     QueueFilters,
     board_activity,
     board_endpoint_choices,
     board_queue,
+    board_queue_counts,
+    board_queue_rows,
 )
 
 TICKER_LINES = 8
-STATE_TABS = [("", "All")] + [
-    (state, label)
-    for state, label in [
-        ("pending", "Pending"),
-        ("claimed", "Claimed"),
-        ("retry_wait", "Retry wait"),
-        ("done", "Done"),
-        ("dead", "Dead letters"),
-        ("canceled", "Canceled"),
-    ]
-]
+# Seconds between the live queue's refreshes (and an open drawer's).
+REFRESH_SECONDS = 5
+TAB_LABELS = {
+    TodoState.PENDING: "Pending",
+    TodoState.CLAIMED: "Claimed",
+    TodoState.RETRY_WAIT: "Retry wait",
+    TodoState.DONE: "Done",
+    TodoState.DEAD: "Dead letters",
+    TodoState.CANCELED: "Canceled",
+}
+assert set(TAB_LABELS) == set(STATE_LABELS) == set(TodoState)
+
+
+def refresh_seconds() -> int:
+    return int(getattr(settings, "SWITCHBOARD_BOARD_REFRESH_SECONDS", REFRESH_SECONDS))
 
 
 def _filters(request, endpoint_ids: set[int]) -> QueueFilters:
@@ -57,33 +74,73 @@ def _query(filters: QueueFilters, **extra) -> str:
     return urlencode({key: value for key, value in params.items() if value})
 
 
+def _shown(request) -> list[int] | None:
+    """The ids the browser shows (``shown=12,11,9``), at most a page; None: not a refresh."""
+    if "shown" not in request.GET:
+        return None
+    ids = (id_from_text(part) for part in request.GET["shown"].split(",")[: BOARD_PAGE + 1])
+    return [n for n in ids if n is not None][:BOARD_PAGE]
+
+
 @login_required
 def todo_list(request):
     scope = board_scope(request)
     endpoints = board_endpoint_choices(scope.team_ids)
     filters = _filters(request, {endpoint.pk for endpoint in endpoints})
     before_id = id_from_text(request.GET.get("before", ""))
-    todos, next_before = board_queue(scope.team_ids, filters, before_id=before_id)
+    refresh = request.htmx and request.htmx.target == "queue"
+    shown = _shown(request) if refresh else None
+    if shown:
+        todos = board_queue_rows(scope.team_ids, filters, shown)
+        next_before = min(shown)
+        upto = id_from_text(request.GET.get("upto", "")) or max(shown)
+    else:
+        todos, next_before = board_queue(scope.team_ids, filters, before_id=before_id)
+        upto = max((t.pk for t in todos), default=0)
+    # New arrivals are offered on the newest page only (an older page is a fixed slice).
+    counts = board_queue_counts(scope.team_ids, filters, newer_than=None if before_id else upto)
     ticker = [sentence(item) for item in board_activity(scope.team_ids, limit=TICKER_LINES)]
+    tab_filters = QueueFilters(None, filters.endpoint_id, filters.died, filters.text)
     context = {
         "todos": todos,
         "filters": filters,
         "endpoints": endpoints,
         "several_teams": len(scope.team_ids) > 1,
         "state_tabs": [
-            (
-                label,
-                f"?{_query(QueueFilters(state or None, filters.endpoint_id, filters.died, filters.text))}",
-                (filters.state or "") == state,
-            )
-            for state, label in STATE_TABS
+            {
+                "state": state,
+                "label": label,
+                "url": f"?{_query(QueueFilters(state or None, *_rest(tab_filters)))}",
+                "current": (filters.state or "") == state,
+                "count": counts.by_state[state] if state else counts.total,
+            }
+            for state, label in [("", "All"), *TAB_LABELS.items()]
         ],
         "older_url": f"?{_query(filters, before=next_before)}" if next_before else None,
         "newest_url": f"?{_query(filters)}" if before_id else None,
-        "refresh_url": f"{request.path}?{request.GET.urlencode()}",
+        "refresh_url": f"{request.path}?{_query(filters, before=before_id or '')}",
+        "refresh_seconds": refresh_seconds(),
+        "upto": upto,
+        "newer": counts.newer,
         "ticker": ticker,
         "has_any_endpoint": bool(endpoints),
+        "first_run": not endpoints and not filters.active,
+        **first_run_context(scope),
     }
-    if request.htmx and request.htmx.target == "queue":
+    if refresh:
         return render(request, "board/todo_list.html#queue", context)
     return render(request, "board/todo_list.html", context)
+
+
+def first_run_context(scope, **extra) -> dict:
+    """What templates/board/_first_run.html needs besides its step."""
+    return {
+        "first_run_team": scope.home_team,
+        "first_run_verbs": VERBS,
+        "max_attempts": settings.SWITCHBOARD_MAX_ATTEMPTS,
+        **extra,
+    }
+
+
+def _rest(filters: QueueFilters) -> tuple:
+    return (filters.endpoint_id, filters.died, filters.text)

@@ -57,6 +57,7 @@ def _page(request, team, memberships, form, *, sink_form=None, status: int = 200
     is_owner = _is_owner(request.user, memberships)
     context = {
         "team": team,
+        "personal_of": _personal_of(team, memberships),
         "memberships": memberships,
         "is_owner": is_owner,
         "invitations": teams.pending_invitations(team) if team and is_owner else [],
@@ -69,6 +70,14 @@ def _page(request, team, memberships, form, *, sink_form=None, status: int = 200
         "action_url": _team_url(team) if team else "",
     }
     return render(request, "board/team_detail.html", context, status=status)
+
+
+def _personal_of(team: Team | None, memberships: list[Membership]):
+    """Whose personal team this is: its first member (made its owner with the account), who
+    may not be the person reading (another owner, or a member invited in)."""
+    if team is None or not team.personal or not memberships:
+        return None
+    return min(memberships, key=lambda m: (m.created_at, m.pk)).user
 
 
 def _sinks(team: Team) -> list[DeadLetterSink]:

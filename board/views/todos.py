@@ -14,9 +14,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from board import drawer
+from board.templatetags.board import STATE_LABELS
+from board.views.queue import refresh_seconds
 from queues import transitions
 from queues.bounds import RESULT_MAX_DEPTH
 from queues.errors import Conflict, Invalid, NotFound
@@ -35,18 +39,27 @@ def _detail(user, todo_id: int) -> TodoDetail:
         raise Http404() from None
 
 
-def _render(request, detail: TodoDetail, *, notice=None, tone="good", status=200, form=None):
+def _render(request, detail: TodoDetail, *, notice=None, tone="good", status=200, typed=None):
     params = request.GET if request.method == "GET" else {}
+    d = drawer.build(
+        detail,
+        user=request.user,
+        attempt_param=params.get("attempt"),
+        round_param=params.get("round"),
+        all_param=params.get("all"),
+    )
+    url = reverse("todo-detail", args=[detail.todo.id])
     context = {
-        "d": drawer.build(
-            detail,
-            user=request.user,
-            attempt_param=params.get("attempt"),
-            round_param=params.get("round"),
-        ),
+        "d": d,
         "notice": notice,
         "tone": tone,
-        "form": form or {},
+        # What a person typed into a form that was refused (bad JSON, a stale todo): shown
+        # again in the same form, so nothing typed is lost.
+        "typed": typed or {},
+        # The drawer's own URL, with the try or round the reader picked: its refreshes and
+        # the browser's history use it.
+        "drawer_url": f"{url}?{urlencode(d.params)}" if d.params else url,
+        "refresh_seconds": refresh_seconds(),
         # The drawer keeps a person's lease alive while it is open, well before it lapses.
         "keepalive_seconds": max(30, min(240, settings.SWITCHBOARD_OWNER_LEASE_SECONDS // 3)),
     }
@@ -81,13 +94,14 @@ def todo_action(request, todo_id: int, action: str):
     detail = _detail(request.user, todo_id)
     seen = request.POST.get("seen", "")
     if seen != drawer.seen_stamp(detail.todo):
-        return _stale(request, detail, "This todo moved on since you opened it")
+        return _stale(request, detail, "This todo moved on since you opened it", action)
     try:
         _act(request, detail, action)
     except Conflict as exc:
-        return _stale(request, _detail(request.user, todo_id), str(exc))
+        return _stale(request, _detail(request.user, todo_id), str(exc), action)
     except Invalid as exc:
-        return _render(request, detail, notice=str(exc), tone="bad", status=400, form=request.POST)
+        typed = _typed(request, action)
+        return _render(request, detail, notice=str(exc), tone="bad", status=400, typed=typed)
     except NotFound:
         raise Http404() from None
     if action == "keepalive":
@@ -101,10 +115,20 @@ def todo_action(request, todo_id: int, action: str):
     return response
 
 
-def _stale(request, detail: TodoDetail, why: str):
-    state = detail.todo.state.replace("_", " ")
+def _stale(request, detail: TodoDetail, why: str, action: str):
+    state = STATE_LABELS.get(detail.todo.state, detail.todo.state)
     notice = f"{why.rstrip('.')}. Nothing was changed. It is {state} now; here is how it stands."
-    return _render(request, detail, notice=notice, tone="stale", status=409)
+    return _render(
+        request, detail, notice=notice, tone="stale", status=409, typed=_typed(request, action)
+    )
+
+
+def _typed(request, action: str) -> dict:
+    """The text a refused complete, fail or release carried, to show again."""
+    if action not in ("complete", "fail", "release"):
+        return {}
+    post = request.POST
+    return {"action": action, "summary": post.get("summary", ""), "result": post.get("result", "")}
 
 
 def _act(request, detail: TodoDetail, action: str) -> None:

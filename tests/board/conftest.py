@@ -84,3 +84,35 @@ def sign_in(page, username: str, password: str = PASSWORD) -> None:
     page.get_by_role("button", name="Sign in").click()
     # The queue, loaded (htmx initialises on load; a click before that is a plain link).
     page.wait_for_url(lambda url: urlparse(url).path == "/", wait_until="load")
+
+
+@pytest.fixture
+def fast_refresh(settings):
+    """The live queue and drawers refresh every second (5 by default), so a test sees three
+    refreshes in seconds."""
+    settings.SWITCHBOARD_BOARD_REFRESH_SECONDS = 1
+    return 1
+
+
+def refreshes(page, region: str = "queue") -> int:
+    """How many refreshes the live region ``#region`` has applied so far."""
+    return page.evaluate(
+        "(id) => { const el = document.getElementById(id); return el && el.__live ? el.__live.count : -1; }",
+        region,
+    )
+
+
+def wait_for_refresh(page, region: str = "queue", *, after: int | None = None) -> int:
+    """Until ``#region`` has applied one more refresh than ``after`` (default: now)."""
+    start = refreshes(page, region) if after is None else after
+    page.wait_for_function(
+        "([id, n]) => { const el = document.getElementById(id); return el && el.__live && el.__live.count > n; }",
+        arg=[region, start],
+    )
+    return refreshes(page, region)
+
+
+def pointer_away(page) -> None:
+    """Park the pointer on the page heading, outside every live region."""
+    box = page.locator(".pagehead h1").bounding_box()
+    page.mouse.move(box["x"] + 2, box["y"] + 2)

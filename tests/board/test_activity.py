@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC
 
 import pytest
 from django.test import Client
-from django.utils import timezone
 
 from queues import transitions
 from queues.models import TodoAttempt
@@ -27,7 +27,8 @@ def _text(html: str) -> str:
 def test_a_died_try_reads_as_a_sentence(signed_in, endpoint, user):
     todo_id = done_with_history(endpoint, user)
     died = TodoAttempt.objects.get(todo_id=todo_id, seq=2)
-    at = timezone.localtime(died.last_heartbeat_at).strftime("%H:%M")
+    # The full date and time in UTC without JavaScript (time.js shows the reader's zone).
+    at = died.last_heartbeat_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     page = _text(signed_in.get("/activity/").content.decode())
     assert (
         f"try 2 of #{todo_id} ‘rebuild docs’ by harness/buildbox/ci-fixer/run-42 died after "

@@ -237,29 +237,34 @@ def _stored(todo_id: int) -> dict:
     return {"summary": summary, "artifact": artifact}
 
 
+_TEXT_FIELDS = [
+    ("summary", "\x00", 200),
+    ("summary", "a\x00b", 200),
+    ("summary", "💩²", 200),
+    ("summary", "x" * 10_000, 400),  # over what the form takes
+    ("artifact", "https://x.test/\x00", 200),
+    ("artifact", "mcp://\x00", 200),
+    ("artifact", "https://x.test/" + "a" * 600, 200),  # truncated and marked
+    ("artifact", "ftp://x.test/", 400),
+    ("artifact", "\x00https://x.test/", 400),
+    ("artifact", "x" * 10_000, 400),
+    ("retryable", "\x00", 200),
+    ("retryable", "1" * 10_000, 200),
+]
+
+
 @pytest.mark.parametrize(
-    ("field", "typed", "status"),
+    ("action", "field", "typed", "status"),
     [
-        ("summary", "\x00", 200),
-        ("summary", "a\x00b", 200),
-        ("summary", "💩²", 200),
-        ("summary", "x" * 10_000, 400),  # over what the form takes
-        ("artifact", "https://x.test/\x00", 200),
-        ("artifact", "mcp://\x00", 200),
-        ("artifact", "https://x.test/" + "a" * 600, 200),  # truncated and marked
-        ("artifact", "ftp://x.test/", 400),
-        ("artifact", "\x00https://x.test/", 400),
-        ("artifact", "x" * 10_000, 400),
-        ("retryable", "\x00", 200),
-        ("retryable", "1" * 10_000, 200),
+        (action, *case)
+        for action in ("complete", "fail", "release")
+        for case in _TEXT_FIELDS
+        if action != "release" or case[0] == "summary"  # release takes a summary only
     ],
 )
-@pytest.mark.parametrize("action", ["complete", "fail", "release"])
 def test_hostile_text_fields_are_stored_bounded_or_refused(
     signed_in, held, action, field, typed, status
 ):
-    if action == "release" and field != "summary":
-        pytest.skip("release takes a summary only")
     todo_id, seen = held
     before = ledger()
     response = signed_in.post(f"/todos/{todo_id}/{action}/", {"seen": seen, field: typed}, **HTMX)

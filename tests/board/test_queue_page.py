@@ -23,15 +23,15 @@ def signed_in(client, user):
 def _ids(page: str) -> list[int]:
     import re
 
-    return [int(n) for n in re.findall(r'<tr id="todo-(\d+)">', page)]
+    return [int(n) for n in re.findall(r'<tr id="todo-(\d+)"', page)]
 
 
 def test_rows_show_state_tries_holder_lease_and_last_outcome(signed_in, endpoint):
     todo_id = mixed_history(endpoint)  # failed, died, now held (fenced)
     page = signed_in.get("/").content.decode()
-    row = page[page.index(f'<tr id="todo-{todo_id}">') :]
+    row = page[page.index(f'<tr id="todo-{todo_id}"') :]
     row = row[: row.index("</tr>")]
-    assert "state-claimed" in row and "try 3" in row and "2/5 failed" in row
+    assert "state-claimed" in row and "try 3" in row and "2/5 spent" in row
     assert "agent-a" in row and "fenced" in row
     assert "in 4m" in row  # lease countdown
     assert "reaped" in row and "DIED" in row  # last closed attempt died
@@ -79,14 +79,14 @@ def test_another_users_todos_never_show(make_user, endpoint, make_todo):
     mallory.force_login(make_user("mallory"))
     page = mallory.get("/").content.decode()
     assert "alice&#x27;s secret" not in page and _ids(page) == []
-    assert "No endpoints yet" in page
+    assert "Get started" in page
 
 
 def test_refresh_returns_only_the_queue_fragment(signed_in, make_todo):
     make_todo("one")
     fragment = signed_in.get("/?state=pending", **REFRESH).content.decode()
     assert fragment.lstrip().startswith('<div id="queue"')
-    assert 'hx-get="/?state=pending"' in fragment and "<html" not in fragment
+    assert 'data-live-url="/?state=pending"' in fragment and "<html" not in fragment
 
 
 def test_queue_page_query_count_does_not_grow_with_rows(
@@ -95,17 +95,24 @@ def test_queue_page_query_count_does_not_grow_with_rows(
     done_with_history(endpoint, user)
     make_todo("pending")
     # session, user, the user's teams (switcher), endpoints (filter), the page of todos with
-    # holder and last outcome, ticker: attempt endings, ticker: events
-    with django_assert_num_queries(7):
+    # holder and last outcome, the state counts (with the new arrivals), ticker: attempt
+    # endings, ticker: events
+    with django_assert_num_queries(8):
         signed_in.get("/")
     for n in range(12):
         todo_id = mixed_history(endpoint, title=f"more {n}")
         lapse_lease(todo_id)
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(8):
         page = signed_in.get("/").content.decode()
-    assert len(_ids(page)) == 14
-    with django_assert_num_queries(7):  # the refresh: the same reads, a smaller template
+    ids = _ids(page)
+    assert len(ids) == 14
+    with django_assert_num_queries(8):  # the first refresh: the same reads, a smaller template
         signed_in.get("/", **REFRESH)
+    # The live refresh of the rows shown: the same 8 (the shown rows in place of the page).
+    shown = ",".join(map(str, ids))
+    with django_assert_num_queries(8):
+        fragment = signed_in.get(f"/?shown={shown}&upto={ids[0]}", **REFRESH).content.decode()
+    assert _ids(fragment) == ids
 
 
 def test_signed_out_queue_goes_to_sign_in(client):
@@ -121,3 +128,49 @@ def test_text_search_is_a_plain_substring_match(signed_in, make_todo):
     assert _ids(signed_in.get("/?q=100%25").content.decode()) == [percent]
     assert _ids(signed_in.get("/?q=SNAKE_case").content.decode()) == [under]
     assert _ids(signed_in.get("/?q=%25").content.decode()) == [percent]
+
+
+def test_a_refresh_keeps_the_rows_shown_marks_those_that_moved_on_and_counts_new_ones(
+    signed_in, endpoint, make_todo
+):
+    first, second = make_todo("first").id, make_todo("second").id
+    transitions.claim(Actor.agent(endpoint), first)  # leaves the pending tab
+    newer = [make_todo(f"newer {n}").id for n in range(3)]
+    fragment = signed_in.get(
+        f"/?state=pending&shown={second},{first}&upto={second}", **REFRESH
+    ).content.decode()
+    assert _ids(fragment) == [second, first]  # the rows shown, nothing pushed in
+    row = fragment[fragment.index(f'<tr id="todo-{first}"') :]
+    row = row[: row.index("</tr>")]
+    assert 'class="is-moved"' in row and "moved on" in row and "claimed" in row
+    assert 'data-newer="3"' in fragment
+    assert all(f"todo-{n}" not in fragment for n in newer)
+    # The state tabs count the team's todos by state.
+    assert '<span class="count">5</span>' in fragment  # all
+    page = signed_in.get("/?state=pending").content.decode()
+    assert _ids(page) == [*reversed(newer), second] and 'data-newer="0"' in page
+
+
+def test_shown_ids_of_another_team_read_as_missing(signed_in, make_user, make_todo):
+    from queues import endpoints
+
+    mallory = make_user("mallory")
+    theirs, _ = endpoints.vend(mallory.teams.get(), "theirs")
+    foreign = transitions.create_todo(endpoint=theirs, title="not yours")[0].id
+    mine = make_todo("mine").id
+    fragment = signed_in.get(f"/?shown={foreign},{mine},x,,-3", **REFRESH).content.decode()
+    assert _ids(fragment) == [mine] and "not yours" not in fragment
+
+
+def test_a_done_todo_whose_only_bad_try_died_reads_spent_not_failed(signed_in, endpoint, make_todo):
+    agent = Actor.agent(endpoint)
+    todo = make_todo("survived a death")
+    transitions.claim(agent, todo.id)
+    lapse_lease(todo.id)
+    transitions.claim(agent, todo.id)  # takes over: try 1 died
+    transitions.complete(agent, todo.id)
+    page = signed_in.get("/").content.decode()
+    row = page[page.index(f'<tr id="todo-{todo.id}"') :]
+    row = row[: row.index("</tr>")]
+    assert "1/5 spent" in row and "1/5 failed" not in row
+    assert 'class="sub muted">1/5 spent' in row  # quiet: the todo is done

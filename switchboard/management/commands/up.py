@@ -6,6 +6,12 @@ demo``, a third child that works the queue over the HTTP API) unless ``--no-demo
 DATABASE_URL the embedded PostgreSQL was started when this process read its settings; the
 children inherit DATABASE_URL and only attach to it, so on the way out the children stop
 first and the server, held by this process, stops last.
+
+The sign-in banner comes last: once the web server answers HTTP and the demo's first burst
+of lines is out, so a password shown once is the last thing on the screen, not scrolled away.
+In development the web server's access log (a line per request, most of them the demo's) is
+off: ``SWITCHBOARD_ACCESS_LOG=1`` brings it back (``0`` turns it off anywhere); the children
+read it from their environment (switchboard/gunicorn_conf.py).
 """
 
 from __future__ import annotations
@@ -17,7 +23,10 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
@@ -30,6 +39,11 @@ FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # How long the web server and sweeper get to stop before they are killed.
 STOP_TIMEOUT_SECONDS = 15
 READY_TIMEOUT_SECONDS = 60
+# The demo's first lines (its team, endpoints and first todos) come in a burst; the banner
+# waits until its todos stop appearing for this long, at most DEMO_SETTLE_MAX_SECONDS.
+DEMO_QUIET_SECONDS = 0.8
+DEMO_SETTLE_MAX_SECONDS = 8
+ACCESS_LOG = "SWITCHBOARD_ACCESS_LOG"
 
 
 class Command(BaseCommand):
@@ -58,9 +72,10 @@ class Command(BaseCommand):
         self._stop_signal: int | None = None
         for signum in FORWARDED_SIGNALS:
             signal.signal(signum, self._on_signal)
+        env = _child_environment()
         children = {
-            "web server": _spawn("serve", "--host", host, "--port", str(port)),
-            "sweeper": _spawn("sweep"),
+            "web server": _spawn("serve", "--host", host, "--port", str(port), env=env),
+            "sweeper": _spawn("sweep", env=env),
         }
         # Started once the server answers (it works over HTTP), watched but not essential: if
         # it stops, Switchboard keeps running. Stopped first, so its agents can still hand
@@ -70,7 +85,9 @@ class Command(BaseCommand):
         try:
             if self._wait_until_serving(host, port, children["web server"]):
                 if with_demo:
-                    self._demo = _spawn("demo", "--url", _base_url(_connect_host(host), port))
+                    url = _base_url(_connect_host(host), port)
+                    self._demo = _spawn("demo", "--url", url, env=env)
+                    self._wait_for_demo_to_settle()
                 self._banner(host, port, sign_in)
             failed = self._supervise(children)
         finally:
@@ -119,14 +136,37 @@ class Command(BaseCommand):
         self._say("\n" + "\n".join(lines) + "\n")
 
     def _wait_until_serving(self, host: str, port: int, web: subprocess.Popen) -> bool:
+        """Until the web server answers HTTP (its workers booted, their start-up lines out),
+        not merely until its socket accepts."""
+        url = _base_url(_connect_host(host), port) + "/healthz"
         deadline = time.monotonic() + READY_TIMEOUT_SECONDS
         while time.monotonic() < deadline and self._stop_signal is None and web.poll() is None:
             try:
-                with socket.create_connection((_connect_host(host), port), timeout=1):
-                    return True
-            except OSError:
-                time.sleep(0.2)
+                with urllib.request.urlopen(url, timeout=2) as response:
+                    if response.status == 200:
+                        time.sleep(0.3)  # the other workers' last start-up lines
+                        return True
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.2)
         return False
+
+    def _wait_for_demo_to_settle(self) -> None:
+        """Until the demo's first todos stop arriving (its start-up burst of lines)."""
+        deadline = time.monotonic() + DEMO_SETTLE_MAX_SECONDS
+        seen, quiet_since = -1, time.monotonic()
+        try:
+            while time.monotonic() < deadline and self._stop_signal is None:
+                if self._demo is None or self._demo.poll() is not None:
+                    return
+                count = Todo.objects.count()
+                if count != seen:
+                    seen, quiet_since = count, time.monotonic()
+                elif count and time.monotonic() - quiet_since >= DEMO_QUIET_SECONDS:
+                    return
+                time.sleep(0.2)
+        finally:
+            connections.close_all()
 
     def _supervise(self, children: dict[str, subprocess.Popen]) -> str | None:
         """Wait for a stop signal (None) or a child that exits on its own (its name)."""
@@ -167,7 +207,16 @@ class Command(BaseCommand):
         self.stdout.flush()
 
 
-def _spawn(*command: str) -> subprocess.Popen:
+def _child_environment() -> dict[str, str]:
+    """The children's environment: this one, with the access log off in development unless
+    SWITCHBOARD_ACCESS_LOG says otherwise."""
+    env = os.environ.copy()
+    if settings.SWITCHBOARD_DEV and not env.get(ACCESS_LOG, "").strip():
+        env[ACCESS_LOG] = "0"
+    return env
+
+
+def _spawn(*command: str, env: dict[str, str]) -> subprocess.Popen:
     # The same interpreter and settings; DATABASE_URL (set when the embedded server started)
     # makes the child attach to this process's database instead of starting its own.
     # Each child in a process group of its own: Ctrl-C in the terminal then reaches only this
@@ -175,7 +224,7 @@ def _spawn(*command: str) -> subprocess.Popen:
     # while the web server still answers; gunicorn, interrupted at the same moment, would
     # leave their last calls hanging until its graceful timeout).
     return subprocess.Popen(
-        [sys.executable, "-m", "switchboard", *command], env=os.environ.copy(), process_group=0
+        [sys.executable, "-m", "switchboard", *command], env=env, process_group=0
     )
 
 
