@@ -1,22 +1,49 @@
 """The agent verbs as MCP tools at ``/mcp`` (django-mcpz: stateless MCP, a plain synchronous
-Django view). Same arguments (the same structs), same results, same error codes as HTTP: a
-domain error is a tool error whose text is the HTTP error body.
+Django view). Same arguments (the same structs), same results, same error codes as HTTP.
+
+Every error carries the HTTP API's error body, ``{"error": {"code", "message"}}``, in one of
+the two places MCP has for an error (docs/api.md, "Errors over MCP"):
+
+- a call that reached a tool and was refused (bad arguments, ``not_found``, ``conflict``,
+  ``rate_limited``, …) is a tool error: ``isError`` with the body as ``structuredContent``
+  and as its text;
+- a request refused before any tool (no or a wrong token, a body that is not JSON-RPC, an
+  unknown method or tool) is a JSON-RPC error echoing the request's id, with the body as
+  ``error.data`` (a missing token keeps its HTTP 401 and ``WWW-Authenticate``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+import msgspec
+from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
+from django_mcpz.jsonrpc import METHOD_NOT_FOUND, PARSE_ERROR, read_id
+from django_mcpz.schemas import type_schema
 from django_mcpz.server import MCPServer, ToolError
 
 from agents import schemas, verbs, waiting
 from agents.auth import endpoint_for
-from agents.http import error_response
-from queues.errors import DATABASE_ERRORS, DomainError, from_database_error
+from agents.http import error_parts
+from queues.errors import (
+    DATABASE_ERRORS,
+    DomainError,
+    Forbidden,
+    Invalid,
+    NotFound,
+    Unauthorized,
+    from_database_error,
+)
 from queues.records import UNTRUSTED_NOTICE
+
+# JSON-RPC's implementation-defined server-error range (-32000..-32099), below the sub-range
+# MCP reserves (-32020..-32099); -32001 is the code MCP servers commonly answer a missing or
+# wrong credential with.
+UNAUTHORIZED = -32001
 
 INSTRUCTIONS = (
     "Switchboard is a work queue. Claim a todo (claim_next), keep its lease alive (heartbeat) "
@@ -28,15 +55,57 @@ INSTRUCTIONS = (
 
 
 def endpoint_auth(request: HttpRequest) -> HttpResponse | None:
-    """django-mcpz's auth hook: the endpoint token, as on the HTTP API."""
+    """django-mcpz's auth hook: the endpoint token, as on the HTTP API. A refusal is the
+    HTTP API's status and headers (401, ``WWW-Authenticate``) with a JSON-RPC error as the
+    body, echoing the request's id: MCP clients read a JSON-RPC error at any status, and
+    show nothing useful of a body that is not one."""
     try:
         request.endpoint = endpoint_for(request)  # type: ignore[attr-defined]
     except DomainError as error:
-        return error_response(error)
+        status, _, headers = error_parts(error)
+        response = _jsonrpc_response(
+            jsonrpc_error(_request_id(request.body), UNAUTHORIZED, error.message, error=error),
+            status=status,
+        )
+        for name, value in headers:
+            response[name] = value
+        return response
     return None
 
 
-server = MCPServer(
+def _request_id(body: bytes) -> str | int | None:
+    """The id of a JSON-RPC request body, when it can be read (else null, as JSON-RPC asks)."""
+    try:
+        return read_id(msgspec.json.decode(body))
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+class _Server(MCPServer):
+    def _tool_error(self, request: HttpRequest, request_id: str | int, text: str) -> HttpResponse:
+        """django-mcpz sends a tool error as text only; ours are the HTTP API's error body,
+        so they go as ``structuredContent`` too (clients validate that against the tool's
+        output schema only on success)."""
+        body = _error_body(text)
+        if body is None:  # not one of ours (a tool that raised unexpectedly): as it was
+            return super()._tool_error(request, request_id, text)
+        content = [{"type": "text", "text": text}]
+        return self._result(
+            request, request_id, {"content": content, "structuredContent": body, "isError": True}
+        )
+
+
+def _error_body(text: str) -> dict | None:
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return body
+    return None
+
+
+server = _Server(
     name="switchboard",
     title="Switchboard",
     version="1",
@@ -51,15 +120,25 @@ def _permitted(verb: str) -> Callable[[HttpRequest], bool]:
     return lambda request: verbs.allowed(request.endpoint, verb)  # type: ignore[attr-defined]
 
 
+def _input_schema(params_type: type[schemas.Params]) -> dict:
+    schema = type_schema(params_type)
+    schema["additionalProperties"] = False  # the structs forbid unknown fields
+    return schema
+
+
 def _register(verb: str) -> None:
     params_type, out_type, description = schemas.VERBS[verb]
     reads_attempts = verb in ("get_todo", "claim", "claim_next")
 
-    def tool(request: HttpRequest, params):
+    # The tool takes its arguments undecoded (input_schema is a plain schema) and decodes
+    # them itself, so that a bad argument is the HTTP API's ``invalid``, word for word,
+    # rather than django-mcpz's own text.
+    def tool(request: HttpRequest, arguments: dict[str, Any]):
         refusal = getattr(request, "switchboard_refusal", None)
         if refusal is not None:  # refused by the ASGI front before the call (agents/asgi.py)
             raise ToolError(json.dumps(refusal.as_dict()))
         try:
+            params = _decode(params_type, arguments)
             return waiting.call(
                 request.endpoint,  # type: ignore[attr-defined]  # set by endpoint_auth
                 verb,
@@ -75,7 +154,7 @@ def _register(verb: str) -> None:
     server.tool(
         name=verb,
         description=description + (f" {UNTRUSTED_NOTICE}" if reads_attempts else ""),
-        input_schema=params_type,
+        input_schema=_input_schema(params_type),
         output_schema=out_type,
         read_only=verb in ("list_todos", "get_todo"),
         idempotent=verb in ("list_todos", "get_todo", "heartbeat"),
@@ -89,18 +168,84 @@ for _verb in schemas.VERBS:
     _register(_verb)
 
 
+def _decode(params_type: type[schemas.Params], arguments: dict[str, Any]) -> schemas.Params:
+    try:
+        return msgspec.convert(arguments, params_type)
+    except msgspec.ValidationError as exc:  # the same words as agents.http.decode
+        raise Invalid(f"Invalid arguments: {exc}") from None
+
+
+class _Reply(msgspec.Struct):
+    """Enough of a JSON-RPC response to see whether it is an error (a result is skipped)."""
+
+    error: dict | None = None
+
+
 @csrf_exempt
 def view(request: HttpRequest) -> HttpResponse:
-    """``/mcp``: the server, plus one guard. django-mcpz decodes with msgspec, which walks
-    nesting on the C stack; a body of a few KB of brackets raises RecursionError there. That
-    is the client's malformed JSON: a JSON-RPC parse error, not a 500."""
+    """``/mcp``: the server, plus two things. django-mcpz's own JSON-RPC errors (a parse
+    error, an unknown tool or method) gain the HTTP API's error body as ``error.data``. And
+    django-mcpz decodes with msgspec, which walks nesting on the C stack; a body of a few KB
+    of brackets raises RecursionError there. That is the client's malformed JSON: a JSON-RPC
+    parse error, not a 500."""
     try:
-        return server(request)
+        response = server(request)
     except RecursionError:
-        return JsonResponse(
-            jsonrpc_error(None, -32700, "Parse error: the body nests too deeply."), status=400
+        return _jsonrpc_response(
+            jsonrpc_error(None, PARSE_ERROR, "Parse error: the body nests too deeply."),
+            status=HTTPStatus.BAD_REQUEST,
         )
+    if response.get("Content-Type", "").startswith("application/json"):
+        try:
+            # Cheap for a result (skipped, not built): only an error is decoded in full.
+            error = msgspec.json.decode(response.content, type=_Reply).error
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return response
+        if error is not None and not _has_body(error.get("data")):
+            reply = json.loads(response.content)
+            message = error.get("message")
+            message = message if isinstance(message, str) else ""
+            data = error.get("data")
+            reply["error"]["data"] = {
+                **(data if isinstance(data, dict) else {}),
+                **_domain_error(error.get("code"), message, response).as_dict(),
+            }
+            response.content = msgspec.json.encode(reply)
+    return response
 
 
-def jsonrpc_error(request_id, code: int, message: str) -> dict:
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+def _has_body(data: object) -> bool:
+    return isinstance(data, dict) and isinstance(data.get("error"), dict)
+
+
+def _domain_error(code: object, message: str, response: HttpResponse) -> DomainError:
+    """The HTTP API's error for a JSON-RPC error django-mcpz answered itself."""
+    if code == UNAUTHORIZED:
+        return Unauthorized(message)
+    if code == METHOD_NOT_FOUND or message.startswith("Unknown tool"):
+        # An unknown verb is not_found on HTTP too; a tool outside the endpoint's verb set
+        # is not listed, so calling it is the same as calling a nonexistent one.
+        return NotFound(message)
+    if response.status_code == HTTPStatus.FORBIDDEN:  # an Origin this site does not allow
+        return Forbidden(message)
+    return Invalid(message)
+
+
+def jsonrpc_error(
+    request_id: str | int | None, code: int, message: str, *, error: DomainError | None = None
+) -> dict:
+    """A JSON-RPC error object whose data is the HTTP API's error body (``invalid`` unless
+    told otherwise)."""
+    data = (error or Invalid(message)).as_dict()
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": code, "message": message, "data": data},
+    }
+
+
+def _jsonrpc_response(body: dict, *, status: int) -> HttpResponse:
+    response = HttpResponse(msgspec.json.encode(body), status=status)
+    response["Content-Type"] = "application/json"
+    response["Cache-Control"] = "no-store"
+    return response

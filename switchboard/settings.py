@@ -42,7 +42,9 @@ if not SECRET_KEY:
         SECRET_KEY = _DEV_KEY
     else:
         raise ImproperlyConfigured(
-            "SECRET_KEY is not set. Set SECRET_KEY (production) or DEBUG=1 (local development)."
+            "SECRET_KEY is not set. To try Switchboard on this machine, set SWITCHBOARD_DEV=1 "
+            "(export SWITCHBOARD_DEV=1: plain http on localhost, a dev-only key). In production, "
+            "set SECRET_KEY to 50 or more random characters (docs/deploy.md)."
         )
 # Django's own rule for a key (the check framework's security.W009), refused at start-up in
 # production rather than left to a warning nobody reads.

@@ -73,6 +73,7 @@ def test_outside_development_it_refuses_to_start_without_a_secret_key(switchboar
 
     assert result.returncode == 2
     assert "switchboard: SECRET_KEY is not set" in result.stderr
+    assert "SWITCHBOARD_DEV=1" in result.stderr  # the way to run it locally
     assert "Traceback" not in result.stderr
 
 

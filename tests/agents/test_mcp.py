@@ -153,7 +153,8 @@ def test_mcp_without_a_valid_token_is_refused(live_server, vend):
             headers=headers,
         )
         assert response.status_code == 401
-        assert response.json()["error"]["code"] == "unauthorized"
+        # A JSON-RPC error with the API's body as data (tests/agents/test_mcp_errors.py).
+        assert response.json()["error"]["data"]["error"]["code"] == "unauthorized"
 
 
 def test_tools_outside_the_frozen_set_are_not_listed(live_server, vend):
