@@ -56,7 +56,10 @@ forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1,::1")
 # Stop promptly on SIGTERM: `switchboard up` waits for the web server before stopping
 # the embedded PostgreSQL.
 graceful_timeout = 10
-accesslog = "-"
+# The access log, a line a request, on stdout. `switchboard up` turns it off in development
+# (it gives its children SWITCHBOARD_ACCESS_LOG=0 unless told otherwise); 0 turns it off
+# anywhere.
+accesslog = None if os.environ.get("SWITCHBOARD_ACCESS_LOG", "").strip() == "0" else "-"
 errorlog = "-"
 access_log_format = '%(h)s "%(r)s" %(s)s %(b)s %(M)sms'
 # Gunicorn ≥ 25 opens a control socket at one fixed path per user: two servers on one machine

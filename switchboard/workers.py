@@ -15,6 +15,11 @@ log = logging.getLogger("switchboard.serve")
 class Worker(UvicornWorker):
     CONFIG_KWARGS = {"loop": "uvloop", "http": "httptools", "lifespan": "on"}
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # uvicorn writes its own access lines; none when gunicorn's access log is off.
+        self.config.access_log = bool(self.cfg.accesslog)
+
     def init_process(self) -> None:
         raise_open_files_limit()
         super().init_process()

@@ -29,18 +29,33 @@ def main() -> None:
         browser = playwright.chromium.launch(
             executable_path=args.chromium, args=["--no-sandbox", "--disable-gpu"]
         )
-        page = browser.new_page(base_url=args.url, viewport={"width": 1440, "height": 900})
-        page.goto("/login/")
-        page.get_by_label("Username").fill(args.user)
-        page.get_by_label("Password").fill(args.password)
-        page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url(f"{args.url}/", wait_until="load")
-        page.screenshot(path=HERE / "board-queue.png")
+        for width, scheme in ((1440, "light"), (1440, "dark"), (720, "light"), (720, "dark")):
+            suffix = ("" if width == 1440 else f"-{width}") + ("" if scheme == "light" else "-dark")
+            context = browser.new_context(
+                base_url=args.url,
+                viewport={"width": width, "height": 900},
+                color_scheme=scheme,
+                timezone_id="Europe/Berlin",  # times read in the browser's zone
+            )
+            take(context.new_page(), args, suffix)
+            context.close()
+        browser.close()
+    print("wrote", ", ".join(p.name for p in sorted(HERE.glob("*.png"))))
 
-        # A drawer with a mixed history: of the todos with a death, the one with most tries.
-        page.goto("/?died=1")
-        links = page.locator("table.queue tbody tr .title a")
-        hrefs = [links.nth(i).get_attribute("href") for i in range(min(links.count(), 15))]
+
+def take(page, args, suffix: str) -> None:
+    page.goto("/login/")
+    page.get_by_label("Username").fill(args.user)
+    page.get_by_label("Password").fill(args.password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(f"{args.url}/", wait_until="load")
+    page.screenshot(path=HERE / f"board-queue{suffix}.png")
+
+    # A drawer with a mixed history: of the todos with a death, the one with most tries.
+    page.goto("/?died=1")
+    links = page.locator("table.queue tbody tr .title a")
+    hrefs = [links.nth(i).get_attribute("href") for i in range(min(links.count(), 15))]
+    if hrefs:
         tries = {}
         for href in hrefs:
             page.goto(href)
@@ -53,12 +68,10 @@ def main() -> None:
         died = drawer.locator("ol.strip a[aria-label*='died']").first
         died.click()
         page.wait_for_timeout(500)
-        page.screenshot(path=HERE / "board-drawer.png")
+        page.screenshot(path=HERE / f"board-drawer{suffix}.png")
 
-        page.goto("/activity/")
-        page.screenshot(path=HERE / "board-activity.png")
-        browser.close()
-    print("wrote", ", ".join(p.name for p in sorted(HERE.glob("board-*.png"))))
+    page.goto("/activity/")
+    page.screenshot(path=HERE / f"board-activity{suffix}.png")
 
 
 if __name__ == "__main__":
