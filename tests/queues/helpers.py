@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from django.db import connection, connections
 
@@ -21,6 +23,16 @@ def lapse_lease(todo_id: int, *, seconds_ago: int = 1) -> None:
         assert cursor.rowcount == 1
 
 
+def a_lapsed_lease(endpoint, title: str = "work"):
+    """A new todo of ``endpoint``'s, claimed, whose lease has lapsed."""
+    from queues import transitions
+
+    todo, _ = transitions.create_todo(endpoint=endpoint, title=title)
+    transitions.claim_next(endpoint=endpoint)
+    lapse_lease(todo.id)
+    return todo
+
+
 def make_retry_due(todo_id: int) -> None:
     with connection.cursor() as cursor:
         cursor.execute(
@@ -29,6 +41,19 @@ def make_retry_due(todo_id: int) -> None:
             [todo_id],
         )
         assert cursor.rowcount == 1
+
+
+def row_trigger(name: str, body: str, *, before: str = "UPDATE", table: str = "todos"):
+    """SQL that creates, and SQL that drops, a test trigger ``name``: the PL/pgSQL ``body``
+    runs before each ``before`` of a row of ``table`` (a real failure injected in the
+    database, never a mock)."""
+    create = (
+        f"CREATE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n{body}\nEND $$;\n"
+        f"CREATE TRIGGER {name} BEFORE {before} ON {table}\n"
+        f"    FOR EACH ROW EXECUTE FUNCTION {name}();\n"
+    )
+    drop = f"DROP TRIGGER IF EXISTS {name} ON {table};\nDROP FUNCTION IF EXISTS {name}();\n"
+    return create, drop
 
 
 def attempts_of(todo_id: int) -> list[TodoAttempt]:
@@ -70,3 +95,36 @@ def run_together(target: Callable[[int], object], count: int, *, timeout: float 
     for thread in threads:
         thread.join(timeout=timeout)
     return errors
+
+
+def wait_for(condition: Callable[[], object], *, seconds: float = 15) -> bool:
+    """Poll ``condition`` until it holds (True) or ``seconds`` pass (False)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@contextmanager
+def sweeper_running(interval: float = 0.05) -> Iterator[threading.Thread]:
+    """``sweeper.run_forever`` on a thread of its own (with its own connection, closed when it
+    ends) for the block; stopped and joined at the end. Yields the thread."""
+    from queues import sweeper
+
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            sweeper.run_forever(interval, stop)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        yield thread
+    finally:
+        stop.set()
+        thread.join(timeout=10)

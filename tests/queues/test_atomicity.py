@@ -80,9 +80,18 @@ def test_fenced_fail_on_the_locked_path_is_atomic_too(
     assert state(todo.id) == before
 
 
-def test_takeover_that_cannot_close_the_lapsed_attempt_changes_nothing(
-    endpoint, make_todo, attempt_writes_fail
+@pytest.mark.parametrize(
+    "close_lapsed",
+    [
+        pytest.param(lambda endpoint: transitions.claim_next(endpoint=endpoint), id="takeover"),
+        pytest.param(lambda endpoint: transitions.reap_lapsed(), id="reap"),
+    ],
+)
+def test_closing_a_lapsed_attempt_that_cannot_be_written_changes_nothing(
+    close_lapsed, endpoint, make_todo, attempt_writes_fail
 ):
+    """A claim that takes over a lapsed lease, and the sweeper's reap, both close the lapsed
+    attempt in the statement that moves the todo."""
     todo = make_todo()
     transitions.claim_next(endpoint=endpoint)
     lapse_lease(todo.id)
@@ -90,21 +99,6 @@ def test_takeover_that_cannot_close_the_lapsed_attempt_changes_nothing(
     attempt_writes_fail("UPDATE")
 
     with pytest.raises(DatabaseError, match="injected failure"):
-        transitions.claim_next(endpoint=endpoint)
-
-    assert state(todo.id) == before
-
-
-def test_reap_that_cannot_close_the_attempt_changes_nothing(
-    endpoint, make_todo, attempt_writes_fail
-):
-    todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
-    lapse_lease(todo.id)
-    before = state(todo.id)
-    attempt_writes_fail("UPDATE")
-
-    with pytest.raises(DatabaseError, match="injected failure"):
-        transitions.reap_lapsed()
+        close_lapsed(endpoint)
 
     assert state(todo.id) == before

@@ -265,30 +265,17 @@ def test_repeating_a_close_returns_the_recorded_result_and_writes_nothing(
 ):
     todo = make_todo()
     claim = transitions.claim_next(endpoint=endpoint, require_fence=True)
-    first = transitions.complete(
-        agent,
-        todo.id,
-        attempt_seq=claim.attempt_seq,
-        lease_token=claim.lease_token,
-        result={"n": 1},
-    )
+    fence = {"attempt_seq": claim.attempt_seq, "lease_token": claim.lease_token}
+    first = transitions.complete(agent, todo.id, **fence, result={"n": 1})
     before = snapshot(todo.id)
 
-    again = transitions.complete(
-        agent,
-        todo.id,
-        attempt_seq=claim.attempt_seq,
-        lease_token=claim.lease_token,
-        result={"n": 2},
-    )
+    again = transitions.complete(agent, todo.id, **fence, result={"n": 2})
 
     assert again.replayed and not first.replayed
     assert again.attempt.outcome == "completed" and again.todo.result == {"n": 1}
     assert snapshot(todo.id) == before
     with pytest.raises(Conflict):  # a different verb is not a repeat
-        transitions.fail(
-            agent, todo.id, attempt_seq=claim.attempt_seq, lease_token=claim.lease_token
-        )
+        transitions.fail(agent, todo.id, **fence)
     with pytest.raises(Conflict):  # nor is the same verb without the fence
         transitions.complete(agent, todo.id, attempt_seq=claim.attempt_seq)
 

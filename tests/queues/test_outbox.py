@@ -22,19 +22,6 @@ from tests.queues.receivers import receivers
 
 
 @pytest.fixture
-def receiver():
-    with receivers() as start:
-        yield start
-
-
-@pytest.fixture
-def allowed(settings):
-    """Receivers here are on 127.0.0.1: let webhooks go there."""
-    settings.SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE = True
-    return settings
-
-
-@pytest.fixture
 def sink_to(allowed, team, user):
     """A dead-letter sink of alice's team to a receiver: returns (sink, secret)."""
 
@@ -113,29 +100,36 @@ def _claim_takeover_at_cap(endpoint, agent, human, make_todo):
     return todo.id, {"outcome": "lease_expired", "died": True, "claimant": "run-1"}
 
 
-def _revoke_with_open_attempt(endpoint, agent, human, make_todo):
+def _claimed_then_revoked(endpoint, make_todo, close=None) -> int:
+    """A todo claimed, its attempt closed by ``close(todo_id)`` (if given), then its endpoint
+    revoked; returns its id."""
     todo = make_todo()
     transitions.claim_next(endpoint=endpoint, claimant="run-1")
+    if close is not None:
+        close(todo.id)
     transitions.revoke_endpoint(endpoint)
-    return todo.id, {"outcome": "revoked", "disposition": "dead_lettered"}
+    return todo.id
+
+
+def _revoke_with_open_attempt(endpoint, agent, human, make_todo):
+    todo_id = _claimed_then_revoked(endpoint, make_todo)
+    return todo_id, {"outcome": "revoked", "disposition": "dead_lettered"}
 
 
 def _revoke_after_a_release(endpoint, agent, human, make_todo):
-    todo = make_todo()
-    transitions.claim_next(endpoint=endpoint, claimant="run-1")
-    transitions.release(agent, todo.id, summary="not mine")
-    transitions.revoke_endpoint(endpoint)
+    todo_id = _claimed_then_revoked(
+        endpoint, make_todo, lambda todo_id: transitions.release(agent, todo_id, summary="not mine")
+    )
     # No attempt was open when it died: no final attempt (the released one did not kill it).
-    return todo.id, None
+    return todo_id, None
 
 
 def _revoke_while_waiting_to_retry(endpoint, agent, human, make_todo):
-    todo = make_todo()
-    transitions.claim_next(endpoint=endpoint, claimant="run-1")
-    transitions.fail(agent, todo.id, summary="flaky")
-    transitions.revoke_endpoint(endpoint)
+    todo_id = _claimed_then_revoked(
+        endpoint, make_todo, lambda todo_id: transitions.fail(agent, todo_id, summary="flaky")
+    )
     # Its failed attempt scheduled a retry; the revocation killed it with none open.
-    return todo.id, None
+    return todo_id, None
 
 
 def _revoke_never_claimed(endpoint, agent, human, make_todo):

@@ -366,7 +366,9 @@ class LedgerMachine(RuleBasedStateMachine):
         self.claim_one(i, aim, who, fence)
 
     def claim_one(self, i: int, aim: str, who: str, fence: bool) -> None:
-        todo = self.todo(i, aim, lambda t: t.claimable)
+        self.claim_as(who, self.todo(i, aim, lambda t: t.claimable), fence)
+
+    def claim_as(self, who: str, todo, fence: bool) -> None:
         name = self.caller(who, todo)
         expect = self.model.claim(name, todo, fence=fence)
         claim = self.call(
@@ -382,13 +384,7 @@ class LedgerMachine(RuleBasedStateMachine):
         if not todo.lapsed:
             lapse_lease(todo.id)
             todo.lapsed = True
-        name = self.caller(who, todo)
-        expect = self.model.claim(name, todo, fence=fence)
-        claim = self.call(
-            expect, transitions.claim, self.actors[name], todo.id, require_fence=fence
-        )
-        if claim is not None:
-            self.check_claim(expect, claim, fence=fence)
+        self.claim_as(who, todo, fence)
 
     @precondition(lambda self: self.some(lambda t: t.claimable))
     @rule(who=st.sampled_from(["busiest", "A", "B", "busiest", "X"]), fence=st.booleans())

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import Counter
 
 import pytest
@@ -14,7 +13,15 @@ from queues import endpoints, sweeper, transitions
 from queues.models import Todo, TodoAttempt, TodoEvent
 from queues.sweeper import SweepReport
 from queues.transitions import Actor
-from tests.queues.helpers import lapse_lease, make_retry_due, run_together
+from tests.queues.helpers import (
+    a_lapsed_lease,
+    lapse_lease,
+    make_retry_due,
+    row_trigger,
+    run_together,
+    sweeper_running,
+    wait_for,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -316,41 +323,17 @@ def test_two_sweepers_at_once_reap_each_lapsed_lease_exactly_once(team):
     assert set(Todo.objects.values_list("state", flat=True)) == {"pending"}
 
 
-def _run_in_thread(stop: threading.Event) -> threading.Thread:
-    def run() -> None:
-        try:
-            sweeper.run_forever(0.05, stop)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread
-
-
-def _wait_for_state(todo_id: int, state: str, *, seconds: float = 15) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if Todo.objects.filter(pk=todo_id, state=state).exists():
-            return True
-        time.sleep(0.05)
-    return False
+def _reaches(todo_id: int, state: str) -> bool:
+    return wait_for(lambda: Todo.objects.filter(pk=todo_id, state=state).exists())
 
 
 @pytest.mark.django_db(transaction=True)
 def test_run_forever_sweeps_until_stopped(team):
     endpoint, _ = endpoints.vend(team, "looper")
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="work")
-    transitions.claim_next(endpoint=endpoint)
-    lapse_lease(todo.id)
-    stop = threading.Event()
+    todo = a_lapsed_lease(endpoint)
 
-    thread = _run_in_thread(stop)
-    try:
-        assert _wait_for_state(todo.id, "pending")
-    finally:
-        stop.set()
-        thread.join(timeout=10)
+    with sweeper_running() as thread:
+        assert _reaches(todo.id, "pending")
     assert not thread.is_alive()
 
 
@@ -360,20 +343,12 @@ def test_run_forever_survives_its_connection_dying_mid_pass(team, caplog):
     (a trigger fires once, through a sequence, which no rollback undoes). The loop logs it,
     drops the dead connection and reaps on a fresh one at the next pass."""
     endpoint, _ = endpoints.vend(team, "unlucky")
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="work")
-    transitions.claim_next(endpoint=endpoint)
-    lapse_lease(todo.id)
+    todo = a_lapsed_lease(endpoint)
     with connection.cursor() as cursor:
         cursor.execute(_KILL_ONCE_TRIGGER)
-    stop = threading.Event()
     try:
-        with caplog.at_level(logging.ERROR, logger="switchboard.sweeper"):
-            thread = _run_in_thread(stop)
-            try:
-                assert _wait_for_state(todo.id, "pending")
-            finally:
-                stop.set()
-                thread.join(timeout=10)
+        with caplog.at_level(logging.ERROR, logger="switchboard.sweeper"), sweeper_running():
+            assert _reaches(todo.id, "pending")
     finally:
         with connection.cursor() as cursor:
             cursor.execute(_DROP_KILL_ONCE_TRIGGER)
@@ -383,23 +358,15 @@ def test_run_forever_survives_its_connection_dying_mid_pass(team, caplog):
     assert list(TodoAttempt.objects.values_list("outcome", flat=True)) == ["reaped"]
 
 
-_KILL_ONCE_TRIGGER = """
-CREATE SEQUENCE sweeper_test_kill_once;
-CREATE FUNCTION sweeper_test_kill_once() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    IF nextval('sweeper_test_kill_once') = 1 THEN
+_KILL_ONCE_TRIGGER, _DROP_KILL_ONCE_TRIGGER = row_trigger(
+    "sweeper_test_kill_once",
+    """    IF nextval('sweeper_test_kill_once') = 1 THEN
         PERFORM pg_terminate_backend(pg_backend_pid());
     END IF;
-    RETURN NEW;
-END $$;
-CREATE TRIGGER sweeper_test_kill_once BEFORE UPDATE ON todos
-    FOR EACH ROW EXECUTE FUNCTION sweeper_test_kill_once();
-"""
-_DROP_KILL_ONCE_TRIGGER = """
-DROP TRIGGER IF EXISTS sweeper_test_kill_once ON todos;
-DROP FUNCTION IF EXISTS sweeper_test_kill_once();
-DROP SEQUENCE IF EXISTS sweeper_test_kill_once;
-"""
+    RETURN NEW;""",
+)
+_KILL_ONCE_TRIGGER = "CREATE SEQUENCE sweeper_test_kill_once;\n" + _KILL_ONCE_TRIGGER
+_DROP_KILL_ONCE_TRIGGER += "DROP SEQUENCE IF EXISTS sweeper_test_kill_once;\n"
 
 
 def test_a_todo_claimed_after_its_endpoint_was_revoked_is_dead_lettered(endpoint, agent, make_todo):

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from dataclasses import asdict
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from queues import counters, endpoints, sweeper, transitions
 from queues.models import MetricCounter, SweeperStatus
 from queues.transitions import Actor
-from tests.queues.helpers import lapse_lease, run_together
+from tests.queues.helpers import (
+    a_lapsed_lease,
+    lapse_lease,
+    row_trigger,
+    run_together,
+    sweeper_running,
+    wait_for,
+)
 
 
 def _db_now():
@@ -100,27 +105,9 @@ def test_two_sweepers_count_their_passes_in_one_row(team):
     assert SweeperStatus.objects.get().passes == 6
 
 
-_FAIL_EVERY_REAP = """
-CREATE FUNCTION sweeper_status_test_fail() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'cannot update todo %', NEW.title;
-END $$;
-CREATE TRIGGER sweeper_status_test_fail BEFORE UPDATE ON todos
-    FOR EACH ROW EXECUTE FUNCTION sweeper_status_test_fail();
-"""
-_DROP_FAIL_EVERY_REAP = """
-DROP TRIGGER IF EXISTS sweeper_status_test_fail ON todos;
-DROP FUNCTION IF EXISTS sweeper_status_test_fail();
-"""
-
-
-def _wait_for(condition, seconds: float = 15) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
+_FAIL_EVERY_REAP, _DROP_FAIL_EVERY_REAP = row_trigger(
+    "sweeper_status_test_fail", "    RAISE EXCEPTION 'cannot update todo %', NEW.title;"
+)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -128,35 +115,22 @@ def test_a_failed_pass_records_its_error_class_without_the_message(team):
     """A database message may quote a row (here the todo's title): only the error's class
     and SQLSTATE are kept. The next pass that finishes clears it."""
     endpoint, _ = endpoints.vend(team, "failing")
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="MARKER-TITLE-in-an-error")
-    transitions.claim_next(endpoint=endpoint)
-    lapse_lease(todo.id)
+    a_lapsed_lease(endpoint, "MARKER-TITLE-in-an-error")
     with connection.cursor() as cursor:
         cursor.execute(_FAIL_EVERY_REAP)
-    stop = threading.Event()
-
-    def run() -> None:
-        try:
-            sweeper.run_forever(0.05, stop)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run)
-    thread.start()
     try:
-        assert _wait_for(lambda: SweeperStatus.objects.filter(last_error__gt="").exists()), (
-            "no failure recorded"
-        )
-        status = SweeperStatus.objects.get()
-        assert status.last_error == "ProgrammingError (SQLSTATE P0001)"
-        assert status.passes == 0
-        with connection.cursor() as cursor:
-            cursor.execute(_DROP_FAIL_EVERY_REAP)
-        assert _wait_for(lambda: SweeperStatus.objects.get().passes >= 1)
-        assert _wait_for(lambda: SweeperStatus.objects.get().last_error == "")
+        with sweeper_running() as thread:
+            assert wait_for(lambda: SweeperStatus.objects.filter(last_error__gt="").exists()), (
+                "no failure recorded"
+            )
+            status = SweeperStatus.objects.get()
+            assert status.last_error == "ProgrammingError (SQLSTATE P0001)"
+            assert status.passes == 0
+            with connection.cursor() as cursor:
+                cursor.execute(_DROP_FAIL_EVERY_REAP)
+            assert wait_for(lambda: SweeperStatus.objects.get().passes >= 1)
+            assert wait_for(lambda: SweeperStatus.objects.get().last_error == "")
     finally:
-        stop.set()
-        thread.join(timeout=10)
         with connection.cursor() as cursor:
             cursor.execute(_DROP_FAIL_EVERY_REAP)
     assert not thread.is_alive()

@@ -9,19 +9,6 @@ import socket
 import pytest
 
 from queues import webhooks
-from tests.queues.receivers import receivers
-
-
-@pytest.fixture
-def receiver():
-    with receivers() as start:
-        yield start
-
-
-@pytest.fixture
-def allowed(settings):
-    settings.SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE = True
-    return settings
 
 
 def _post(url: str, secret: str = "sbw_test", body: bytes = b'{"event":"doorbell"}'):

@@ -134,16 +134,25 @@ def test_another_endpoint_cannot_cancel(make_endpoint, make_todo):
     assert Todo.objects.get(pk=todo.id).state == "pending"
 
 
-def test_human_release_of_an_agents_fenced_lease_is_recorded(user, human, endpoint, make_todo):
+@pytest.mark.parametrize(
+    ("verb", "state", "outcome", "disposition"),
+    [
+        ("release", "pending", "released", "requeued"),
+        ("cancel", "canceled", "canceled", "canceled"),
+    ],
+)
+def test_human_close_of_an_agents_fenced_lease_is_recorded(
+    verb, state, outcome, disposition, user, human, endpoint, make_todo
+):
     todo = make_todo()
     transitions.claim_next(endpoint=endpoint, require_fence=True)
 
-    closed = transitions.release(human, todo.id)
+    closed = getattr(transitions, verb)(human, todo.id)
 
-    assert closed.todo.state == "pending"
+    assert closed.todo.state == state
     attempt = TodoAttempt.objects.get(todo_id=todo.id)
-    assert attempt.outcome == "released" and attempt.ended_by_id == user.pk
-    assert events_of(todo.id) == ["release"]
+    assert (attempt.outcome, attempt.disposition) == (outcome, disposition)
+    assert attempt.ended_by_id == user.pk and events_of(todo.id) == [verb]
 
 
 def test_human_cannot_complete_an_agents_lease(human, endpoint, make_todo):
@@ -152,15 +161,3 @@ def test_human_cannot_complete_an_agents_lease(human, endpoint, make_todo):
     with pytest.raises(Conflict):
         transitions.complete(human, todo.id)
     assert Todo.objects.get(pk=todo.id).state == "claimed"
-
-
-def test_human_cancel_of_an_agents_fenced_lease_is_recorded(user, human, endpoint, make_todo):
-    todo = make_todo()
-    transitions.claim_next(endpoint=endpoint, require_fence=True)
-
-    closed = transitions.cancel(human, todo.id)
-
-    assert closed.todo.state == "canceled"
-    attempt = TodoAttempt.objects.get(todo_id=todo.id)
-    assert (attempt.outcome, attempt.disposition) == ("canceled", "canceled")
-    assert attempt.ended_by_id == user.pk and events_of(todo.id) == ["cancel"]
