@@ -460,7 +460,13 @@ class TodoAttempt(models.Model):
                 ),
                 name="todo_attempts_closed_valid",
             ),
-            # At most one open attempt per todo is an EXCLUDE constraint in migration 0002.
+            # At most one open attempt per todo (a partial unique index, checked row by row:
+            # a claim closes a lapsed attempt before it opens the next, queues/sql/claim.py).
+            models.UniqueConstraint(
+                fields=["todo"],
+                condition=Q(ended_at__isnull=True),
+                name="todo_attempts_one_open",
+            ),
         ]
         indexes = [
             # For ON DELETE SET NULL when a user goes; owner attempts are the rare ones.

@@ -70,12 +70,15 @@ SELECT f.ok, {todo_cols}, {attempt_cols}
 # The attempt arms: the snapshot-freshness read of the newest attempt, closing a lapsed one,
 # pruning (and carrying pruned counts to the metrics fold), opening the new attempt and reading
 # back the five newest closed ones. ``_claim(..., history=False)`` leaves them out.
-_CLAIM_ATTEMPT_ARMS = """newest AS (
-    SELECT x.seq, x.ended_at
-      FROM todo_attempts x, pick
-     WHERE x.todo_id = pick.id
+_CLAIM_ATTEMPT_ARMS = """recent AS (
+    -- The todo's six newest attempts in this statement's snapshot (at most one of them open),
+    -- in one index scan: the newest is the snapshot-freshness check's, the closed ones are
+    -- the prior attempts read back below. The todo's id is an InitPlan parameter, so the
+    -- scan is an index probe whatever the planner thinks of pick's row count.
+    SELECT x.* FROM todo_attempts x
+     WHERE x.todo_id = (SELECT pick.id FROM pick)
      ORDER BY x.seq DESC
-     LIMIT 1
+     LIMIT 6
 ),
 fresh AS (
     SELECT pick.*,
@@ -83,9 +86,13 @@ fresh AS (
                 ELSE newest.seq IS NOT DISTINCT FROM pick.last_attempt_seq
                      AND (newest.ended_at IS NULL) = (pick.prior_state = 'claimed')
            END AS ok
-      FROM pick LEFT JOIN newest ON true
+      FROM pick
+      LEFT JOIN (SELECT r.seq, r.ended_at FROM recent r ORDER BY r.seq DESC LIMIT 1) newest
+        ON true
 ),
 lapsed AS (
+    -- Only a lapsed lease has an attempt to close: the keys are InitPlan parameters, NULL
+    -- otherwise, and an index scan for NULL reads nothing.
     UPDATE todo_attempts a
        SET ended_at = statement_timestamp(),
            outcome = 'lease_expired',
@@ -93,17 +100,22 @@ lapsed AS (
            last_heartbeat_at = f.last_heartbeat_at,
            lease_expires_at = f.lease_expires_at
       FROM fresh f
-     WHERE f.ok AND f.prior_state = 'claimed'
-       AND a.todo_id = f.id AND a.seq = f.last_attempt_seq AND a.ended_at IS NULL
+     WHERE a.todo_id = (SELECT l.id FROM fresh l WHERE l.ok AND l.prior_state = 'claimed')
+       AND a.seq = (SELECT l.last_attempt_seq FROM fresh l
+                     WHERE l.ok AND l.prior_state = 'claimed')
+       AND a.ended_at IS NULL
  RETURNING a.*
 ),
 pruned AS (
     -- Kept rows are exactly seq in (attempts_pruned, last_attempt_seq]: the range bounds the
-    -- index scan. A row closed by `lapsed` above is not deleted in the same statement (it
-    -- is still open in this statement's snapshot); the next claim prunes it.
+    -- index scan, and the scan runs only when the cap can bite (more rows kept than the cap
+    -- allows once this claim opens one). A row closed by `lapsed` above is not deleted in
+    -- the same statement (it is still open in this statement's snapshot); the next claim
+    -- prunes it.
     DELETE FROM todo_attempts a
      USING fresh f
      WHERE f.ok AND NOT f.dies
+       AND f.last_attempt_seq + 1 - %(history_cap)s > f.attempts_pruned
        AND a.todo_id = f.id
        AND a.seq > f.attempts_pruned
        AND a.seq <= f.last_attempt_seq + 1 - %(history_cap)s
@@ -142,6 +154,9 @@ opened AS (
            %(token_hash)s
       FROM moved m
      WHERE m.state = 'claimed'
+       -- Opened after `lapsed` has closed the attempt whose lease lapsed: at most one open
+       -- attempt per todo is a unique index, checked as each row goes in (migration 0017).
+       AND (SELECT count(*) FROM lapsed) >= 0
  RETURNING seq
 )"""
 _CLAIM_PRIOR_ATTEMPTS = """
@@ -149,10 +164,10 @@ _CLAIM_PRIOR_ATTEMPTS = """
       SELECT p.* FROM (
           SELECT * FROM lapsed
           UNION ALL
-          (SELECT x.* FROM todo_attempts x
-            WHERE x.todo_id = m.id AND x.ended_at IS NOT NULL
-              AND x.seq > m.last_attempt_seq - %(history_cap)s
-            ORDER BY x.seq DESC
+          (SELECT r.* FROM recent r
+            WHERE r.ended_at IS NOT NULL
+              AND r.seq > m.last_attempt_seq - %(history_cap)s
+            ORDER BY r.seq DESC
             LIMIT 5)
       ) p
       WHERE m.state = 'claimed'
