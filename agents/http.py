@@ -16,6 +16,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agents import schemas, verbs, waiting
 from agents.auth import endpoint_for
+from queues import bounds
 from queues.errors import (
     DATABASE_ERRORS,
     DomainError,
@@ -24,7 +25,7 @@ from queues.errors import (
     from_database_error,
 )
 
-MAX_BODY_BYTES = 1024 * 1024
+MAX_BODY_BYTES = bounds.REQUEST_MAX_BYTES
 _encoder = msgspec.json.Encoder()
 _decoders = {verb: msgspec.json.Decoder(params) for verb, (params, _, _) in schemas.VERBS.items()}
 

@@ -29,7 +29,6 @@ def capabilities() -> dict:
     token: nothing in it is about a tenant."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from agents.http import MAX_BODY_BYTES
     from queues import bounds
     from queues.bounds import (
         ATTEMPTS_MAX,
@@ -61,7 +60,7 @@ def capabilities() -> dict:
             "mcp": "/mcp",
         },
         "limits": {
-            "request_bytes": MAX_BODY_BYTES,
+            "request_bytes": bounds.REQUEST_MAX_BYTES,
             "title_chars": TITLE_MAX_CHARS,
             "body_bytes": BODY_MAX_BYTES,
             "summary_bytes": bounds.SUMMARY_MAX_BYTES,

@@ -24,6 +24,8 @@ LEASE_SECONDS_MAX = 86_400
 WAIT_SECONDS_MAX = 30
 ATTEMPT_SEQ_MAX = 2**31 - 1
 LEASE_TOKEN_MAX_CHARS = 200
+# A request to the agents' API: its whole body, over HTTP and MCP.
+REQUEST_MAX_BYTES = 1024 * 1024
 # Reads: list_todos' page (rows, and about this much todo text), get_todo's attempts.
 LIST_DEFAULT, LIST_MAX = 50, 200
 LIST_MAX_BYTES = 1024 * 1024
