@@ -4,7 +4,7 @@ says what each section measures and how to read it.
     .venv/bin/python -m bench.run                    # every section, then the summary table
     .venv/bin/python -m bench.run --quick            # small counts, fewer runs per cell
     .venv/bin/python -m bench.run --sections adr     # sections: main, growth, plans, adr,
-                                                     #   http, peers, board
+                                                     #   http, peers, fleet, board
     .venv/bin/python -m bench.run --soak --minutes 1 --quick
 
 The database is always a dedicated ``switchboard_bench`` (bench/db.py). stdout gets the
@@ -22,14 +22,14 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 try:
-    from bench import adr0039, board_pages, db, httpbench, inprocess, peers, soak, summary
+    from bench import adr0039, board_pages, db, fleet, httpbench, inprocess, peers, soak, summary
     from bench.inprocess import log
 except ModuleNotFoundError as exc:  # run as a script: the repository is not on sys.path
     raise SystemExit(
         f"{exc}: run the bench from the repository as .venv/bin/python -m bench.run"
     ) from None
 
-SECTIONS = ("main", "growth", "plans", "adr", "http", "peers", "board")
+SECTIONS = ("main", "growth", "plans", "adr", "http", "peers", "fleet", "board")
 DRAINS = {"main", "growth", "plans", "adr", "http", "peers"}  # need the worker pool
 
 
@@ -61,7 +61,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--history-sizes", type=ints, default=None, help="growth [10000,200000; quick 10000,50000]"
     )
     p.add_argument("--growth-workers", type=int, default=4, help="growth: workers [4]")
-    for module in (adr0039, httpbench, peers, board_pages, soak):
+    for module in (adr0039, httpbench, peers, fleet, board_pages, soak):
         module.add_arguments(p, ints)
     p.add_argument(
         "--keep-db", action="store_true", help="keep the bench databases on a DATABASE_URL server"
@@ -77,7 +77,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.sections = {s for s in args.sections.split(",") if s}
     if unknown := args.sections - set(SECTIONS):
         raise SystemExit(f"unknown sections {sorted(unknown)}; known: {', '.join(SECTIONS)}")
-    for module in (adr0039, httpbench, peers, board_pages, soak):
+    for module in (adr0039, httpbench, peers, fleet, board_pages, soak):
         module.finish_arguments(args)
     return args
 
@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if ctx.pool is not None:
             ctx.pool.close()
+    if "fleet" in args.sections:  # its own servers and clients (bench/fleet.py)
+        fleet.run_section(ctx)
     if "board" in args.sections:  # last: it empties the todo tables
         board_pages.run_section(ctx)
     ledger.meta["duration_s"] = round(time.monotonic() - started, 1)
@@ -178,6 +180,7 @@ def render(ledger) -> str:
         adr0039.render(ledger),
         httpbench.render(notes["http"]) if notes.get("http") else "",
         peers.render(notes["peers"]) if notes.get("peers") else "",
+        fleet.render(notes["fleet"]) if notes.get("fleet") else "",
         board_pages.render(notes["board"]) if notes.get("board") else "",
         f"run took {m.get('duration_s', 0):.0f} s; load average before/after {m.get('loadavg_start')} / "
         f"{m.get('loadavg_end')}; ledger: {m.get('ledger_path')}",
