@@ -4,8 +4,6 @@ worker-loop tests in tests/agents/test_api.py) over asyncio, against the live se
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import time
 
 import pytest
@@ -15,10 +13,7 @@ from queues import transitions
 from queues.models import Todo, TodoAttempt
 from queues.transitions import Actor
 from switchboard.client import AsyncClient, AsyncJob, Client, SwitchboardError
-
-ANSWER = (
-    b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{"todos": []}'
-)
+from tests.unanswered import first_connection_unanswered
 
 live = pytest.mark.django_db(transaction=True)
 
@@ -36,34 +31,15 @@ def token(live_server, vend):
 def test_a_call_after_a_timed_out_one_gets_a_fresh_connection():
     """As for the sync client: a server that never answers the first connection and answers
     the second; the call after the timeout must not reuse the connection left mid-request."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
 
-    def serve() -> None:
-        silent, _ = listener.accept()
-        held.append(silent)
-        answered, _ = listener.accept()
-        with answered:
-            answered.recv(65536)
-            answered.sendall(ANSWER)
-
-    server = threading.Thread(target=serve, daemon=True)
-    server.start()
-
-    async def scenario() -> dict:
-        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    async def scenario(url: str) -> dict:
         async with AsyncClient(url, "token", timeout=0.5) as client:
             with pytest.raises(TimeoutError):
                 await client.list_todos()
             return await client.list_todos()
 
-    try:
-        assert run(scenario()) == {"todos": []}
-    finally:
-        server.join(timeout=5)
-        for conn in held:
-            conn.close()
-        listener.close()
+    with first_connection_unanswered() as url:
+        assert run(scenario(url)) == {"todos": []}
 
 
 @live

@@ -13,6 +13,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -233,6 +235,19 @@ def _stop(process: subprocess.Popen) -> int:
         raise
 
 
+@contextmanager
+def _serving(args: list[str], port: int, env: dict, log: Path) -> Iterator[None]:
+    """``switchboard <args> --port <port>`` for the block, from when it answers its login page
+    with 200; stopped with SIGTERM at the end, and then it must have exited 0."""
+    process = _start([*args[:1], "--port", str(port), *args[1:]], env, log)
+    try:
+        _wait_for_200(f"http://127.0.0.1:{port}/login/", process, log)
+        yield
+    finally:
+        code = _stop(process)
+    assert code == 0, log.read_text()
+
+
 def _refuses_connections(port: int) -> bool:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
@@ -244,29 +259,17 @@ def _refuses_connections(port: int) -> bool:
 def test_serve_answers_the_login_page(cli_env, tmp_path, db):
     port = _free_port()
     env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1", "SWITCHBOARD_WEB_THREADS": "2"}
-    log = tmp_path / "serve.log"
-    server = _start(["serve", "--port", str(port)], env, log)
-    try:
-        _wait_for_200(f"http://127.0.0.1:{port}/login/", server, log)
-    finally:
-        code = _stop(server)
-
-    assert code == 0, log.read_text()
+    with _serving(["serve"], port, env, tmp_path / "serve.log"):
+        pass  # it answered the login page
     assert _refuses_connections(port)
 
 
 def _up_until_the_banner(env: dict, tmp_path: Path, port: int) -> str:
     """Start ``up``, wait until it serves and prints its banner, stop it; its output."""
     log = tmp_path / "up.log"
-    up = _start(["up", "--port", str(port)], env, log)
-    try:
-        _wait_for_200(f"http://127.0.0.1:{port}/login/", up, log)
+    with _serving(["up"], port, env, log):
         _wait_for_banner(log)
-    finally:
-        code = _stop(up)
-    output = log.read_text()
-    assert code == 0, output
-    return output
+    return log.read_text()
 
 
 def _wait_for_banner(log: Path) -> None:
@@ -299,20 +302,15 @@ def test_up_makes_a_first_user_serves_and_stops_its_children(cli_env, tmp_path, 
     base = f"http://127.0.0.1:{port}/"
     env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1", "SWITCHBOARD_WEB_THREADS": "2"}
     log = tmp_path / "up.log"
-    up = _start(["up", "--port", str(port), "--no-demo"], env, log)
-    try:
-        _wait_for_200(f"{base}login/", up, log)
+    with _serving(["up", "--no-demo"], port, env, log):
         with urllib.request.urlopen(f"{base}static/board/board.css") as css:
             assert css.status == 200
         _wait_for_banner(log)
         printed = re.search(r"Sign in as:\s+(\S+)\n\s+password:\s+(\S+)", log.read_text())
         assert printed is not None, log.read_text()
         page = _sign_in(base, printed[1], printed[2])
-    finally:
-        code = _stop(up)
 
     output = log.read_text()
-    assert code == 0, output
     assert f"Switchboard is running at {base}" in output
     assert printed[1] == "admin" and get_user_model().objects.get().username == "admin"
     assert "<h1>Queue</h1>" in page and ">admin</span>" in page  # the Board, signed in
@@ -350,20 +348,15 @@ def test_up_on_an_empty_database_starts_the_demo_and_stops_it(cli_env, tmp_path)
     port = _free_port()
     env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1", "SWITCHBOARD_WEB_THREADS": "16"}
     log = tmp_path / "up.log"
-    up = _start(["up", "--port", str(port)], env, log)
-    try:
-        _wait_for_200(f"http://127.0.0.1:{port}/login/", up, log)
+    with _serving(["up"], port, env, log):
         _wait_for_banner(log)
         deadline = time.monotonic() + 20
         while not TodoAttempt.objects.filter(todo__endpoint__team__slug="demo").exists():
             if time.monotonic() > deadline:
                 pytest.fail(f"no demo agent claimed anything:\n{log.read_text()}")
             time.sleep(0.2)
-    finally:
-        code = _stop(up)
 
     output = log.read_text()
-    assert code == 0, output
     assert "Demo agents are working the queue (team demo); --no-demo to skip." in output
     assert "demo stopped" in output
     admin = get_user_model().objects.get()

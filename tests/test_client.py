@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -17,41 +15,20 @@ import pytest
 from queues import transitions
 from queues.models import TodoAttempt
 from switchboard.client import LONG_POLL_MARGIN_SECONDS, Client, read_timeout
+from tests.unanswered import first_connection_unanswered
 
 API_DOCS = Path(__file__).parent.parent / "docs" / "api.md"
-
-ANSWER = (
-    b'HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 13\r\n\r\n{"todos": []}'
-)
 
 
 def test_a_call_after_a_timed_out_one_gets_a_fresh_connection():
     """A server that never answers the first connection and answers the second: the call
     after the timeout must not reuse the connection left mid-request."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-
-    def serve() -> None:
-        silent, _ = listener.accept()
-        held.append(silent)  # read nothing, answer nothing: the client times out
-        answered, _ = listener.accept()
-        with answered:
-            answered.recv(65536)
-            answered.sendall(ANSWER)
-
-    server = threading.Thread(target=serve, daemon=True)
-    server.start()
-    client = Client(f"http://127.0.0.1:{listener.getsockname()[1]}", "token", timeout=0.5)
-    try:
+    with first_connection_unanswered() as url:
+        client = Client(url, "token", timeout=0.5)
         with pytest.raises(TimeoutError):
             client.list_todos()
 
         assert client.list_todos() == {"todos": []}
-    finally:
-        server.join(timeout=5)
-        for conn in held:
-            conn.close()
-        listener.close()
 
 
 def test_a_long_poll_is_read_for_longer_than_its_wait():

@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -325,21 +327,31 @@ def test_the_worker_loop_fails_a_job_that_raises(live_server, sb):
     assert error.value.code == "conflict" and error.value.status == 409
 
 
-def test_a_waiter_whose_token_is_rotated_claims_nothing_with_it(live_server, vend):
-    from queues import endpoints
-
-    endpoint, token = vend("rotating")
+@contextmanager
+def _a_waiting_claim_next(url: str, token: str) -> Iterator[dict]:
+    """A claim_next waiting up to 10 s, on a thread, parked on the doorbell when the block
+    starts; the end of the block waits for its answer: ``answer["response"]``."""
     answer: dict = {}
 
     def wait() -> None:
-        answer["response"] = post(live_server.url, "claim_next", {"wait_seconds": 10}, token=token)
+        answer["response"] = post(url, "claim_next", {"wait_seconds": 10}, token=token)
 
     waiter = threading.Thread(target=wait)
     waiter.start()
     time.sleep(1.0)  # parked on the doorbell
-    endpoints.rotate(endpoint)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="for the new token only")
-    waiter.join(15)
+    try:
+        yield answer
+    finally:
+        waiter.join(15)
+
+
+def test_a_waiter_whose_token_is_rotated_claims_nothing_with_it(live_server, vend):
+    from queues import endpoints
+
+    endpoint, token = vend("rotating")
+    with _a_waiting_claim_next(live_server.url, token) as answer:
+        endpoints.rotate(endpoint)
+        todo, _ = transitions.create_todo(endpoint=endpoint, title="for the new token only")
 
     response = answer["response"]
     assert response.status_code == 401 and response.json()["error"]["code"] == "unauthorized"
@@ -349,14 +361,6 @@ def test_a_waiter_whose_token_is_rotated_claims_nothing_with_it(live_server, ven
 
 def test_a_waiter_of_a_revoked_endpoint_claims_nothing(live_server, vend):
     endpoint, token = vend("revoked-while-waiting")
-    answer: dict = {}
-
-    def wait() -> None:
-        answer["response"] = post(live_server.url, "claim_next", {"wait_seconds": 10}, token=token)
-
-    waiter = threading.Thread(target=wait)
-    waiter.start()
-    time.sleep(1.0)
-    transitions.revoke_endpoint(endpoint)
-    waiter.join(15)
+    with _a_waiting_claim_next(live_server.url, token) as answer:
+        transitions.revoke_endpoint(endpoint)
     assert answer["response"].status_code == 401
