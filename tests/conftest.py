@@ -34,6 +34,13 @@ def team(user):
 
 
 @pytest.fixture
+def logged_in(client, user):
+    """Django's test client, signed in as alice."""
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
 def make_endpoint(vend):
     """``vend``, returning the endpoint without its token."""
     return lambda *args, **kwargs: vend(*args, **kwargs)[0]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 
 import pytest
-from django.contrib.messages import get_messages
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -15,14 +14,9 @@ from django.utils import timezone
 from board.scope import SESSION_KEY
 from queues import teams
 from queues.models import DeadLetterSink, Delivery, Membership, TeamInvitation, TodoEvent
+from tests.board.pages import assert_shown_once, messages, signed_in
 
 OWNER, MEMBER = Membership.Role.OWNER, Membership.Role.MEMBER
-
-
-@pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -40,18 +34,12 @@ def carol(make_user, platform):
     return carol
 
 
-def _messages(response) -> list[str]:
-    return [str(m) for m in get_messages(response.wsgi_request)]
-
-
 def _url(team) -> str:
     return f"{reverse('team-detail')}?team={team.slug}"
 
 
 def _as(make_user, name: str) -> Client:
-    client = Client()
-    client.force_login(make_user(name))
-    return client
+    return signed_in(make_user(name))
 
 
 def _pending(team) -> dict[str, str]:
@@ -114,7 +102,7 @@ def test_owner_invites_a_name_and_nobody_joins_until_it_is_accepted(
     make_user("dave")
     response = logged_in.post(_url(platform), {"op": "invite", "username": "dave", "role": MEMBER})
     assert response.status_code == 302 and response["Location"] == _url(platform)
-    assert _messages(response) == [
+    assert messages(response) == [
         "Invited dave as member. If dave has an account, they will see the invitation on "
         "their Team page."
     ]
@@ -144,7 +132,7 @@ def test_an_unknown_name_and_an_existing_one_get_the_same_answer(logged_in, plat
             response = logged_in.post(
                 _url(platform), {"op": "invite", "username": name, "role": MEMBER}
             )
-        messages = [m.replace(name, "NAME") for m in _messages(response)]
+        said = [m.replace(name, "NAME") for m in messages(response)]
         page = logged_in.get(_url(platform)).content.decode()
         answers.append(
             (
@@ -152,7 +140,7 @@ def test_an_unknown_name_and_an_existing_one_get_the_same_answer(logged_in, plat
                 response["Location"],
                 response.content,
                 len(queries),
-                messages,
+                said,
                 _comparable(page, name),
             )
         )
@@ -170,8 +158,7 @@ def test_the_invitee_sees_it_on_the_team_and_queue_pages_and_accepts(
     dave = make_user("dave")
     teams.invite(platform, "dave", role=MEMBER, by=user)
     invitation = TeamInvitation.objects.get()
-    client = Client()
-    client.force_login(dave)
+    client = signed_in(dave)
     for path in (reverse("team-detail"), "/"):
         page = client.get(path).content.decode()
         assert "<strong>Platform</strong> invites you to join as member" in page, path
@@ -181,7 +168,7 @@ def test_the_invitee_sees_it_on_the_team_and_queue_pages_and_accepts(
         reverse("team-detail"), {"op": "invite_accept", "invitation": invitation.pk, "next": "/"}
     )
     assert response.status_code == 302 and response["Location"] == "/"
-    assert _messages(response) == ["You joined Platform as member."]
+    assert messages(response) == ["You joined Platform as member."]
     assert _roles(platform) == {"alice": OWNER, "dave": MEMBER}
     invitation.refresh_from_db()
     assert invitation.accepted_at is not None and invitation.answered_by == dave
@@ -201,8 +188,7 @@ def test_the_invitee_sees_it_on_the_team_and_queue_pages_and_accepts(
 def test_accepting_an_invitation_as_owner_makes_an_owner(user, platform, make_user):
     dave = make_user("dave")
     invitation = teams.invite(platform, "dave", role=OWNER, by=user)
-    client = Client()
-    client.force_login(dave)
+    client = signed_in(dave)
     response = client.post(
         reverse("team-detail"), {"op": "invite_accept", "invitation": invitation.pk}
     )
@@ -213,13 +199,12 @@ def test_accepting_an_invitation_as_owner_makes_an_owner(user, platform, make_us
 def test_the_invitee_declines(logged_in, user, platform, make_user):
     dave = make_user("dave")
     invitation = teams.invite(platform, "dave", role=MEMBER, by=user)
-    client = Client()
-    client.force_login(dave)
+    client = signed_in(dave)
     response = client.post(
         reverse("team-detail"), {"op": "invite_decline", "invitation": invitation.pk}
     )
     assert response.status_code == 302 and response["Location"] == reverse("team-detail")
-    assert _messages(response) == ["You declined the invitation to Platform."]
+    assert messages(response) == ["You declined the invitation to Platform."]
     assert "dave" not in _roles(platform)
     invitation.refresh_from_db()
     assert invitation.declined_at is not None and invitation.answered_by == dave
@@ -237,8 +222,7 @@ def test_the_invitee_declines(logged_in, user, platform, make_user):
 def test_an_invitation_matches_its_name_in_any_letter_case(user, platform, make_user):
     dave = make_user("dave")
     invitation = teams.invite(platform, "DaVe", role=MEMBER, by=user)
-    client = Client()
-    client.force_login(dave)
+    client = signed_in(dave)
     assert "invites you" in client.get("/").content.decode()
     client.post(reverse("team-detail"), {"op": "invite_accept", "invitation": invitation.pk})
     assert _roles(platform)["dave"] == MEMBER
@@ -270,7 +254,7 @@ def test_inviting_a_name_again_keeps_one_invitation_with_the_new_role(logged_in,
 def test_owner_promotes_a_member_to_owner(logged_in, platform, carol):
     # carol is on the page already: inviting her as owner promotes her at once.
     response = logged_in.post(_url(platform), {"op": "invite", "username": "carol", "role": OWNER})
-    assert _messages(response) == ["carol is now an owner of Platform."]
+    assert messages(response) == ["carol is now an owner of Platform."]
     assert _roles(platform)["carol"] == OWNER
     assert not TeamInvitation.objects.exists()
 
@@ -278,7 +262,7 @@ def test_owner_promotes_a_member_to_owner(logged_in, platform, carol):
 def test_inviting_an_existing_member_again_changes_nothing(logged_in, platform, carol):
     before = TodoEvent.objects.count()
     response = logged_in.post(_url(platform), {"op": "invite", "username": "Carol", "role": MEMBER})
-    assert any("already a member" in m for m in _messages(response))
+    assert any("already a member" in m for m in messages(response))
     assert TodoEvent.objects.count() == before and not TeamInvitation.objects.exists()
 
 
@@ -299,13 +283,12 @@ def test_owner_withdraws_an_invitation_audited(logged_in, user, platform, make_u
     invitation = teams.invite(platform, "dave", role=MEMBER, by=user)
     response = logged_in.post(_url(platform), {"op": "invite_revoke", "invitation": invitation.pk})
     assert response.status_code == 302 and response["Location"] == _url(platform)
-    assert _messages(response) == ["Withdrew the invitation of dave."]
+    assert messages(response) == ["Withdrew the invitation of dave."]
     assert not TeamInvitation.objects.exists()
     event = TodoEvent.objects.filter(team=platform).latest("id")
     assert (event.kind, event.actor_user) == ("invite_revoke", user)
     assert event.detail == {"invitation_id": invitation.pk, "username": "dave", "role": MEMBER}
-    client = Client()
-    client.force_login(dave)
+    client = signed_in(dave)
     assert "invites you" not in client.get("/").content.decode()
     answer = client.post(
         reverse("team-detail"), {"op": "invite_accept", "invitation": invitation.pk}
@@ -366,14 +349,14 @@ def test_owner_removes_a_member_audited(logged_in, user, platform, carol):
 def test_removing_someone_outside_the_team_is_a_message(logged_in, platform, make_user):
     outsider = make_user("erin")
     response = logged_in.post(_url(platform), {"op": "remove", "user": outsider.pk})
-    assert any("not a member" in m for m in _messages(response))
+    assert any("not a member" in m for m in messages(response))
     assert not TodoEvent.objects.filter(kind="member_remove").exists()
 
 
 def test_the_last_owner_cannot_be_removed(logged_in, user, platform, carol):
     response = logged_in.post(_url(platform), {"op": "remove", "user": user.pk})
     assert response.status_code == 302
-    assert any("keeps at least one owner" in m for m in _messages(response))
+    assert any("keeps at least one owner" in m for m in messages(response))
     assert _roles(platform) == {"alice": OWNER, "carol": MEMBER}
     assert not TodoEvent.objects.filter(kind="member_remove").exists()
 
@@ -424,7 +407,7 @@ def test_switch_to_a_foreign_or_unknown_slug_shows_all_teams(logged_in, platform
     response = logged_in.post(reverse("team-switch"), {"team": slug})
     assert response.status_code == 302 and response["Location"] == reverse("board-home")
     assert SESSION_KEY not in logged_in.session
-    assert _messages(response) == ["That is not one of your teams; showing all teams."]
+    assert messages(response) == ["That is not one of your teams; showing all teams."]
 
 
 @pytest.mark.parametrize(
@@ -489,14 +472,8 @@ def test_owner_adds_a_sink_and_sees_its_secret_once(logged_in, user, platform):
     assert sink.url == SINK_URL and sink.active and sink.created_by == user
     secret = response.context["secret"]
     assert secret == sink.secret and len(secret) >= 40
-    body = response.content.decode()
-    assert secret in body and "will not be shown again" in body
-    assert 'data-copy="webhook-secret"' in body and 'id="webhook-secret"' in body
-    assert "no-store" in response["Cache-Control"]
     # Nowhere else: not in the session, a message, a cookie, the event log or the page later.
-    assert secret not in str(dict(logged_in.session.items()))
-    assert all(secret not in m for m in _messages(response))
-    assert all(secret not in morsel.value for morsel in response.cookies.values())
+    assert_shown_once(response, logged_in, secret, "webhook-secret")
     event = TodoEvent.objects.get(team=platform, kind="sink_add")
     assert event.actor_user == user
     assert event.detail == {"sink_id": sink.pk, "host": "hooks.example"}  # not the URL's key
@@ -531,8 +508,8 @@ def test_owner_deactivates_activates_and_deletes_a_sink_audited(logged_in, user,
     assert response.status_code == 302 and response["Location"] == _url(platform)
     sink.refresh_from_db()
     assert not sink.active
-    assert any("hooks.example deactivated" in m for m in _messages(response))
-    assert all("rcv-s3cret" not in m for m in _messages(response))  # host only
+    assert any("hooks.example deactivated" in m for m in messages(response))
+    assert all("rcv-s3cret" not in m for m in messages(response))  # host only
     logged_in.post(_url(platform), deactivate)  # again: nothing changes, nothing audited
     logged_in.post(_url(platform), activate)
     sink.refresh_from_db()

@@ -130,18 +130,27 @@ def _blocked_by(observer, holder) -> int | None:
     return row[0] if row else None
 
 
+def _wait_on(sweeper, condition, what: str, procs):
+    """Wait (45 s at the most) until ``condition()`` is truthy while ``sweeper`` runs; return
+    what it returned."""
+    return wait_until(condition, seconds=45, what=what, logs=procs.logs, watch=[sweeper])
+
+
+def _kill(sweeper) -> None:
+    sweeper.kill_group()
+    assert sweeper.popen.wait(timeout=10) == -9
+
+
 def _kill_blocked_sweeper(sweeper, holder, observer, procs) -> None:
     """Wait until the sweeper waits on ``holder``'s lock, SIGKILL it there, release the lock,
     and wait until its database session is gone (it rolls back its open batch)."""
-    backend = wait_until(
+    backend = _wait_on(
+        sweeper,
         lambda: _blocked_by(observer, holder),
-        seconds=45,
-        what="the sweeper to block on the held row lock",
-        logs=procs.logs,
-        watch=[sweeper],
+        "the sweeper to block on the held row lock",
+        procs,
     )
-    sweeper.kill_group()
-    assert sweeper.popen.wait(timeout=10) == -9
+    _kill(sweeper)
     holder.rollback()  # the orphaned statement runs on, then finds its client gone
     wait_until(
         lambda: (
@@ -216,15 +225,7 @@ def test_a_sweeper_killed_mid_reap_and_mid_retention_leaves_the_next_pass_to_fin
     assert old_left > 0 and old_left % 1000 == 0  # whole batches deleted, or none
 
     # 3. The next pass finishes the work.
-    result = subprocess.run(
-        [SWITCHBOARD, "sweep", "--once"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    printed = dict(line.split(": ", 1) for line in result.stdout.splitlines() if ": " in line)
+    printed = _sweep_once(env)
     assert printed["reaped"] == "0"
     assert printed["deleted_by_age"] == str(old_left)
 
@@ -373,15 +374,10 @@ def test_a_sweeper_killed_between_passes_or_mid_delivery_never_resends_a_recorde
     # 1. Killed between passes: everything it delivered stays delivered once.
     first_batch = _lapsed_at_the_cap(endpoint, agent, 20, "first")
     first = procs.switchboard("sweep-1", "sweep", env=env)
-    wait_until(
-        lambda: "sweep pass " in first.output(),
-        seconds=45,
-        what="the first sweeper's pass to finish",
-        logs=procs.logs,
-        watch=[first],
+    _wait_on(
+        first, lambda: "sweep pass " in first.output(), "the first sweeper's pass to finish", procs
     )
-    first.kill_group()
-    assert first.popen.wait(timeout=10) == -9
+    _kill(first)
     assert Todo.objects.filter(pk__in=first_batch, state="dead").count() == 20
     delivered_first = {str(d.pk) for d in _deliveries(first_batch) if d.delivered_at}
     assert len(delivered_first) == 20
@@ -395,15 +391,10 @@ def test_a_sweeper_killed_between_passes_or_mid_delivery_never_resends_a_recorde
     second_batch = _lapsed_at_the_cap(endpoint, agent, 60, "second")
     sink.hold_from_now_after(50)
     second = procs.switchboard("sweep-2", "sweep", env=env)
-    wait_until(
-        lambda: sink.held == 10,
-        seconds=45,
-        what="the second batch of deliveries to be in flight",
-        logs=procs.logs,
-        watch=[second],
+    _wait_on(
+        second, lambda: sink.held == 10, "the second batch of deliveries to be in flight", procs
     )
-    second.kill_group()
-    assert second.popen.wait(timeout=10) == -9
+    _kill(second)
     sink.release()  # their answers now go to a dead sender
 
     deliveries = _deliveries(second_batch)
@@ -447,12 +438,11 @@ def test_a_delivery_answered_2xx_is_not_sent_again_when_another_in_its_batch_was
     dead = _lapsed_at_the_cap(endpoint, agent, 10, "batch")  # one batch, one POST each thread
     sink.hold_from_now_after(9)  # nine answered at once, the tenth held
     sweeper = procs.switchboard("sweep", "sweep", env=env)
-    wait_until(
+    _wait_on(
+        sweeper,
         lambda: sink.held == 1 and len(sink.times_received()) == 10,
-        seconds=45,
-        what="nine deliveries answered and one in flight",
-        logs=procs.logs,
-        watch=[sweeper],
+        "nine deliveries answered and one in flight",
+        procs,
     )
     answered = {d for d, _ in sink.received[:9]}
 
@@ -466,8 +456,7 @@ def test_a_delivery_answered_2xx_is_not_sent_again_when_another_in_its_batch_was
     deadline = time.monotonic() + 3
     while not answered_recorded() and time.monotonic() < deadline:
         time.sleep(0.05)
-    sweeper.kill_group()
-    assert sweeper.popen.wait(timeout=10) == -9
+    _kill(sweeper)
     sink.release()
 
     Delivery.objects.filter(todo_id__in=dead, delivered_at__isnull=True).update(

@@ -1,0 +1,31 @@
+"""Helpers for the Board's page tests (Django's test client, no browser)."""
+
+from __future__ import annotations
+
+from django.contrib.messages import get_messages
+from django.test import Client
+
+
+def messages(response) -> list[str]:
+    """The flash messages a response left for the next page."""
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+def signed_in(user) -> Client:
+    """A fresh client signed in as ``user``."""
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def assert_shown_once(response, client: Client, value: str, copy_id: str) -> None:
+    """A credential the page shows once (an endpoint token, a signing secret): on the page with
+    a copy button, never cached, and nowhere else the client keeps (its session, a message,
+    a cookie)."""
+    body = response.content.decode()
+    assert value in body and "will not be shown again" in body
+    assert f'data-copy="{copy_id}"' in body and f'id="{copy_id}"' in body
+    assert "no-store" in response["Cache-Control"]
+    assert value not in str(dict(client.session.items()))
+    assert all(value not in m for m in messages(response))
+    assert all(value not in morsel.value for morsel in response.cookies.values())
