@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Coalesce, Now
@@ -196,6 +198,17 @@ class EventKind(models.TextChoices):
     SINK_REMOVE = "sink_remove"
 
 
+# The Board's search (issue 15): PostgreSQL's built-in full-text search with the 'simple'
+# configuration (words lowercased, no stemming and no stop words, so it reads any language the
+# same way). The indexes below are built on these very expressions, and the Board's search
+# (queues.selectors) matches against them, so the two cannot drift apart.
+TODO_SEARCH_VECTOR = SearchVector("title", "body", config="simple")
+SUMMARY_SEARCH_VECTOR = SearchVector("summary", config="simple")
+# Only attempts that wrote a summary are in the summary index: a claim (an insert, no summary)
+# and a close that reports none never touch it.
+SUMMARY_SEARCHABLE = Q(summary__gt="")
+
+
 class TodoQuerySet(models.QuerySet):
     def for_endpoint(self, endpoint: Endpoint) -> TodoQuerySet:
         return self.filter(endpoint_id=endpoint.pk)
@@ -354,6 +367,8 @@ class Todo(models.Model):
             models.Index(
                 "created_by", name="todos_created_by", condition=Q(created_by__isnull=False)
             ),
+            # The Board's search over titles and bodies.
+            GinIndex(TODO_SEARCH_VECTOR, name="todos_search"),
         ]
 
     def __str__(self) -> str:
@@ -480,6 +495,10 @@ class TodoAttempt(models.Model):
                 models.F("ended_at").desc(),
                 name="todo_attempts_ended_recent",
                 condition=Q(ended_at__isnull=False),
+            ),
+            # The Board's search over what attempts reported (partial: see SUMMARY_SEARCHABLE).
+            GinIndex(
+                SUMMARY_SEARCH_VECTOR, name="todo_attempts_search", condition=SUMMARY_SEARCHABLE
             ),
         ]
 

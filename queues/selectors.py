@@ -6,13 +6,15 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.conf import settings
+from django.contrib.postgres.search import SearchQuery
 from django.db import connection, transaction
 from django.db.models import (
     BooleanField,
+    Case,
     Count,
     Exists,
     ExpressionWrapper,
@@ -24,8 +26,9 @@ from django.db.models import (
     Q,
     Subquery,
     Value,
+    When,
 )
-from django.db.models.functions import Coalesce, JSONObject
+from django.db.models.functions import Coalesce, JSONObject, Left
 
 from queues import arguments, bounds, db, sql
 from queues.arguments import whole_number
@@ -35,18 +38,23 @@ from queues.errors import Invalid, NotFound
 from queues.models import (
     DIED_OUTCOMES,
     LIVE_STATES,
+    SUMMARY_SEARCH_VECTOR,
+    SUMMARY_SEARCHABLE,
+    TODO_SEARCH_VECTOR,
     ClaimerKind,
     DeadLetterSink,
     Delivery,
     Endpoint,
+    EventKind,
     Membership,
+    Outcome,
     Team,
     Todo,
     TodoAttempt,
     TodoEvent,
     TodoState,
 )
-from queues.records import AttemptRecord, TodoDetail, TodoRecord
+from queues.records import AttemptRecord, EventRecord, TodoDetail, TodoRecord
 
 
 def _limit(value, *, name: str, default: int, maximum: int) -> int:
@@ -170,12 +178,30 @@ class QueueFilters:
         return bool(self.state or self.endpoint_id or self.died or self.text)
 
 
+# Characters of a dead letter's last summary the queue row reads (it shows fewer).
+DEAD_SUMMARY_CHARS = 240
+
+
 def _board_todos(team_ids: list[int]):
     """The Board's todos of these teams, each with its open attempt's holder (``holder_*``)
-    and its newest closed attempt (``last_*``): index probes made only for the rows read."""
+    and its newest closed attempt (``last_*``): index probes made only for the rows read.
+    A dead letter also carries what its row says about why (``dead_*``): its newest closed
+    attempt's summary (the start of it) and how many tries of its last round failed and died;
+    a CASE on the state, so these probes run for dead rows only."""
     newest_closed = TodoAttempt.objects.filter(
         todo=OuterRef("pk"), ended_at__isnull=False
     ).order_by("-seq")
+    dead = Q(state=TodoState.DEAD)
+    in_round = (
+        TodoAttempt.objects.filter(todo=OuterRef("pk"), round=OuterRef("round"))
+        .order_by()
+        .values("todo")
+    )
+
+    def round_count(outcomes) -> Case:
+        counted = in_round.annotate(n=Count("pk", filter=Q(outcome__in=outcomes))).values("n")
+        return Case(When(dead, then=Subquery(counted, output_field=IntegerField())))
+
     return (
         Todo.objects.filter(endpoint__team_id__in=team_ids)
         .select_related("endpoint")
@@ -191,6 +217,16 @@ def _board_todos(team_ids: list[int]):
             holder_fenced=Q(open_attempt__lease_token_hash__isnull=False),
             last_outcome=Subquery(newest_closed.values("outcome")[:1]),
             last_seq=Subquery(newest_closed.values("seq")[:1]),
+            dead_summary=Case(
+                When(
+                    dead,
+                    then=Subquery(
+                        newest_closed.values(text=Left("summary", DEAD_SUMMARY_CHARS))[:1]
+                    ),
+                )
+            ),
+            dead_failed=round_count([Outcome.FAILED]),
+            dead_died=round_count(list(DIED_OUTCOMES)),
         )
         .order_by("-id")
     )
@@ -209,13 +245,62 @@ def _filter_q(filters: QueueFilters, *, with_state: bool = True) -> Q:
             Exists(TodoAttempt.objects.filter(todo=OuterRef("pk"), outcome__in=DIED_OUTCOMES))
         )
     if filters.text:
-        match = Q(title__ilike_contains=filters.text)
-        # "#123" or "123" also finds todo 123: ASCII digits only (str.isdigit takes "²",
-        # which int() refuses), and few enough for a bigint.
-        if number := re.fullmatch(r"#?([0-9]{1,18})", filters.text):
-            match |= Q(pk=int(number[1]))
-        condition &= match
+        condition &= _text_q(filters.text)
     return condition
+
+
+# At most this many words of a search are used (a pasted paragraph is not a query plan).
+SEARCH_WORDS_MAX = 16
+
+
+def search_tsquery(text: str) -> str | None:
+    """The search's words as a raw tsquery: every word, in any order, each a prefix
+    (``'rebuil':* & 'doc':*``), or None when the text has no letter or digit at all. Each
+    word is quoted (tsquery's own quoting: ``'`` doubled, ``\\`` escaped), so nothing typed is
+    an operator: ``a | b`` is the three words "a", "|" (no lexeme, dropped) and "b"."""
+    terms = [term for term in text.split() if _WORDISH.search(term)][:SEARCH_WORDS_MAX]
+    if not terms:
+        return None
+    quoted = (term.replace("\\", "\\\\").replace("'", "''") for term in terms)
+    return " & ".join(f"'{term}':*" for term in quoted)
+
+
+_WORDISH = re.compile(r"[^\W_]")
+
+
+def _text_q(text: str) -> Q:
+    """The queue's text filter: the words, in any order, in a todo's title or body or in any
+    of its attempts' summaries (full-text search on the two GIN indexes of migration 0015);
+    "#123" or "123" also finds todo 123. The matching ids are one UNION of index scans, so
+    the page's scan by newest id probes a small set (an OR of the arms would walk every todo of
+    the teams). A text with no letter or digit ("%", "_") is looked for in titles as typed."""
+    arms = []
+    raw = search_tsquery(text)
+    if raw is not None:
+        query = SearchQuery(raw, search_type="raw", config="simple")
+        arms.append(
+            Todo.objects.annotate(document=TODO_SEARCH_VECTOR).filter(document=query).values("pk")
+        )
+        arms.append(
+            TodoAttempt.objects.filter(SUMMARY_SEARCHABLE)
+            .annotate(document=SUMMARY_SEARCH_VECTOR)
+            .filter(document=query)
+            .values("todo_id")
+        )
+    else:
+        arms.append(Todo.objects.filter(title__ilike_contains=text).values("pk"))
+    # "#123" or "123" also finds todo 123: ASCII digits only (str.isdigit takes "²",
+    # which int() refuses), and few enough for a bigint.
+    if number := re.fullmatch(r"#?([0-9]{1,18})", text):
+        arms.append(Todo.objects.filter(pk=int(number[1])).values("pk"))
+    first, *rest = arms
+    return Q(pk__in=first.union(*rest) if rest else first)
+
+
+def jump_target(text: str) -> int | None:
+    """The todo id a search of exactly "#123" names (the queue page opens its drawer)."""
+    number = re.fullmatch(r"#([0-9]{1,18})", text.strip())
+    return int(number[1]) if number else None
 
 
 def board_queue(
@@ -244,6 +329,50 @@ def board_queue_rows(team_ids: list[int], filters: QueueFilters, ids: list[int])
         ExpressionWrapper(condition, output_field=BooleanField()) if condition else Value(True)
     )
     return list(_board_todos(team_ids).filter(pk__in=ids[:BOARD_PAGE]).annotate(matches=matches))
+
+
+@dataclass(frozen=True, slots=True)
+class BulkSelection:
+    todos: list[Todo]  # newest first, at most ``limit``; with the queue rows' annotations
+    matching: int  # how many todos the selection names in all (beyond ``limit`` too)
+
+
+def board_bulk_selection(
+    team_ids: list[int],
+    filters: QueueFilters,
+    *,
+    ids: list[int] | None,
+    limit: int,
+) -> BulkSelection:
+    """What a bulk rerun or cancel would act on: the todos ``ids`` names (ticked rows), or,
+    with ``ids`` None, every todo passing ``filters`` ("all matching"), newest first, at most
+    ``limit``, each with the queue rows' annotations (a dead letter's reason and summary).
+    Ids outside the teams are simply not there. Two queries (the page, and the count only
+    when the page is full)."""
+    todos = _board_todos(team_ids)
+    todos = (
+        todos.filter(pk__in=ids[:limit]) if ids is not None else todos.filter(_filter_q(filters))
+    )
+    rows = list(todos[: limit + 1])
+    matching = len(rows)
+    if matching > limit:
+        matching = (
+            Todo.objects.filter(endpoint__team_id__in=team_ids).filter(_filter_q(filters)).count()
+        )
+    return BulkSelection(todos=rows[:limit], matching=matching)
+
+
+def board_titles(team_ids: list[int], ids: list[int]) -> dict[int, tuple[str, str, str]]:
+    """Id → (title, state, agent id) of those of ``ids`` in the teams (a bulk action's
+    result page). One query."""
+    rows = Todo.objects.filter(pk__in=ids, endpoint__team_id__in=team_ids).values_list(
+        "pk", "title", "state", "endpoint__agent_id"
+    )
+    return {pk: (title, state, agent) for pk, title, state, agent in rows}
+
+
+def board_todo_exists(team_ids: list[int], todo_id: int) -> bool:
+    return Todo.objects.filter(pk=todo_id, endpoint__team_id__in=team_ids).exists()
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,10 +437,35 @@ def board_todo(user, todo_id) -> TodoDetail:
     caller's own rules hold and the SET is left out."""
     limit = max(settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO, ATTEMPTS_MAX)
     if connection.in_atomic_block:
-        return db.run(_detail_for_user(user, todo_id, limit))
+        return db.run(_drawer_detail(user, todo_id, limit))
     with transaction.atomic():
         db.fetch(sql.BEGIN_DRAWER_SNAPSHOT, {})
-        return db.run(_detail_for_user(user, todo_id, limit))
+        return db.run(_drawer_detail(user, todo_id, limit))
+
+
+# The audit kinds the drawer shows among the tries: what people (and requesters) did to it.
+PEOPLE_KINDS = [
+    EventKind.CLAIM,
+    EventKind.RELEASE,
+    EventKind.COMPLETE,
+    EventKind.FAIL,
+    EventKind.CANCEL,
+    EventKind.RETRY_NOW,
+    EventKind.RERUN,
+]
+PEOPLE_MAX = 500  # the newest this many (a todo reran by hand hundreds of times)
+
+
+def _drawer_detail(user, todo_id, limit: int) -> Plan[TodoDetail]:
+    """The drawer's snapshot: the todo, its attempts and the people's actions on it (one
+    statement more than get_todo's)."""
+    detail = yield from _detail_for_user(user, todo_id, limit)
+    rows = yield Fetch(
+        sql.SELECT_TODO_PEOPLE,
+        {"todo_id": detail.todo.id, "kinds": [k.value for k in PEOPLE_KINDS], "limit": PEOPLE_MAX},
+    )
+    events = [EventRecord.from_row(row) for row in reversed(rows)]
+    return replace(detail, events=events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,8 +481,27 @@ class Activity:
     event: TodoEvent | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class ActivityFilters:
+    """Activity narrowed to one todo, one endpoint's queue (and the endpoint's own team-level
+    events: vend, rotate, revoke, notify URL), or one person (what they did, and how the tries
+    they held by hand ended). Ids the caller took from the teams' own lists."""
+
+    todo_id: int | None = None
+    endpoint: Endpoint | None = None
+    person_id: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.todo_id or self.endpoint or self.person_id)
+
+
 def board_activity(
-    team_ids: list[int], *, before: datetime | None = None, limit: int = 50
+    team_ids: list[int],
+    *,
+    before: datetime | None = None,
+    limit: int = 50,
+    filters: ActivityFilters | None = None,
 ) -> list[Activity]:
     """Recent attempt endings and audited actions across the teams' queues, newest first.
     Two queries, each walking an index newest first. An attempt a person or a requester
@@ -359,6 +532,19 @@ def board_activity(
     if before is not None:
         endings = endings.filter(ended_at__lt=before)
         events = events.filter(created_at__lt=before)
+    if filters is not None and filters.todo_id:
+        endings = endings.filter(todo_id=filters.todo_id)
+        events = events.filter(todo_id=filters.todo_id)
+    if filters is not None and filters.endpoint:
+        endpoint = filters.endpoint
+        endings = endings.filter(todo__endpoint_id=endpoint.pk)
+        events = events.filter(
+            Q(todo__endpoint_id=endpoint.pk)
+            | Q(todo__isnull=True, team_id=endpoint.team_id, detail__agent_id=endpoint.agent_id)
+        )
+    if filters is not None and filters.person_id:
+        endings = endings.filter(claimer_kind=ClaimerKind.PERSON, user_id=filters.person_id)
+        events = events.filter(actor_user_id=filters.person_id)
     items = (
         [
             Activity(
@@ -450,6 +636,18 @@ def endpoint_newest_doorbell(endpoint: Endpoint) -> Delivery | None:
         .order_by("-id")
         .first()
     )
+
+
+def board_people(team_ids: list[int]) -> list[tuple[int, str]]:
+    """(user id, username) of every member of these teams, by name: Activity's person
+    filter. One query."""
+    rows = (
+        Membership.objects.filter(team_id__in=team_ids)
+        .values_list("user_id", "user__username")
+        .distinct()
+        .order_by("user__username")
+    )
+    return list(rows)
 
 
 def is_team_owner(user, team_id: int) -> bool:
