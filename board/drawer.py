@@ -9,9 +9,10 @@ from datetime import datetime, timedelta
 
 from django.utils import timezone
 
+from board.reasons import dead_letter_reason
 from queues.arguments import id_from_text
-from queues.models import ClaimerKind, Outcome, TodoState
-from queues.records import AttemptRecord, TodoDetail, TodoRecord
+from queues.models import ClaimerKind, EventKind, Outcome, TodoState
+from queues.records import AttemptRecord, EventRecord, TodoDetail, TodoRecord
 
 # Outcome → (marker kind, glyph, words). Shape, glyph and colour all come from the kind.
 MARKERS = {
@@ -53,11 +54,22 @@ class Round:
 
 
 @dataclass(frozen=True, slots=True)
+class PersonAct:
+    """A person's (or a requester's) action on the todo, shown in place among the tries."""
+
+    who: str
+    words: str  # "released try 2", "reran it", "claimed it by hand"
+    at: datetime
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
 class StripItem:
-    attempt: AttemptRecord | None  # None: a collapsed run
+    attempt: AttemptRecord | None  # None: a collapsed run, or a person's act
     marker: Marker
     hidden: int = 0  # how many tries a collapsed run stands for
     first_hidden: int = 0  # the per-round index of the first try it stands for
+    act: PersonAct | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +136,11 @@ class Drawer:
     budget: Budget
     timeline: Timeline | None
     params: dict  # the query the reader chose (attempt, round, all): the refresh keeps it
+    # A past round is read-only: no action is offered while the reader looks at it (only the
+    # todo's current round acts; a POST naming another round is refused as stale).
+    read_only: bool = False
+    keepalive: bool = False  # the reader holds the lease: keep it alive, whatever round shows
+    dead_reason: str = ""  # a dead letter, in words ("failed 5 of 5", "died 3 times")
 
     @property
     def selected_marker(self) -> Marker | None:
@@ -213,6 +230,15 @@ def build(
     expanded = all_param in ("1", "true", "on")
     tries = [a for a in reversed(attempts) if a.round == round_no]  # oldest first
     live_round = [a for a in attempts if a.round == todo.round]
+    acts = _place(tries, [e for number, e in _rounds_of(detail.events) if number == round_no])
+    read_only = round_no != todo.round
+    actions = _actions(todo, open_attempt, user)
+    budget = Budget(
+        spent=todo.failures,
+        allowed=todo.max_attempts,
+        failed=sum(a.outcome == Outcome.FAILED for a in live_round),
+        died=sum(a.died for a in live_round),
+    )
     params = {
         key: value
         for key, value in (
@@ -226,22 +252,29 @@ def build(
         todo=todo,
         rounds=rounds,
         round=round_no,
-        strip=_strip(tries, selected, expanded=expanded),
+        strip=_strip(tries, selected, expanded=expanded, acts=acts),
         expanded=expanded,
         selected=selected,
         open_attempt=open_attempt,
         result_of_record=(completing.result if completing else todo.result) if done else None,
         has_result_of_record=done,
-        actions=_actions(todo, open_attempt, user),
+        actions=NO_ACTIONS if read_only else actions,
         seen=seen_stamp(todo),
-        budget=Budget(
-            spent=todo.failures,
-            allowed=todo.max_attempts,
-            failed=sum(a.outcome == Outcome.FAILED for a in live_round),
-            died=sum(a.died for a in live_round),
-        ),
+        budget=budget,
         timeline=_timeline(tries),
         params=params,
+        read_only=read_only,
+        keepalive=actions.mine,
+        dead_reason=dead_letter_reason(
+            todo.dead_letter_reason,
+            failures=todo.failures,
+            max_attempts=todo.max_attempts,
+            # What the kept tries say (the cap may have pruned some: then it says less).
+            failed=budget.failed,
+            died=budget.died,
+        )
+        if todo.state == TodoState.DEAD
+        else "",
     )
 
 
@@ -282,16 +315,29 @@ def _timeline(tries: list[AttemptRecord]) -> Timeline | None:
 
 
 def _strip(
-    tries: list[AttemptRecord], selected: AttemptRecord | None, *, expanded: bool = False
+    tries: list[AttemptRecord],
+    selected: AttemptRecord | None,
+    *,
+    expanded: bool = False,
+    acts: list[tuple[int, PersonAct]] | None = None,
 ) -> list[StripItem]:
-    """Tries oldest first; a long run of one outcome collapses to first, count, last (the
-    count is a link that shows them all), unless the reader asked for every try."""
+    """Tries oldest first, with people's acts in place among them (``acts``: (position,
+    act), the act coming before ``tries[position]``); a long run of one outcome with no act
+    inside collapses to first, count, last (the count is a link that shows them all), unless
+    the reader asked for every try."""
+    acts = sorted(acts or [], key=lambda pair: pair[0])
     items: list[StripItem] = []
     i = 0
-    while i < len(tries):
+    a = 0
+    while i < len(tries) or a < len(acts):
+        if a < len(acts) and (i >= len(tries) or acts[a][0] <= i):
+            items.append(StripItem(None, PERSON_MARKER, act=acts[a][1]))
+            a += 1
+            continue
+        stop = acts[a][0] if a < len(acts) else len(tries)  # an act ends a run
         j = i
         kind = marker(tries[i]).kind
-        while j + 1 < len(tries) and marker(tries[j + 1]).kind == kind:
+        while j + 1 < stop and marker(tries[j + 1]).kind == kind:
             j += 1
         run = tries[i : j + 1]
         if not expanded and len(run) >= COLLAPSE_RUN and selected not in run[1:-1]:
@@ -301,9 +347,65 @@ def _strip(
             )
             items.append(StripItem(run[-1], marker(run[-1])))
         else:
-            items.extend(StripItem(a, marker(a)) for a in run)
+            items.extend(StripItem(t, marker(t)) for t in run)
         i = j + 1
     return items
+
+
+PERSON_MARKER = Marker("person", "👤", "a person's action")
+
+# Audit kind → the words after the actor's name (queues.selectors.PEOPLE_KINDS).
+_ACT_WORDS = {
+    EventKind.CLAIM: "claimed it by hand",
+    EventKind.RELEASE: "released",
+    EventKind.COMPLETE: "completed",
+    EventKind.FAIL: "failed",
+    EventKind.CANCEL: "canceled",
+    EventKind.RETRY_NOW: "retried it now",
+    EventKind.RERUN: "reran it: a new round follows",
+}
+
+
+def _rounds_of(events: list[EventRecord]) -> list[tuple[int, EventRecord]]:
+    """Each person's act with its round. Rounds advance exactly at reruns (and every rerun
+    is audited): an act belongs to one more than the reruns before it, and a rerun ends the
+    round it was made in."""
+    out = []
+    number = 1
+    for e in events:
+        if e.kind in _ACT_WORDS:
+            out.append((number, e))
+        if e.kind == EventKind.RERUN:
+            number += 1
+    return out
+
+
+def _place(tries: list[AttemptRecord], events: list[EventRecord]) -> list[tuple[int, PersonAct]]:
+    """Where each act stands among the round's tries (oldest first), as (position, act): the
+    act comes before ``tries[position]``. An act that names an attempt (a claim by hand,
+    a release, complete, fail or cancel of a held try) stands next to it: a claim before the
+    try it opened, the others after the try they ended; any other act by its time, after the
+    tries claimed before it."""
+    index = {t.seq: n for n, t in enumerate(tries)}
+    placed = []
+    for e in events:
+        who = e.user or (f"{e.endpoint} (requester)" if e.endpoint else "someone")
+        words = _ACT_WORDS[EventKind(e.kind)]
+        seq = e.detail.get("attempt_seq")
+        at = index.get(seq) if isinstance(seq, int) else None
+        if at is not None and e.kind == EventKind.CLAIM:
+            position = at
+        elif at is not None:
+            position = at + 1
+            words = f"{words} try {tries[at].attempt}"
+        else:
+            position = sum(t.claimed_at <= e.at for t in tries)
+            if e.kind == EventKind.CANCEL and e.detail.get("from_state") == TodoState.DEAD:
+                words = "canceled the dead letter"
+            elif e.kind == EventKind.CANCEL:
+                words = "canceled it"
+        placed.append((position, PersonAct(who=who, words=words, at=e.at, kind=e.kind)))
+    return placed
 
 
 def _actions(todo: TodoRecord, open_attempt: AttemptRecord | None, user) -> Actions:
@@ -332,10 +434,13 @@ def _actions(todo: TodoRecord, open_attempt: AttemptRecord | None, user) -> Acti
         claim=claimable and not mine,
         mine=mine,
         theirs=open_attempt is not None and not mine,
-        cancel=state in _LIVE,
+        cancel=state in _LIVE or state == TodoState.DEAD,
         retry_now=state == TodoState.RETRY_WAIT,
         rerun=state in (TodoState.DONE, TodoState.DEAD, TodoState.CANCELED),
     )
 
 
 _LIVE = (TodoState.PENDING, TodoState.CLAIMED, TodoState.RETRY_WAIT)
+NO_ACTIONS = Actions(
+    claim=False, mine=False, theirs=False, cancel=False, retry_now=False, rerun=False
+)

@@ -2,7 +2,7 @@ from django.http import HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import path
 
-from board.views import activity, create, endpoints, queue, teams, todos
+from board.views import activity, create, endpoints, queue, teams, todos, triage
 
 
 def favicon(request):
@@ -17,6 +17,7 @@ urlpatterns = [
     path("", queue.todo_list, name="board-home"),
     path("activity/", activity.activity_list, name="activity-list"),
     path("todos/new/", create.todo_new, name="todo-new"),
+    path("triage/", triage.bulk, name="triage"),
     path("todos/<int:todo_id>/", todos.todo_detail, name="todo-detail"),
     path("todos/<int:todo_id>/<slug:action>/", todos.todo_action, name="todo-action"),
     path("endpoints/", endpoints.endpoint_list, name="endpoint-list"),

@@ -329,6 +329,23 @@ class Closed:
 
 
 @dataclass(frozen=True, slots=True)
+class EventRecord:
+    """A person's (or a requester's) action on a todo, from the audit trail: the drawer
+    shows these among the tries (queues.sql.SELECT_TODO_PEOPLE)."""
+
+    kind: str
+    at: datetime
+    user: str | None  # who acted: a person...
+    endpoint: str | None  # ...or a requester endpoint
+    detail: dict
+
+    @classmethod
+    def from_row(cls, row) -> EventRecord:
+        kind, at, user, endpoint, detail = row
+        return cls(kind, at, user, endpoint, _json(detail) or {})
+
+
+@dataclass(frozen=True, slots=True)
 class TodoDetail:
     """get_todo: the todo with its newest attempts."""
 
@@ -336,6 +353,8 @@ class TodoDetail:
     attempts: list[AttemptRecord]
     # A requester reading what it sent sees state and result, not the attempts.
     as_requester: bool = False
+    # The Board's drawer only: people's actions on the todo, oldest first (never in the API).
+    events: list[EventRecord] = field(default_factory=list)
 
     def as_api(self) -> dict:
         data = self.todo.as_api()

@@ -17,6 +17,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from board.drawer import marker_for_outcome, span
+from board.reasons import dead_letter_reason
 from queues.models import TodoState
 
 register = template.Library()
@@ -131,3 +132,18 @@ def outcome_marker(outcome: str | None):
 def percent(value: float) -> str:
     """An SVG length in percent, with a dot whatever the locale."""
     return f"{float(value):.2f}%"
+
+
+@register.filter
+def dead_reason(todo) -> str:
+    """A queue row's dead letter, in words ("failed 5 of 5", "died 3 times"): from the
+    counts queues.selectors annotates on dead rows (``dead_failed``, ``dead_died``)."""
+    if todo.state != TodoState.DEAD:
+        return ""
+    return dead_letter_reason(
+        todo.dead_letter_reason,
+        failures=todo.failures,
+        max_attempts=todo.max_attempts,
+        failed=getattr(todo, "dead_failed", None),
+        died=getattr(todo, "dead_died", None),
+    )

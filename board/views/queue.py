@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.utils.http import urlencode
 
 from board.scope import board_scope
 from board.sentences import sentence
 from board.templatetags.board import STATE_LABELS
+from board.triage import BULK_MAX
 from queues.arguments import id_from_text
 from queues.models import VERBS, TodoState
 from queues.selectors import (
@@ -28,6 +29,8 @@ from queues.selectors import (
     board_queue,
     board_queue_counts,
     board_queue_rows,
+    board_todo_exists,
+    jump_target,
 )
 
 TICKER_LINES = 8
@@ -89,6 +92,10 @@ def todo_list(request):
     filters = _filters(request, {endpoint.pk for endpoint in endpoints})
     before_id = id_from_text(request.GET.get("before", ""))
     refresh = request.htmx and request.htmx.target == "queue"
+    # A search of exactly "#123" jumps to that todo's drawer, when it is one of the teams'.
+    jump = jump_target(filters.text) if not refresh and not before_id else None
+    if jump is not None and board_todo_exists(scope.team_ids, jump):
+        return redirect("todo-detail", todo_id=jump)
     shown = _shown(request) if refresh else None
     if shown:
         todos = board_queue_rows(scope.team_ids, filters, shown)
@@ -124,6 +131,12 @@ def todo_list(request):
         "newer": counts.newer,
         "ticker": ticker,
         "has_any_endpoint": bool(endpoints),
+        # "all N matching this filter": N when the tab's count says it (no search and no
+        # "has died"), else the confirmation page counts them.
+        "bulk_matching": (counts.by_state[filters.state] if filters.state else counts.total)
+        if not (filters.text or filters.died)
+        else None,
+        "bulk_max": BULK_MAX,
         "first_run": not endpoints and not filters.active,
         **first_run_context(scope),
     }

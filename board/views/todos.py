@@ -24,6 +24,7 @@ from board.views.queue import refresh_seconds
 from queues import transitions
 from queues.bounds import RESULT_MAX_DEPTH
 from queues.errors import Conflict, Invalid, NotFound
+from queues.models import TodoState
 from queues.records import TodoDetail
 from queues.selectors import board_todo
 from queues.transitions import Actor
@@ -95,6 +96,11 @@ def todo_action(request, todo_id: int, action: str):
     seen = request.POST.get("seen", "")
     if seen != drawer.seen_stamp(detail.todo):
         return _stale(request, detail, "This todo moved on since you opened it", action)
+    posted_round = request.POST.get("round")
+    if posted_round is not None and posted_round != str(detail.todo.round):
+        # Only the live round acts: a form from a past round's view is never acted on.
+        why = f"Round {posted_round[:12]} is a past round; only round {detail.todo.round} acts"
+        return _stale(request, detail, why, action)
     try:
         _act(request, detail, action)
     except Conflict as exc:
@@ -157,6 +163,8 @@ def _act(request, detail: TodoDetail, action: str) -> None:
             transitions.release(
                 actor, todo.id, attempt_seq=_open(open_seq), summary=_text(post, "summary")
             )
+        case "cancel" if todo.state == TodoState.DEAD:
+            transitions.cancel_dead_letter(request.user, todo.id)
         case "cancel":
             transitions.cancel(actor, todo.id, attempt_seq=open_seq)
         case "retry-now":

@@ -5,7 +5,8 @@ it (procrastinate's ``-- name --`` queries are the model). One module per family
 - ``claim``: claim_next and claim (pick, take over a lapsed lease, prune, open, read back);
 - ``close``: complete, fail, release, cancel, reap, revoke (one statement each), heartbeat,
   and the locked read behind every slow path;
-- ``by_hand``: a person's retry now and rerun, cancel of an unclaimed todo;
+- ``by_hand``: a person's retry now and rerun, cancel of an unclaimed todo or a dead letter,
+  the lock of a bulk rerun or cancel;
 - ``revoke``: an endpoint's revocation and the todos it kills;
 - ``reads``: the todo and attempt reads of get_todo, list_todos and the Board's drawer;
 - ``accounts``: endpoint tokens, admission, the sign-in throttle;

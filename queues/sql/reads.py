@@ -1,5 +1,5 @@
 """The reads of get_todo, list_todos and the Board's drawer: a todo in a caller's scope, its
-attempts newest first, one attempt, a page of a queue.
+attempts newest first, one attempt, a page of a queue, the people's actions on a todo.
 
 Why raw SQL: every read returns the same row layout as the claim and close statements (the
 records' sources), through one prepared statement; the ORM would build model instances the
@@ -68,6 +68,24 @@ SELECT {attempt_columns("a")}
  WHERE a.todo_id = %(todo_id)s AND a.seq = %(seq)s
 """,
     why="one attempt in the records' layout (a replayed close answers with it)",
+    prepare=True,
+)
+
+# The drawer's history shows people's actions among the tries: the audit rows of one todo
+# (by the todo_events todo index), newest first, with who acted. Only after the scoped read
+# of the todo itself found it.
+SELECT_TODO_PEOPLE = Statement(
+    "select_todo_people",
+    """
+SELECT ev.kind, ev.created_at, u.username, ep.agent_id, ev.detail
+  FROM todo_events ev
+  LEFT JOIN auth_user u ON u.id = ev.actor_user_id
+  LEFT JOIN endpoints ep ON ep.id = ev.actor_endpoint_id
+ WHERE ev.todo_id = %(todo_id)s AND ev.kind = ANY(%(kinds)s::text[])
+ ORDER BY ev.created_at DESC, ev.id DESC
+ LIMIT %(limit)s
+""",
+    why="one todo's audit rows with their actors' names, in the records' layout",
     prepare=True,
 )
 

@@ -7,7 +7,7 @@ package's private helpers (``_common``). One module per family:
 
 - ``create``: a new todo;             - ``claim``: claim_next, claim;
 - ``hold``: heartbeat;                - ``close``: complete, fail, release, cancel (``Close``);
-- ``by_hand``: retry now, rerun;      - ``revoke``: an endpoint's revocation;
+- ``by_hand``: retry now, rerun, cancel a dead letter;   - ``revoke``: an endpoint's revocation;
 - ``sweep``: reap lapsed leases, requeue due retries;  - ``admission``: the claim limit.
 
 Each transition is a plan (queues/db.py) — ``claim_next_plan(...)`` and so on — that decides
@@ -17,7 +17,14 @@ agent (an endpoint) or a person (a user acting from the Board).
 """
 
 from queues.transitions._common import Actor
-from queues.transitions.by_hand import rerun, rerun_plan, retry_now, retry_now_plan
+from queues.transitions.by_hand import (
+    cancel_dead_letter,
+    cancel_dead_letter_plan,
+    rerun,
+    rerun_plan,
+    retry_now,
+    retry_now_plan,
+)
 from queues.transitions.claim import claim, claim_next, claim_next_plan, claim_plan
 from queues.transitions.close import (
     Close,
@@ -39,6 +46,8 @@ __all__ = [
     "Actor",
     "Close",
     "cancel",
+    "cancel_dead_letter",
+    "cancel_dead_letter_plan",
     "cancel_plan",
     "claim",
     "claim_next",

@@ -18,7 +18,8 @@
 
   function keyOf(node) {
     if (node.nodeType !== 1) return "";
-    return node.id || node.getAttribute("data-key") || node.getAttribute("data-todo") || "";
+    // The attribute, not node.id: a form's id property names its control called "id", if any.
+    return node.getAttribute("id") || node.getAttribute("data-key") || node.getAttribute("data-todo") || "";
   }
 
   function samePlace(a, b) {
@@ -463,6 +464,12 @@
 
   document.addEventListener("change", function (event) {
     if (event.target.matches("[data-autosubmit]")) event.target.form.submit();
+    // The queue's "select every row on this page" box (bulk rerun and cancel): ticks the
+    // rows' boxes; without JavaScript it stays hidden and each row is ticked by hand.
+    if (event.target.matches("[data-pick-all]")) {
+      var picks = document.querySelectorAll("tbody[data-rows] [data-pick]");
+      for (var i = 0; i < picks.length; i++) picks[i].checked = event.target.checked;
+    }
   });
 
   function bytes(text) { return new TextEncoder().encode(text).length; }
@@ -501,6 +508,8 @@
   function start() {
     if (drawerHost() && !(history.state && history.state.board)) history.replaceState({ board: "page" }, "");
     startRegions(document);
+    var all = document.querySelector("[data-pick-all]");
+    if (all) all.hidden = false;
     var fields = document.querySelectorAll("[data-max-bytes]");
     for (var i = 0; i < fields.length; i++) checkBytes(fields[i]);
   }

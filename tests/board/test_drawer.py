@@ -80,9 +80,9 @@ def test_drawer_query_count_does_not_grow_with_attempts(
     for _ in range(6):
         transitions.claim(agent, big)
         transitions.release(agent, big)
-    # session, user, the todo (scoped to the user's teams), its attempts
+    # session, user, the todo (scoped to the user's teams), its attempts, people's actions
     for todo_id in (small, big):
-        with django_assert_num_queries(4):
+        with django_assert_num_queries(5):
             assert signed_in.get(f"/todos/{todo_id}/", **HTMX).status_code == 200
 
 
@@ -101,7 +101,7 @@ def test_a_history_cap_over_fifty_shows_every_kept_attempt_in_the_same_queries(
     for _ in range(55):
         transitions.claim(agent, todo.id)
         transitions.release(agent, todo.id)
-    # session, user, the todo, its attempts (all 55 kept)
-    with django_assert_num_queries(4):
+    # session, user, the todo, its attempts (all 55 kept), people's actions
+    with django_assert_num_queries(5):
         page = signed_in.get(f"/todos/{todo.id}/?attempt=1", **HTMX).content.decode()
     assert "Try 1 of round 1" in page and "+53 more released" in page

@@ -80,7 +80,7 @@ def test_without_the_snapshot_the_same_race_is_half_seen(monkeypatch, user, endp
     assert [a.seq for a in detail.attempts] == [2, 1] and detail.attempts[0].is_open
 
 
-def test_the_drawer_refresh_is_seven_statements_with_its_snapshot(
+def test_the_drawer_refresh_is_eight_statements_with_its_snapshot(
     user, endpoint, make_todo, django_assert_num_queries
 ):
     todo = make_todo("refreshed")
@@ -92,8 +92,8 @@ def test_the_drawer_refresh_is_seven_statements_with_its_snapshot(
     client.force_login(user)
     client.get(f"/todos/{todo.id}/", **HTMX)  # the session row exists, as in a browser
     # session, user, then the snapshot: BEGIN, SET TRANSACTION ... REPEATABLE READ, READ ONLY,
-    # the todo (scoped to the user's teams), its attempts, COMMIT
-    with django_assert_num_queries(7) as captured:
+    # the todo (scoped to the user's teams), its attempts, people's actions on it, COMMIT
+    with django_assert_num_queries(8) as captured:
         response = client.get(f"/todos/{todo.id}/?attempt=3", **HTMX)
     assert response.status_code == 200
     statements = [q["sql"].split()[0] for q in captured.captured_queries]

@@ -122,7 +122,8 @@ def test_a_nul_in_the_text_filter_finds_the_title_it_was_stored_as(signed_in, ma
 def test_only_ascii_digits_are_an_id_in_the_text_filter(signed_in, make_todo):
     wanted = make_todo("wanted-todo")
     make_todo("other-todo")
-    assert "wanted-todo" in signed_in.get(f"/?q=%23{wanted.id}").content.decode()
+    assert signed_in.get(f"/?q=%23{wanted.id}")["Location"] == f"/todos/{wanted.id}/"
+    assert "wanted-todo" in signed_in.get(f"/?q={wanted.id}").content.decode()
     # U+0661..U+0669 are digits to int(); an id typed with them matches nothing, not a 500.
     arabic = "".join(chr(0x0660 + int(d)) for d in str(wanted.id))
     page = signed_in.get("/", {"q": f"#{arabic}"}).content.decode()

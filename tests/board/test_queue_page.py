@@ -46,8 +46,12 @@ def test_filters_state_endpoint_died_and_text(signed_in, endpoint, make_endpoint
     assert _ids(signed_in.get("/?state=done").content.decode()) == [done]
     assert _ids(signed_in.get(f"/?endpoint={other.pk}").content.decode()) == [pending]
     assert _ids(signed_in.get("/?died=1").content.decode()) == [done, died]
-    assert _ids(signed_in.get("/?q=DOCS").content.decode()) == [pending]
-    assert _ids(signed_in.get(f"/?q=%23{died}").content.decode()) == [died]
+    # Words of titles, bodies and summaries ("finished work" completed "Rebuilt the docs").
+    assert _ids(signed_in.get("/?q=DOCS").content.decode()) == [pending, done]
+    # A bare number is the todo of that id, and a word too ("2 warnings fixed").
+    assert died in _ids(signed_in.get(f"/?q={died}").content.decode())
+    # "#123" jumps to the drawer.
+    assert signed_in.get(f"/?q=%23{died}")["Location"] == f"/todos/{died}/"
     # unknown values are ignored, never an error
     for junk in ("/?state=nope", "/?endpoint=99999", "/?before=abc", "/?q=" + "x" * 500):
         assert signed_in.get(junk).status_code == 200
@@ -120,8 +124,9 @@ def test_signed_out_queue_goes_to_sign_in(client):
     assert response.status_code == 302 and response["Location"] == "/login/?next=/"
 
 
-def test_text_search_is_a_plain_substring_match(signed_in, make_todo):
-    """% and _ in the search are characters, not wildcards; case does not matter."""
+def test_text_search_takes_words_and_symbols_as_typed(signed_in, make_todo):
+    """Words match as words (case aside); % and _ are characters, not wildcards: a search of
+    symbols only looks for them in titles as typed."""
     percent = make_todo("raise the limit to 100% of quota").id
     under = make_todo("rename snake_case helpers").id
     make_todo("rename snakeXcase helpers")
