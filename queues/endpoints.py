@@ -47,12 +47,7 @@ def vend(
                 token_hash=tokens.digest(token),
                 verbs=parse_verbs(verbs),
             )
-            audit.record_now(
-                EventKind.ENDPOINT_VEND,
-                team_id=team.pk,
-                user=user,
-                detail={"agent_id": agent_id, "verbs": endpoint.verbs},
-            )
+            _record(EventKind.ENDPOINT_VEND, endpoint, user, verbs=endpoint.verbs)
     except IntegrityError as exc:
         raise Conflict(f"An endpoint named {agent_id!r} already exists in this team.") from exc
     return endpoint, token
@@ -67,12 +62,7 @@ def rotate(endpoint: Endpoint, *, user=None) -> str:
         endpoint.token_hash = tokens.digest(token)
         endpoint.rotated_at = timezone.now()
         endpoint.save(update_fields=["token_hash", "rotated_at"])
-        audit.record_now(
-            EventKind.ENDPOINT_ROTATE,
-            team_id=endpoint.team_id,
-            user=user,
-            detail={"agent_id": endpoint.agent_id},
-        )
+        _record(EventKind.ENDPOINT_ROTATE, endpoint, user)
     return token
 
 
@@ -91,13 +81,8 @@ def set_notify_url(endpoint: Endpoint, url: str, *, user=None) -> str | None:
         endpoint.notify_url = url
         endpoint.notify_secret = secret
         endpoint.save(update_fields=["notify_url", "notify_secret"])
-        audit.record_now(
-            EventKind.NOTIFY_URL,
-            team_id=endpoint.team_id,
-            user=user,
-            # The host only: a webhook URL often carries a secret in its path or query.
-            detail={"agent_id": endpoint.agent_id, "host": urlsplit(url).hostname or ""},
-        )
+        # The host only: a webhook URL often carries a secret in its path or query.
+        _record(EventKind.NOTIFY_URL, endpoint, user, host=urlsplit(url).hostname or "")
     return secret or None
 
 
@@ -110,13 +95,16 @@ def rotate_notify_secret(endpoint: Endpoint, *, user=None) -> str:
     with transaction.atomic():
         endpoint.notify_secret = secret
         endpoint.save(update_fields=["notify_secret"])
-        audit.record_now(
-            EventKind.NOTIFY_SECRET_ROTATE,
-            team_id=endpoint.team_id,
-            user=user,
-            detail={"agent_id": endpoint.agent_id},
-        )
+        _record(EventKind.NOTIFY_SECRET_ROTATE, endpoint, user)
     return secret
+
+
+def _record(kind: EventKind, endpoint: Endpoint, user, **detail) -> None:
+    """Audit ``kind`` done to ``endpoint`` (in its team, by ``user``): the detail names its
+    agent_id, and whatever else ``detail`` says."""
+    audit.record_now(
+        kind, team_id=endpoint.team_id, user=user, detail={"agent_id": endpoint.agent_id, **detail}
+    )
 
 
 def authenticate_plan(token: str | None) -> Plan[Endpoint | None]:
