@@ -217,7 +217,29 @@ class Client:
         self._local.conn = None
 
 
-class Job:
+class _Claimed:
+    """What ``Job`` and ``AsyncJob`` share: the claim's todo, its attempt, and the ids every
+    report on it sends (with the lease token when the claim was fenced)."""
+
+    def __init__(self, claimed: dict) -> None:
+        self.todo: dict = claimed["todo"]
+        self.attempt_seq: int = claimed["attempt_seq"]
+        self.prior_attempts: list[dict] = claimed.get("prior_attempts", [])
+        self._lease_token: str | None = claimed.get("lease_token")
+        self.ended: dict | None = None
+        self.lost = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(todo={self.todo['id']}, attempt_seq={self.attempt_seq})"
+
+    def _ids(self) -> dict:
+        ids: dict[str, Any] = {"todo_id": self.todo["id"], "attempt_seq": self.attempt_seq}
+        if self._lease_token is not None:
+            ids["lease_token"] = self._lease_token
+        return ids
+
+
+class Job(_Claimed):
     """A claimed todo: heartbeats in the background while used as a context manager, and
     ends with exactly one of complete, fail or release. ``lost`` turns true when a heartbeat
     answers ``conflict``: the attempt was ended elsewhere (reaped, taken over, released or
@@ -225,24 +247,10 @@ class Job:
     nothing."""
 
     def __init__(self, client: Client, claimed: dict) -> None:
+        super().__init__(claimed)
         self.client = client
-        self.todo: dict = claimed["todo"]
-        self.attempt_seq: int = claimed["attempt_seq"]
-        self.prior_attempts: list[dict] = claimed.get("prior_attempts", [])
-        self._lease_token: str | None = claimed.get("lease_token")
-        self.ended: dict | None = None
-        self.lost = False
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
-
-    def __repr__(self) -> str:
-        return f"Job(todo={self.todo['id']}, attempt_seq={self.attempt_seq})"
-
-    def _ids(self) -> dict:
-        ids: dict[str, Any] = {"todo_id": self.todo["id"], "attempt_seq": self.attempt_seq}
-        if self._lease_token is not None:
-            ids["lease_token"] = self._lease_token
-        return ids
 
     def heartbeat(self, lease_seconds: int | None = None) -> dict:
         return self.client.heartbeat(**self._ids(), lease_seconds=lease_seconds)
@@ -400,30 +408,16 @@ class AsyncClient:
             raise ConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
 
 
-class AsyncJob:
+class AsyncJob(_Claimed):
     """A claimed todo for asyncio: heartbeats in a background task while used as an async
     context manager, and ends with exactly one of complete, fail or release. Leaving the
     block by an exception fails the attempt; by cancellation (or KeyboardInterrupt) releases
     it; without a verdict releases it. ``lost`` as on ``Job``."""
 
     def __init__(self, client: AsyncClient, claimed: dict) -> None:
+        super().__init__(claimed)
         self.client = client
-        self.todo: dict = claimed["todo"]
-        self.attempt_seq: int = claimed["attempt_seq"]
-        self.prior_attempts: list[dict] = claimed.get("prior_attempts", [])
-        self._lease_token: str | None = claimed.get("lease_token")
-        self.ended: dict | None = None
-        self.lost = False
         self._beat: asyncio.Task | None = None
-
-    def __repr__(self) -> str:
-        return f"AsyncJob(todo={self.todo['id']}, attempt_seq={self.attempt_seq})"
-
-    def _ids(self) -> dict:
-        ids: dict[str, Any] = {"todo_id": self.todo["id"], "attempt_seq": self.attempt_seq}
-        if self._lease_token is not None:
-            ids["lease_token"] = self._lease_token
-        return ids
 
     async def heartbeat(self, lease_seconds: int | None = None) -> dict:
         return await self.client.heartbeat(**self._ids(), lease_seconds=lease_seconds)

@@ -13,6 +13,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from switchboard import demo
 
+# The options that are demo.Options' fields of the same name (--member fills ``members``).
+_OPTIONS = ("url", "team", "agents", "todos", "duration", "seed", "lease", "pace")
+
 
 class Command(BaseCommand):
     help = (
@@ -23,45 +26,34 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser) -> None:
         defaults = demo.Options()
-        parser.add_argument("--url", default=defaults.url, help=f"the server [{defaults.url}]")
-        parser.add_argument(
-            "--team",
-            default=defaults.team,
+
+        def option(name: str, help: str, **kwargs) -> None:
+            """``--name``, defaulting to ``demo.Options``' field of that name (``{}`` in
+            ``help`` says which)."""
+            default = getattr(defaults, name)
+            parser.add_argument(f"--{name}", default=default, help=help.format(default), **kwargs)
+
+        option("url", "the server [{}]")
+        option(
+            "team",
+            "the team the demo endpoints live in, created if missing [{}]",
             metavar="SLUG",
-            help=f"the team the demo endpoints live in, created if missing [{defaults.team}]",
         )
-        parser.add_argument(
-            "--agents",
+        option("agents", "worker threads [{}]", type=int)
+        option("todos", "todos seeded [{}]", type=int)
+        option("duration", "stop after this long [0: until Ctrl-C]", type=float, metavar="SECONDS")
+        option("seed", "seed the random choices [unseeded]", type=int)
+        option(
+            "lease",
+            "lease asked by every claim; dead workers lapse after it [{}]",
             type=int,
-            default=defaults.agents,
-            help=f"worker threads [{defaults.agents}]",
+            metavar="SECONDS",
         )
-        parser.add_argument(
-            "--todos", type=int, default=defaults.todos, help=f"todos seeded [{defaults.todos}]"
-        )
-        parser.add_argument(
-            "--duration",
+        option(
+            "pace",
+            "mean seconds of work per todo; a new todo every 1.5 x pace [{}]",
             type=float,
-            default=defaults.duration,
             metavar="SECONDS",
-            help="stop after this long [0: until Ctrl-C]",
-        )
-        parser.add_argument(
-            "--seed", type=int, default=None, help="seed the random choices [unseeded]"
-        )
-        parser.add_argument(
-            "--lease",
-            type=int,
-            default=defaults.lease,
-            metavar="SECONDS",
-            help=f"lease asked by every claim; dead workers lapse after it [{defaults.lease}]",
-        )
-        parser.add_argument(
-            "--pace",
-            type=float,
-            default=defaults.pace,
-            metavar="SECONDS",
-            help=f"mean seconds of work per todo; a new todo every 1.5 x pace [{defaults.pace}]",
         )
         parser.add_argument(
             "--member",
@@ -74,15 +66,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         settings = demo.Options(
-            url=options["url"],
-            team=options["team"],
-            agents=options["agents"],
-            todos=options["todos"],
-            duration=options["duration"],
-            seed=options["seed"],
-            lease=options["lease"],
-            pace=options["pace"],
-            members=tuple(options["member"]),
+            **{name: options[name] for name in _OPTIONS}, members=tuple(options["member"])
         )
         stop = threading.Event()
         previous = {}
