@@ -421,18 +421,24 @@ class TodoEndpointFilter(admin.SimpleListFilter):
         return queryset.filter(endpoint_id=parse_id(self.value()))
 
 
+# What a todo's list row and its page both start with: where it is, its state and counters.
+_TODO_HEAD = (
+    "id",
+    "endpoint",
+    "team",
+    "state",
+    "priority",
+    "attempt",
+    "failures",
+    "max_attempts",
+    "round",
+)
+
+
 @admin.register(Todo)
 class TodoAdmin(ReadOnlyAdmin):
     list_display = (
-        "id",
-        "endpoint",
-        "team",
-        "state",
-        "priority",
-        "attempt",
-        "failures",
-        "max_attempts",
-        "round",
+        *_TODO_HEAD,
         "attempts_kept",
         "dead_letter_reason",
         "created_at_when",
@@ -447,15 +453,7 @@ class TodoAdmin(ReadOnlyAdmin):
     # Never title, body, result, idempotency_key. `owner` is `agent:<agent_id>` or
     # `user:<id>`, written by Switchboard, not by a client: who holds the lease.
     fields = (
-        "id",
-        "endpoint",
-        "team",
-        "state",
-        "priority",
-        "attempt",
-        "failures",
-        "max_attempts",
-        "round",
+        *_TODO_HEAD,
         "last_attempt_seq",
         "attempts_pruned",
         "attempts_kept",
