@@ -108,3 +108,23 @@ def _database_breaker_closed_after_each_test():
     from queues.availability import breaker
 
     breaker.reset()
+
+
+# Tests whose promise is a time bound (a wake-up within 250 ms, a page under 2 s beside 500
+# waiters, a restart recovered within its bound). `make test` runs the rest on two xdist
+# workers and these afterwards on their own, so that a neighbour's CPU never decides them.
+SERIAL = (
+    "tests/crash/",
+    "tests/agents/test_fleet.py",
+    "tests/agents/test_doorbell.py",
+    "tests/agents/test_pause_api.py",
+    "tests/agents/test_api.py::test_a_waiting_claim_next_wakes_when_a_todo_is_created",
+    "tests/agents/test_api.py::test_sixteen_long_polls_do_not_starve_other_requests",
+    "tests/board/test_signin.py::test_48_concurrent_sign_ins_on_a_small_pool_never_answer_500",
+)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if item.nodeid.startswith(SERIAL):
+            item.add_marker(pytest.mark.serial)
