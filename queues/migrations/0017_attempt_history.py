@@ -6,10 +6,11 @@ second index scan per insert. A claim that closes a lapsed attempt and opens the
 one statement opens it after the close (queues/sql/claim.py: ``opened`` reads ``lapsed``),
 so the row-by-row check holds there too.
 
-todo_attempts gets fillfactor 85: every attempt row is rewritten once, when it closes (never
-a HOT update: ``ended_at`` is indexed), and the room left on each page lets the closed
-version stay on its page (one page touched, and a smaller WAL record) while the claims that
-filled the page are still open.
+Not changed: todo_attempts keeps fillfactor 100. 85 was tried (room on each page for the
+closed version of an attempt row, which is never a HOT update) and measured worse: every page
+of the history then had room for one more row, so consecutive claims inserted into
+different old pages, each its first write since the checkpoint (a full-page image: 7 KB of
+WAL per claim at 200,000 attempts; docs/benchmarks.md).
 """
 
 from django.db import migrations, models
@@ -38,9 +39,5 @@ class Migration(migrations.Migration):
                 condition=models.Q(("ended_at__isnull", True)),
                 name="todo_attempts_one_open",
             ),
-        ),
-        migrations.RunSQL(
-            "ALTER TABLE todo_attempts SET (fillfactor = 85);",
-            "ALTER TABLE todo_attempts RESET (fillfactor);",
         ),
     ]

@@ -4,8 +4,9 @@ a person). One statement each.
 Why raw SQL: in one statement a claim picks the best claimable todo with ``FOR UPDATE SKIP
 LOCKED``, closes a lapsed attempt (``lease_expired``, or dead-letters the todo at the cap),
 prunes history over the cap (carrying uncounted rows' counts to the metrics fold), moves the
-todo, opens the new attempt and reads back the five newest closed attempts. The ORM would need
-five round trips and five Python objects.
+todo and opens the new attempt. The ORM would need five round trips and five Python objects.
+The five newest closed attempts it hands back are read after it (PRIOR_ATTEMPTS), only for a
+todo that has any: a first claim does not pay for the read, its joins and its wide rows.
 
 Triggers it relies on (migration 0007): ``todos_outbox_dead_letter`` writes the dead-letter
 outbox row when a lapsed lease at the cap kills the todo.
@@ -23,10 +24,9 @@ are. (Found by tests/queues/test_concurrency.py: the one-open-attempt constraint
 from __future__ import annotations
 
 from queues.db import Statement
-from queues.records import ATTEMPT_SOURCE
 from queues.sql import SCOPE_ENDPOINT, SCOPE_USER, attempt_columns, attempt_joins, todo_columns
 
-# The statement; its attempt arms (below) fill {history_arms}, {opened} and {prior_attempts}.
+# The statement; its attempt arms (below) fill {history_arms}, {pruned_count} and {opened}.
 _CLAIM = """
 WITH pick AS (
     SELECT t.id, t.state AS prior_state, t.last_attempt_seq, t.attempts_pruned,
@@ -60,25 +60,24 @@ WITH pick AS (
      WHERE f.ok AND t.id = f.id
  RETURNING t.*
 ){opened}
-SELECT f.ok, {todo_cols}, {attempt_cols}
+SELECT f.ok, {todo_cols}
   FROM fresh f
   LEFT JOIN moved m ON true
   LEFT JOIN endpoints e ON e.id = m.endpoint_id
-  LEFT JOIN endpoints rq ON rq.id = m.requester_id{prior_attempts}
+  LEFT JOIN endpoints rq ON rq.id = m.requester_id
 """
 
 # The attempt arms: the snapshot-freshness read of the newest attempt, closing a lapsed one,
-# pruning (and carrying pruned counts to the metrics fold), opening the new attempt and reading
-# back the five newest closed ones. ``_claim(..., history=False)`` leaves them out.
-_CLAIM_ATTEMPT_ARMS = """recent AS (
-    -- The todo's six newest attempts in this statement's snapshot (at most one of them open),
-    -- in one index scan: the newest is the snapshot-freshness check's, the closed ones are
-    -- the prior attempts read back below. The todo's id is an InitPlan parameter, so the
-    -- scan is an index probe whatever the planner thinks of pick's row count.
-    SELECT x.* FROM todo_attempts x
+# pruning (and carrying pruned counts to the metrics fold) and opening the new attempt.
+# ``_claim(..., history=False)`` leaves them out. The prior attempts are read by
+# PRIOR_ATTEMPTS below, after the claim and only when the todo has any.
+_CLAIM_ATTEMPT_ARMS = """newest AS (
+    -- The todo's newest attempt in this statement's snapshot, for the freshness check: one
+    -- backward probe of the (todo_id, seq) index keyed by an InitPlan parameter.
+    SELECT x.seq, x.ended_at FROM todo_attempts x
      WHERE x.todo_id = (SELECT pick.id FROM pick)
      ORDER BY x.seq DESC
-     LIMIT 6
+     LIMIT 1
 ),
 fresh AS (
     SELECT pick.*,
@@ -86,9 +85,7 @@ fresh AS (
                 ELSE newest.seq IS NOT DISTINCT FROM pick.last_attempt_seq
                      AND (newest.ended_at IS NULL) = (pick.prior_state = 'claimed')
            END AS ok
-      FROM pick
-      LEFT JOIN (SELECT r.seq, r.ended_at FROM recent r ORDER BY r.seq DESC LIMIT 1) newest
-        ON true
+      FROM pick LEFT JOIN newest ON true
 ),
 lapsed AS (
     -- Only a lapsed lease has an attempt to close: the keys are InitPlan parameters, NULL
@@ -104,7 +101,7 @@ lapsed AS (
        AND a.seq = (SELECT l.last_attempt_seq FROM fresh l
                      WHERE l.ok AND l.prior_state = 'claimed')
        AND a.ended_at IS NULL
- RETURNING a.*
+ RETURNING a.seq
 ),
 pruned AS (
     -- Kept rows are exactly seq in (attempts_pruned, last_attempt_seq]: the range bounds the
@@ -159,23 +156,6 @@ opened AS (
        AND (SELECT count(*) FROM lapsed) >= 0
  RETURNING seq
 )"""
-_CLAIM_PRIOR_ATTEMPTS = """
-  LEFT JOIN LATERAL (
-      SELECT p.* FROM (
-          SELECT * FROM lapsed
-          UNION ALL
-          (SELECT r.* FROM recent r
-            WHERE r.ended_at IS NOT NULL
-              AND r.seq > m.last_attempt_seq - %(history_cap)s
-            ORDER BY r.seq DESC
-            LIMIT 5)
-      ) p
-      WHERE m.state = 'claimed'
-      ORDER BY p.seq DESC
-      LIMIT 5
-  ) pa ON true
-  {attempt_joins}
- ORDER BY pa.seq DESC NULLS LAST"""
 _CLAIM_WITHOUT_ATTEMPTS = """fresh AS (
     SELECT pick.*, true AS ok FROM pick
 ),
@@ -187,23 +167,18 @@ def _claim(
 ) -> Statement:
     """The claim statement for one pick. ``history=False`` (bench/ only: the ADR-0039 bar's
     reference, docs/benchmarks.md) is the same statement without its attempt arms: the todo
-    moves exactly as it does here, and no attempt is read, closed, pruned or opened (the
-    attempt columns come back NULL)."""
+    moves exactly as it does here, and no attempt is read, closed, pruned or opened."""
     if history:
         arms = {
             "history_arms": _CLAIM_ATTEMPT_ARMS,
             "pruned_count": "(SELECT count(*) FROM pruned)",
             "opened": _CLAIM_OPENED,
-            "prior_attempts": _CLAIM_PRIOR_ATTEMPTS.format(attempt_joins=attempt_joins("pa")),
-            "attempt_cols": attempt_columns("pa"),
         }
     else:
         arms = {
             "history_arms": _CLAIM_WITHOUT_ATTEMPTS,
             "pruned_count": "0",
             "opened": "",
-            "prior_attempts": "",
-            "attempt_cols": ", ".join("NULL" for _ in ATTEMPT_SOURCE),
         }
     return Statement(
         name,
@@ -232,4 +207,29 @@ CLAIM_ONE_USER = _claim(
     "t.id = %(todo_id)s AND " + SCOPE_USER,
     "",
     "one todo of the person's teams' queues, as an owner attempt",
+)
+
+# The prior attempts a claim hands back: the five newest closed ones, newest first, of those
+# the cap keeps. Read by the claim's plan after the claim statement, and only when the todo
+# keeps an attempt besides the one just opened (queues/transitions/claim.py): a first claim,
+# the usual case, reads nothing more. The claim statement's snapshot could not see its own
+# close of a lapsed attempt; this read does, so that attempt (lease_expired) comes first.
+# The rows are the same as in the claim's transaction: closed attempts never change, and
+# only a claim of this todo (which this lease excludes) prunes them; ``seq < %(seq)s``
+# leaves out the claim's own attempt whatever happened to it since.
+PRIOR_ATTEMPTS = Statement(
+    "prior_attempts",
+    f"""
+SELECT {attempt_columns("a")}
+  FROM (SELECT x.* FROM todo_attempts x
+         WHERE x.todo_id = %(todo_id)s
+           AND x.seq < %(seq)s AND x.seq > %(seq)s - %(history_cap)s
+           AND x.ended_at IS NOT NULL
+         ORDER BY x.seq DESC
+         LIMIT 5) a
+  {attempt_joins("a")}
+ ORDER BY a.seq DESC
+""",
+    why="a claim's prior attempts with their claimers' names, by the (todo, seq) index",
+    prepare=True,
 )

@@ -13,7 +13,7 @@ from queues.bounds import bound_claimant, bound_mcp_session_id
 from queues.db import Atomic, Fetch, Plan
 from queues.errors import Conflict, Invalid
 from queues.models import Endpoint, EventKind, TodoState
-from queues.records import Claim, split_row
+from queues.records import AttemptRecord, Claim, TodoRecord
 from queues.transitions._common import (
     Actor,
     check_active,
@@ -52,7 +52,7 @@ def claim_next_plan(
             rows = yield from _run_claim(sql.CLAIM_NEXT, params)
             if not rows:
                 return None, False
-            claimed = _claim_from_rows(rows, token)
+            claimed = yield from _claim_from_rows(rows, token, params)
             if claimed is not None:
                 return claimed, True
         return None, False
@@ -101,7 +101,7 @@ def _claim_one(actor, todo_id, statement, params, token) -> Plan[tuple[Claim | N
     rows = yield from _run_claim(statement, params)
     if not rows:
         yield from missing_or_conflict(actor, todo_id, "That todo is not claimable now.")
-    claimed = _claim_from_rows(rows, token)
+    claimed = yield from _claim_from_rows(rows, token, params)
     if claimed is not None and not actor.is_agent:
         yield from event(
             EventKind.CLAIM, todo_id, actor=actor, detail={"attempt_seq": claimed.attempt_seq}
@@ -151,12 +151,24 @@ def _run_claim(statement, params: dict) -> Plan[list]:
     raise Conflict("That todo kept changing under the claim; try again.")
 
 
-def _claim_from_rows(rows: list, token: str | None) -> Claim | None:
-    """Rows of a claim statement; None when the picked lapsed lease was dead-lettered."""
-    todo, _ = split_row(rows[0])
+def _claim_from_rows(rows: list, token: str | None, params: dict) -> Plan[Claim | None]:
+    """The claim statement's row; None when the picked lapsed lease was dead-lettered. The
+    prior attempts are read only when the todo keeps one besides the attempt just opened
+    (its kept seqs are ``(attempts_pruned, last_attempt_seq]``)."""
+    todo = TodoRecord.from_row(rows[0])
     if todo.state != TodoState.CLAIMED:
         return None
-    prior = [attempt for _, attempt in map(split_row, rows) if attempt is not None]
+    prior: list[AttemptRecord] = []
+    if todo.last_attempt_seq - todo.attempts_pruned > 1:
+        found = yield Fetch(
+            sql.PRIOR_ATTEMPTS,
+            {
+                "todo_id": todo.id,
+                "seq": todo.last_attempt_seq,
+                "history_cap": params["history_cap"],
+            },
+        )
+        prior = [AttemptRecord.from_row(row) for row in found]
     return Claim(
         todo=todo, attempt_seq=todo.last_attempt_seq, lease_token=token, prior_attempts=prior
     )

@@ -1,0 +1,113 @@
+"""The hot statements' plans over a large attempt history (issue 13): 200,000 done todos with
+a closed attempt each, ANALYZEd, then the generic plans PostgreSQL caches for the prepared
+statements (EXPLAIN (GENERIC_PLAN)). Pinned: no sequential scan of ``todos`` or
+``todo_attempts``; the claim reads a todo's attempts in one backward scan of the
+``(todo_id, seq)`` index keyed by an InitPlan parameter, finds a lapsed attempt by InitPlan
+keys and prunes by a range of the same index; a close finds the open attempt through the
+one-open index. One module-scoped seed (a few seconds), so the suite pays it once."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.db import connection
+
+from queues import sql
+
+HISTORY = 200_000
+
+SEED = """
+WITH t AS (
+    INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts, attempt,
+                       failures, round, last_attempt_seq, attempts_pruned, owner,
+                       dead_letter_reason, result, created_at, updated_at, ended_at)
+    SELECT %(ep)s, 'history', '', 0, 'done', 5, 1, 0, 1, 1, 0, '', '', '{"ok": true}',
+           ts, ts, ts
+      FROM generate_series(1, %(n)s) g,
+           LATERAL (SELECT now() - interval '7 days' + g * interval '1 ms') x(ts)
+    RETURNING id, created_at
+)
+INSERT INTO todo_attempts (
+    todo_id, seq, round, attempt, claimer_kind, endpoint_id, mcp_session_id,
+    mcp_session_id_truncated, mcp_session_id_bytes, owner, claimant, claimant_truncated,
+    claimant_bytes, claimed_at, lease_expires_at, ended_at, outcome, disposition,
+    summary_truncated, summary_bytes, artifact_truncated, artifact_bytes)
+SELECT t.id, 1, 1, 1, 'endpoint', %(ep)s, '', false, 0, 'agent:x', '', false, 0,
+       t.created_at, t.created_at, t.created_at, 'completed', 'done', false, 0, false, 0
+  FROM t
+"""
+
+
+def _generic_plan(statement) -> str:
+    numbers: dict[str, int] = {}
+
+    def placeholder(match: re.Match) -> str:
+        return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
+
+    query = re.sub(r"%\((\w+)\)s", placeholder, statement.text).replace("%%", "%")
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (GENERIC_PLAN, COSTS OFF) " + query)
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+HOT = (
+    sql.CLAIM_NEXT,
+    sql.CLAIM_ONE_AGENT,
+    sql.CLAIM_ONE_USER,
+    sql.CLOSE_HELD_BY_AGENT,
+    sql.CLOSE_CHECKED,
+    sql.CLOSE_LAPSED,
+    sql.HEARTBEAT_HELD_BY_AGENT,
+    sql.HEARTBEAT_CHECKED,
+    sql.ATTEMPT_FOR_CHECK,
+    sql.SELECT_ATTEMPTS,
+    sql.PRIOR_ATTEMPTS,
+)
+
+
+@pytest.mark.django_db
+def test_hot_plans_over_200k_attempts_scan_indexes_only(endpoint):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('server_version_num')::int")
+        if cursor.fetchone()[0] < 160000:
+            pytest.skip("EXPLAIN (GENERIC_PLAN) needs PostgreSQL 16 or newer")
+        cursor.execute(SEED, {"ep": endpoint.pk, "n": HISTORY})
+        cursor.execute("ANALYZE todos")
+        cursor.execute("ANALYZE todo_attempts")
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'todo_attempts'")
+        assert cursor.fetchone()[0] >= HISTORY
+    plans = {statement.name: _generic_plan(statement) for statement in HOT}
+    for name, plan in plans.items():
+        assert "Seq Scan on todo_attempts" not in plan, (name, plan)
+        assert "Seq Scan on todos" not in plan, (name, plan)
+
+    for name in ("claim_next", "claim_one_agent", "claim_one_user"):
+        plan = plans[name]
+        # newest (the freshness check): one backward index probe keyed by pick's id
+        assert re.search(
+            r"Index Scan Backward using todo_attempts_todo_seq on todo_attempts x\s*\n"
+            r"\s*Index Cond: \(todo_id = \$\d+\)",
+            plan,
+        ), (name, plan)
+        # lapsed: its keys are InitPlan parameters (NULL, so no scan, unless a lease lapsed)
+        assert re.search(
+            r"using todo_attempts_\w+ on todo_attempts a\s*\n\s*Index Cond: \(todo_id = \$\d+\)",
+            plan,
+        ), (name, plan)
+        # pruned: a range of the (todo_id, seq) index, behind the cap's own test
+        assert re.search(
+            r"Filter: \(ok AND \(NOT dies\) AND \(\(\(last_attempt_seq \+ 1\) - \$\d+\) > "
+            r"attempts_pruned\)\)\s*\n\s*->  Index Scan using todo_attempts_todo_seq",
+            plan,
+        ), (name, plan)
+        # no prior attempts read here (PRIOR_ATTEMPTS, after the claim, when there are any)
+        assert "auth_user" not in plan, (name, plan)
+
+    assert re.search(
+        r"Index Scan Backward using todo_attempts_todo_seq on todo_attempts x\s*\n"
+        r"\s*Index Cond: \(\(todo_id = \$1\) AND \(seq < \$2\)",
+        plans["prior_attempts"],
+    ), plans["prior_attempts"]
+    for name in ("close_held_by_agent", "close_checked", "close_lapsed"):
+        assert "todo_attempts_one_open" in plans[name], (name, plans[name])
