@@ -12,15 +12,21 @@ from django.db import connection, connections
 from queues.models import TodoAttempt, TodoEvent
 
 
+def backdate(update: str, params: list, *, rows: int = 1) -> None:
+    """Run ``update``, an UPDATE that moves a row's times back (the DB clock decides lapses,
+    retries and retention), and check it changed ``rows`` rows."""
+    with connection.cursor() as cursor:
+        cursor.execute(update, params)
+        assert cursor.rowcount == rows
+
+
 def lapse_lease(todo_id: int, *, seconds_ago: int = 1) -> None:
     """Make a claimed todo's lease lapse without waiting: the DB clock decides lapses."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE todos SET lease_expires_at = statement_timestamp()"
-            " - make_interval(secs => %s) WHERE id = %s AND state = 'claimed'",
-            [seconds_ago, todo_id],
-        )
-        assert cursor.rowcount == 1
+    backdate(
+        "UPDATE todos SET lease_expires_at = statement_timestamp()"
+        " - make_interval(secs => %s) WHERE id = %s AND state = 'claimed'",
+        [seconds_ago, todo_id],
+    )
 
 
 def a_lapsed_lease(endpoint, title: str = "work"):
@@ -34,13 +40,11 @@ def a_lapsed_lease(endpoint, title: str = "work"):
 
 
 def make_retry_due(todo_id: int) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE todos SET next_retry_at = statement_timestamp() - interval '1 second'"
-            " WHERE id = %s AND state = 'retry_wait'",
-            [todo_id],
-        )
-        assert cursor.rowcount == 1
+    backdate(
+        "UPDATE todos SET next_retry_at = statement_timestamp() - interval '1 second'"
+        " WHERE id = %s AND state = 'retry_wait'",
+        [todo_id],
+    )
 
 
 def row_trigger(name: str, body: str, *, before: str = "UPDATE", table: str = "todos"):

@@ -539,6 +539,13 @@ def ringing(allowed, endpoint, user, receiver):
     return server, secret
 
 
+def _claimed(endpoint, make_todo):
+    """A new todo, claimed (a claim does not ring)."""
+    todo = make_todo()
+    transitions.claim_next(endpoint=endpoint)
+    return todo
+
+
 def _create_rings(endpoint, agent, human, make_todo):
     todo = make_todo()
     return todo.id
@@ -554,8 +561,7 @@ def _release_rings(endpoint, agent, human, make_todo):
 
 
 def _reap_rings(endpoint, agent, human, make_todo):
-    todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    todo = _claimed(endpoint, make_todo)
     lapse_lease(todo.id)
     Delivery.objects.all().delete()
     transitions.reap_lapsed()
@@ -563,8 +569,7 @@ def _reap_rings(endpoint, agent, human, make_todo):
 
 
 def _requeued_retry_rings(endpoint, agent, human, make_todo):
-    todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    todo = _claimed(endpoint, make_todo)
     Delivery.objects.all().delete()
     transitions.fail(agent, todo.id)
     assert _doorbells() == []  # retry_wait is not pending yet
@@ -574,8 +579,7 @@ def _requeued_retry_rings(endpoint, agent, human, make_todo):
 
 
 def _retry_now_rings(endpoint, agent, human, make_todo):
-    todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    todo = _claimed(endpoint, make_todo)
     transitions.fail(agent, todo.id)
     Delivery.objects.all().delete()
     transitions.retry_now(human.user, todo.id)
@@ -583,8 +587,7 @@ def _retry_now_rings(endpoint, agent, human, make_todo):
 
 
 def _rerun_rings(endpoint, agent, human, make_todo):
-    todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    todo = _claimed(endpoint, make_todo)
     Delivery.objects.all().delete()
     transitions.complete(agent, todo.id)
     assert _doorbells() == []  # done is not claimable

@@ -15,6 +15,7 @@ from queues.sweeper import SweepReport
 from queues.transitions import Actor
 from tests.queues.helpers import (
     a_lapsed_lease,
+    backdate,
     lapse_lease,
     make_retry_due,
     row_trigger,
@@ -42,24 +43,20 @@ def _claimed(make_todo, endpoint, title: str = "work", **kwargs):
 
 def _ended_days_ago(todo_id: int, days: float) -> None:
     """Backdate a terminal todo's end (and its creation, so the row stays plausible)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE todos SET ended_at = statement_timestamp() - make_interval(secs => %s),"
-            " created_at = statement_timestamp() - make_interval(secs => %s)"
-            " WHERE id = %s AND state IN ('done', 'dead', 'canceled')",
-            [days * 86400, days * 86400 + 60, todo_id],
-        )
-        assert cursor.rowcount == 1
+    backdate(
+        "UPDATE todos SET ended_at = statement_timestamp() - make_interval(secs => %s),"
+        " created_at = statement_timestamp() - make_interval(secs => %s)"
+        " WHERE id = %s AND state IN ('done', 'dead', 'canceled')",
+        [days * 86400, days * 86400 + 60, todo_id],
+    )
 
 
 def _created_days_ago(todo_id: int, days: float) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE todos SET created_at = statement_timestamp() - make_interval(secs => %s)"
-            " WHERE id = %s",
-            [days * 86400, todo_id],
-        )
-        assert cursor.rowcount == 1
+    backdate(
+        "UPDATE todos SET created_at = statement_timestamp() - make_interval(secs => %s)"
+        " WHERE id = %s",
+        [days * 86400, todo_id],
+    )
 
 
 def _done(make_todo, endpoint, agent, title: str = "finished"):
@@ -302,13 +299,12 @@ def test_two_sweepers_at_once_reap_each_lapsed_lease_exactly_once(team):
     for n in range(count):
         transitions.create_todo(endpoint=endpoint, title=f"t{n}")
         assert transitions.claim_next(endpoint=endpoint) is not None
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "UPDATE todos SET lease_expires_at = statement_timestamp() - interval '1 second'"
-            " WHERE endpoint_id = %s",
-            [endpoint.pk],
-        )
-        assert cursor.rowcount == count
+    backdate(
+        "UPDATE todos SET lease_expires_at = statement_timestamp() - interval '1 second'"
+        " WHERE endpoint_id = %s",
+        [endpoint.pk],
+        rows=count,
+    )
 
     reports: list[SweepReport] = []
 
