@@ -73,6 +73,38 @@ def take(page, args, suffix: str) -> None:
     page.goto("/activity/")
     page.screenshot(path=HERE / f"board-activity{suffix}.png")
 
+    if suffix == "":
+        # Dead-letter triage: the tab with each dead letter's reason and last summary, three
+        # rows ticked, and the confirmation of "all matching" (nothing is rerun: not confirmed).
+        page.goto("/?state=dead")
+        picks = page.locator("tbody[data-rows] [data-pick]")
+        for i in range(min(picks.count(), 4)):
+            if i != 1:
+                picks.nth(i).check()
+        page.mouse.move(5, 5)
+        page.screenshot(path=HERE / "dead-letters.png")
+        if picks.count():
+            page.locator("#bulk input[name=all]").check()
+            page.get_by_role("button", name="Rerun…").click()
+            page.wait_for_load_state("load")
+            page.screenshot(path=HERE / "dead-letters-confirm.png")
+
+    if suffix == "":
+        # An endpoint's health at a glance: the busiest endpoint (most live todos) of the list.
+        page.goto("/endpoints/")
+        rows = page.locator("table.list.endpoints tbody tr")
+        busiest, most = None, -1
+        for i in range(rows.count()):
+            row = rows.nth(i)
+            live = row.locator("td.num strong")
+            count = int(live.inner_text()) if live.count() else 0
+            if count > most:
+                busiest, most = row.locator("a[href^='/endpoints/']").first, count
+        if busiest is not None:
+            busiest.click()
+            page.wait_for_load_state("load")
+            page.screenshot(path=HERE / "endpoint.png", full_page=True)
+
 
 if __name__ == "__main__":
     main()
