@@ -13,7 +13,6 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.db import connection
@@ -22,6 +21,7 @@ from queues import outbox, teams, transitions
 from queues.models import Delivery, Todo, TodoAttempt
 from tests.crash.harness import SWITCHBOARD, wait_until
 from tests.queues.helpers import lapse_lease
+from tests.queues.receivers import QuietHandler, serve_on_loopback
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -276,9 +276,9 @@ class Sink:
         self._lock = threading.Lock()
         sink = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self):  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = self.body()
                 with sink._lock:
                     sink.received.append((self.headers["X-Switchboard-Delivery"], body))
                     hold = sink.hold_after is not None and len(sink.received) > sink.hold_after
@@ -286,25 +286,11 @@ class Sink:
                 if hold:
                     sink._gate.wait(timeout=60)
                 try:
-                    self.send_response(200)
-                    self.send_header("Content-Length", "2")
-                    self.end_headers()
-                    self.wfile.write(b"ok")
+                    self.answer(200, b"ok")
                 except OSError:
                     pass  # the sender was killed while we held its answer
 
-            def log_message(self, *args):
-                pass
-
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-            def handle_error(self, request, client_address):
-                pass
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server, self.thread = serve_on_loopback(Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/dead-letters"
 
     def hold_from_now_after(self, answered: int) -> None:

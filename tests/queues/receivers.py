@@ -43,8 +43,37 @@ class Request:
 
 
 class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
     def handle_error(self, request, client_address):
         pass  # a sender that hung up on a slow answer (the deadline test) is expected
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A request handler that reads a POST's body, answers with ``answer``, and logs nothing."""
+
+    def body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length", 0)))
+
+    def answer(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):  # keep the test output quiet
+        pass
+
+
+def serve_on_loopback(handler: type[BaseHTTPRequestHandler]):
+    """Serve ``handler`` on 127.0.0.1 at a free port, a thread per request, from a daemon
+    thread; returns (server, thread). Stop with ``server.shutdown(); server.server_close()``."""
+    server = _QuietServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server, thread
 
 
 class Receiver:
@@ -63,9 +92,9 @@ class Receiver:
         self._lock = threading.Lock()
         receiver = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self):  # noqa: N802 - http.server's name
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                body = self.body()
                 if receiver.delay:
                     time.sleep(receiver.delay)
                 if receiver.on_request is not None:
@@ -80,21 +109,14 @@ class Receiver:
                             status,
                         )
                     )
-                self.send_response(status)
-                if receiver.location and 300 <= status < 400:
-                    self.send_header("Location", receiver.location)
-                payload = b"receiver says no" if status >= 400 else b"ok"
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                redirect = receiver.location and 300 <= status < 400
+                self.answer(
+                    status,
+                    b"receiver says no" if status >= 400 else b"ok",
+                    {"Location": receiver.location} if redirect else None,
+                )
 
-            def log_message(self, *args):  # keep the test output quiet
-                pass
-
-        self.server = _QuietServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.server, self.thread = serve_on_loopback(Handler)
 
     @property
     def port(self) -> int:
