@@ -4,11 +4,11 @@ nothing written."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
 
 from queues import transitions
 from queues.models import VERBS as ALL_VERBS
 from tests.agents.api_helpers import check_shape, post
+from tests.queues.helpers import tables_as_json
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,13 +41,7 @@ REQUIRED = {
 
 def ledger_state() -> tuple:
     """Everything the API could write, to assert it wrote nothing."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT (SELECT json_agg(t ORDER BY id) FROM todos t),"
-            " (SELECT json_agg(a ORDER BY id) FROM todo_attempts a),"
-            " (SELECT count(*) FROM todo_events), (SELECT json_agg(e ORDER BY id) FROM endpoints e)"
-        )
-        return cursor.fetchone()
+    return tables_as_json("todos", "todo_attempts", "todo_events", "endpoints")
 
 
 @pytest.fixture

@@ -60,6 +60,15 @@ def row_trigger(name: str, body: str, *, before: str = "UPDATE", table: str = "t
     return create, drop
 
 
+def tables_as_json(*tables: str) -> tuple:
+    """Every row of each of ``tables`` as JSON, in id order, in one statement: a snapshot to
+    compare before and after, to assert that nothing was written."""
+    selects = ", ".join(f"(SELECT json_agg(r ORDER BY id) FROM {table} r)" for table in tables)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {selects}")
+        return cursor.fetchone()
+
+
 def attempts_of(todo_id: int) -> list[TodoAttempt]:
     return list(TodoAttempt.objects.filter(todo_id=todo_id).order_by("seq"))
 
