@@ -27,6 +27,8 @@ from queues.db import Statement
 from queues.sql import SCOPE_ENDPOINT, SCOPE_USER, attempt_columns, attempt_joins, todo_columns
 
 # The statement; its attempt arms (below) fill {history_arms}, {pruned_count} and {opened}.
+# Its first columns: ``ok`` (the snapshot agreed with the locked row), ``slow`` (the fast
+# claim_next picked a todo that needs the takeover arms, and wrote nothing) and the picked id.
 _CLAIM = """
 WITH pick AS (
     SELECT t.id, t.state AS prior_state, t.last_attempt_seq, t.attempts_pruned,
@@ -57,10 +59,10 @@ WITH pick AS (
            ended_at = CASE WHEN f.dies THEN statement_timestamp() END,
            updated_at = statement_timestamp()
       FROM fresh f
-     WHERE f.ok AND t.id = f.id
+     WHERE f.ok AND NOT f.slow AND t.id = f.id
  RETURNING t.*
 ){opened}
-SELECT f.ok, {todo_cols}
+SELECT f.ok, f.slow, f.id, {todo_cols}
   FROM fresh f
   LEFT JOIN moved m ON true
   LEFT JOIN endpoints e ON e.id = m.endpoint_id
@@ -84,7 +86,8 @@ fresh AS (
            CASE WHEN pick.last_attempt_seq = 0 THEN newest.seq IS NULL
                 ELSE newest.seq IS NOT DISTINCT FROM pick.last_attempt_seq
                      AND (newest.ended_at IS NULL) = (pick.prior_state = 'claimed')
-           END AS ok
+           END AS ok,
+           false AS slow
       FROM pick LEFT JOIN newest ON true
 ),
 lapsed AS (
@@ -135,6 +138,28 @@ carried AS (
      GROUP BY p.outcome
 ),
 """
+_CLAIM_FAST_ARMS = """newest AS (
+    -- The todo's newest attempt in this statement's snapshot, for the freshness check: one
+    -- backward probe of the (todo_id, seq) index keyed by an InitPlan parameter.
+    SELECT x.seq, x.ended_at FROM todo_attempts x
+     WHERE x.todo_id = (SELECT pick.id FROM pick)
+     ORDER BY x.seq DESC
+     LIMIT 1
+),
+fresh AS (
+    SELECT pick.*,
+           CASE WHEN pick.last_attempt_seq = 0 THEN newest.seq IS NULL
+                ELSE newest.seq IS NOT DISTINCT FROM pick.last_attempt_seq
+                     AND (newest.ended_at IS NULL) = (pick.prior_state = 'claimed')
+           END AS ok,
+           -- The arms this statement leaves out are needed: a lapsed lease to take over (or
+           -- dead-letter), or history the cap would prune. Then nothing is written and the
+           -- plan runs CLAIM_NEXT_TAKEOVER for this todo.
+           (pick.prior_state = 'claimed'
+            OR pick.last_attempt_seq + 1 - %(history_cap)s > pick.attempts_pruned) AS slow
+      FROM pick LEFT JOIN newest ON true
+),
+"""
 _CLAIM_OPENED = """,
 opened AS (
     INSERT INTO todo_attempts (
@@ -150,35 +175,50 @@ opened AS (
            m.lease_expires_at, NULL, '', '', NULL, NULL, false, 0, NULL, false, 0, NULL,
            %(token_hash)s
       FROM moved m
-     WHERE m.state = 'claimed'
-       -- Opened after `lapsed` has closed the attempt whose lease lapsed: at most one open
-       -- attempt per todo is a unique index, checked as each row goes in (migration 0017).
-       AND (SELECT count(*) FROM lapsed) >= 0
+     WHERE m.state = 'claimed'{after_lapsed}
  RETURNING seq
 )"""
+# Opened after `lapsed` has closed the attempt whose lease lapsed: at most one open attempt
+# per todo is a unique index, checked as each row goes in (migration 0017).
+_AFTER_LAPSED = """
+       AND (SELECT count(*) FROM lapsed) >= 0"""
 _CLAIM_WITHOUT_ATTEMPTS = """fresh AS (
-    SELECT pick.*, true AS ok FROM pick
+    SELECT pick.*, true AS ok, false AS slow FROM pick
 ),
 """
 
 
 def _claim(
-    name: str, pick_filter: str, lock_mode: str, why: str, *, history: bool = True
+    name: str,
+    pick_filter: str,
+    lock_mode: str,
+    why: str,
+    *,
+    history: bool = True,
+    takeover: bool = False,
 ) -> Statement:
-    """The claim statement for one pick. ``history=False`` (bench/ only: the ADR-0039 bar's
-    reference, docs/benchmarks.md) is the same statement without its attempt arms: the todo
-    moves exactly as it does here, and no attempt is read, closed, pruned or opened."""
-    if history:
+    """The claim statement for one pick.
+
+    By default the fast claim: the freshness check and the new attempt, and nothing else; a
+    pick that needs more (a lapsed lease, history over the cap) comes back ``slow`` with
+    nothing written. ``takeover=True`` adds the arms that close a lapsed attempt, prune and
+    carry pruned counts. ``history=False`` (bench/ only: the ADR-0039 bar's reference,
+    docs/benchmarks.md) is the same statement without any attempt arm: the todo moves exactly
+    as it does here (a lapsed lease included), and no attempt is read, closed, pruned or
+    opened."""
+    if not history:
+        arms = {"history_arms": _CLAIM_WITHOUT_ATTEMPTS, "pruned_count": "0", "opened": ""}
+    elif takeover:
         arms = {
             "history_arms": _CLAIM_ATTEMPT_ARMS,
             "pruned_count": "(SELECT count(*) FROM pruned)",
-            "opened": _CLAIM_OPENED,
+            "opened": _CLAIM_OPENED.format(after_lapsed=_AFTER_LAPSED),
         }
     else:
         arms = {
-            "history_arms": _CLAIM_WITHOUT_ATTEMPTS,
+            "history_arms": _CLAIM_FAST_ARMS,
             "pruned_count": "0",
-            "opened": "",
+            "opened": _CLAIM_OPENED.format(after_lapsed=""),
         }
     return Statement(
         name,
@@ -196,17 +236,27 @@ CLAIM_NEXT = _claim(
     "SKIP LOCKED",
     "the endpoint's best claimable todo; rows other claimers hold are skipped",
 )
+CLAIM_NEXT_TAKEOVER = _claim(
+    "claim_next_takeover",
+    "t.id = %(todo_id)s AND " + SCOPE_ENDPOINT,
+    "SKIP LOCKED",
+    "the todo claim_next picked when it needs the takeover arms (a lapsed lease, history"
+    " over the cap); skipped if another claimer has taken it since",
+    takeover=True,
+)
 CLAIM_ONE_AGENT = _claim(
     "claim_one_agent",
     "t.id = %(todo_id)s AND " + SCOPE_ENDPOINT,
     "",
     "one todo of the agent's queue: waits for a concurrent claimer, then re-checks",
+    takeover=True,
 )
 CLAIM_ONE_USER = _claim(
     "claim_one_user",
     "t.id = %(todo_id)s AND " + SCOPE_USER,
     "",
     "one todo of the person's teams' queues, as an owner attempt",
+    takeover=True,
 )
 
 # The prior attempts a claim hands back: the five newest closed ones, newest first, of those

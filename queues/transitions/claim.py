@@ -52,6 +52,11 @@ def claim_next_plan(
             rows = yield from _run_claim(sql.CLAIM_NEXT, params)
             if not rows:
                 return None, False
+            slow, picked = rows[0][0], rows[0][1]
+            if slow:  # a lapsed lease or history over the cap: the takeover arms, same todo
+                rows = yield from _run_claim(sql.CLAIM_NEXT_TAKEOVER, {**params, "todo_id": picked})
+                if not rows:
+                    continue  # another claimer took it meanwhile: look again
             claimed = yield from _claim_from_rows(rows, token, params)
             if claimed is not None:
                 return claimed, True
@@ -152,10 +157,11 @@ def _run_claim(statement, params: dict) -> Plan[list]:
 
 
 def _claim_from_rows(rows: list, token: str | None, params: dict) -> Plan[Claim | None]:
-    """The claim statement's row; None when the picked lapsed lease was dead-lettered. The
-    prior attempts are read only when the todo keeps one besides the attempt just opened
-    (its kept seqs are ``(attempts_pruned, last_attempt_seq]``)."""
-    todo = TodoRecord.from_row(rows[0])
+    """The claim statement's row (after ``slow`` and the picked id); None when the picked
+    lapsed lease was dead-lettered. The prior attempts are read only when the todo keeps one
+    besides the attempt just opened (its kept seqs are ``(attempts_pruned,
+    last_attempt_seq]``)."""
+    todo = TodoRecord.from_row(rows[0][2:])
     if todo.state != TodoState.CLAIMED:
         return None
     prior: list[AttemptRecord] = []

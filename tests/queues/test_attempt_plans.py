@@ -1,10 +1,11 @@
 """The hot statements' plans over a large attempt history (issue 13): 200,000 done todos with
 a closed attempt each, ANALYZEd, then the generic plans PostgreSQL caches for the prepared
 statements (EXPLAIN (GENERIC_PLAN)). Pinned: no sequential scan of ``todos`` or
-``todo_attempts``; the claim reads a todo's attempts in one backward scan of the
-``(todo_id, seq)`` index keyed by an InitPlan parameter, finds a lapsed attempt by InitPlan
-keys and prunes by a range of the same index; a close finds the open attempt through the
-one-open index. One module-scoped seed (a few seconds), so the suite pays it once."""
+``todo_attempts``; every claim checks its snapshot with one backward probe of the
+``(todo_id, seq)`` index keyed by an InitPlan parameter; the fast claim_next writes no attempt
+but the new one; the takeover claims find a lapsed attempt by InitPlan keys and prune by a
+range of the same index; a close finds the open attempt through the one-open index; the
+prior attempts are one backward range scan. One seed, a few seconds."""
 
 from __future__ import annotations
 
@@ -53,6 +54,7 @@ def _generic_plan(statement) -> str:
 
 HOT = (
     sql.CLAIM_NEXT,
+    sql.CLAIM_NEXT_TAKEOVER,
     sql.CLAIM_ONE_AGENT,
     sql.CLAIM_ONE_USER,
     sql.CLOSE_HELD_BY_AGENT,
@@ -82,7 +84,7 @@ def test_hot_plans_over_200k_attempts_scan_indexes_only(endpoint):
         assert "Seq Scan on todo_attempts" not in plan, (name, plan)
         assert "Seq Scan on todos" not in plan, (name, plan)
 
-    for name in ("claim_next", "claim_one_agent", "claim_one_user"):
+    for name in ("claim_next", "claim_next_takeover", "claim_one_agent", "claim_one_user"):
         plan = plans[name]
         # newest (the freshness check): one backward index probe keyed by pick's id
         assert re.search(
@@ -90,6 +92,17 @@ def test_hot_plans_over_200k_attempts_scan_indexes_only(endpoint):
             r"\s*Index Cond: \(todo_id = \$\d+\)",
             plan,
         ), (name, plan)
+        # no prior attempts read here (PRIOR_ATTEMPTS, after the claim, when there are any)
+        assert "auth_user" not in plan, (name, plan)
+
+    # the fast claim_next: the freshness probe and the new attempt, nothing else
+    fast = plans["claim_next"]
+    assert "Insert on todo_attempts" in fast, fast
+    for arm in ("Update on todo_attempts", "Delete on todo_attempts", "metric_deltas"):
+        assert arm not in fast, (arm, fast)
+
+    for name in ("claim_next_takeover", "claim_one_agent", "claim_one_user"):
+        plan = plans[name]
         # lapsed: its keys are InitPlan parameters (NULL, so no scan, unless a lease lapsed)
         assert re.search(
             r"using todo_attempts_\w+ on todo_attempts a\s*\n\s*Index Cond: \(todo_id = \$\d+\)",
@@ -101,8 +114,6 @@ def test_hot_plans_over_200k_attempts_scan_indexes_only(endpoint):
             r"attempts_pruned\)\)\s*\n\s*->  Index Scan using todo_attempts_todo_seq",
             plan,
         ), (name, plan)
-        # no prior attempts read here (PRIOR_ATTEMPTS, after the claim, when there are any)
-        assert "auth_user" not in plan, (name, plan)
 
     assert re.search(
         r"Index Scan Backward using todo_attempts_todo_seq on todo_attempts x\s*\n"
