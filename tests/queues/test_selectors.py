@@ -118,9 +118,16 @@ def test_query_counts_are_pinned(django_assert_num_queries, endpoint, agent, mak
 
     # Each transition is one durable transaction; inside the test's own transaction it runs
     # as SAVEPOINT ... RELEASE SAVEPOINT (BEGIN/COMMIT in production), hence 1 + 2.
-    # claim_next: the one claim statement (pick, close lapsed, prune, move, open, prior)
-    with django_assert_num_queries(1 + 2):
+    # claim_next of the released todo: the claim statement (pick, freshness, move, open), then
+    # its prior attempts (read only when the todo keeps one)
+    with django_assert_num_queries(2 + 2):
         claim = transitions.claim_next(endpoint=endpoint)
+    assert claim.todo.id == todo_id and len(claim.prior_attempts) == 1
+    # claim_next of a todo never claimed: the claim statement alone
+    with django_assert_num_queries(1 + 2):
+        fresh = transitions.claim_next(endpoint=endpoint)
+    assert fresh.prior_attempts == []
+    transitions.release(agent, fresh.todo.id)
     # complete by the unfenced holder: the one close statement
     with django_assert_num_queries(1 + 2):
         transitions.complete(agent, claim.todo.id, attempt_seq=claim.attempt_seq)
