@@ -285,6 +285,14 @@ class ClaimOut(Out):
     attempt_seq: int | None = None
     prior_attempts: list[AttemptOut] = []
     lease_token: str | None = None
+    paused: Annotated[
+        bool,
+        Meta(
+            description="The endpoint is paused (by an owner on the Board, or an operator): "
+            "nothing was claimed (todo is null), and nothing will be until it is resumed. A "
+            "claim_next long-poll keeps waiting through a pause and claims once resumed."
+        ),
+    ] = False
 
 
 class HeartbeatOut(Out):
@@ -335,13 +343,15 @@ VERBS: dict[str, tuple[type[Params], type[Out], str]] = {
     "claim": (
         Claim,
         ClaimOut,
-        "Claim one todo as a lease; opens an attempt and returns what earlier attempts tried.",
+        "Claim one todo as a lease; opens an attempt and returns what earlier attempts tried. "
+        "While the endpoint is paused it claims nothing (paused: true).",
     ),
     "claim_next": (
         ClaimNext,
         ClaimOut,
         "Claim the best claimable todo (highest priority, "
-        "then longest waiting), optionally waiting up to 30 s for one.",
+        "then longest waiting), optionally waiting up to 30 s for one. While the endpoint is "
+        "paused it claims nothing (paused: true; a long-poll waits for the resume).",
     ),
     "heartbeat": (Heartbeat, HeartbeatOut, "Keep your open attempt's lease alive."),
     "complete": (Complete, ClosedOut, "Report success: the todo is done."),

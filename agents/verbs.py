@@ -25,7 +25,14 @@ from queues.transitions import Actor
 # endpoint holding either may call it (the record's "no new power" for frozen verb sets,
 # docs/decisions/0039-attempt-history.md).
 READ_ALIASES = {"get_todo": ("get_todo", "list_todos")}
-NO_TODO: dict = {"todo": None, "prior_attempts": [], "untrusted_notice": UNTRUSTED_NOTICE}
+NO_TODO: dict = {
+    "todo": None,
+    "prior_attempts": [],
+    "untrusted_notice": UNTRUSTED_NOTICE,
+    "paused": False,
+}
+# A paused endpoint's claim and claim_next claim nothing and say so (docs/api.md).
+PAUSED: dict = {**NO_TODO, "paused": True}
 
 
 def allowed(endpoint: Endpoint, verb: str) -> bool:
@@ -89,14 +96,17 @@ def claim(endpoint: Endpoint, p: schemas.Claim, *, mcp_session_id: str | None = 
         claimant=p.claimant,
         mcp_session_id=mcp_session_id,
     )
-    return claimed.as_api()
+    if claimed is None:
+        return dict(PAUSED)
+    return {**claimed.as_api(), "paused": False}
 
 
 def claim_next(
     endpoint: Endpoint, p: schemas.ClaimNext, *, mcp_session_id: str | None = None
 ) -> Plan[dict]:
-    """One claim, at once: the best claimable todo, or ``todo: null``. (``wait_seconds`` is
-    the adapters' to honour, around this: agents/waiting.py.)"""
+    """One claim, at once: the best claimable todo, or ``todo: null`` (with ``paused: true``
+    while the endpoint is paused). (``wait_seconds`` is the adapters' to honour, around this:
+    agents/waiting.py.)"""
     claimed = yield from transitions.claim_next_plan(
         endpoint=endpoint,
         lease_seconds=p.lease_seconds,
@@ -104,7 +114,9 @@ def claim_next(
         claimant=p.claimant,
         mcp_session_id=mcp_session_id,
     )
-    return claimed.as_api() if claimed is not None else dict(NO_TODO)
+    if claimed is not None:
+        return {**claimed.as_api(), "paused": False}
+    return dict(PAUSED if endpoint.paused else NO_TODO)
 
 
 def _attempt_verb(transition_plan: Callable[..., Plan]) -> Callable[..., Plan[dict]]:

@@ -84,6 +84,7 @@ class Fixture:
     username: str
     drawer_todo: int
     other_team_todo: int
+    endpoint_id: int = 0  # the endpoint page's: the busiest endpoint (4 in 10 todos)
     counts: dict = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -510,6 +511,7 @@ def seed(args) -> Fixture:
         username=member.username,
         drawer_todo=drawer_todo,
         other_team_todo=other_team_todo,
+        endpoint_id=endpoint_ids[0],
         counts=counts,
         seconds=round(time.monotonic() - started, 1),
     )
@@ -625,6 +627,7 @@ def pages(fixture: Fixture) -> list[Page]:
             htmx_target="drawer",
         ),
         Page("drawer, whole page (no JS)", todo, "drawer"),
+        Page("endpoint page (health)", f"/endpoints/{fixture.endpoint_id}/", "queue"),
     ]
 
 

@@ -103,6 +103,7 @@ class Actions:
     cancel: bool
     retry_now: bool
     rerun: bool
+    take_over: bool = False  # an agent holds it: take it from them in one step
 
 
 @dataclass(frozen=True, slots=True)
@@ -437,6 +438,7 @@ def _actions(todo: TodoRecord, open_attempt: AttemptRecord | None, user) -> Acti
         cancel=state in _LIVE or state == TodoState.DEAD,
         retry_now=state == TodoState.RETRY_WAIT,
         rerun=state in (TodoState.DONE, TodoState.DEAD, TodoState.CANCELED),
+        take_over=open_attempt is not None and open_attempt.claimer_kind == ClaimerKind.ENDPOINT,
     )
 
 

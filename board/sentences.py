@@ -44,6 +44,7 @@ _TODO_EVENT_VERBS = {
     EventKind.RETRY_NOW: "retried now",
     EventKind.RERUN: "reran",
     EventKind.REVOKE_DEAD_LETTER: "dead-lettered",
+    EventKind.TAKE_OVER: "took over",
 }
 _CLOSING_KINDS = (EventKind.RELEASE, EventKind.COMPLETE, EventKind.FAIL, EventKind.CANCEL)
 
@@ -119,6 +120,8 @@ def _event_sentence(item: Activity) -> Sentence:
             rest = "— a new round"
         if kind == EventKind.REVOKE_DEAD_LETTER:
             rest = "— its endpoint was revoked"
+        if kind == EventKind.TAKE_OVER and detail.get("from_endpoint"):
+            rest = f"from {detail['from_endpoint']}, which held it"
         return Sentence(
             at=item.at,
             todo_id=item.todo_id,
@@ -165,6 +168,8 @@ def _team_event(kind: EventKind, detail: dict) -> str:
             else f"cleared the notify URL of {agent}"
         ),
         EventKind.NOTIFY_SECRET_ROTATE: lambda: f"rotated the doorbell secret of {agent}",
+        EventKind.ENDPOINT_PAUSE: lambda: f"paused endpoint {agent}: its agents claim nothing",
+        EventKind.ENDPOINT_RESUME: lambda: f"resumed endpoint {agent}",
         EventKind.SINK_ADD: lambda: f"added a dead-letter sink ({host})",
         EventKind.SINK_DEACTIVATE: lambda: f"paused the dead-letter sink ({host})",
         EventKind.SINK_ACTIVATE: lambda: f"resumed the dead-letter sink ({host})",

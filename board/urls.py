@@ -25,6 +25,18 @@ urlpatterns = [
     path("endpoints/<int:endpoint_id>/", endpoints.endpoint_detail, name="endpoint-detail"),
     path("endpoints/<int:endpoint_id>/rotate/", endpoints.endpoint_rotate, name="endpoint-rotate"),
     path("endpoints/<int:endpoint_id>/revoke/", endpoints.endpoint_revoke, name="endpoint-revoke"),
+    path(
+        "endpoints/<int:endpoint_id>/pause/",
+        endpoints.endpoint_pause,
+        {"op": "pause"},
+        name="endpoint-pause",
+    ),
+    path(
+        "endpoints/<int:endpoint_id>/resume/",
+        endpoints.endpoint_pause,
+        {"op": "resume"},
+        name="endpoint-resume",
+    ),
     path("team/", teams.team_detail, name="team-detail"),
     path("team/switch/", teams.team_switch, name="team-switch"),
 ]

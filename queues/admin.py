@@ -5,8 +5,8 @@ counters and timestamps; never a todo's title or body, a result, an attempt's su
 artifact or claimant label, an event's detail, a token or a webhook secret. So every admin
 here names its fields, columns, search fields and filters explicitly (nothing falls back to
 "all fields"), the ledger is read-only (state changes only through ``queues.transitions``:
-the one write is the endpoint revoke action), and attempts, events and the outbox have no
-pages at all. Aggregates are computed by the database: counts are subqueries or GROUP BYs,
+the writes are the endpoint revoke action, and pause and resume, which change an endpoint's
+metadata only), and attempts, events and the outbox have no pages at all. Aggregates are computed by the database: counts are subqueries or GROUP BYs,
 never rows loaded and counted in Python. Staff are not team members by being staff: nothing
 here adds a membership, and memberships are shown read-only.
 
@@ -38,7 +38,7 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html
 from django.utils.text import smart_split
 
-from queues import operators, queue_health, transitions
+from queues import endpoints, operators, queue_health, transitions
 from queues.errors import Conflict
 from queues.models import (
     LIVE_STATES,
@@ -248,11 +248,13 @@ class EndpointStatusFilter(admin.SimpleListFilter):
     parameter_name = "status"
 
     def lookups(self, request, model_admin):
-        return (("active", "active"), ("revoked", "revoked"))
+        return (("active", "active"), ("paused", "paused"), ("revoked", "revoked"))
 
     def queryset(self, request, queryset):
         if self.value() == "active":
             return queryset.filter(revoked_at__isnull=True)
+        if self.value() == "paused":
+            return queryset.filter(revoked_at__isnull=True, paused_at__isnull=False)
         if self.value() == "revoked":
             return queryset.filter(revoked_at__isnull=False)
         return queryset
@@ -288,6 +290,7 @@ class EndpointAdmin(ReadOnlyAdmin):
         "notify",
         "created_at_when",
         "rotated_at_when",
+        "paused_at_when",
         "revoked_at_when",
     )
     list_select_related = ("team",)
@@ -304,15 +307,18 @@ class EndpointAdmin(ReadOnlyAdmin):
         "notify",
         "created_at_when",
         "rotated_at_when",
+        "paused_at_when",
+        "paused_by",
         "revoked_at_when",
         "live_todos",
         "dead_todos",
         "admission_window_at_when",
         "admission_claims",
     )
-    actions = ("revoke_endpoints",)
+    actions = ("revoke_endpoints", "pause_endpoints", "resume_endpoints")
     created_at_when = when(Endpoint, "created_at")
     rotated_at_when = when(Endpoint, "rotated_at")
+    paused_at_when = when(Endpoint, "paused_at")
     revoked_at_when = when(Endpoint, "revoked_at")
     admission_window_at_when = when(Endpoint, "admission_window_at")
 
@@ -397,6 +403,44 @@ class EndpointAdmin(ReadOnlyAdmin):
         else:
             self.message_user(request, "No active endpoint was selected.", messages.WARNING)
         return None
+
+    def has_pause_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(f"queues.{operators.PAUSE_ENDPOINT}")
+
+    @admin.action(
+        description="Pause the selected endpoints (their agents claim nothing until resumed)",
+        permissions=["pause"],
+        location=[ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM],
+    )
+    def pause_endpoints(self, request: HttpRequest, queryset):
+        """Pause each active endpoint through queues.endpoints.pause (audited as the
+        operator). Metadata only: no todo is read or changed; leases held are kept."""
+        self._pause_or_resume(request, queryset, endpoints.pause, "Paused", "paused")
+
+    @admin.action(
+        description="Resume the selected endpoints",
+        permissions=["pause"],
+        location=[ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM],
+    )
+    def resume_endpoints(self, request: HttpRequest, queryset):
+        self._pause_or_resume(request, queryset, endpoints.resume, "Resumed", "not paused")
+
+    def _pause_or_resume(self, request, queryset, change, done: str, already: str) -> None:
+        changed = unchanged = 0
+        for endpoint in queryset.filter(revoked_at__isnull=True).order_by("pk"):
+            if change(endpoint, user=request.user):
+                changed += 1
+                self.log_change(request, endpoint, f"{done}.")
+            else:
+                unchanged += 1
+        noun = "endpoint" if changed == 1 else "endpoints"
+        text = f"{done} {changed} {noun}."
+        if unchanged:
+            text += f" {unchanged} already {already}: unchanged."
+        revoked = queryset.filter(revoked_at__isnull=False).count()
+        if revoked:
+            text += f" {revoked} revoked: left alone."
+        self.message_user(request, text, messages.SUCCESS if changed else messages.WARNING)
 
 
 # ---------------------------------------------------------------------------------------

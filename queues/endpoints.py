@@ -1,10 +1,12 @@
-"""Vending, rotating and listing endpoints (revocation is a transition: it kills todos)."""
+"""Vending, rotating, pausing and listing endpoints (revocation is a transition: it kills
+todos)."""
 
 from __future__ import annotations
 
 from urllib.parse import urlsplit
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -107,6 +109,54 @@ def _record(kind: EventKind, endpoint: Endpoint, user, **detail) -> None:
     )
 
 
+def pause(endpoint: Endpoint, *, user=None) -> bool:
+    """Pause the endpoint: from the commit on, its claim and claim_next hand out nothing
+    (they answer ``paused: true``); every other verb keeps working and holders keep their
+    leases. Audited. False when it was already paused (nothing changed); a revoked endpoint
+    is Conflict."""
+    if endpoint.revoked_at is not None:
+        raise Conflict("A revoked endpoint cannot be paused.")
+    with transaction.atomic():
+        changed = Endpoint.objects.filter(
+            pk=endpoint.pk, paused_at__isnull=True, revoked_at__isnull=True
+        ).update(paused_at=Now(), paused_by=user)
+        if changed:
+            audit.record_now(
+                EventKind.ENDPOINT_PAUSE,
+                team_id=endpoint.team_id,
+                user=user,
+                detail={"agent_id": endpoint.agent_id},
+            )
+    _reload_pause(endpoint)
+    if not changed and endpoint.revoked_at is not None:  # revoked since it was read
+        raise Conflict("A revoked endpoint cannot be paused.")
+    return bool(changed)
+
+
+def resume(endpoint: Endpoint, *, user=None) -> bool:
+    """Resume a paused endpoint: its claims hand out work again, and its doorbell rings (at
+    commit) so that long-polls waiting through the pause look at once. Audited. False when
+    it was not paused (nothing changed)."""
+    with transaction.atomic():
+        changed = Endpoint.objects.filter(pk=endpoint.pk, paused_at__isnull=False).update(
+            paused_at=None, paused_by=None
+        )
+        if changed:
+            audit.record_now(
+                EventKind.ENDPOINT_RESUME,
+                team_id=endpoint.team_id,
+                user=user,
+                detail={"agent_id": endpoint.agent_id},
+            )
+            db.fetch(sql.RING_DOORBELL, {"endpoint_id": endpoint.pk})
+    _reload_pause(endpoint)
+    return bool(changed)
+
+
+def _reload_pause(endpoint: Endpoint) -> None:
+    endpoint.refresh_from_db(fields=["paused_at", "paused_by", "revoked_at"])
+
+
 def authenticate_plan(token: str | None) -> Plan[Endpoint | None]:
     """The endpoint whose token this is, revoked or not (the caller decides), or None.
     The lookup is by SHA-256 digest: the raw token never reaches the database or a log."""
@@ -122,13 +172,17 @@ def authenticate(token: str | None) -> Endpoint | None:
 
 def still_valid_plan(endpoint: Endpoint) -> Plan[None]:
     """Unauthorized unless ``endpoint``'s token (as authenticated) is still its token and it
-    is not revoked. A long-poll checks this each time it wakes, before it claims: a waiter
-    opened with a token since rotated or revoked must not claim with it."""
+    is not revoked; else ``endpoint.paused_at`` is brought up to date. A long-poll checks this
+    each time it wakes, before it claims: a waiter opened with a token since rotated or
+    revoked must not claim with it, and one of an endpoint paused or resumed meanwhile claims
+    by what is true now."""
     rows = yield Fetch(
         sql.ENDPOINT_STILL_VALID, {"id": endpoint.pk, "token_hash": endpoint.token_hash}
     )
     if not rows:
         raise Unauthorized("This endpoint's token was rotated or revoked while the call waited.")
+    # Paused or resumed while it waited: the next claim goes by what is true now.
+    endpoint.paused_at = rows[0][0]
 
 
 def live_in_team_plan(team_id: int, agent_id: str) -> Plan[Endpoint | None]:

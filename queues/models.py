@@ -100,6 +100,18 @@ class Endpoint(models.Model):
     # committed in it. Written only when a limit is set.
     admission_window_at = models.DateTimeField(null=True, blank=True)
     admission_claims = models.IntegerField(default=0)
+    # Paused by an owner (the Board) or an operator (admin): claim and claim_next hand out
+    # nothing while set; every other verb works (queues/endpoints.py ``pause``). Read with the
+    # token on every request, so a pause costs the claim path no query of its own.
+    paused_at = models.DateTimeField(null=True, blank=True)
+    paused_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DB_SET_NULL,
+        related_name="+",
+        db_index=False,  # a small table: deleting a user scans it
+    )
 
     objects = EndpointQuerySet.as_manager()
 
@@ -118,6 +130,10 @@ class Endpoint(models.Model):
     @property
     def owner_label(self) -> str:
         return f"agent:{self.agent_id}"
+
+    @property
+    def paused(self) -> bool:
+        return self.paused_at is not None
 
 
 class TodoState(models.TextChoices):
@@ -177,6 +193,8 @@ class EventKind(models.TextChoices):
     CANCEL = "cancel"
     RETRY_NOW = "retry_now"
     RERUN = "rerun"
+    # A person took a todo from the agent holding it (queues/transitions/by_hand.py).
+    TAKE_OVER = "take_over"
     # A todo dead-lettered with no open attempt because its endpoint was revoked.
     REVOKE_DEAD_LETTER = "revoke_dead_letter"
     # Endpoints (team-level rows, no todo).
@@ -185,6 +203,8 @@ class EventKind(models.TextChoices):
     ENDPOINT_REVOKE = "endpoint_revoke"
     NOTIFY_URL = "notify_url"
     NOTIFY_SECRET_ROTATE = "notify_secret_rotate"
+    ENDPOINT_PAUSE = "pause"
+    ENDPOINT_RESUME = "resume"
     # Teams: members, invitations, dead-letter sinks.
     MEMBER_ADD = "member_add"
     MEMBER_REMOVE = "member_remove"
@@ -395,7 +415,8 @@ class TodoAttempt(models.Model):
     round = models.IntegerField()
     attempt = models.IntegerField()
     claimer_kind = models.CharField(max_length=16, choices=ClaimerKind)
-    # Endpoints are never deleted and nothing looks attempts up by endpoint: no index.
+    # Endpoints are never deleted; the endpoint page reads its recent endings through the
+    # partial index todo_attempts_endpoint_ended below (closed rows only).
     endpoint = models.ForeignKey(
         Endpoint,
         null=True,
@@ -499,6 +520,15 @@ class TodoAttempt(models.Model):
             # The Board's search over what attempts reported (partial: see SUMMARY_SEARCHABLE).
             GinIndex(
                 SUMMARY_SEARCH_VECTOR, name="todo_attempts_search", condition=SUMMARY_SEARCHABLE
+            ),
+            # The endpoint page (queues/endpoint_health.py): one endpoint's endings of the last
+            # day. Closed rows only, like todo_attempts_ended_recent: a claim's insert never
+            # touches it; a close adds one entry.
+            models.Index(
+                "endpoint",
+                "ended_at",
+                name="todo_attempts_endpoint_ended",
+                condition=Q(ended_at__isnull=False),
             ),
         ]
 

@@ -22,9 +22,11 @@ GROUP = "Operators"
 # model's Meta.permissions, which would need a migration of its own.
 VIEW_QUEUE_HEALTH = "view_queue_health"
 REVOKE_ENDPOINT = "revoke_endpoint"
+PAUSE_ENDPOINT = "pause_endpoint"
 CUSTOM_PERMISSIONS = (
     (VIEW_QUEUE_HEALTH, "Can view queue health", "todo"),
     (REVOKE_ENDPOINT, "Can revoke an endpoint", "endpoint"),
+    (PAUSE_ENDPOINT, "Can pause or resume an endpoint", "endpoint"),
 )
 
 # (app label, codename): what the group holds.
@@ -37,6 +39,7 @@ PERMISSIONS = (
     ("auth", "view_user"),
     ("queues", VIEW_QUEUE_HEALTH),
     ("queues", REVOKE_ENDPOINT),
+    ("queues", PAUSE_ENDPOINT),
 )
 
 

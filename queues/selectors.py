@@ -583,16 +583,18 @@ _HUMAN_TOLD_OUTCOMES = ("completed", "failed", "released", "canceled")
 def board_endpoint(team_ids: list[int], endpoint_id: int) -> Endpoint | None:
     """An endpoint of one of these teams, or None (unknown and foreign alike)."""
     return (
-        Endpoint.objects.filter(pk=endpoint_id, team_id__in=team_ids).select_related("team").first()
+        Endpoint.objects.filter(pk=endpoint_id, team_id__in=team_ids)
+        .select_related("team", "paused_by")
+        .first()
     )
 
 
 def board_endpoint_choices(team_ids: list[int]) -> list[Endpoint]:
-    """The queue page's endpoint filter: id, agent id, team name and whether revoked."""
+    """The queue page's endpoint filter: id, agent id, team name, whether revoked or paused."""
     return list(
         Endpoint.objects.filter(team_id__in=team_ids)
         .select_related("team")
-        .only("id", "agent_id", "revoked_at", "team__name")
+        .only("id", "agent_id", "revoked_at", "paused_at", "team__name")
         .order_by("agent_id")
     )
 

@@ -1,8 +1,10 @@
-"""Endpoints page: list, vend, rotate, revoke, notify URL and its signing secret.
+"""Endpoints page: list, vend, rotate, revoke, pause and resume, notify URL and its signing
+secret, and each endpoint's health at a glance (queues/endpoint_health.py).
 
-Who may do what: any member of a team may vend an endpoint in it; rotating, revoking and
-changing the notify URL (which cut off a running agent or send data outward) need an owner
-of the endpoint's team. Checked here, on every POST, not only by hiding buttons.
+Who may do what: any member of a team may vend an endpoint in it; rotating, revoking,
+pausing, resuming and changing the notify URL (which cut off or hold back a running agent,
+or send data outward) need an owner of the endpoint's team. Checked here, on every POST, not
+only by hiding buttons.
 
 A token, and a notify URL's signing secret, is shown once: rendered straight into the POST
 response that made it (never stored in the session, a message, a log or a redirect URL) with
@@ -11,18 +13,25 @@ caching off.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
-from django.views.decorators.http import require_GET, require_http_methods
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from board import charts
+from board.drawer import span
 from board.forms import NotifyUrlForm, VendForm, duplicate_agent_id
 from board.scope import board_scope
 from board.views.queue import first_run_context
 from queues import endpoints, outbox, selectors, transitions
+from queues.endpoint_health import endpoint_health
 from queues.errors import Conflict, Invalid
 from queues.models import (
     LIVE_STATES,
@@ -142,6 +151,7 @@ def _first_run(request: HttpRequest, *, form=None, endpoint=None, token=None, st
 def _detail_page(request, endpoint: Endpoint, form: NotifyUrlForm, *, status: int = 200):
     counts = selectors.endpoint_todo_counts(endpoint)
     newest_doorbell = selectors.endpoint_newest_doorbell(endpoint)
+    health = endpoint_health(endpoint)
     context = {
         "endpoint": endpoint,
         "form": form,
@@ -149,8 +159,38 @@ def _detail_page(request, endpoint: Endpoint, form: NotifyUrlForm, *, status: in
         "counts": [(state, counts.get(state, 0)) for state in TodoState],
         "live": sum(counts.get(state, 0) for state in LIVE_STATES),
         "last_doorbell": outbox.DeliveryStatus.of(newest_doorbell),
+        "health": health,
+        "dead": counts.get(TodoState.DEAD, 0),
+        "oldest_claimable": _length(health.oldest_claimable_age),
+        "took_p50": _length(health.took_p50),
+        "took_p95": _length(health.took_p95),
+        "charts": [charts.per_minute(health.per_minute), charts.per_hour(health.per_hour)],
+        # Agents are alive if one claimed, heartbeat or ended a try within a lease's length.
+        "quiet": _quiet(health),
     }
     return render(request, "board/endpoint_detail.html", context, status=status)
+
+
+def _length(value: timedelta | float | None) -> str:
+    """A duration as the Board says one ("2m 13s"), finer under ten seconds ("4.2s",
+    "350 ms")."""
+    if value is None:
+        return ""
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds < 1:
+        return f"{seconds * 1000:.0f} ms"
+    return f"{seconds:.1f}s" if seconds < 10 else span(seconds)
+
+
+def _quiet(health) -> bool:
+    """No agent of this endpoint was seen (a claim, a heartbeat, an ending) for longer than
+    a lease while it has work: are its agents alive?"""
+    seen = [t for t in (health.last_claim_at, health.last_heartbeat_at, health.last_ended_at) if t]
+    has_work = health.claimable or health.held
+    if not has_work:
+        return False
+    lease = timedelta(seconds=settings.SWITCHBOARD_LEASE_SECONDS)
+    return not seen or timezone.now() - max(seen) > lease
 
 
 def _secret_page(request: HttpRequest, endpoint: Endpoint, secret: str, *, rotated: bool):
@@ -245,4 +285,45 @@ def endpoint_revoke(request: HttpRequest, endpoint_id: int) -> HttpResponse:
     else:
         noun = "todo" if killed == 1 else "todos"
         messages.success(request, f"{endpoint.agent_id} revoked; {killed} {noun} dead-lettered.")
+    return redirect("endpoint-detail", endpoint_id=endpoint.pk)
+
+
+PAUSE_ACTIONS = {
+    # op → (what the refusal calls it, the change, said after it, said when nothing changed)
+    "pause": (
+        "pause",
+        endpoints.pause,
+        "{agent} paused: its claim and claim_next hand out nothing until it is resumed. "
+        "Leases already held keep working.",
+        "{agent} was already paused; nothing changed.",
+    ),
+    "resume": (
+        "resume",
+        endpoints.resume,
+        "{agent} resumed: its agents claim again (waiting long-polls were woken).",
+        "{agent} was not paused; nothing changed.",
+    ),
+}
+
+
+@login_required
+@require_POST
+def endpoint_pause(request: HttpRequest, endpoint_id: int, op: str) -> HttpResponse:
+    """Pause or resume (owners only). A foreign endpoint answers as an unknown one (404); a
+    change already made (by someone else, in another tab) is said, and changes nothing."""
+    endpoint = _visible_endpoint(request, endpoint_id)
+    if op not in PAUSE_ACTIONS:
+        raise Http404
+    action, change, done, unchanged = PAUSE_ACTIONS[op]
+    if not _owns_team(request.user, endpoint.team_id):
+        return _refuse(request, endpoint, action)
+    try:
+        changed = change(endpoint, user=request.user)
+    except Conflict as exc:
+        messages.error(request, str(exc))
+    else:
+        if changed:
+            messages.success(request, done.format(agent=endpoint.agent_id))
+        else:
+            messages.info(request, unchanged.format(agent=endpoint.agent_id))
     return redirect("endpoint-detail", endpoint_id=endpoint.pk)

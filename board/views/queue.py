@@ -131,6 +131,10 @@ def todo_list(request):
         "newer": counts.newer,
         "ticker": ticker,
         "has_any_endpoint": bool(endpoints),
+        # The queue filtered to a paused endpoint says so above the list.
+        "paused_endpoint": next(
+            (e for e in endpoints if e.pk == filters.endpoint_id and e.paused_at), None
+        ),
         # "all N matching this filter": N when the tab's count says it (no search and no
         # "has died"), else the confirmation page counts them.
         "bulk_matching": (counts.by_state[filters.state] if filters.state else counts.total)

@@ -84,6 +84,7 @@ ACTIONS = {
     "cancel": "Canceled.",
     "retry-now": "Retrying now: the todo is pending again.",
     "rerun": "Rerun: a new round starts, pending.",
+    "take-over": "You hold this todo now: the agent's try ended (released) as you took it over.",
 }
 
 
@@ -171,6 +172,8 @@ def _act(request, detail: TodoDetail, action: str) -> None:
             transitions.retry_now(request.user, todo.id)
         case "rerun":
             transitions.rerun(request.user, todo.id)
+        case "take-over":
+            transitions.take_over(request.user, todo.id, attempt_seq=_open(open_seq))
 
 
 def _open(seq: int | None) -> int:

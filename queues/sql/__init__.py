@@ -11,6 +11,7 @@ it (procrastinate's ``-- name --`` queries are the model). One module per family
 - ``reads``: the todo and attempt reads of get_todo, list_todos and the Board's drawer;
 - ``accounts``: endpoint tokens, admission, the sign-in throttle;
 - ``events``: the audit trail's writer and the doorbell's ring;
+- ``health``: the endpoint page's queue now and its last hour and day of endings;
 - ``sweep``: the sweeper's batches, retention, its status row, the outbox's pruning;
 - ``counters``: the metrics fold and counter upserts;
 - ``board``: the drawer's snapshot (a SET, which PREPARE cannot take: not in ``statements()``).
@@ -73,13 +74,26 @@ def statements() -> list[Statement]:
         counters,
         create,
         events,
+        health,
         reads,
         revoke,
         sweep,
     )
 
     found = {}
-    modules = (accounts, by_hand, claim, close, counters, create, events, reads, revoke, sweep)
+    modules = (
+        accounts,
+        by_hand,
+        claim,
+        close,
+        counters,
+        create,
+        events,
+        health,
+        reads,
+        revoke,
+        sweep,
+    )
     for module in modules:
         for value in vars(module).values():
             if isinstance(value, Statement):
@@ -95,6 +109,7 @@ from queues.sql.close import *  # noqa: E402,F403
 from queues.sql.counters import *  # noqa: E402,F403
 from queues.sql.create import *  # noqa: E402,F403
 from queues.sql.events import *  # noqa: E402,F403
+from queues.sql.health import *  # noqa: E402,F403
 from queues.sql.reads import *  # noqa: E402,F403
 from queues.sql.revoke import *  # noqa: E402,F403
 from queues.sql.sweep import *  # noqa: E402,F403

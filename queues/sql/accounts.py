@@ -19,9 +19,11 @@ ENDPOINT_BY_TOKEN = Statement(
     why="the hottest read there is: one prepared statement by the token's digest",
     prepare=True,
 )
+# Also says whether the endpoint is paused now: a waiter of a paused endpoint keeps waiting,
+# and claims once it wakes to find it resumed.
 ENDPOINT_STILL_VALID = Statement(
     "endpoint_still_valid",
-    "SELECT 1 FROM endpoints WHERE id = %(id)s AND token_hash = %(token_hash)s"
+    "SELECT paused_at FROM endpoints WHERE id = %(id)s AND token_hash = %(token_hash)s"
     " AND revoked_at IS NULL",
     why="a long-poll's re-check when it wakes, as cheap as the lookup itself",
     prepare=True,

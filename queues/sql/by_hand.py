@@ -80,3 +80,54 @@ SELECT t.id, t.state, t.last_attempt_seq, t.round
 """,
     why="FOR UPDATE of many rows in a fixed order, scoped by the person's teams",
 )
+
+# Take over (queues/transitions/by_hand.py ``take_over``): in one statement the agent's open
+# attempt ends (outcome released, ended by the person, as if they had released it) and the
+# person's owner attempt opens, so the todo stays claimed throughout: never pending, never
+# claimable, no doorbell. Guarded by the attempt the person saw (``from_seq``, an endpoint's
+# and still open) under the row lock the caller holds (LOCK_TODO_USER). History over the cap
+# is left to the next claim to prune, as a lease taken over by a claim is.
+TAKE_OVER = Statement(
+    "take_over",
+    """
+WITH ended AS (
+    UPDATE todo_attempts a
+       SET ended_at = statement_timestamp(), outcome = 'released', disposition = 'requeued',
+           last_heartbeat_at = t.last_heartbeat_at, lease_expires_at = t.lease_expires_at,
+           ended_by_id = %(user_id)s
+      FROM todos t
+     WHERE t.id = %(todo_id)s AND t.state = 'claimed' AND t.last_attempt_seq = %(from_seq)s
+       AND a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL
+       AND a.claimer_kind = 'endpoint'
+ RETURNING a.todo_id, a.seq
+),
+moved AS (
+    UPDATE todos t
+       SET attempt = t.attempt + 1,
+           last_attempt_seq = t.last_attempt_seq + 1,
+           owner = %(owner)s,
+           claimed_at = statement_timestamp(),
+           last_heartbeat_at = NULL,
+           lease_expires_at = statement_timestamp() + make_interval(secs => %(lease_seconds)s),
+           updated_at = statement_timestamp()
+      FROM ended
+     WHERE t.id = ended.todo_id
+ RETURNING t.*
+),
+opened AS (
+    INSERT INTO todo_attempts (
+        todo_id, seq, round, attempt, claimer_kind, endpoint_id, user_id, mcp_session_id,
+        mcp_session_id_truncated, mcp_session_id_bytes, owner, claimant, claimant_truncated,
+        claimant_bytes, claimed_at, last_heartbeat_at, lease_expires_at, ended_at, outcome,
+        disposition, ended_by_id, summary, summary_truncated, summary_bytes, artifact,
+        artifact_truncated, artifact_bytes, result, lease_token_hash)
+    SELECT m.id, m.last_attempt_seq, m.round, m.attempt, 'owner', NULL, %(user_id)s, '', false,
+           0, m.owner, '', false, 0, m.claimed_at, NULL, m.lease_expires_at, NULL, '', '', NULL,
+           NULL, false, 0, NULL, false, 0, NULL, NULL
+      FROM moved m
+ RETURNING seq
+)
+SELECT (SELECT seq FROM ended), (SELECT seq FROM opened)
+""",
+    why="close one attempt and open the next with the todo held throughout, in one statement",
+)

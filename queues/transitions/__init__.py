@@ -24,6 +24,8 @@ from queues.transitions.by_hand import (
     rerun_plan,
     retry_now,
     retry_now_plan,
+    take_over,
+    take_over_plan,
 )
 from queues.transitions.claim import claim, claim_next, claim_next_plan, claim_plan
 from queues.transitions.close import (
@@ -71,4 +73,6 @@ __all__ = [
     "retry_now",
     "retry_now_plan",
     "revoke_endpoint",
+    "take_over",
+    "take_over_plan",
 ]

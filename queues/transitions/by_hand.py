@@ -8,9 +8,19 @@ from queues import db, sql
 from queues.arguments import todo_id as checked_todo_id
 from queues.db import Atomic, Fetch, Plan
 from queues.errors import Conflict
-from queues.models import EventKind, TodoState
-from queues.records import TodoRecord
-from queues.transitions._common import Actor, event, lock, read_todo, ring
+from queues.models import ClaimerKind, EventKind, TodoState
+from queues.records import Claim, TodoRecord
+from queues.transitions._common import (
+    Actor,
+    attempts_for_check,
+    default_lease,
+    event,
+    lease_seconds,
+    lock,
+    optional_seq,
+    read_todo,
+    ring,
+)
 
 
 def retry_now_plan(user, todo_id: int) -> Plan[TodoRecord]:
@@ -96,3 +106,59 @@ def _requeue_locked(
     if rings:
         yield from ring(locked.endpoint_id)
     return (yield from read_todo(todo_id))
+
+
+def take_over_plan(user, todo_id: int, *, attempt_seq: int | None = None) -> Plan[Claim]:
+    """A person takes a todo from the agent holding it: in one transaction (one statement
+    under the row lock, queues/sql/by_hand.py TAKE_OVER) the agent's open attempt ends as
+    released, ended by the person (its fence passed, like "release their lease"), and the
+    person's ``owner`` attempt opens. The todo is claimed throughout, so no other claimer
+    ever sees it claimable; the agent's next heartbeat, complete or fail is a conflict.
+    ``attempt_seq``, when given, is the attempt the person saw: a later one is not taken.
+    Audited (``take_over``)."""
+    todo_id = checked_todo_id(todo_id)
+    attempt_seq = optional_seq(attempt_seq)
+    return (yield Atomic(_take_over_locked(user, todo_id, attempt_seq)))
+
+
+def take_over(user, todo_id: int, **arguments) -> Claim:
+    return db.run(take_over_plan(user, todo_id, **arguments))
+
+
+def _take_over_locked(user, todo_id: int, attempt_seq: int | None) -> Plan[Claim]:
+    actor = Actor.human(user)
+    locked = yield from lock(actor, todo_id)
+    check = yield from attempts_for_check(todo_id, None)
+    held = check.open
+    if locked.state != TodoState.CLAIMED or held is None:
+        raise Conflict(f"Nobody holds that todo now (it is {locked.state}); claim it instead.")
+    if attempt_seq is not None and attempt_seq != held.seq:
+        raise Conflict("The try you saw has ended; another holds the todo now.")
+    if held.claimer_kind != ClaimerKind.ENDPOINT:
+        raise Conflict("A person holds that todo, not an agent; only an agent's lease is taken.")
+    [(ended_seq, opened_seq)] = yield Fetch(
+        sql.TAKE_OVER,
+        {
+            "todo_id": todo_id,
+            "from_seq": held.seq,
+            "user_id": user.pk,
+            "owner": actor.lease_label,
+            "lease_seconds": lease_seconds(None, default_lease(actor)),
+        },
+    )
+    if opened_seq is None:  # impossible under the row lock; guard anyway
+        raise Conflict("That todo moved on; read it again.")
+    todo = yield from read_todo(todo_id)
+    yield from event(
+        EventKind.TAKE_OVER,
+        todo_id,
+        team_id=locked.team_id,
+        actor=actor,
+        # An agent claims only its own queue's todos: the holder was the todo's endpoint.
+        detail={
+            "attempt_seq": opened_seq,
+            "from_attempt_seq": ended_seq,
+            "from_endpoint": todo.endpoint,
+        },
+    )
+    return Claim(todo=todo, attempt_seq=opened_seq)

@@ -42,10 +42,13 @@ def claim_next_plan(
     """Claim the endpoint's best claimable todo (highest priority, then the longest
     claimable), or None when there is none. Each run of the claim statement is its own
     transaction: a lapsed lease dead-lettered at the cap is committed, and the next run looks
-    further (under an admission limit they share the admission's transaction)."""
+    further (under an admission limit they share the admission's transaction). A paused
+    endpoint (as the request read it) claims nothing: None, with no statement run."""
     actor = Actor.agent(endpoint)
     check_active(endpoint)
     params, token = _claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
+    if endpoint.paused:
+        return None  # claims nothing, charges no admission (the caller says paused)
 
     def claiming() -> Plan[tuple[Claim | None, bool]]:
         for _ in range(MAX_DEAD_LETTERS_PER_CLAIM):
@@ -77,13 +80,17 @@ def claim_plan(
     require_fence: bool = False,
     claimant: str | None = None,
     mcp_session_id: str | None = None,
-) -> Plan[Claim]:
+) -> Plan[Claim | None]:
     """Claim one todo: an agent from its own queue; a person any todo of their teams'
     queues, opening an ``owner`` attempt (audited). Not claimable: Conflict. A lapsed lease
-    at the cap is dead-lettered (committed) and the claim answers Conflict."""
+    at the cap is dead-lettered (committed) and the claim answers Conflict. An agent of a
+    paused endpoint gets None: nothing claimed, nothing looked up (a person's claim by hand
+    is not held back by a pause)."""
     actor.check_active()
     todo_id = checked_todo_id(todo_id)
     params, token = _claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
+    if actor.endpoint is not None and actor.endpoint.paused:
+        return None  # a paused endpoint's agents claim nothing; a person still may
     params["todo_id"] = todo_id
     statement = sql.CLAIM_ONE_AGENT if actor.is_agent else sql.CLAIM_ONE_USER
 
@@ -98,7 +105,7 @@ def claim_plan(
     return claimed
 
 
-def claim(actor: Actor, todo_id: int, **arguments) -> Claim:
+def claim(actor: Actor, todo_id: int, **arguments) -> Claim | None:
     return db.run(claim_plan(actor, todo_id, **arguments))
 
 

@@ -614,6 +614,7 @@ EXPECTED_OPERATOR_PERMISSIONS = {
     "auth.view_user",
     "queues.view_queue_health",
     "queues.revoke_endpoint",
+    "queues.pause_endpoint",
 }
 
 
@@ -733,6 +734,60 @@ def test_an_operator_may_revoke_an_endpoint(client, operator, endpoint, make_tod
 
     assert response.status_code == 302
     assert Endpoint.objects.get(pk=endpoint.pk).revoked_at is not None
+
+
+def test_an_operator_pauses_and_resumes_endpoints_as_metadata(
+    client, operator, endpoint, make_endpoint, make_todo
+):
+    held = make_todo("held")
+    transitions.claim_next(endpoint=endpoint)
+    other = make_endpoint("agent-b")
+    gone = make_endpoint("agent-gone")
+    transitions.revoke_endpoint(gone)
+    client.force_login(operator)
+    changelist = reverse("admin:queues_endpoint_changelist")
+    page = client.get(changelist).content.decode()
+    assert "pause_endpoints" in page and "resume_endpoints" in page
+    chosen = [str(endpoint.pk), str(other.pk), str(gone.pk)]
+
+    response = client.post(
+        changelist, {"action": "pause_endpoints", "_selected_action": chosen}, follow=True
+    )
+
+    assert [str(m) for m in response.context["messages"]] == [
+        "Paused 2 endpoints. 1 revoked: left alone."
+    ]
+    paused = dict(Endpoint.objects.values_list("agent_id", "paused_by"))
+    assert paused == {"agent-a": operator.pk, "agent-b": operator.pk, "agent-gone": None}
+    assert Todo.objects.get(pk=held.id).state == "claimed"  # the lease is kept
+    assert transitions.claim_next(endpoint=Endpoint.objects.get(pk=other.pk)) is None
+    assert list(TodoEvent.objects.filter(kind="pause").values_list("actor_user", flat=True)) == [
+        operator.pk,
+        operator.pk,
+    ]
+    assert "paused" in client.get(f"{changelist}?status=paused").content.decode()
+
+    again = client.post(
+        changelist, {"action": "pause_endpoints", "_selected_action": chosen[:1]}, follow=True
+    )
+    assert [str(m) for m in again.context["messages"]] == [
+        "Paused 0 endpoints. 1 already paused: unchanged."
+    ]
+    client.post(changelist, {"action": "resume_endpoints", "_selected_action": chosen})
+    assert not Endpoint.objects.filter(paused_at__isnull=False).exists()
+
+
+def test_without_the_pause_permission_there_is_no_pause_action(client, make_user, endpoint):
+    staff = make_user("viewer", is_staff=True)
+    staff.user_permissions.add(*Permission.objects.filter(codename="view_endpoint"))
+    client.force_login(staff)
+    changelist = reverse("admin:queues_endpoint_changelist")
+    assert "pause_endpoints" not in client.get(changelist).content.decode()
+    response = client.post(
+        changelist, {"action": "pause_endpoints", "_selected_action": [str(endpoint.pk)]}
+    )
+    assert response.status_code < 500
+    assert Endpoint.objects.get(pk=endpoint.pk).paused_at is None
 
 
 def test_the_change_permission_alone_does_not_give_the_revoke_action(client, make_user, endpoint):

@@ -1,0 +1,95 @@
+"""The endpoint page's health at a glance (queues/endpoint_health.py): its queue now, and what
+its agents' tries did over the last hour and the last day.
+
+Why raw SQL: FILTERed counts and percentiles (``percentile_cont``) three ways over one read
+of the rows, which the ORM cannot say; and both statements read only the rows they need,
+whatever the ledger's size:
+
+- ``ENDPOINT_QUEUE_NOW`` reads the endpoint's live todos through ``todos_claimable`` (the
+  partial index of live states, endpoint first), never its done or dead ones.
+- ``ENDPOINT_ENDINGS`` reads the tries the endpoint's agents ended in the last day through
+  ``todo_attempts_endpoint_ended`` (endpoint_id, ended_at; closed rows only; migration 0016).
+  For an endpoint that ended a large share of everyone's day, the planner may read the day's
+  slice of ``todo_attempts_ended_recent`` instead. Either way the cost grows with the last
+  day's endings, not with the attempts table (1,000,000 rows or more).
+
+Times are the database's (``statement_timestamp()``), like every lease time. Attempts opened
+by a person by hand have no endpoint, so they are not counted here (an endpoint's health is
+its agents').
+"""
+
+from __future__ import annotations
+
+from queues.db import Statement
+
+__all__ = ["ENDPOINT_ENDINGS", "ENDPOINT_QUEUE_NOW"]
+
+# Non-overlapping counts of the live todos: claimable now (pending whose time has come, a due
+# retry, a lapsed lease), held (claimed, the lease live), waiting to retry, not before a
+# later time. The oldest claimable counts from when it became claimable (a not_before long
+# past counts from its creation, as queue health does).
+ENDPOINT_QUEUE_NOW = Statement(
+    "endpoint_queue_now",
+    """
+SELECT count(*) FILTER (WHERE t.claimable_at <= statement_timestamp()) AS claimable,
+       count(*) FILTER (WHERE t.state = 'claimed'
+                          AND t.claimable_at > statement_timestamp()) AS held,
+       count(*) FILTER (WHERE t.state = 'retry_wait'
+                          AND t.claimable_at > statement_timestamp()) AS retry_wait,
+       count(*) FILTER (WHERE t.state = 'pending'
+                          AND t.claimable_at > statement_timestamp()) AS scheduled,
+       max(statement_timestamp() - GREATEST(t.claimable_at, t.created_at))
+           FILTER (WHERE t.claimable_at <= statement_timestamp()) AS oldest_claimable,
+       max(t.claimed_at) FILTER (WHERE t.state = 'claimed'
+                                   AND starts_with(t.owner, 'agent:')) AS open_claim,
+       max(t.last_heartbeat_at) FILTER (WHERE t.state = 'claimed'
+                                          AND starts_with(t.owner, 'agent:')) AS open_heartbeat
+  FROM todos t
+ WHERE t.endpoint_id = %(endpoint_id)s AND t.state IN ('pending', 'retry_wait', 'claimed')
+""",
+    why="FILTERed counts and maxima of the live todos, in one pass",
+)
+
+# The day's endings, read once (a MATERIALIZED CTE) and counted three ways: per hour ago
+# (0..23), per minute ago (0..59, the last hour's rows) and over the whole day, the last with
+# the claim-to-complete percentiles and the newest claim, heartbeat and end. Rows say which
+# they are in ``grouped``: 1 an hour, 2 a minute, 3 the day. Counted by hash aggregates; the
+# one sort is the percentiles' over the day's completions. Seconds are float8 (date_part):
+# extract() answers numeric, whose arithmetic was most of the time over a busy day. Nothing
+# older than a day is read ("the newest ending ever" would be a LIMIT 1 that the planner may
+# walk the global todo_attempts_ended_recent for, through every other endpoint's endings).
+_COUNTS = """count(*) FILTER (WHERE r.outcome = 'completed'),
+       count(*) FILTER (WHERE r.outcome = 'failed'),
+       count(*) FILTER (WHERE r.outcome IN ('lease_expired', 'reaped'))"""
+_TOOK = "date_part('epoch', r.ended_at - r.claimed_at)"
+ENDPOINT_ENDINGS = Statement(
+    "endpoint_endings",
+    f"""
+WITH recent AS MATERIALIZED (
+    SELECT GREATEST(0, date_part('epoch', statement_timestamp() - a.ended_at)) AS ago,
+           a.outcome, a.claimed_at, a.last_heartbeat_at, a.ended_at
+      FROM todo_attempts a
+     WHERE a.endpoint_id = %(endpoint_id)s
+       AND a.ended_at > statement_timestamp() - interval '1 day'
+)
+SELECT 1 AS grouped, floor(r.ago / 3600)::int AS hours_ago, NULL::int AS minutes_ago,
+       {_COUNTS},
+       NULL::float8, NULL::float8, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz
+  FROM recent r
+ GROUP BY 2
+UNION ALL
+SELECT 2, NULL, floor(r.ago / 60)::int, {_COUNTS}, NULL, NULL, NULL, NULL, NULL
+  FROM recent r
+ WHERE r.ago < 3600
+ GROUP BY 3
+UNION ALL
+SELECT 3, NULL, NULL, {_COUNTS},
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY {_TOOK})
+           FILTER (WHERE r.outcome = 'completed'),
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY {_TOOK})
+           FILTER (WHERE r.outcome = 'completed'),
+       max(r.claimed_at), max(r.last_heartbeat_at), max(r.ended_at)
+  FROM recent r
+""",
+    why="per-hour and per-minute counts and the day's percentiles over one read of the day",
+)
