@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector
+from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Coalesce, Now
@@ -220,9 +220,10 @@ class EventKind(models.TextChoices):
 
 # The Board's search (issue 15): PostgreSQL's built-in full-text search with the 'simple'
 # configuration (words lowercased, no stemming and no stop words, so it reads any language the
-# same way). The indexes below are built on these very expressions, and the Board's search
-# (queues.selectors) matches against them, so the two cannot drift apart.
-TODO_SEARCH_VECTOR = SearchVector("title", "body", config="simple")
+# same way). A todo's title and body are in TodoSearchDocument (made by a trigger, migration
+# 0018, with SearchVector("title", "body", config="simple")'s expression); the summaries'
+# index below is built on this very expression, and the Board's search (queues.selectors)
+# matches against it, so the two cannot drift apart.
 SUMMARY_SEARCH_VECTOR = SearchVector("summary", config="simple")
 # Only attempts that wrote a summary are in the summary index: a claim (an insert, no summary)
 # and a close that reports none never touch it.
@@ -387,8 +388,6 @@ class Todo(models.Model):
             models.Index(
                 "created_by", name="todos_created_by", condition=Q(created_by__isnull=False)
             ),
-            # The Board's search over titles and bodies.
-            GinIndex(TODO_SEARCH_VECTOR, name="todos_search"),
         ]
 
     def __str__(self) -> str:
@@ -401,6 +400,30 @@ class Todo(models.Model):
     @property
     def attempts_total(self) -> int:
         return self.last_attempt_seq - self.attempts_pruned
+
+
+class TodoSearchDocument(models.Model):
+    """The words of a todo's title and body, for the Board's search. Written once, by the
+    trigger ``todo_search_document_on_insert`` when the todo is made (title and body never
+    change), in a table of its own: an index on the todo row itself was recomputed on every
+    claim, heartbeat and close (none of them HOT), tokenizing up to 64 KiB of body each time.
+    Goes with its todo (ON DELETE CASCADE in the database: retention deletes in SQL)."""
+
+    todo = models.OneToOneField(
+        Todo,
+        primary_key=True,
+        on_delete=models.DB_CASCADE,
+        related_name="search_document",
+        db_column="todo_id",
+    )
+    document = SearchVectorField()
+
+    class Meta:
+        db_table = "todo_search_documents"
+        indexes = [GinIndex(fields=["document"], name="todo_search_documents_words")]
+
+    def __str__(self) -> str:
+        return f"search document of todo #{self.pk}"
 
 
 class TodoAttempt(models.Model):

@@ -24,6 +24,7 @@ from django.db.models import (
     Max,
     OuterRef,
     Q,
+    QuerySet,
     Subquery,
     Value,
     When,
@@ -40,7 +41,6 @@ from queues.models import (
     LIVE_STATES,
     SUMMARY_SEARCH_VECTOR,
     SUMMARY_SEARCHABLE,
-    TODO_SEARCH_VECTOR,
     ClaimerKind,
     DeadLetterSink,
     Delivery,
@@ -52,6 +52,7 @@ from queues.models import (
     Todo,
     TodoAttempt,
     TodoEvent,
+    TodoSearchDocument,
     TodoState,
 )
 from queues.records import AttemptRecord, EventRecord, TodoDetail, TodoRecord
@@ -274,13 +275,11 @@ def _text_q(text: str) -> Q:
     "#123" or "123" also finds todo 123. The matching ids are one UNION of index scans, so
     the page's scan by newest id probes a small set (an OR of the arms would walk every todo of
     the teams). A text with no letter or digit ("%", "_") is looked for in titles as typed."""
-    arms = []
+    arms: list[QuerySet] = []
     raw = search_tsquery(text)
     if raw is not None:
         query = SearchQuery(raw, search_type="raw", config="simple")
-        arms.append(
-            Todo.objects.annotate(document=TODO_SEARCH_VECTOR).filter(document=query).values("pk")
-        )
+        arms.append(TodoSearchDocument.objects.filter(document=query).values("todo_id"))
         arms.append(
             TodoAttempt.objects.filter(SUMMARY_SEARCHABLE)
             .annotate(document=SUMMARY_SEARCH_VECTOR)
