@@ -545,11 +545,12 @@ class TodoAttempt(models.Model):
                 SUMMARY_SEARCH_VECTOR, name="todo_attempts_search", condition=SUMMARY_SEARCHABLE
             ),
             # The endpoint page (queues/endpoint_health.py): one endpoint's endings of the last
-            # day. Closed rows only, like todo_attempts_ended_recent: a claim's insert never
-            # touches it; a close adds one entry.
+            # day, read from the index alone (it carries what the page counts). Closed rows
+            # only, like todo_attempts_ended_recent: a claim's insert never touches it; a close
+            # adds one entry.
             models.Index(
-                "endpoint",
-                "ended_at",
+                fields=["endpoint", "ended_at"],
+                include=["outcome", "claimed_at", "last_heartbeat_at"],
                 name="todo_attempts_endpoint_ended",
                 condition=Q(ended_at__isnull=False),
             ),

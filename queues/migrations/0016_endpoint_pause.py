@@ -4,9 +4,10 @@
   hand out nothing (queues/endpoints.py ``pause``); nullable, so adding them rewrites nothing.
 - Three audit kinds: ``pause`` and ``resume`` (team-level rows) and ``take_over`` (a person
   took a todo from the agent holding it).
-- ``todo_attempts_endpoint_ended``: (endpoint_id, ended_at) over closed attempts, for the
-  endpoint page's last hour and last day (queues/endpoint_health.py). Built CONCURRENTLY (so
-  the migration is not atomic): agents keep claiming and closing while it is built.
+- ``todo_attempts_endpoint_ended``: (endpoint_id, ended_at) over closed attempts, carrying
+  outcome, claimed_at and last_heartbeat_at, for the endpoint page's last hour and last day
+  (queues/endpoint_health.py): an index-only scan of one endpoint's day. Built CONCURRENTLY
+  (so the migration is not atomic): agents keep claiming and closing while it is built.
 """
 
 import django.db.models.deletion
@@ -126,9 +127,9 @@ class Migration(migrations.Migration):
         AddIndexConcurrently(
             model_name="todoattempt",
             index=models.Index(
-                models.F("endpoint"),
-                models.F("ended_at"),
                 condition=models.Q(("ended_at__isnull", False)),
+                fields=["endpoint", "ended_at"],
+                include=("outcome", "claimed_at", "last_heartbeat_at"),
                 name="todo_attempts_endpoint_ended",
             ),
         ),

@@ -7,11 +7,11 @@ whatever the ledger's size:
 
 - ``ENDPOINT_QUEUE_NOW`` reads the endpoint's live todos through ``todos_claimable`` (the
   partial index of live states, endpoint first), never its done or dead ones.
-- ``ENDPOINT_ENDINGS`` reads the tries the endpoint's agents ended in the last day through
-  ``todo_attempts_endpoint_ended`` (endpoint_id, ended_at; closed rows only; migration 0016).
-  For an endpoint that ended a large share of everyone's day, the planner may read the day's
-  slice of ``todo_attempts_ended_recent`` instead. Either way the cost grows with the last
-  day's endings, not with the attempts table (1,000,000 rows or more).
+- ``ENDPOINT_ENDINGS`` reads the tries the endpoint's agents ended in the last day from
+  ``todo_attempts_endpoint_ended`` (endpoint_id, ended_at, carrying outcome, claimed_at and
+  last_heartbeat_at; closed rows only; migration 0016): an index-only scan of one endpoint's
+  day where the table is vacuumed. Its cost grows with that day's endings, not with the
+  attempts table (1,000,000 rows or more).
 
 Times are the database's (``statement_timestamp()``), like every lease time. Attempts opened
 by a person by hand have no endpoint, so they are not counted here (an endpoint's health is
@@ -69,8 +69,16 @@ WITH recent AS MATERIALIZED (
     SELECT GREATEST(0, date_part('epoch', statement_timestamp() - a.ended_at)) AS ago,
            a.outcome, a.claimed_at, a.last_heartbeat_at, a.ended_at
       FROM todo_attempts a
-     WHERE a.endpoint_id = %(endpoint_id)s
-       AND a.ended_at > statement_timestamp() - interval '1 day'
+     WHERE a.ended_at IS NOT NULL
+       -- "this endpoint, ended in the last day" as the two bounds of one range of
+       -- todo_attempts_endpoint_ended: from (endpoint, a day ago) to the endpoint's last
+       -- entry. Only that index can serve it: a plain ended_at range let the planner walk the
+       -- global todo_attempts_ended_recent (every endpoint's day, heap and all), and an
+       -- equality on endpoint_id beside the row comparison made the scan start at the
+       -- endpoint's first entry ever.
+       AND (a.endpoint_id, a.ended_at)
+           > (%(endpoint_id)s::bigint, statement_timestamp() - interval '1 day')
+       AND a.endpoint_id <= %(endpoint_id)s
 )
 SELECT 1 AS grouped, floor(r.ago / 3600)::int AS hours_ago, NULL::int AS minutes_ago,
        {_COUNTS},

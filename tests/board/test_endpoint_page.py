@@ -168,7 +168,7 @@ def test_the_health_statements_read_through_their_indexes(team, endpoint):
                 SELECT (%(eps)s::bigint[])[1 + g %% 20], 't', '', 0, 'done', 5, 1, 0, 1, 1, 0,
                        '', '', ts, ts, ts
                   FROM generate_series(1, 30000) g,
-                       LATERAL (SELECT now() - interval '30 days' + g * interval '80 s') x(ts)
+                       LATERAL (SELECT now() - interval '30 days' + g * interval '90 s') x(ts)
                 RETURNING id, endpoint_id, ended_at
             )
             INSERT INTO todo_attempts (
@@ -191,7 +191,8 @@ def test_the_health_statements_read_through_their_indexes(team, endpoint):
 
     endings = _explain(sql.ENDPOINT_ENDINGS, endpoint.pk)
     assert "todo_attempts_endpoint_ended" in endings, endings
-    assert "Seq Scan" not in endings, endings
+    assert "Seq Scan" not in endings and "todo_attempts_ended_recent" not in endings, endings
+    assert "endpoint_id <=" in endings, endings  # bounded at the endpoint's last entry
     now = _explain(sql.ENDPOINT_QUEUE_NOW, endpoint.pk)
     assert "todos_claimable" in now and "Seq Scan" not in now, now
 
