@@ -69,11 +69,8 @@ SELECT f.ok, f.slow, f.id, {todo_cols}
   LEFT JOIN endpoints rq ON rq.id = m.requester_id
 """
 
-# The attempt arms: the snapshot-freshness read of the newest attempt, closing a lapsed one,
-# pruning (and carrying pruned counts to the metrics fold) and opening the new attempt.
-# ``_claim(..., history=False)`` leaves them out. The prior attempts are read by
-# PRIOR_ATTEMPTS below, after the claim and only when the todo has any.
-_CLAIM_ATTEMPT_ARMS = """newest AS (
+# Both claim statements open with this: the newest attempt and the freshness check.
+_NEWEST_AND_FRESH = """newest AS (
     -- The todo's newest attempt in this statement's snapshot, for the freshness check: one
     -- backward probe of the (todo_id, seq) index keyed by an InitPlan parameter.
     SELECT x.seq, x.ended_at FROM todo_attempts x
@@ -87,7 +84,15 @@ fresh AS (
                 ELSE newest.seq IS NOT DISTINCT FROM pick.last_attempt_seq
                      AND (newest.ended_at IS NULL) = (pick.prior_state = 'claimed')
            END AS ok,
-           false AS slow
+"""
+
+# The attempt arms: the snapshot-freshness read of the newest attempt, closing a lapsed one,
+# pruning (and carrying pruned counts to the metrics fold) and opening the new attempt.
+# ``_claim(..., history=False)`` leaves them out. The prior attempts are read by
+# PRIOR_ATTEMPTS below, after the claim and only when the todo has any.
+_CLAIM_ATTEMPT_ARMS = (
+    _NEWEST_AND_FRESH
+    + """           false AS slow
       FROM pick LEFT JOIN newest ON true
 ),
 lapsed AS (
@@ -138,21 +143,10 @@ carried AS (
      GROUP BY p.outcome
 ),
 """
-_CLAIM_FAST_ARMS = """newest AS (
-    -- The todo's newest attempt in this statement's snapshot, for the freshness check: one
-    -- backward probe of the (todo_id, seq) index keyed by an InitPlan parameter.
-    SELECT x.seq, x.ended_at FROM todo_attempts x
-     WHERE x.todo_id = (SELECT pick.id FROM pick)
-     ORDER BY x.seq DESC
-     LIMIT 1
-),
-fresh AS (
-    SELECT pick.*,
-           CASE WHEN pick.last_attempt_seq = 0 THEN newest.seq IS NULL
-                ELSE newest.seq IS NOT DISTINCT FROM pick.last_attempt_seq
-                     AND (newest.ended_at IS NULL) = (pick.prior_state = 'claimed')
-           END AS ok,
-           -- The arms this statement leaves out are needed: a lapsed lease to take over (or
+)
+_CLAIM_FAST_ARMS = (
+    _NEWEST_AND_FRESH
+    + """           -- The arms this statement leaves out are needed: a lapsed lease to take over (or
            -- dead-letter), or history the cap would prune. Then nothing is written and the
            -- plan runs CLAIM_NEXT_TAKEOVER for this todo.
            (pick.prior_state = 'claimed'
@@ -160,6 +154,7 @@ fresh AS (
       FROM pick LEFT JOIN newest ON true
 ),
 """
+)
 _CLAIM_OPENED = """,
 opened AS (
     INSERT INTO todo_attempts (
