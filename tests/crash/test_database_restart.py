@@ -432,8 +432,9 @@ def test_the_same_web_process_serves_again_after_postgresql_restarts(running):
     print(json.dumps(outage.figures()))
 
 
-def _ask_list_todos(base: str, token: str) -> int | None:
-    """One list_todos over a fresh HTTP connection: its status (None: no HTTP answer)."""
+def _ask_list_todos(base: str, token: str) -> int | str | None:
+    """One list_todos over a fresh HTTP connection: its status (None: no HTTP answer; a
+    refusal's status with its body, so a failure says which refusal it was)."""
     request = urllib.request.Request(
         f"{base}/api/v1/list_todos",
         data=b'{"limit": 1}',
@@ -444,12 +445,12 @@ def _ask_list_todos(base: str, token: str) -> int | None:
         with urllib.request.urlopen(request, timeout=HANG_BOUND_SECONDS) as response:
             return response.status
     except urllib.error.HTTPError as error:
-        return error.code
+        return f"{error.code} {error.read()[:300]!r}"
     except (urllib.error.URLError, OSError):
         return None
 
 
-def _burst(d: Deployment, requests: int) -> list[int | None]:
+def _burst(d: Deployment, requests: int) -> list[int | str | None]:
     with ThreadPoolExecutor(max_workers=16) as pool:
         return list(pool.map(lambda _: _ask_list_todos(d.base, d.token), range(requests)))
 
@@ -457,7 +458,8 @@ def _burst(d: Deployment, requests: int) -> list[int | None]:
 def test_after_a_quiet_restart_the_first_requests_are_answered_not_refused(running):
     d = running
     # Warm the pools: concurrent requests make each worker open several connections.
-    assert set(_burst(d, 48)) == {200}
+    warm = _burst(d, 48)
+    assert set(warm) == {200}, (Counter(warm), d.logs())
 
     # A restart nobody sends requests through (a maintenance window, a failover).
     d.pg.stop()
@@ -466,7 +468,7 @@ def test_after_a_quiet_restart_the_first_requests_are_answered_not_refused(runni
     # The database is back: nothing is down, so nothing should be refused.
     answers = _burst(d, 48)
     assert d.same_processes(), d.logs()
-    assert [a for a in answers if a != 200] == [], Counter(answers)
+    assert [a for a in answers if a != 200] == [], (Counter(answers), d.logs())
 
 
 @pytest.mark.skipif(
@@ -490,10 +492,11 @@ def _healthz(base: str) -> int:
         return error.code
 
 
-def _signed_in_board(base: str) -> httpx.Client:
+def _signed_in_board(d: Deployment) -> httpx.Client:
     """An httpx client with a Board session of the seeded user."""
-    client = httpx.Client(base_url=base, timeout=HANG_BOUND_SECONDS + 10, follow_redirects=False)
-    client.get("/login/")
+    client = httpx.Client(base_url=d.base, timeout=HANG_BOUND_SECONDS + 10, follow_redirects=False)
+    page = client.get("/login/")
+    assert page.status_code == 200, (page.status_code, page.text[:300], d.logs())
     token = client.cookies["csrftoken"]
     signed = client.post(
         "/login/",
@@ -506,7 +509,7 @@ def _signed_in_board(base: str) -> httpx.Client:
 
 def test_the_board_says_the_database_is_unavailable_and_recovers(running):
     d = running
-    board = _signed_in_board(d.base)
+    board = _signed_in_board(d)
     answers = []
     d.pg.stop()
     try:
