@@ -364,6 +364,7 @@ _ACT_WORDS = {
     EventKind.CANCEL: "canceled",
     EventKind.RETRY_NOW: "retried it now",
     EventKind.RERUN: "reran it: a new round follows",
+    EventKind.TAKE_OVER: "took it over from the agent",
 }
 
 
@@ -383,9 +384,9 @@ def _rounds_of(events: list[EventRecord]) -> list[tuple[int, EventRecord]]:
 
 def _place(tries: list[AttemptRecord], events: list[EventRecord]) -> list[tuple[int, PersonAct]]:
     """Where each act stands among the round's tries (oldest first), as (position, act): the
-    act comes before ``tries[position]``. An act that names an attempt (a claim by hand,
-    a release, complete, fail or cancel of a held try) stands next to it: a claim before the
-    try it opened, the others after the try they ended; any other act by its time, after the
+    act comes before ``tries[position]``. An act that names an attempt (a claim by hand or a
+    take-over, a release, complete, fail or cancel of a held try) stands next to it: a claim
+    or take-over before the try it opened, the others after the try they ended; any other act by its time, after the
     tries claimed before it."""
     index = {t.seq: n for n, t in enumerate(tries)}
     placed = []
@@ -394,8 +395,11 @@ def _place(tries: list[AttemptRecord], events: list[EventRecord]) -> list[tuple[
         words = _ACT_WORDS[EventKind(e.kind)]
         seq = e.detail.get("attempt_seq")
         at = index.get(seq) if isinstance(seq, int) else None
-        if at is not None and e.kind == EventKind.CLAIM:
-            position = at
+        if at is not None and e.kind in (EventKind.CLAIM, EventKind.TAKE_OVER):
+            position = at  # before the try it opened
+            taken_from = e.detail.get("from_endpoint")
+            if e.kind == EventKind.TAKE_OVER and isinstance(taken_from, str) and taken_from:
+                words = f"took it over from {taken_from}"
         elif at is not None:
             position = at + 1
             words = f"{words} try {tries[at].attempt}"

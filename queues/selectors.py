@@ -451,6 +451,7 @@ PEOPLE_KINDS = [
     EventKind.CANCEL,
     EventKind.RETRY_NOW,
     EventKind.RERUN,
+    EventKind.TAKE_OVER,
 ]
 PEOPLE_MAX = 500  # the newest this many (a todo reran by hand hundreds of times)
 

@@ -56,6 +56,11 @@ def test_take_over_ends_their_try_and_gives_you_the_lease(signed_in, user, agent
     assert Todo.objects.get(pk=todo.id).owner == f"user:{user.pk}"
     assert TodoEvent.objects.get(todo_id=todo.id).kind == "take_over"
     assert response["HX-Trigger"] == "queue-changed"
+    # The drawer's timeline says who took it from which agent, before the person's try.
+    drawer = signed_in.get(f"/todos/{todo.id}/").content.decode()
+    said = f"took it over from {board_todo(user, todo.id).todo.endpoint}"
+    assert said in drawer
+    assert drawer.index(said) < drawer.rindex("try 2")
 
 
 def test_a_stale_take_over_is_409_and_takes_nothing(signed_in, user, agent, make_todo):
