@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-import weakref
 from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +36,8 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 from psycopg import pq
+
+from queues import pool_checks
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,7 +215,7 @@ async def arun[T](plan: Plan[T]) -> T:
             try:
                 return await _adrive(plan, conn, depth=0)
             finally:
-                _last_used[conn] = time.monotonic()
+                pool_checks.last_used[conn] = time.monotonic()
     except psycopg.Error as exc:  # no connection to be had (the pool's wait, a refusal)
         raise as_django_error(exc) from exc
 
@@ -274,21 +275,6 @@ def as_django_error(exc: psycopg.Error) -> django.db.Error:
 
 
 _pools: dict[int, Any] = {}  # AsyncConnectionPool by event loop
-_last_used: weakref.WeakKeyDictionary[psycopg.AsyncConnection, float] = weakref.WeakKeyDictionary()
-# A connection back in the pool for longer than this is checked (one empty round trip)
-# before it is lent again; one used just now is not.
-CHECK_IDLE_SECONDS = 0.25
-
-
-async def _check_if_idle(conn: psycopg.AsyncConnection) -> None:
-    """psycopg_pool's check_connection, for a connection that sat idle: after a restart with
-    no traffic the pool would otherwise lend connections the server already closed. Checking
-    every checkout cost a round trip per plan, two per verb (auth, then the verb): half again
-    the web process's and PostgreSQL's CPU per claim_next + complete (bench/fleet.py)."""
-    from psycopg_pool import AsyncConnectionPool
-
-    if time.monotonic() - _last_used.get(conn, 0.0) > CHECK_IDLE_SECONDS:
-        await AsyncConnectionPool.check_connection(conn)
 
 
 async def async_pool():
@@ -312,7 +298,7 @@ async def async_pool():
             max_size=max(1, settings.SWITCHBOARD_DB_POOL_SIZE or 8),
             timeout=10,
             reconnect_timeout=5,
-            check=_check_if_idle,
+            check=pool_checks.acheck_if_idle,
             open=False,
         )
     if pool.closed:

@@ -8,6 +8,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
+from queues.pool_checks import check_pooled
 from switchboard import dburl
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -149,10 +150,11 @@ if SWITCHBOARD_DB_POOL_SIZE:
         # doubling backoff (1, 2, 4 … 32 s, for up to 300 s): a 40 s outage otherwise left
         # the web process answering 503 for 18 s more (tests/crash/test_database_restart.py).
         "reconnect_timeout": 5,
+        # Checked as lent; a broken one has the pool check all its idle ones at once
+        # (queues/pool_checks.py: after a restart they are all dead).
+        "check": check_pooled,
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
-    # Check a pooled connection as it is lent out (one empty round trip): after a restart
-    # with no traffic, the pool otherwise lends connections the server already closed.
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 else:
     DATABASES["default"]["CONN_MAX_AGE"] = env_int("SWITCHBOARD_CONN_MAX_AGE", 60, minimum=0)
