@@ -4,8 +4,8 @@ selection of todos, in a few clicks.
 A person ticks rows (or takes "all N matching this filter"), sees a confirmation that says how
 many todos each action would touch, and confirms. The confirmation carries what it showed:
 each todo's id with the stamp it had then (``state.last_attempt_seq.round``, the drawer's own
-``seen``). Acting is **one existing transition per todo**, each its own audited event with
-the person as actor:
+``seen``). Acting is **the existing transition's rule for each todo**, each its own audited
+event with the person as actor:
 
 - **Rerun**: ``transitions.rerun`` (a done, dead or canceled todo: pending, a new round);
 - **Cancel**: ``transitions.cancel`` for a live todo (pending, claimed or waiting to retry; a
@@ -14,9 +14,12 @@ the person as actor:
 
 The todos are worked in chunks of ``CHUNK``, each one transaction that first locks the chunk's
 rows (``queues.sql.LOCK_TODOS_FOR_BULK``, in id order, scoped by the person's teams) and then
-runs each todo's transition in a savepoint: a todo whose stamp differs from the confirmed one
-moved on in between and is **skipped and counted, never forced**; a todo outside the person's
-teams reads as not found, exactly like an unknown id, and is neither touched nor named. At
+acts: a todo whose stamp differs from the confirmed one moved on in between and is **skipped
+and counted, never forced**. The reruns of a chunk (and its dead letters set aside) are one
+statement for all of them, the very statement a single rerun runs, each todo guarded by the
+state the lock read and audited on its own row (``transitions.rerun_seen_plan``); any other
+cancel runs its own transition in a savepoint. A todo outside the person's teams reads as not
+found, exactly like an unknown id, and is neither touched nor named. At
 most ``BULK_MAX`` todos a request.
 """
 
@@ -152,36 +155,46 @@ def _act_chunk(user, action: Action, chunk: list[tuple[int, str]]) -> list[Outco
         {"todo_ids": [todo_id for todo_id, _ in chunk], "scope_user": user.pk},
     )
     now = {row[0]: row for row in rows}
-    outcomes = []
+    outcomes: dict[int, Outcome] = {}
+    # The todos to act on, as the lock read them: a rerun, or a dead letter set aside, is
+    # one statement for all of them (queues.transitions.rerun_seen_plan); any other cancel
+    # is its own transition.
+    together: list[tuple[int, str, str]] = []
+    one_by_one: list[tuple[int, str, int]] = []
     for todo_id, seen in chunk:
         row = now.get(todo_id)
         if row is None:  # unknown, or not in the person's teams: the same answer
-            outcomes.append(Outcome(todo_id, "missing"))
+            outcomes[todo_id] = Outcome(todo_id, "missing")
             continue
-        _, state, last_seq, round_no = row
+        _, state, last_seq, round_no, reason = row
         if stamp(state, last_seq, round_no) != seen:
-            why = "moved on since you confirmed"
-            outcomes.append(Outcome(todo_id, "moved", state, why))
-            continue
-        if state not in action.states:
-            outcomes.append(Outcome(todo_id, "refused", state, action.takes))
-            continue
-        try:
-            db.run(_plan(user, action, todo_id, state, last_seq))
-        except (Conflict, Invalid) as exc:
-            outcomes.append(Outcome(todo_id, "refused", state, str(exc)))
-        except NotFound:
-            outcomes.append(Outcome(todo_id, "missing"))
+            outcomes[todo_id] = Outcome(todo_id, "moved", state, "moved on since you confirmed")
+        elif state not in action.states:
+            outcomes[todo_id] = Outcome(todo_id, "refused", state, action.takes)
+        elif action.name == "rerun" or state == TodoState.DEAD:
+            together.append((todo_id, state, reason))
         else:
-            outcomes.append(Outcome(todo_id, "done", None, action.done))
-    return outcomes
-
-
-def _plan(user, action: Action, todo_id: int, state: str, last_seq: int):
-    """The one transition that does ``action`` to a todo in ``state``."""
-    if action.name == "rerun":
-        return transitions.rerun_plan(user, todo_id)
-    if state == TodoState.DEAD:
-        return transitions.cancel_dead_letter_plan(user, todo_id)
-    open_seq = last_seq if state == TodoState.CLAIMED else None
-    return transitions.cancel_plan(Actor.human(user), todo_id, attempt_seq=open_seq)
+            one_by_one.append((todo_id, state, last_seq))
+    if together:
+        if action.name == "rerun":
+            plan = transitions.rerun_seen_plan(user, [(i, state) for i, state, _ in together])
+        else:
+            plan = transitions.cancel_dead_letters_seen_plan(user, together)
+        moved = db.run(plan)
+        for todo_id, state, _ in together:
+            outcomes[todo_id] = (
+                Outcome(todo_id, "done", None, action.done)
+                if todo_id in moved
+                else Outcome(todo_id, "moved", state, "moved on since you confirmed")
+            )
+    for todo_id, state, last_seq in one_by_one:
+        open_seq = last_seq if state == TodoState.CLAIMED else None
+        try:
+            db.run(transitions.cancel_plan(Actor.human(user), todo_id, attempt_seq=open_seq))
+        except (Conflict, Invalid) as exc:
+            outcomes[todo_id] = Outcome(todo_id, "refused", state, str(exc))
+        except NotFound:
+            outcomes[todo_id] = Outcome(todo_id, "missing")
+        else:
+            outcomes[todo_id] = Outcome(todo_id, "done", None, action.done)
+    return [outcomes[todo_id] for todo_id, _ in chunk]

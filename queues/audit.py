@@ -41,5 +41,27 @@ def record(
     )
 
 
+def record_for_todos(
+    kind: EventKind, *, user, todo_ids: list[int], details: list[dict]
+) -> Plan[None]:
+    """One audit row for each of ``todo_ids`` (a person's act on many todos at once, a
+    bulk rerun say), each with its own detail and its todo's team, in one statement."""
+    if not isinstance(kind, EventKind):
+        raise TypeError(f"an audit kind must be an EventKind, not {kind!r}")
+    if len(details) != len(todo_ids):
+        raise ValueError("one detail for each todo")
+    if not todo_ids:
+        return
+    yield Fetch(
+        sql.RECORD_EVENTS,
+        {
+            "kind": kind.value,
+            "user_id": getattr(user, "pk", user),
+            "todo_ids": todo_ids,
+            "details": [json.dumps(detail) for detail in details],
+        },
+    )
+
+
 def record_now(kind: EventKind, **fields) -> None:
     db.run(record(kind, **fields))

@@ -16,26 +16,30 @@ from queues.sql import SCOPE_USER
 RETRY_NOW = Statement(
     "retry_now",
     """
-UPDATE todos SET state = 'pending', next_retry_at = NULL, updated_at = statement_timestamp()
- WHERE id = %(todo_id)s AND state = 'retry_wait'
-RETURNING id
+UPDATE todos t SET state = 'pending', next_retry_at = NULL, updated_at = statement_timestamp()
+  FROM unnest(%(todo_ids)s::bigint[], %(from_states)s::text[]) AS seen(id, state)
+ WHERE t.id = seen.id AND t.state = seen.state AND t.state = 'retry_wait'
+RETURNING t.id, t.endpoint_id
 """,
-    why="a guarded state change",
+    why="a guarded state change (one todo, written as RERUN is)",
 )
 
 # A new round: counters reset, the result of record cleared (each attempt keeps its own), a
-# rerun runs now (not_before cleared).
+# rerun runs now (not_before cleared). For many todos at once (a bulk rerun from the Board)
+# as for one: each todo is guarded by the state its caller saw under the row lock
+# (``from_states``, one per id); a todo that is in another state is not returned.
 RERUN = Statement(
     "rerun",
     """
-UPDATE todos
-   SET state = 'pending', round = round + 1, attempt = 0, failures = 0, result = NULL,
+UPDATE todos t
+   SET state = 'pending', round = t.round + 1, attempt = 0, failures = 0, result = NULL,
        dead_letter_reason = '', ended_at = NULL, not_before = NULL,
        updated_at = statement_timestamp()
- WHERE id = %(todo_id)s AND state = %(from_state)s
-RETURNING id
+  FROM unnest(%(todo_ids)s::bigint[], %(from_states)s::text[]) AS seen(id, state)
+ WHERE t.id = seen.id AND t.state = seen.state
+RETURNING t.id, t.endpoint_id
 """,
-    why="a guarded state change",
+    why="a guarded state change, of one todo or many in one statement",
 )
 
 CANCEL_UNCLAIMED = Statement(
@@ -53,15 +57,17 @@ RETURNING id
 # A dead letter set aside by a person (the Board's Cancel on a dead letter): canceled, so it
 # leaves the dead-letter pile without running again. Its ``ended_at`` (retention counts from
 # it) is kept; the reason moves to the audit row (a canceled todo has no dead-letter reason).
+# One todo or many (a bulk cancel), as RERUN.
 CANCEL_DEAD_LETTER = Statement(
     "cancel_dead_letter",
     """
-UPDATE todos
+UPDATE todos t
    SET state = 'canceled', dead_letter_reason = '', updated_at = statement_timestamp()
- WHERE id = %(todo_id)s AND state = 'dead'
-RETURNING id
+  FROM unnest(%(todo_ids)s::bigint[], %(from_states)s::text[]) AS seen(id, state)
+ WHERE t.id = seen.id AND t.state = seen.state AND t.state = 'dead'
+RETURNING t.id, t.endpoint_id
 """,
-    why="a guarded state change",
+    why="a guarded state change, of one todo or many in one statement",
 )
 
 # A bulk rerun or cancel (board/triage.py) works a chunk of todos in one transaction: this
@@ -72,7 +78,7 @@ RETURNING id
 LOCK_TODOS_FOR_BULK = Statement(
     "lock_todos_for_bulk",
     f"""
-SELECT t.id, t.state, t.last_attempt_seq, t.round
+SELECT t.id, t.state, t.last_attempt_seq, t.round, t.dead_letter_reason
   FROM todos t
  WHERE t.id = ANY(%(todo_ids)s::bigint[]) AND ({SCOPE_USER})
  ORDER BY t.id

@@ -34,6 +34,24 @@ SELECT %(team_id)s, t, %(user_id)s, NULL, %(kind)s, %(detail)s::jsonb, statement
     why="one audit row for each of many todos, in one statement",
 )
 
+# A person's act on many todos at once (a bulk rerun or cancel from the Board): one audit
+# row each, with its own detail, its team read from its todo, in one statement.
+RECORD_EVENTS = Statement(
+    "record_events",
+    """
+INSERT INTO todo_events (team_id, todo_id, actor_user_id, actor_endpoint_id, kind, detail,
+                         created_at)
+SELECT e.team_id, acted.todo_id, %(user_id)s, NULL, %(kind)s, acted.detail::jsonb,
+       statement_timestamp()
+  FROM unnest(%(todo_ids)s::bigint[], %(details)s::text[]) WITH ORDINALITY
+       AS acted(todo_id, detail, n)
+  JOIN todos t ON t.id = acted.todo_id
+  JOIN endpoints e ON e.id = t.endpoint_id
+ ORDER BY acted.n
+""",
+    why="one audit row for each of many todos, each with its own detail, in one statement",
+)
+
 # Wakes claim_next long-polls of this endpoint: PostgreSQL delivers it at commit.
 DOORBELL_CHANNEL = "switchboard_todo_ready"
 RING_DOORBELL = Statement(
@@ -41,6 +59,15 @@ RING_DOORBELL = Statement(
     f"SELECT pg_notify('{DOORBELL_CHANNEL}', %(endpoint_id)s::text)",
     why="pg_notify, in the transaction that made a todo claimable",
     prepare=True,
+)
+# The same for several endpoints at once (a bulk rerun): one notification each.
+RING_DOORBELLS = Statement(
+    "ring_doorbells",
+    f"""
+SELECT pg_notify('{DOORBELL_CHANNEL}', endpoint_id::text)
+  FROM unnest(%(endpoint_ids)s::bigint[]) AS endpoint_id
+""",
+    why="pg_notify for each of several endpoints, in the transaction that made todos claimable",
 )
 LISTEN_DOORBELL = Statement(
     "listen_doorbell",

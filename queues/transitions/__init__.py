@@ -7,7 +7,9 @@ package's private helpers (``_common``). One module per family:
 
 - ``create``: a new todo;             - ``claim``: claim_next, claim;
 - ``hold``: heartbeat;                - ``close``: complete, fail, release, cancel (``Close``);
-- ``by_hand``: retry now, rerun, cancel a dead letter;   - ``revoke``: an endpoint's revocation;
+- ``by_hand``: retry now, rerun, cancel a dead letter (and rerun or cancel many dead letters
+  a caller holds locked, in its transaction: the Board's bulk actions, the same statements);
+- ``revoke``: an endpoint's revocation;
 - ``sweep``: reap lapsed leases, requeue due retries;  - ``admission``: the claim limit.
 
 Each transition is a plan (queues/db.py) — ``claim_next_plan(...)`` and so on — that decides
@@ -20,8 +22,10 @@ from queues.transitions._common import Actor
 from queues.transitions.by_hand import (
     cancel_dead_letter,
     cancel_dead_letter_plan,
+    cancel_dead_letters_seen_plan,
     rerun,
     rerun_plan,
+    rerun_seen_plan,
     retry_now,
     retry_now_plan,
     take_over,
@@ -50,6 +54,7 @@ __all__ = [
     "cancel",
     "cancel_dead_letter",
     "cancel_dead_letter_plan",
+    "cancel_dead_letters_seen_plan",
     "cancel_plan",
     "claim",
     "claim_next",
@@ -70,6 +75,7 @@ __all__ = [
     "requeue_due_retries",
     "rerun",
     "rerun_plan",
+    "rerun_seen_plan",
     "retry_now",
     "retry_now_plan",
     "revoke_endpoint",

@@ -4,7 +4,7 @@ again). Scarab's in-place retry and rerun; see docs/decisions/0056-rounds.md."""
 
 from __future__ import annotations
 
-from queues import db, sql
+from queues import audit, db, sql
 from queues.arguments import todo_id as checked_todo_id
 from queues.db import Atomic, Fetch, Plan
 from queues.errors import Conflict
@@ -19,7 +19,6 @@ from queues.transitions._common import (
     lock,
     optional_seq,
     read_todo,
-    ring,
 )
 
 
@@ -91,21 +90,79 @@ def _requeue(user, todo_id, statement, kind, *, from_states, message, **how) -> 
 def _requeue_locked(
     user, todo_id, statement, kind, from_states, message, *, rings=True, keeps_reason=False
 ) -> Plan[TodoRecord]:
-    actor = Actor.human(user)
-    locked = yield from lock(actor, todo_id)
+    locked = yield from lock(Actor.human(user), todo_id)
     if locked.state not in from_states:
         raise Conflict(message)
-    detail = {"from_state": locked.state}
+    reasons = None
     if keeps_reason:  # the statement clears it: the audit row keeps it
         before = yield from read_todo(todo_id)
-        detail["dead_letter_reason"] = before.dead_letter_reason
-    moved = yield Fetch(statement, {"todo_id": todo_id, "from_state": locked.state})
+        reasons = {todo_id: before.dead_letter_reason}
+    moved = yield from _requeue_seen(
+        user, statement, kind, [(todo_id, locked.state)], rings=rings, reasons=reasons
+    )
     if not moved:
         raise Conflict("That todo moved on; read it again.")
-    yield from event(kind, todo_id, team_id=locked.team_id, actor=actor, detail=detail)
-    if rings:
-        yield from ring(locked.endpoint_id)
     return (yield from read_todo(todo_id))
+
+
+# ---------------------------------------------------------------------------------------
+# Many todos at once (the Board's bulk rerun and cancel, board/triage.py): the same
+# statements as for one todo, given every todo of a chunk, inside the caller's transaction
+# and under the row locks it took (queues/sql/by_hand.py LOCK_TODOS_FOR_BULK). Each todo is
+# guarded by the state the caller saw, gets its own audit row with the person as actor, and
+# its endpoint's doorbell rings once. Returns the ids that moved; one the statement did not
+# move (impossible under the caller's lock) is not audited.
+
+
+def rerun_seen_plan(user, seen: list[tuple[int, str]]) -> Plan[set[int]]:
+    """Rerun each (todo id, state seen under the lock): a done, dead or canceled todo."""
+    return (yield from _requeue_seen(user, sql.RERUN, EventKind.RERUN, seen, rings=True))
+
+
+def cancel_dead_letters_seen_plan(user, seen: list[tuple[int, str, str]]) -> Plan[set[int]]:
+    """Set each dead letter (todo id, state, dead-letter reason seen under the lock) aside:
+    canceled, its reason kept in its audit row."""
+    return (
+        yield from _requeue_seen(
+            user,
+            sql.CANCEL_DEAD_LETTER,
+            EventKind.CANCEL,
+            [(todo_id, state) for todo_id, state, _ in seen],
+            rings=False,
+            reasons={todo_id: reason for todo_id, _, reason in seen},
+        )
+    )
+
+
+def _requeue_seen(
+    user,
+    statement,
+    kind: EventKind,
+    seen: list[tuple[int, str]],
+    *,
+    rings: bool,
+    reasons: dict[int, str] | None = None,
+) -> Plan[set[int]]:
+    if not seen:
+        return set()
+    rows = yield Fetch(
+        statement,
+        {"todo_ids": [todo_id for todo_id, _ in seen], "from_states": [s for _, s in seen]},
+    )
+    endpoints = dict(rows)
+    acted = [(todo_id, state) for todo_id, state in seen if todo_id in endpoints]
+    details = []
+    for todo_id, state in acted:
+        detail = {"from_state": state}
+        if reasons is not None:
+            detail["dead_letter_reason"] = reasons.get(todo_id, "")
+        details.append(detail)
+    yield from audit.record_for_todos(
+        kind, user=user, todo_ids=[todo_id for todo_id, _ in acted], details=details
+    )
+    if rings and endpoints:
+        yield Fetch(sql.RING_DOORBELLS, {"endpoint_ids": sorted(set(endpoints.values()))})
+    return set(endpoints)
 
 
 def take_over_plan(user, todo_id: int, *, attempt_seq: int | None = None) -> Plan[Claim]:

@@ -217,6 +217,56 @@ def test_all_matching_over_two_thousand_goes_a_thousand_at_a_time(signed_in, end
     assert TodoEvent.objects.filter(kind=EventKind.RERUN, actor_user=user).count() == 2100
 
 
+def _dead_letters(endpoint, n: int, reason: str = "failed") -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts,"
+            " attempt, failures, round, last_attempt_seq, attempts_pruned, owner,"
+            " dead_letter_reason, ended_at)"
+            " SELECT %s, 'dead ' || g, '', 0, 'dead', 1, 1, 1, 1, 0, 0, '', %s, now()"
+            " FROM generate_series(1, %s) g RETURNING id",
+            [endpoint.pk, reason, n],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+@pytest.mark.parametrize("do", ["rerun", "cancel"])
+def test_a_chunk_of_dead_letters_costs_the_same_few_statements_whatever_its_size(
+    signed_in, endpoint, user, do
+):
+    """The reruns (or cancels) of a chunk are one statement for all its dead letters, not a
+    transition's statements for each: a chunk of 100 runs as many statements as one of 3,
+    and still writes one audit row per todo, with the state it left and (cancel) the
+    dead-letter reason the todo no longer carries."""
+    from django.test.utils import CaptureQueriesContext
+
+    counts = {}
+    for n in (3, triage.CHUNK):
+        ids = _dead_letters(endpoint, n, reason=f"reason of {n}")
+        items = triage.encode_items((i, "dead.0.1") for i in ids)
+        with CaptureQueriesContext(connection) as queries:
+            result = signed_in.post("/triage/", {"do": do, "items": items}).content.decode()
+        assert f"{'Rerun' if do == 'rerun' else 'Cancel'}: {n} done" in result
+        counts[n] = len(queries)
+        todos = Todo.objects.filter(pk__in=ids)
+        if do == "rerun":
+            assert {(t.state, t.round, t.dead_letter_reason) for t in todos} == {("pending", 2, "")}
+        else:
+            assert {(t.state, t.round) for t in todos} == {("canceled", 1)}
+        events = TodoEvent.objects.filter(todo_id__in=ids)
+        kind = EventKind.RERUN if do == "rerun" else EventKind.CANCEL
+        assert sorted(e.todo_id for e in events) == sorted(ids)
+        assert {(e.kind, e.actor_user_id, e.team_id) for e in events} == {
+            (kind, user.pk, endpoint.team_id)
+        }
+        details = {e.todo_id: e.detail for e in events}
+        for todo_id in ids:
+            assert details[todo_id]["from_state"] == "dead"
+            if do == "cancel":
+                assert details[todo_id]["dead_letter_reason"] == f"reason of {n}"
+    assert counts[triage.CHUNK] == counts[3], counts
+
+
 def test_items_are_bounded_and_malformed_parts_dropped():
     text = " ".join(f"{n}=dead.0.1" for n in range(1, 1500)) + " x=1 12=DROP.1.1 7=dead.0.1"
     items = triage.decode_items(text)
