@@ -119,7 +119,7 @@ def todo_list(request):
                 "label": label,
                 "url": f"?{_query(QueueFilters(state or None, *_rest(tab_filters)))}",
                 "current": (filters.state or "") == state,
-                "count": counts.by_state[state] if state else counts.total,
+                "count": counts.label(state or None),
             }
             for state, label in [("", "All"), *TAB_LABELS.items()]
         ],
@@ -138,7 +138,7 @@ def todo_list(request):
         # "all N matching this filter": N when the tab's count says it (no search and no
         # "has died"), else the confirmation page counts them.
         "bulk_matching": (counts.by_state[filters.state] if filters.state else counts.total)
-        if not (filters.text or filters.died)
+        if not (filters.text or filters.died or counts.over_cap(filters.state))
         else None,
         "bulk_max": BULK_MAX,
         "first_run": not endpoints and not filters.active,

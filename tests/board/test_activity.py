@@ -120,3 +120,28 @@ def test_every_audit_kind_has_words():
     for kind in sentences._TEAM_KINDS:
         assert sentences._team_event(kind, {"agent_id": "a", "host": "h", "username": "u"})
     assert set(sentences._TODO_EVENT_VERBS) | sentences._TEAM_KINDS == set(EventKind)
+
+
+def test_a_person_in_several_teams_gets_the_newest_events_of_all_of_them(user, team):
+    """The newest events are taken team by team (each team's own index walk), then merged:
+    the newest ``limit`` across the teams, newest first, and none of a team the person is not
+    in."""
+    from queues import endpoints, teams
+    from queues.models import EventKind, Membership
+    from queues.selectors import board_activity
+
+    platform = teams.get_or_create_team("platform", name="Platform")
+    Membership.objects.create(team=platform, user=user, role=Membership.Role.OWNER)
+    elsewhere = teams.get_or_create_team("elsewhere", name="Elsewhere")
+    written = []
+    for n in range(6):  # interleaved in time: mine, platform's, one nobody here reads
+        for where in (team, platform, elsewhere):
+            endpoint, _ = endpoints.vend(where, f"{where.slug}-{n}", verbs="all")
+            written.append((where.pk, endpoint.agent_id))
+    items = board_activity([team.pk, platform.pk], limit=5)
+    events = [
+        a.event for a in items if a.event is not None and a.event.kind == EventKind.ENDPOINT_VEND
+    ]
+    assert len(events) == len(items) == 5
+    newest_mine = [agent for team_id, agent in reversed(written) if team_id != elsewhere.pk][:5]
+    assert [e.detail["agent_id"] for e in events] == newest_mine

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -21,8 +23,6 @@ def signed_in(client, user):
 
 
 def _ids(page: str) -> list[int]:
-    import re
-
     return [int(n) for n in re.findall(r'<tr id="todo-(\d+)"', page)]
 
 
@@ -99,22 +99,22 @@ def test_queue_page_query_count_does_not_grow_with_rows(
     done_with_history(endpoint, user)
     make_todo("pending")
     # session, user, the user's teams (switcher), endpoints (filter), the page of todos with
-    # holder and last outcome, the state counts (with the new arrivals), ticker: attempt
-    # endings, ticker: events
-    with django_assert_num_queries(8):
+    # holder and last outcome, the state counts (each stopped at the cap), the new arrivals,
+    # ticker: attempt endings, ticker: events
+    with django_assert_num_queries(9):
         signed_in.get("/")
     for n in range(12):
         todo_id = mixed_history(endpoint, title=f"more {n}")
         lapse_lease(todo_id)
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(9):
         page = signed_in.get("/").content.decode()
     ids = _ids(page)
     assert len(ids) == 14
-    with django_assert_num_queries(8):  # the first refresh: the same reads, a smaller template
+    with django_assert_num_queries(9):  # the first refresh: the same reads, a smaller template
         signed_in.get("/", **REFRESH)
-    # The live refresh of the rows shown: the same 8 (the shown rows in place of the page).
+    # The live refresh of the rows shown: the same 9 (the shown rows in place of the page).
     shown = ",".join(map(str, ids))
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(9):
         fragment = signed_in.get(f"/?shown={shown}&upto={ids[0]}", **REFRESH).content.decode()
     assert _ids(fragment) == ids
 
@@ -179,3 +179,36 @@ def test_a_done_todo_whose_only_bad_try_died_reads_spent_not_failed(signed_in, e
     row = row[: row.index("</tr>")]
     assert "1/5 spent" in row and "1/5 failed" not in row
     assert 'class="sub muted">1/5 spent' in row  # quiet: the todo is done
+
+
+def test_a_tab_counts_exactly_up_to_its_cap_and_says_so_beyond(
+    signed_in, endpoint, make_todo, monkeypatch
+):
+    """Each state tab counts exactly up to queues.selectors.TAB_COUNT_CAP and reads "N+"
+    past it (so a page never counts every done todo of a busy team); "All" is the sum with a
+    "+" when any state is past the cap; "all N matching" is not offered on a capped count
+    (the confirmation page counts them itself)."""
+    from queues import selectors
+
+    monkeypatch.setattr(selectors, "TAB_COUNT_CAP", 3)
+    agent = Actor.agent(endpoint)
+    for n in range(4):
+        todo = make_todo(f"done {n}")
+        transitions.claim(agent, todo.id)
+        transitions.complete(agent, todo.id)
+    make_todo("waiting")
+    page = signed_in.get("/").content.decode()
+    tabs = dict(re.findall(r'data-state="(\w+)">[^<]*<span class="count">([^<]*)</span>', page))
+    assert tabs["done"] == "3+" and tabs["pending"] == "1" and tabs["dead"] == "0"
+    assert tabs["all"] == "4+"  # 3 (capped) + 1
+    done = signed_in.get("/?state=done").content.decode()
+    assert " all matching this filter" in done and not re.search(r"all \d+\+? matching", done)
+    assert "all 1 matching this filter" in signed_in.get("/?state=pending").content.decode()
+    monkeypatch.setattr(selectors, "TAB_COUNT_CAP", 10_000)
+    tabs = dict(
+        re.findall(
+            r'data-state="(\w+)">[^<]*<span class="count">([^<]*)</span>',
+            signed_in.get("/").content.decode(),
+        )
+    )
+    assert tabs["done"] == "4" and tabs["all"] == "5"

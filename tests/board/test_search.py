@@ -11,6 +11,7 @@ from django.db import connection
 from django.test import Client
 
 from queues import transitions
+from queues.models import Todo
 from queues.selectors import QueueFilters, _board_todos, _filter_q, search_tsquery
 from queues.transitions import Actor
 
@@ -142,3 +143,53 @@ def test_a_todos_words_are_written_once_and_go_with_it(make_todo):
     with connection.cursor() as cursor:  # as retention deletes: in SQL
         cursor.execute("DELETE FROM todos WHERE id = %s", [todo.id])
     assert not TodoSearchDocument.objects.filter(todo_id=todo.id).exists()
+
+
+def test_a_search_looks_window_by_window_and_finds_what_one_look_would(
+    signed_in, endpoint, make_todo, team, monkeypatch
+):
+    """The page is looked for among the newest ids first, then eight times as many below
+    (queues.selectors.SEARCH_WINDOW): with a window of 2, a sparse match set spread over many
+    windows gives the same page, in the same order, with the same older page, as one look over
+    every id; a match in the oldest window is found, and "before" pages on from there."""
+    from queues import selectors
+
+    agent = Actor.agent(endpoint)
+    made = []
+    for n in range(40):
+        todo = make_todo(f"chore {n}" if n % 7 else f"kiwi chore {n}")
+        made.append(todo.id)
+        if n % 11 == 3:  # a match through a summary only
+            transitions.claim(agent, todo.id)
+            transitions.fail(agent, todo.id, summary="the kiwi build broke")
+    every = QueueFilters(text="kiwi")
+    expected = list(_board_todos([team.pk]).filter(_filter_q(every)).values_list("pk", flat=True))
+    assert len(expected) >= 8 and made[0] in expected  # the oldest todo is a match
+    monkeypatch.setattr(selectors, "SEARCH_WINDOW", 2)
+    monkeypatch.setattr(selectors, "BOARD_PAGE", 3)
+    seen, before = [], None
+    while True:
+        rows, before = selectors.board_queue([team.pk], every, before_id=before)
+        seen += [row.pk for row in rows]
+        if before is None:
+            break
+    assert seen == expected
+    # And through the page itself (the default window), the same rows.
+    monkeypatch.undo()
+    assert _ids(signed_in, "kiwi") == expected
+
+
+def test_a_windowed_search_still_reads_both_indexes(user, team, endpoint):
+    """A window's look (ids in [low, high)) is the GIN indexes' bitmaps ANDed with the id
+    range, never a walk of todo_attempts computing each summary's words."""
+    test_the_search_plan_uses_both_indexes(user, team, endpoint)
+    high = Todo.objects.order_by("-pk").values_list("pk", flat=True)[0] + 1
+    filters = QueueFilters(text="zanzibar quokka")
+    plan = (
+        _board_todos([team.pk])
+        .filter(_filter_q(filters, ids=(high - 4096, high)), pk__lt=high, pk__gte=high - 4096)[:51]
+        .explain()
+    )
+    assert "todo_search_documents" in plan, plan
+    assert "todo_attempts_search" in plan, plan
+    assert "Seq Scan on todo_attempts" not in plan, plan
