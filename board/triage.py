@@ -38,6 +38,8 @@ from queues.transitions import Actor
 
 # Todos one bulk request may act on; "all matching" takes the newest this many.
 BULK_MAX = 1000
+# The confirmation lists the newest this many of its todos by name (and counts them all).
+CONFIRM_SHOWN = 100
 # Todos per transaction: their row locks are held while the chunk runs (well under a second).
 CHUNK = 100
 

@@ -373,8 +373,19 @@ def board_queue_rows(team_ids: list[int], filters: QueueFilters, ids: list[int])
 
 
 @dataclass(frozen=True, slots=True)
+class BulkStamp:
+    """A todo of a bulk selection as the confirmation shows it and stamps it."""
+
+    pk: int
+    state: str
+    last_attempt_seq: int
+    round: int
+
+
+@dataclass(frozen=True, slots=True)
 class BulkSelection:
-    todos: list[Todo]  # newest first, at most ``limit``; with the queue rows' annotations
+    stamps: list[BulkStamp]  # newest first, at most ``limit``: every todo it would act on
+    todos: list[Todo]  # the newest ``shown`` of them, with the queue rows' annotations
     matching: int  # how many todos the selection names in all (beyond ``limit`` too)
 
 
@@ -384,23 +395,33 @@ def board_bulk_selection(
     *,
     ids: list[int] | None,
     limit: int,
+    shown: int,
 ) -> BulkSelection:
     """What a bulk rerun or cancel would act on: the todos ``ids`` names (ticked rows), or,
     with ``ids`` None, every todo passing ``filters`` ("all matching"), newest first, at most
-    ``limit``, each with the queue rows' annotations (a dead letter's reason and summary).
-    Ids outside the teams are simply not there. Two queries (the page, and the count only
-    when the page is full)."""
-    todos = _board_todos(team_ids)
-    todos = (
-        todos.filter(pk__in=ids[:limit]) if ids is not None else todos.filter(_filter_q(filters))
+    ``limit``: each one's stamp, and the newest ``shown`` with the queue rows' annotations (a
+    dead letter's reason and summary) for the confirmation to list. Ids outside the teams are
+    simply not there. Three queries (the stamps, the rows shown, and the count only when the
+    stamps are full): the annotations are read for the rows shown, not for a thousand."""
+    scoped = Todo.objects.filter(endpoint__team_id__in=team_ids)
+    scoped = (
+        scoped.filter(pk__in=ids[:limit]) if ids is not None else scoped.filter(_filter_q(filters))
     )
-    rows = list(todos[: limit + 1])
-    matching = len(rows)
+    stamps = [
+        BulkStamp(*row)
+        for row in scoped.order_by("-pk").values_list("pk", "state", "last_attempt_seq", "round")[
+            : limit + 1
+        ]
+    ]
+    matching = len(stamps)
     if matching > limit:
         matching = (
             Todo.objects.filter(endpoint__team_id__in=team_ids).filter(_filter_q(filters)).count()
         )
-    return BulkSelection(todos=rows[:limit], matching=matching)
+    stamps = stamps[:limit]
+    newest = [stamp.pk for stamp in stamps[:shown]]
+    todos = list(_board_todos(team_ids).filter(pk__in=newest)) if newest else []
+    return BulkSelection(stamps=stamps, todos=todos, matching=matching)
 
 
 def board_titles(team_ids: list[int], ids: list[int]) -> dict[int, tuple[str, str, str]]:

@@ -41,22 +41,30 @@ def _confirm(request, scope, action, filters, context):
         ids = [n for n in map(id_from_text, request.GET.getlist("pick")) if n is not None]
         ids = list(dict.fromkeys(ids))
     too_many = ids is not None and len(ids) > triage.BULK_MAX
-    selection = board_bulk_selection(scope.team_ids, filters, ids=ids, limit=triage.BULK_MAX)
-    todos = selection.todos
-    acting = [t for t in todos if t.state in action.states]
-    leaving = [t for t in todos if t.state not in action.states]
+    selection = board_bulk_selection(
+        scope.team_ids, filters, ids=ids, limit=triage.BULK_MAX, shown=triage.CONFIRM_SHOWN
+    )
+    stamps = selection.stamps
+    acting = [s for s in stamps if s.state in action.states]
+    leaving = [s for s in stamps if s.state not in action.states]
+    rows = {t.pk: t for t in selection.todos}
+    acting_shown = [rows[s.pk] for s in acting if s.pk in rows]
     context.update(
         {
             "step": "confirm",
             "all_matching": all_matching,
             "matching": selection.matching,
-            "over": selection.matching > len(todos) or too_many,
-            "acting": acting,
-            "leaving": leaving,
+            "over": selection.matching > len(stamps) or too_many,
+            # Counted in full; listed as far as the newest CONFIRM_SHOWN of the selection.
+            "acting": len(acting),
+            "acting_shown": acting_shown,
+            "acting_more": len(acting) - len(acting_shown),
+            "leaving": len(leaving),
+            "leaving_shown": [rows[s.pk] for s in leaving if s.pk in rows],
             # Sent ids that are not todos of the teams (unknown or foreign alike): counted only.
-            "not_found": len(ids) - len(todos) if ids is not None and not too_many else 0,
+            "not_found": len(ids) - len(stamps) if ids is not None and not too_many else 0,
             "items": triage.encode_items(
-                (t.pk, triage.stamp(t.state, t.last_attempt_seq, t.round)) for t in acting
+                (s.pk, triage.stamp(s.state, s.last_attempt_seq, s.round)) for s in acting
             ),
         }
     )

@@ -209,6 +209,11 @@ def test_all_matching_over_two_thousand_goes_a_thousand_at_a_time(signed_in, end
         batch = min(left, triage.BULK_MAX)
         assert f"Rerun {batch} todos?" in page
         assert ("At most 1000 todos at a time" in page) == (left > triage.BULK_MAX)
+        # Every one is counted and carried in the form; the newest 100 are listed by name.
+        assert len(_items(page).split()) == batch
+        assert page.count('<li><span class="id">#') == min(batch, triage.CONFIRM_SHOWN)
+        more = batch - triage.CONFIRM_SHOWN
+        assert (f"… and {more} more" in page) == (more > 0)
         result = signed_in.post(
             "/triage/", {"do": "rerun", "items": _items(page), "state": "dead"}
         ).content.decode()
