@@ -50,7 +50,8 @@ def test_an_error_in_an_atomic_part_rolls_it_back_on_both_executors(endpoint):
     todo, _ = transitions.create_todo(endpoint=endpoint, title="x")
 
     def plan():
-        yield Fetch(sql.RETRY_NOW, {"todo_id": todo.id})  # a harmless write (no row moves)
+        # A harmless write (no row moves: the todo is not waiting to retry).
+        yield Fetch(sql.RETRY_NOW, {"todo_ids": [todo.id], "from_states": ["retry_wait"]})
         yield Atomic(failing())
 
     def failing():
