@@ -14,8 +14,7 @@ it (procrastinate's ``-- name --`` queries are the model). One module per family
 - ``health``: the endpoint page's queue now and its last hour and day of endings;
 - ``sweep``: the sweeper's batches, retention, its status row, the outbox's pruning;
 - ``counters``: the metrics fold and counter upserts;
-- ``board``: the queue's capped tab counts, and the drawer's snapshot (a SET, which PREPARE
-  cannot take: left out of ``statements()``).
+- ``board``: the drawer's snapshot (a SET, which PREPARE cannot take: not in ``statements()``).
 
 Statements are parameterised (never formatted with input); the fragments formatted in here,
 once, at import, are fixed strings of this package. Row layouts come from the records'
@@ -69,7 +68,6 @@ def statements() -> list[Statement]:
     """Every statement of the package (for the test that prepares each one)."""
     from queues.sql import (
         accounts,
-        board,
         by_hand,
         claim,
         close,
@@ -100,7 +98,6 @@ def statements() -> list[Statement]:
         for value in vars(module).values():
             if isinstance(value, Statement):
                 found[value.name] = value
-    found[board.COUNT_TODOS_BY_STATE_CAPPED.name] = board.COUNT_TODOS_BY_STATE_CAPPED
     return list(found.values())
 
 

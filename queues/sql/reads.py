@@ -1,5 +1,6 @@
 """The reads of get_todo, list_todos and the Board's drawer: a todo in a caller's scope, its
-attempts newest first, one attempt, a page of a queue, the people's actions on a todo.
+attempts newest first, one attempt, a page of a queue, the people's actions on a todo; and
+the Board queue's capped tab counts.
 
 Why raw SQL: every read returns the same row layout as the claim and close statements (the
 records' sources), through one prepared statement; the ORM would build model instances the
@@ -122,4 +123,27 @@ SELECT {todo_columns("t")}, (SELECT count(*) FROM page) > count(*) OVER ()
 """,
     why="a keyset page bounded in rows and in bytes, with window sums (no ORM window filter)",
     prepare=True,
+)
+
+
+# The Board queue's state tabs (queues.selectors.board_queue_counts): todos of the teams'
+# endpoints (or of one of them) in each state, each count stopped at ``cap`` + 1 (the tabs
+# say "10,000+"), a bounded walk of todos_endpoint_state for each state and endpoint. Raw
+# SQL: a LIMIT inside a subquery for each state, side by side in one statement; the ORM
+# writes one query per sliced count.
+COUNT_TODOS_BY_STATE_CAPPED = Statement(
+    "count_todos_by_state_capped",
+    """
+SELECT s.state,
+       (SELECT count(*)
+          FROM (SELECT 1 FROM todos t
+                 WHERE t.state = s.state
+                   AND t.endpoint_id IN (
+                       SELECT e.id FROM endpoints e
+                        WHERE e.team_id = ANY(%(team_ids)s::bigint[])
+                          AND (%(endpoint_id)s::bigint IS NULL OR e.id = %(endpoint_id)s::bigint))
+                 LIMIT %(cap)s + 1) AS upto) AS n
+  FROM unnest(%(states)s::text[]) AS s(state)
+""",
+    why="counts that stop at a cap, one LIMIT subquery per state, in one statement",
 )
