@@ -38,7 +38,7 @@ def check_pooled(conn: psycopg.Connection) -> None:
         ConnectionPool.check_connection(conn)
     except Exception:
         pool = _pool_of(conn)
-        if isinstance(pool, ConnectionPool):
+        if isinstance(pool, ConnectionPool) and not _known_down():
             log.info("a pooled connection was broken; checking the pool's others")
             pool.check()
         raise
@@ -54,10 +54,19 @@ async def acheck_if_idle(conn: psycopg.AsyncConnection) -> None:
         await AsyncConnectionPool.check_connection(conn)
     except Exception:
         pool = _pool_of(conn)
-        if isinstance(pool, AsyncConnectionPool):
+        if isinstance(pool, AsyncConnectionPool) and not _known_down():
             log.info("a pooled connection was broken; checking the pool's others")
             await pool.check()
         raise
+
+
+def _known_down() -> bool:
+    """Is the database known to be away (queues.availability's breaker tripped)? Then a
+    broken connection is expected and checking the others would only queue reconnections
+    that fail; the sweep is for a restart the process has not noticed."""
+    from queues.availability import breaker
+
+    return breaker.tripped
 
 
 def _pool_of(conn: Any) -> Any:
