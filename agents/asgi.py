@@ -8,8 +8,10 @@ event loop, its plan run on the async pool (queues/db.py), and a long-poll waits
 asyncio doorbell holding no thread. What the site's middleware did for these paths is done
 here: the Host header is checked against ALLOWED_HOSTS, plain http is redirected to https when
 SECURE_SSL_REDIRECT is on, and the security headers are sent (nosniff, Referrer-Policy,
-COOP, HSTS on https). MCP and /metrics are Django views (django-mcpz is synchronous): they run
-in a thread pool of their own, except the waiting of an MCP claim_next, which happens here.
+COOP, HSTS on https). A plain MCP tools/call runs here too (agents/mcp.py, ``arun_tool``);
+the rest of MCP and /metrics are Django views (django-mcpz is synchronous): they run in a
+thread pool of their own, except the waiting of a legacy client's claim_next, which happens
+here.
 
 A request body must arrive within SWITCHBOARD_BODY_TIMEOUT_SECONDS (else 408, and the
 connection closes) and be at most 1 MiB (else 400 ``invalid``, without reading it, and the
@@ -294,10 +296,7 @@ async def _verb(exchange: _Exchange, verb: str) -> None:
         params = http.decode(verb, body)
         waits = verb == "claim_next" and params.wait_seconds
         gone = exchange.watch_disconnect() if waits else None
-        result = await waiting.acall(endpoint, verb, params, gone=gone)
-        if gone is not None and gone.done() and result.get("todo") is not None:
-            await waiting.release_unheard(endpoint, result)
-            raise waiting.ClientGone
+        result = await waiting.acall_heard(endpoint, verb, params, gone=gone)
     except DomainError as error:
         await exchange.error(error)
         return
@@ -327,6 +326,8 @@ async def _mcp(exchange: _Exchange) -> None:
         body = await exchange.body()
     except Invalid as error:
         await exchange.json(mcp.jsonrpc_error(None, -32700, error.message), status=400)
+        return
+    if exchange.method == "POST" and await _mcp_on_loop(exchange, body):
         return
     call = _waiting_claim(body)
     if call is None or exchange.method != "POST":
@@ -359,6 +360,31 @@ async def _mcp(exchange: _Exchange) -> None:
         await waiting.release_unheard(endpoint, claim)
         raise waiting.ClientGone
     await exchange.django(response)
+
+
+async def _mcp_on_loop(exchange: _Exchange, body: bytes) -> bool:
+    """Answer a tools/call here, on the event loop, when django-mcpz's view would pass it to
+    the tool as it stands and the endpoint may use the tool (agents/mcp.py). False: the view
+    answers it (a refusal in its own words, a legacy client, anything but a plain call)."""
+    call = mcp.plain_tool_call(exchange.scope["headers"], body)
+    if call is None or not await breaker.aadmit():
+        return False
+    try:
+        endpoint = await _endpoint(exchange)
+    except (DomainError, *DATABASE_ERRORS):
+        return False  # the view's auth says it, in JSON-RPC
+    if not verbs.allowed(endpoint, call.verb):
+        return False  # "Unknown tool", in django-mcpz's words
+    wait = call.arguments.get("wait_seconds") if call.verb == "claim_next" else None
+    gone = exchange.watch_disconnect() if wait else None
+    response = await mcp.arun_tool(
+        endpoint,
+        call,
+        mcp_session_id=exchange.headers.get("mcp-session-id") or None,
+        gone=gone,
+    )
+    await exchange.django(response)
+    return True
 
 
 def _waiting_claim(body: bytes) -> tuple[float, bytes] | None:

@@ -10,21 +10,52 @@ the two places MCP has for an error (docs/api.md, "Errors over MCP"):
 - a request refused before any tool (no or a wrong token, a body that is not JSON-RPC, an
   unknown method or tool) is a JSON-RPC error echoing the request's id, with the body as
   ``error.data`` (a missing token keeps its HTTP 401 and ``WWW-Authenticate``).
+
+A tools/call that django-mcpz would hand to one of these tools as it stands (``plain_tool_call``)
+runs on the ASGI front's event loop instead (``arun_tool``: the verb's plan on the async pool,
+as over HTTP): django-mcpz's view is synchronous, and running it in a thread for every call
+made a todo cost MCP clients a third more server CPU than HTTP ones. Everything else (a
+header or ``_meta`` mismatch, a legacy client, tools/list, a parse error, a refused token)
+goes to the view, which answers in its own words. tests/agents/test_mcp_on_loop.py holds
+the two to the same bytes.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgspec
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
-from django_mcpz.jsonrpc import METHOD_NOT_FOUND, PARSE_ERROR, read_id
+from django_mcpz.headers import decode_header_value
+from django_mcpz.jsonrpc import (
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    MessageError,
+    decode_message,
+    read_id,
+    result_response,
+)
 from django_mcpz.schemas import type_schema
-from django_mcpz.server import MCPServer, ToolError
+from django_mcpz.server import (
+    META_CLIENT_CAPABILITIES,
+    META_PROTOCOL_VERSION,
+    META_SERVER_INFO,
+    PROTOCOL_VERSION,
+    MCPServer,
+    ToolError,
+    host_allowed,
+)
+from django_msgspec import enc_hook
+from msgspec import UnsetType
 
 from agents import schemas, verbs, waiting
 from agents.auth import endpoint_for
@@ -38,6 +69,7 @@ from queues.errors import (
     Unauthorized,
     from_database_error,
 )
+from queues.models import Endpoint
 from queues.records import UNTRUSTED_NOTICE
 
 # JSON-RPC's implementation-defined server-error range (-32000..-32099), below the sub-range
@@ -89,10 +121,11 @@ class _Server(MCPServer):
         body = _error_body(text)
         if body is None:  # not one of ours (a tool that raised unexpectedly): as it was
             return super()._tool_error(request, request_id, text)
-        content = [{"type": "text", "text": text}]
-        return self._result(
-            request, request_id, {"content": content, "structuredContent": body, "isError": True}
-        )
+        return self._result(request, request_id, _refusal_result(text, body))
+
+
+def _refusal_result(text: str, body: dict) -> dict:
+    return {"content": [{"type": "text", "text": text}], "structuredContent": body, "isError": True}
 
 
 def _error_body(text: str) -> dict | None:
@@ -145,10 +178,8 @@ def _register(verb: str) -> None:
                 params,
                 mcp_session_id=request.headers.get("Mcp-Session-Id") or None,
             )
-        except DomainError as error:
-            raise ToolError(json.dumps(error.as_dict())) from None
-        except DATABASE_ERRORS as exc:  # the HTTP API's answer, from the same function
-            raise ToolError(json.dumps(from_database_error(exc, verb=verb).as_dict())) from None
+        except (DomainError, *DATABASE_ERRORS) as exc:
+            raise ToolError(_refusal_text(exc, verb)) from None
 
     tool.__name__ = verb
     server.tool(
@@ -166,6 +197,14 @@ def _register(verb: str) -> None:
 
 for _verb in schemas.VERBS:
     _register(_verb)
+
+
+def _refusal_text(exc: Exception, verb: str) -> str:
+    """A tool's refusal: the HTTP API's error body, from the same function for a database
+    error."""
+    if isinstance(exc, DomainError):
+        return json.dumps(exc.as_dict())
+    return json.dumps(from_database_error(exc, verb=verb).as_dict())  # type: ignore[arg-type]
 
 
 def _decode(params_type: type[schemas.Params], arguments: dict[str, Any]) -> schemas.Params:
@@ -249,3 +288,115 @@ def _jsonrpc_response(body: dict, *, status: int) -> HttpResponse:
     response["Content-Type"] = "application/json"
     response["Cache-Control"] = "no-store"
     return response
+
+
+# ---------------------------------------------------------------------------------------
+# Tools on the event loop (agents/asgi.py): the calls django-mcpz would pass on as they stand
+
+call_log = logging.getLogger("django_mcpz.calls")  # django-mcpz's record of each tools/call
+# The request headers a tools/call's acceptance depends on (django-mcpz's checks).
+_CALL_HEADERS = ("origin", "mcp-protocol-version", "mcp-method", "mcp-name")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    request_id: str | int
+    verb: str
+    arguments: dict[str, Any]
+
+
+def plain_tool_call(raw_headers: list[tuple[bytes, bytes]], body: bytes) -> ToolCall | None:
+    """The tools/call in ``body`` when django-mcpz's view would hand it to the tool as it
+    stands: the current protocol revision in the header and in ``_meta``, ``Mcp-Method`` and
+    ``Mcp-Name`` agreeing with the body, no ``Origin`` or an allowed one, no elicitation state
+    to verify, arguments an object. Else None, and the view answers (its own error, a legacy
+    client's call). Whether the endpoint may use the tool is checked once it is known."""
+    headers: dict[str, str] = {}
+    for raw_name, value in raw_headers:
+        key = raw_name.decode("latin-1").lower()
+        if key in _CALL_HEADERS:
+            if key in headers:
+                return None  # Django joins repeated headers; let the view judge them
+            headers[key] = value.decode("latin-1")
+    origin = headers.get("origin")
+    if origin is not None:
+        try:
+            host = urlsplit(origin).hostname
+        except ValueError:
+            return None
+        if host is None or not host_allowed(host):
+            return None
+    if headers.get("mcp-protocol-version") != PROTOCOL_VERSION:
+        return None
+    if headers.get("mcp-method") != "tools/call":
+        return None
+    try:
+        message = decode_message(body)
+    except MessageError:
+        return None
+    params = message.params
+    if message.method != "tools/call" or isinstance(message.id, UnsetType):
+        return None
+    if isinstance(params, UnsetType):
+        return None
+    meta = params.get("_meta")
+    if not isinstance(meta, dict) or META_CLIENT_CAPABILITIES not in meta:
+        return None
+    if meta.get(META_PROTOCOL_VERSION) != PROTOCOL_VERSION:
+        return None
+    verb = params.get("name")
+    if not isinstance(verb, str) or verb not in schemas.VERBS:
+        return None
+    if params.get("requestState") is not None:
+        return None
+    try:
+        if decode_header_value(headers.get("mcp-name", "")) != verb:
+            return None
+    except ValueError:
+        return None
+    arguments = params.get("arguments")
+    if arguments is None:
+        arguments = {}
+    elif not isinstance(arguments, dict):
+        return None
+    return ToolCall(message.id, verb, arguments)
+
+
+async def arun_tool(
+    endpoint: Endpoint,
+    call: ToolCall,
+    *,
+    mcp_session_id: str | None,
+    gone: asyncio.Future | None,
+) -> HttpResponse:
+    """The tool's answer to ``call``, as django-mcpz's view would send it, with the verb run
+    on the event loop (``waiting.acall_heard``: a claim whose client left is released)."""
+    started = time.perf_counter()
+    try:
+        params = _decode(schemas.VERBS[call.verb][0], call.arguments)
+        output = await waiting.acall_heard(
+            endpoint, call.verb, params, mcp_session_id=mcp_session_id, gone=gone
+        )
+    except (DomainError, *DATABASE_ERRORS) as exc:
+        text = _refusal_text(exc, call.verb)
+        result, outcome = _refusal_result(text, json.loads(text)), "tool_error"
+    else:
+        encoded = msgspec.json.encode(output, enc_hook=enc_hook)
+        result = {
+            "isError": False,
+            "content": [{"type": "text", "text": encoded.decode()}],
+            "structuredContent": msgspec.Raw(encoded),
+        }
+        outcome = "ok"
+    duration = time.perf_counter() - started
+    call_log.info(
+        "Tool %r: %s in %.1fms",
+        call.verb,
+        outcome,
+        duration * 1000,
+        extra={"server": server, "tool": call.verb, "outcome": outcome, "duration": duration},
+    )
+    return result_response(
+        call.request_id,
+        {"resultType": "complete", **result, "_meta": {META_SERVER_INFO: server.server_info}},
+    )

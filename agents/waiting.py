@@ -159,6 +159,23 @@ async def acall(
         counters.claim_latency.observe(time.perf_counter() - started)
 
 
+async def acall_heard(
+    endpoint: Endpoint,
+    verb: str,
+    params,
+    *,
+    mcp_session_id: str | None = None,
+    gone: asyncio.Future | None = None,
+) -> dict:
+    """``acall`` for a client that may leave: a claim that committed after its client went
+    away is released at once (``release_unheard``) and nobody is answered (ClientGone)."""
+    result = await acall(endpoint, verb, params, mcp_session_id=mcp_session_id, gone=gone)
+    if gone is not None and gone.done() and result.get("todo") is not None:
+        await release_unheard(endpoint, result)
+        raise ClientGone
+    return result
+
+
 async def awaiting[T](
     endpoint: Endpoint,
     attempt: Callable[[], Awaitable[T]],

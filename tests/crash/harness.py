@@ -21,6 +21,7 @@ import pytest
 # The console script installed beside this interpreter (pyproject: [project.scripts]).
 SWITCHBOARD = str(Path(sys.executable).with_name("switchboard"))
 AGENT = str(Path(__file__).with_name("agent.py"))
+_NOTABLE = (" WARNING ", " ERROR ", " CRITICAL ", "Traceback", "Error:")
 
 
 class Proc:
@@ -123,7 +124,15 @@ class Procs:
         for proc in self.started:
             text = proc.output()
             if len(text) > 6000:
-                text = "[…]\n" + text[-6000:]
+                # The tail is mostly access-log lines: keep every warning and error before it
+                # (the breaker's "database unavailable", the pool's reconnection failures).
+                notable = [
+                    line
+                    for line in text[:-6000].splitlines()
+                    if any(mark in line for mark in _NOTABLE)
+                ]
+                text = "\n".join(["[…notable lines before the tail:]", *notable[-200:], "[…]"])
+                text += "\n" + proc.output()[-6000:]
             state = "running" if proc.alive() else f"exited {proc.popen.returncode}"
             parts.append(f"----- {proc.name} (pid {proc.pid}, {state}) -----\n{text}")
         return "\n".join(parts)
