@@ -22,7 +22,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _body(verb: str, arguments: object, *, version: str = PROTOCOL_VERSION) -> bytes:
     meta = {META_PROTOCOL_VERSION: version, META_CLIENT_CAPABILITIES: {}}
     params = {"name": verb, "arguments": arguments, "_meta": meta}
-    return json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}).encode()
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+    ).encode()
 
 
 def _headers(verb: str, token: str, *, version: str = PROTOCOL_VERSION) -> dict[str, str]:
@@ -70,9 +72,7 @@ def test_a_plain_call_answers_what_the_view_answers_byte_for_byte(vend):
         call = mcp.plain_tool_call(_raw(headers), body)
         assert call is not None, (verb, arguments)
         on_loop = _on_loop(endpoint, call)
-        request = factory.post(
-            "/mcp", data=body, content_type="application/json", headers=headers
-        )
+        request = factory.post("/mcp", data=body, content_type="application/json", headers=headers)
         in_view = mcp.view(request).content
         assert on_loop == in_view, (verb, arguments, on_loop, in_view)
     # The answers were the tools' (not a protocol error): a success and the refusals.
