@@ -8,7 +8,9 @@ merely busy. While it is tripped, callers ask ``admit()``: at most
 once a second one of them probes with a fresh connection of its own (outside the pool, a
 one-second connect timeout); if the probe connects, the breaker closes and the request goes
 on; otherwise every caller is refused at once. So recovery needs no restart, and costs one
-connection attempt a second while the database is away.
+connection attempt a second while the database is away. A process that gets no request
+probes too (a thread, once a probe interval, while tripped): a web worker nobody asked
+during the outage is closed again before its next burst, rather than probing under it.
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ class Breaker:
         self._probing = False
         self._aprobes: dict[int, asyncio.Future] = {}
         self._last_reached = 0.0  # when a probe last connected
+        self._failed_probes = 0  # since the breaker tripped (logged now and then)
+        self._watcher: threading.Thread | None = None
 
     @property
     def tripped(self) -> bool:
@@ -81,7 +85,19 @@ class Breaker:
             if self._tripped_at is None:
                 self._tripped_at = time.monotonic()
                 self._last_probe = 0.0  # the next caller probes at once (a restart is quick)
+                self._failed_probes = 0
                 log.warning("database unavailable (%s); answering 503 until it is back", _name(why))
+                if self._watcher is None or not self._watcher.is_alive():
+                    self._watcher = threading.Thread(
+                        target=self._recover, name="switchboard-breaker", daemon=True
+                    )
+                    self._watcher.start()
+
+    def _recover(self) -> None:
+        """While tripped, probe once a probe interval whether or not requests come."""
+        while self._tripped_at is not None:
+            time.sleep(PROBE_INTERVAL_SECONDS)
+            self.admit()
 
     def _reachable(self) -> bool:
         """Does a fresh connection reach the database? Asked at most once a probe interval
@@ -89,10 +105,20 @@ class Breaker:
         with self._lock:
             if time.monotonic() - self._last_reached < PROBE_INTERVAL_SECONDS:
                 return True
-        if not _probe():
+        if _probe() is not None:
             return False
         self._last_reached = time.monotonic()
         return True
+
+    def _probed_with(self, failure: BaseException | None) -> None:
+        """A probe's outcome: close the breaker, or count (and now and then log) why not."""
+        if failure is None:
+            self.reset()
+            return
+        self._failed_probes += 1
+        if self._failed_probes in (1, 2) or self._failed_probes % 30 == 0:
+            first = (str(failure).strip().splitlines() or [""])[0][:200]
+            log.info("database probe %d failed: %s: %s", self._failed_probes, _name(failure), first)
 
     def reset(self) -> None:
         with self._lock:
@@ -127,8 +153,7 @@ class Breaker:
             self._probed.wait(PROBE_CONNECT_TIMEOUT_SECONDS + 1)
             return self._tripped_at is None
         try:
-            if _probe():
-                self.reset()
+            self._probed_with(_probe())
         finally:
             with self._lock:
                 self._probing = False
@@ -140,16 +165,25 @@ class Breaker:
         of this loop that come while it runs await the same probe."""
         if self._tripped_at is None:
             return True
-        key = id(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        key = id(loop)
         probe = self._aprobes.get(key)
         if probe is None:
             with self._lock:
-                if not self._probe_due():
+                if self._probing:  # a thread's probe (the watcher's): its answer stands
+                    waiting = True
+                elif not self._probe_due():
                     return self._tripped_at is None
+                else:
+                    waiting = False
+            if waiting:
+                await loop.run_in_executor(
+                    None, self._probed.wait, PROBE_CONNECT_TIMEOUT_SECONDS + 1
+                )
+                return self._tripped_at is None
             probe = self._aprobes[key] = asyncio.ensure_future(_aprobe())
             try:
-                if await asyncio.shield(probe):
-                    self.reset()
+                self._probed_with(await asyncio.shield(probe))
             finally:
                 self._aprobes.pop(key, None)
         else:
@@ -162,15 +196,16 @@ class Breaker:
             self.trip(exc)
 
 
-def _probe() -> bool:
+def _probe() -> psycopg.Error | None:
+    """Connect afresh and ping: None if the database answered, else why not."""
     from queues import sql
 
     try:
         with psycopg.connect(**_probe_params(), autocommit=True) as conn:
             conn.execute(sql.PING.text)
-    except psycopg.Error:
-        return False
-    return True
+    except psycopg.Error as exc:
+        return exc
+    return None
 
 
 def _probe_params() -> dict:
@@ -183,16 +218,16 @@ def _probe_params() -> dict:
     return params
 
 
-async def _aprobe() -> bool:
+async def _aprobe() -> psycopg.Error | None:
     from queues import sql
 
     try:
         conn = await psycopg.AsyncConnection.connect(**_probe_params(), autocommit=True)
         async with conn:
             await conn.execute(sql.PING.text)
-    except psycopg.Error:
-        return False
-    return True
+    except psycopg.Error as exc:
+        return exc
+    return None
 
 
 def _name(why: BaseException | str) -> str:

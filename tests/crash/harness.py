@@ -21,7 +21,7 @@ import pytest
 # The console script installed beside this interpreter (pyproject: [project.scripts]).
 SWITCHBOARD = str(Path(sys.executable).with_name("switchboard"))
 AGENT = str(Path(__file__).with_name("agent.py"))
-_NOTABLE = (" WARNING ", " ERROR ", " CRITICAL ", "Traceback", "Error:")
+_NOTABLE = (" WARNING ", " ERROR ", " CRITICAL ", "Traceback", "Error:", " switchboard.database ")
 
 
 class Proc:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg_pool
 import pytest
@@ -46,3 +49,36 @@ def test_a_lost_connection_trips_without_asking():
     breaker = Breaker()
     breaker.trip(OperationalError("server closed the connection unexpectedly"))
     assert breaker.tripped
+
+
+@pytest.mark.django_db
+def test_a_tripped_breaker_closes_by_itself_once_the_database_answers():
+    """A web worker that no request reaches probes anyway: it is closed before its next
+    request, which is then not the one to probe (and wait) under a burst."""
+    breaker = Breaker()
+    breaker.trip(OperationalError("server closed the connection unexpectedly"))
+    assert breaker.tripped
+    deadline = time.monotonic() + 3 * availability.PROBE_INTERVAL_SECONDS + 2
+    while breaker.tripped and time.monotonic() < deadline:
+        time.sleep(0.05)  # nobody calls admit()
+    assert not breaker.tripped
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_async_caller_waits_for_a_probe_in_flight_rather_than_be_refused(monkeypatch):
+    breaker = Breaker()
+    breaker.trip(OperationalError("server closed the connection unexpectedly"))
+    real = availability._probe
+
+    def slow_probe():
+        time.sleep(0.5)
+        return real()
+
+    monkeypatch.setattr(availability, "_probe", slow_probe)
+    # A thread's probe in flight (a Board request's, or the breaker's own watcher's) ...
+    with ThreadPoolExecutor(1) as pool:
+        probing = pool.submit(breaker.admit)
+        time.sleep(0.1)
+        # ... an agent request on the event loop meanwhile: admitted with its answer.
+        assert asyncio.run(breaker.aadmit()) is True
+        assert probing.result() is True
