@@ -275,7 +275,10 @@ class AsyncDoorbell:
             except Exception as exc:
                 self.listening.clear()
                 log.warning("doorbell: LISTEN connection lost (%s); reconnecting", exc)
-                breaker.note(exc)
+                # Not a trip of the breaker: a LISTEN connection lost in a restart nobody
+                # sent a request through would have every request refused until a probe
+                # passed (tests/crash/test_database_restart.py, the quiet restart); the
+                # requests' own failures say whether the database is down.
                 self.wake_everyone()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 10.0)

@@ -26,6 +26,7 @@ log = logging.getLogger("switchboard.database")
 
 PROBE_INTERVAL_SECONDS = 1.0
 PROBE_CONNECT_TIMEOUT_SECONDS = 1
+PROBE_LOG_SECONDS = 5.0  # a failed probe is logged at most this often
 # SQLSTATEs of a server that is going or not there yet: connection exceptions (class 08),
 # admin/crash shutdown, cannot connect now.
 _DOWN_SQLSTATES = ("57P01", "57P02", "57P03")
@@ -69,6 +70,7 @@ class Breaker:
         self._aprobes: dict[int, asyncio.Future] = {}
         self._last_reached = 0.0  # when a probe last connected
         self._failed_probes = 0  # since the breaker tripped (logged now and then)
+        self._failure_logged = 0.0
         self._watcher: threading.Thread | None = None
 
     @property
@@ -110,15 +112,23 @@ class Breaker:
         self._last_reached = time.monotonic()
         return True
 
-    def _probed_with(self, failure: BaseException | None) -> None:
+    def _probed_with(self, failure: BaseException | None, took: float) -> None:
         """A probe's outcome: close the breaker, or count (and now and then log) why not."""
         if failure is None:
             self.reset()
             return
         self._failed_probes += 1
-        if self._failed_probes in (1, 2) or self._failed_probes % 30 == 0:
+        now = time.monotonic()
+        if now - self._failure_logged >= PROBE_LOG_SECONDS:
+            self._failure_logged = now
             first = (str(failure).strip().splitlines() or [""])[0][:200]
-            log.info("database probe %d failed: %s: %s", self._failed_probes, _name(failure), first)
+            log.info(
+                "database probe %d failed in %.2f s: %s: %s",
+                self._failed_probes,
+                took,
+                _name(failure),
+                first,
+            )
 
     def reset(self) -> None:
         with self._lock:
@@ -150,10 +160,12 @@ class Breaker:
             else:
                 return self._tripped_at is None
         if waiting:
-            self._probed.wait(PROBE_CONNECT_TIMEOUT_SECONDS + 1)
+            if not self._probed.wait(PROBE_CONNECT_TIMEOUT_SECONDS + 1):
+                log.warning("a database probe in flight did not answer in time")
             return self._tripped_at is None
+        started = time.monotonic()
         try:
-            self._probed_with(_probe())
+            self._probed_with(_probe(), time.monotonic() - started)
         finally:
             with self._lock:
                 self._probing = False
@@ -177,13 +189,16 @@ class Breaker:
                 else:
                     waiting = False
             if waiting:
-                await loop.run_in_executor(
+                answered = await loop.run_in_executor(
                     None, self._probed.wait, PROBE_CONNECT_TIMEOUT_SECONDS + 1
                 )
+                if not answered:
+                    log.warning("a database probe in flight did not answer in time")
                 return self._tripped_at is None
+            started = time.monotonic()
             probe = self._aprobes[key] = asyncio.ensure_future(_aprobe())
             try:
-                self._probed_with(await asyncio.shield(probe))
+                self._probed_with(await asyncio.shield(probe), time.monotonic() - started)
             finally:
                 self._aprobes.pop(key, None)
         else:

@@ -261,7 +261,10 @@ SECURE_CSP_REPORT_ONLY = _CSP_POLICY if DEBUG else {}
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    # The process id: a web host runs several workers, and each has its own pools and breaker.
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s"}
+    },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
