@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -154,3 +156,35 @@ def test_over_http_plain_calls_stay_on_the_loop_and_the_rest_reach_the_view(
     not_in_its_set = ask("create_todo", {"title": "no"}, token=reader)
     assert "Unknown tool" in not_in_its_set.json()["error"]["message"]
     assert len(threaded) == 3
+
+
+def test_a_legacy_clients_long_poll_still_waits_in_the_view_and_claims(live_server, vend):
+    """A 2025-revision client is not a plain call: django-mcpz's view answers it, and the
+    front still does the waiting of its claim_next between the view's tries."""
+    endpoint, token = vend("legacy-waiter")
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "claim_next", "arguments": {"wait_seconds": 10}},
+        }
+    ).encode()
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    assert mcp.plain_tool_call(_raw(headers), body) is None
+
+    with ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(
+            httpx.post, f"{live_server.url}/mcp", content=body, headers=headers, timeout=30
+        )
+        time.sleep(0.5)
+        assert not answer.done()  # waiting
+        todo, _ = create_todo(endpoint=endpoint, title="for a legacy client")
+        response = answer.result(timeout=10)
+    assert response.status_code == 200, response.text
+    claimed = response.json()["result"]["structuredContent"]
+    assert claimed["todo"]["id"] == todo.id
