@@ -41,7 +41,7 @@ def test_a_pool_timeout_trips_when_a_fresh_connection_fails_too(monkeypatch):
     breaker = Breaker()
     breaker.trip(_pool_timeout())
     assert breaker.tripped
-    assert not breaker.admit()  # refused at once, the probe a second away
+    assert not breaker.admit()  # refused at once, the next probe an interval away
 
 
 @pytest.mark.django_db
@@ -82,3 +82,23 @@ def test_an_async_caller_waits_for_a_probe_in_flight_rather_than_be_refused(monk
         # ... an agent request on the event loop meanwhile: admitted with its answer.
         assert asyncio.run(breaker.aadmit()) is True
         assert probing.result() is True
+
+
+@pytest.mark.django_db
+def test_a_database_back_is_noticed_by_the_next_request_within_a_probe_interval(monkeypatch):
+    """The last probe failed just before PostgreSQL came back: a request a moment later is
+    admitted, not refused until a slow probe clock comes round."""
+    with socket.socket() as s:  # a port nothing listens on: the database away
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    params = availability._probe_params()
+    monkeypatch.setattr(
+        availability, "_probe_params", lambda: {**params, "host": "127.0.0.1", "port": port}
+    )
+    breaker = Breaker()
+    breaker.trip(OperationalError("server closed the connection unexpectedly"))
+    assert not breaker.admit()  # a probe, failed
+    monkeypatch.setattr(availability, "_probe_params", lambda: params)  # the database is back
+    time.sleep(0.3)  # the promise: noticed within a quarter second (and a margin)
+    assert asyncio.run(breaker.aadmit()) is True
+    assert not breaker.tripped
