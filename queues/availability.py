@@ -193,10 +193,13 @@ class Breaker:
                 else:
                     waiting = False
             if waiting:
-                answered = await loop.run_in_executor(
-                    None, self._probed.wait, PROBE_CONNECT_TIMEOUT_SECONDS + 1
-                )
-                if not answered:
+                # Polled, not waited for in a thread: while the database hangs rather than
+                # refuses, the watcher's probe is in flight most of the time, and a crowd of
+                # callers must not queue for the loop's few executor threads.
+                deadline = loop.time() + PROBE_CONNECT_TIMEOUT_SECONDS + 1
+                while self._probing and loop.time() < deadline:
+                    await asyncio.sleep(0.01)
+                if self._probing:
                     log.warning("a database probe in flight did not answer in time")
                 return self._tripped_at is None
             started = time.monotonic()
