@@ -6,8 +6,9 @@ shutting down, no pooled connection within the pool's timeout while a fresh conn
 too) and never on a query's own error (a deadlock, a timeout, bad data) nor on a pool that is
 merely busy. While it is tripped, callers ask ``admit()``: at most
 once a probe interval (a quarter of a second) one of them probes with a fresh connection of
-its own (outside the pool, a one-second connect timeout); if the probe connects, the breaker
-closes and the request goes on; otherwise every caller is refused at once. So recovery needs
+its own (outside the pool, a short connect timeout: libpq makes it two seconds at least);
+if the probe connects, the breaker closes and the request goes on; otherwise every caller is
+refused at once. So recovery needs
 no restart, is noticed within a probe interval of the database's return, and costs at most
 four connection attempts a second per process while the database is away. A process that
 gets no request probes too (a thread, once a probe interval, while tripped): a web worker
@@ -194,8 +195,9 @@ class Breaker:
                     waiting = False
             if waiting:
                 # Polled, not waited for in a thread: while the database hangs rather than
-                # refuses, the watcher's probe is in flight most of the time, and a crowd of
-                # callers must not queue for the loop's few executor threads.
+                # refuses, the watcher's probe is in flight most of the time, and a waiting
+                # caller holds no executor thread (tests/queues/test_availability.py, the
+                # crowd: answered within about one probe either way).
                 deadline = loop.time() + PROBE_CONNECT_TIMEOUT_SECONDS + 1
                 while self._probing and loop.time() < deadline:
                     await asyncio.sleep(0.01)

@@ -102,3 +102,32 @@ def test_a_database_back_is_noticed_by_the_next_request_within_a_probe_interval(
     time.sleep(0.3)  # the promise: noticed within a quarter second (and a margin)
     assert asyncio.run(breaker.aadmit()) is True
     assert not breaker.tripped
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_crowd_on_the_loop_is_answered_promptly_while_probes_hang(monkeypatch):
+    """A database that hangs rather than refuses (a server that accepts and never answers):
+    every probe takes its whole connect timeout (libpq's two seconds at least), so the
+    watcher's probe is in flight most of the time. 200 agent requests on the event loop
+    meanwhile are all refused within about one probe. (Both the polling wait and the earlier
+    wait in an executor thread pass this: queued waits drain the moment a probe ends.)"""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(256)
+        port = listener.getsockname()[1]
+        params = availability._probe_params()
+        monkeypatch.setattr(
+            availability, "_probe_params", lambda: {**params, "host": "127.0.0.1", "port": port}
+        )
+        breaker = Breaker()
+        breaker.trip(OperationalError("server closed the connection unexpectedly"))
+        time.sleep(availability.PROBE_INTERVAL_SECONDS + 0.1)  # the watcher's probe, hanging
+
+        async def crowd() -> tuple[list[bool], float]:
+            started = time.monotonic()
+            answers = await asyncio.gather(*(breaker.aadmit() for _ in range(200)))
+            return answers, time.monotonic() - started
+
+        answers, took = asyncio.run(crowd())
+    assert answers == [False] * 200
+    assert took < 2 * availability.PROBE_CONNECT_TIMEOUT_SECONDS + 1, took
