@@ -130,4 +130,5 @@ def test_a_crowd_on_the_loop_is_answered_promptly_while_probes_hang(monkeypatch)
 
         answers, took = asyncio.run(crowd())
     assert answers == [False] * 200
-    assert took < 2 * availability.PROBE_CONNECT_TIMEOUT_SECONDS + 1, took
+    print(f"200 callers answered in {took:.2f} s")
+    assert took < 3.0, took  # one hanging probe (libpq: 2 s) and a second of slack
