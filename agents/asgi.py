@@ -296,7 +296,7 @@ async def _verb(exchange: _Exchange, verb: str) -> None:
         params = http.decode(verb, body)
         waits = verb == "claim_next" and params.wait_seconds
         gone = exchange.watch_disconnect() if waits else None
-        result = await waiting.acall_heard(endpoint, verb, params, gone=gone)
+        result = await waiting.acall(endpoint, verb, params, gone=gone)
     except DomainError as error:
         await exchange.error(error)
         return

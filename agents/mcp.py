@@ -179,7 +179,7 @@ def _register(verb: str) -> None:
                 mcp_session_id=request.headers.get("Mcp-Session-Id") or None,
             )
         except (DomainError, *DATABASE_ERRORS) as exc:
-            raise ToolError(_refusal_text(exc, verb)) from None
+            raise ToolError(json.dumps(_refusal_body(exc, verb))) from None
 
     tool.__name__ = verb
     server.tool(
@@ -199,12 +199,12 @@ for _verb in schemas.VERBS:
     _register(_verb)
 
 
-def _refusal_text(exc: Exception, verb: str) -> str:
+def _refusal_body(exc: Exception, verb: str) -> dict:
     """A tool's refusal: the HTTP API's error body, from the same function for a database
     error."""
     if isinstance(exc, DomainError):
-        return json.dumps(exc.as_dict())
-    return json.dumps(from_database_error(exc, verb=verb).as_dict())  # type: ignore[arg-type]
+        return exc.as_dict()
+    return from_database_error(exc, verb=verb).as_dict()  # type: ignore[arg-type]
 
 
 def _decode(params_type: type[schemas.Params], arguments: dict[str, Any]) -> schemas.Params:
@@ -370,16 +370,16 @@ async def arun_tool(
     gone: asyncio.Future | None,
 ) -> HttpResponse:
     """The tool's answer to ``call``, as django-mcpz's view would send it, with the verb run
-    on the event loop (``waiting.acall_heard``: a claim whose client left is released)."""
+    on the event loop (``waiting.acall``: a claim whose client left is released)."""
     started = time.perf_counter()
     try:
         params = _decode(schemas.VERBS[call.verb][0], call.arguments)
-        output = await waiting.acall_heard(
+        output = await waiting.acall(
             endpoint, call.verb, params, mcp_session_id=mcp_session_id, gone=gone
         )
     except (DomainError, *DATABASE_ERRORS) as exc:
-        text = _refusal_text(exc, call.verb)
-        result, outcome = _refusal_result(text, json.loads(text)), "tool_error"
+        body = _refusal_body(exc, call.verb)
+        result, outcome = _refusal_result(json.dumps(body), body), "tool_error"
     else:
         encoded = msgspec.json.encode(output, enc_hook=enc_hook)
         result = {

@@ -140,7 +140,17 @@ async def acall(
     gone: asyncio.Future | None = None,
 ) -> dict:
     """``call`` for the event loop: the plan on the async pool, claim_next's long-poll on the
-    asyncio doorbell. ``gone`` is done when the client went away (then ClientGone)."""
+    asyncio doorbell. ``gone`` is done when the client went away: a wait then ends with
+    ClientGone, and a claim that committed after it went is released at once
+    (``release_unheard``) and nobody is answered (ClientGone)."""
+    result = await _acall(endpoint, verb, params, mcp_session_id=mcp_session_id, gone=gone)
+    if gone is not None and gone.done() and result.get("todo") is not None:
+        await release_unheard(endpoint, result)
+        raise ClientGone
+    return result
+
+
+async def _acall(endpoint: Endpoint, verb: str, params, *, mcp_session_id, gone) -> dict:
     if verb == "claim_next" and params.wait_seconds:
         return await awaiting(
             endpoint,
@@ -157,23 +167,6 @@ async def acall(
         return await db.arun(plan)
     finally:
         counters.claim_latency.observe(time.perf_counter() - started)
-
-
-async def acall_heard(
-    endpoint: Endpoint,
-    verb: str,
-    params,
-    *,
-    mcp_session_id: str | None = None,
-    gone: asyncio.Future | None = None,
-) -> dict:
-    """``acall`` for a client that may leave: a claim that committed after its client went
-    away is released at once (``release_unheard``) and nobody is answered (ClientGone)."""
-    result = await acall(endpoint, verb, params, mcp_session_id=mcp_session_id, gone=gone)
-    if gone is not None and gone.done() and result.get("todo") is not None:
-        await release_unheard(endpoint, result)
-        raise ClientGone
-    return result
 
 
 async def awaiting[T](

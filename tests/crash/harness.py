@@ -124,6 +124,7 @@ class Procs:
         for proc in self.started:
             text = proc.output()
             if len(text) > 6000:
+                tail = text[-6000:]
                 # The tail is mostly access-log lines: keep every warning and error before it
                 # (the breaker's "database unavailable", the pool's reconnection failures).
                 notable = [
@@ -132,7 +133,7 @@ class Procs:
                     if any(mark in line for mark in _NOTABLE)
                 ]
                 text = "\n".join(["[…notable lines before the tail:]", *notable[-200:], "[…]"])
-                text += "\n" + proc.output()[-6000:]
+                text += "\n" + tail
             state = "running" if proc.alive() else f"exited {proc.popen.returncode}"
             parts.append(f"----- {proc.name} (pid {proc.pid}, {state}) -----\n{text}")
         return "\n".join(parts)

@@ -21,6 +21,21 @@ def _pool_timeout() -> OperationalError:
     return error
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _probes_reach(monkeypatch, port: int) -> dict:
+    """Point the breaker's probes at 127.0.0.1:``port``; returns the real parameters."""
+    params = availability._probe_params()
+    monkeypatch.setattr(
+        availability, "_probe_params", lambda: {**params, "host": "127.0.0.1", "port": port}
+    )
+    return params
+
+
 @pytest.mark.django_db
 def test_a_busy_pool_with_the_database_there_does_not_trip():
     breaker = Breaker()
@@ -31,13 +46,7 @@ def test_a_busy_pool_with_the_database_there_does_not_trip():
 
 @pytest.mark.django_db
 def test_a_pool_timeout_trips_when_a_fresh_connection_fails_too(monkeypatch):
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    params = availability._probe_params()
-    monkeypatch.setattr(
-        availability, "_probe_params", lambda: {**params, "host": "127.0.0.1", "port": port}
-    )
+    _probes_reach(monkeypatch, _free_port())  # a port nothing listens on
     breaker = Breaker()
     breaker.trip(_pool_timeout())
     assert breaker.tripped
@@ -88,13 +97,7 @@ def test_an_async_caller_waits_for_a_probe_in_flight_rather_than_be_refused(monk
 def test_a_database_back_is_noticed_by_the_next_request_within_a_probe_interval(monkeypatch):
     """The last probe failed just before PostgreSQL came back: a request a moment later is
     admitted, not refused until a slow probe clock comes round."""
-    with socket.socket() as s:  # a port nothing listens on: the database away
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    params = availability._probe_params()
-    monkeypatch.setattr(
-        availability, "_probe_params", lambda: {**params, "host": "127.0.0.1", "port": port}
-    )
+    params = _probes_reach(monkeypatch, _free_port())  # the database away
     breaker = Breaker()
     breaker.trip(OperationalError("server closed the connection unexpectedly"))
     assert not breaker.admit()  # a probe, failed
@@ -114,11 +117,7 @@ def test_a_crowd_on_the_loop_is_answered_promptly_while_probes_hang(monkeypatch)
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(256)
-        port = listener.getsockname()[1]
-        params = availability._probe_params()
-        monkeypatch.setattr(
-            availability, "_probe_params", lambda: {**params, "host": "127.0.0.1", "port": port}
-        )
+        _probes_reach(monkeypatch, listener.getsockname()[1])
         breaker = Breaker()
         breaker.trip(OperationalError("server closed the connection unexpectedly"))
         time.sleep(availability.PROBE_INTERVAL_SECONDS + 0.1)  # the watcher's probe, hanging
