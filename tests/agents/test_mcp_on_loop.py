@@ -120,7 +120,7 @@ def test_bodies_that_are_not_a_plain_call_are_not_plain():
 
 
 def test_over_http_plain_calls_stay_on_the_loop_and_the_rest_reach_the_view(
-    live_server, vend, monkeypatch
+    live_server, vend, make_user, monkeypatch
 ):
     _, token = vend("loop-served")
     _, reader = vend("loop-reader", verbs="list_todos,get_todo")
@@ -145,6 +145,19 @@ def test_over_http_plain_calls_stay_on_the_loop_and_the_rest_reach_the_view(
     assert got.json()["result"]["structuredContent"]["todo"]["title"] == "on the loop"
     missing = ask("get_todo", {"todo_id": 987654321})
     assert missing.json()["result"]["structuredContent"]["error"]["code"] == "not_found"
+    # Another team's todo answers as an unknown one does, word for word.
+    elsewhere, _ = vend("loop-elsewhere", team=make_user("mallory").teams.get())
+    foreign, _ = create_todo(endpoint=elsewhere, title="not yours")
+    theirs = ask("get_todo", {"todo_id": foreign.id})
+    assert (
+        theirs.json()["result"]["structuredContent"]
+        == (
+            ask("get_todo", {"todo_id": foreign.id + 10_000_000}).json()["result"][
+                "structuredContent"
+            ]
+        )
+    )
+    assert "not yours" not in theirs.text
     assert threaded == []  # none of those ran django-mcpz's view
 
     # The view answers the rest, in its own words.
