@@ -8,7 +8,8 @@ database (``metric_counters``), never in one process's memory:
   since the last fold, up to a second ago and never past a transaction still open (whose
   closes would commit behind the mark), under a lock on the one ``sweeper_status`` row, so two
   sweepers never count a window twice. Rows the per-todo history cap prunes before they are
-  counted leave their counts in ``metric_deltas`` for the fold; retention deletes only todos
+  counted leave their counts, and when they ended, in ``metric_deltas`` for the fold (which
+  counts those that ended in its window); retention deletes only todos
   already counted. So every close is counted exactly once, and the counters trail reality by
   about one sweep interval.
 - **Claim latency.** Each web process times its claim calls in memory (no query on the claim
@@ -74,12 +75,13 @@ def bucket_label(upper: float) -> str:
 def fold_attempt_endings(*, lag_seconds: float | None = None) -> dict[str, int]:
     """Add the attempts that ended since the last fold to the ``attempts_closed_total``
     counters and move the mark: up to ``lag_seconds`` ago by the database clock, and not past
-    any transaction still open (see queues/sql/counters.py FOLD_HORIZON), plus what history pruning carried over
-    (metric_deltas). One transaction, under a lock on the sweeper_status row: a second sweeper
-    waits, then sees the moved mark; a claim that prunes rows this fold has not counted yet
-    waits for it too (queues/sql/claim.py, its `carried` arm). So every close is counted exactly once, however
-    soon its row is pruned or deleted by retention (which deletes only counted rows). Returns
-    the counts added, by outcome."""
+    any transaction still open (see queues/sql/counters.py FOLD_HORIZON), plus what history
+    pruning carried over (metric_deltas, each with when its attempts ended: counted if in the
+    window, dropped if before it, kept if after). One transaction, under a lock on the
+    sweeper_status row: a second sweeper waits, then sees the moved mark. So every close is
+    counted exactly once, however soon its row is pruned (queues/sql/claim.py, its `carried`
+    arm) or deleted by retention (which deletes only counted rows). Returns the counts added,
+    by outcome."""
     lag = FOLD_LAG_SECONDS if lag_seconds is None else lag_seconds
     with transaction.atomic(durable=True):
         SweeperStatus.objects.bulk_create([SweeperStatus(id=1)], ignore_conflicts=True)

@@ -729,12 +729,16 @@ class MetricCounter(models.Model):
 
 class MetricDelta(models.Model):
     """Counts waiting to be added to ``metric_counters`` by the sweeper's fold: attempts the
-    per-todo history cap deleted before the fold had counted them (queues/sql.py, _CLAIM).
-    Insert-only for writers, emptied by the fold: no row is ever updated, so writers never
-    queue on one."""
+    per-todo history cap deleted before the fold had counted them (queues/sql/claim.py, the
+    ``carried`` arm), with the time they ended. The fold counts a delta whose ``ended_at`` is
+    in its window, drops one before it (that attempt's row was counted while it was still
+    there) and keeps one after it for a later fold. Insert-only for writers, emptied by the
+    fold: no row is ever updated, so writers never queue on one."""
 
     name = models.CharField(max_length=100)
     label = models.CharField(max_length=100, blank=True)
+    # When the pruned attempts ended (one delta per outcome and ended_at).
+    ended_at = models.DateTimeField()
     value = models.FloatField()
 
     class Meta:

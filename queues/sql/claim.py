@@ -128,19 +128,18 @@ pruned AS (
  RETURNING a.seq, a.outcome, a.ended_at
 ),
 carried AS (
-    -- A pruned row the metrics fold has not counted yet (it ended at or after the fold's
-    -- mark) leaves its count behind for the fold (queues/metrics.py), so no close goes
-    -- uncounted. Evaluated only when rows were pruned (the sub-select runs on first use); the
-    -- KEY SHARE lock waits out a fold in progress, whose FOR UPDATE holds the mark, and then
-    -- reads the moved mark: a row that fold counted is not carried too.
-    INSERT INTO metric_deltas (name, label, value)
-    SELECT 'attempts_closed_total', p.outcome, count(*)
+    -- A pruned row the metrics fold may not have counted yet (it ended at or after the mark
+    -- as this statement reads it) leaves its count behind with its ended_at, so no close goes
+    -- uncounted (queues/counters.py). Evaluated only when rows were pruned (the sub-select
+    -- runs on first use). No lock: a fold that counted the row while it was still visible has
+    -- a window past its ended_at, and the fold drops a delta that ended before its window.
+    INSERT INTO metric_deltas (name, label, ended_at, value)
+    SELECT 'attempts_closed_total', p.outcome, p.ended_at, count(*)
       FROM pruned p
      WHERE p.ended_at >= COALESCE(
-               (SELECT s.metrics_folded_until FROM sweeper_status s WHERE s.id = 1
-                   FOR KEY SHARE),
+               (SELECT s.metrics_folded_until FROM sweeper_status s WHERE s.id = 1),
                '-infinity'::timestamptz)
-     GROUP BY p.outcome
+     GROUP BY p.outcome, p.ended_at
 ),
 """
 )

@@ -21,13 +21,19 @@ WITH counted AS (
        AND a.ended_at < %(until)s
      GROUP BY a.outcome
 ), carried AS (
-    -- Attempts the per-todo history cap deleted before this fold could count them: the claim
-    -- that pruned them left their counts here (queues/sql.py, _CLAIM's `carried` arm).
-    DELETE FROM metric_deltas d WHERE d.name = %(name)s RETURNING d.label AS outcome, d.value
+    -- Attempts the per-todo history cap deleted, their counts left here by the claim that
+    -- pruned them (queues/sql/claim.py, its `carried` arm), with when they ended. This fold
+    -- takes every delta that ended before its horizon: it counts those in its window, and
+    -- drops those before it, whose rows an earlier fold saw (a delta that was visible to that
+    -- fold was taken by it) and counted. Those ending later stay for a later fold.
+    DELETE FROM metric_deltas d
+     WHERE d.name = %(name)s AND d.ended_at < %(until)s
+ RETURNING d.label AS outcome, d.ended_at, d.value
 ), together AS (
     SELECT outcome, n::float8 AS n FROM counted
     UNION ALL
     SELECT outcome, value FROM carried
+     WHERE ended_at >= COALESCE(%(since)s::timestamptz, '-infinity'::timestamptz)
 ), summed AS (
     SELECT outcome, sum(n) AS n FROM together GROUP BY outcome
 ), added AS (

@@ -16,7 +16,7 @@ import pytest
 from django.db import connection, connections, transaction
 
 from queues import counters, sweeper, transitions
-from queues.models import MetricCounter, Todo, TodoAttempt
+from queues.models import MetricCounter, SweeperStatus, Todo, TodoAttempt
 from queues.transitions import Actor
 from tests.queues.helpers import run_together
 
@@ -144,3 +144,49 @@ def test_claims_that_prune_while_folds_run_count_every_close_once(settings, make
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM metric_deltas")
         assert cursor.fetchone() == (0,)  # the fold took every carried count
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("folded_before", [False, True], ids=["first fold", "later fold"])
+def test_a_claim_open_across_a_fold_is_counted_once(settings, make_endpoint, folded_before):
+    # A claim prunes a failed attempt and carries its count, and stays open while a fold runs:
+    # the fold still sees the row (its deletion is not committed) and counts it, then the
+    # claim commits the carried count. The next fold must drop it. Before, a claim locked the
+    # sweeper_status row to read the mark, and a new database has no such row yet (the
+    # sweeper makes it): a first fold counted 2 failed closes for 1 (CI, 2026-12-01).
+    settings.SWITCHBOARD_RETRY_BASE_SECONDS = 0
+    settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO = 1
+    endpoint = make_endpoint("first")
+    agent = Actor.agent(endpoint)
+    todo = transitions.create_todo(endpoint=endpoint, title="t", max_attempts=10)[0]
+    if folded_before:
+        counters.fold_attempt_endings(lag_seconds=0)  # a mark before the failure below
+    _claim_and_fail(agent, todo.id, 1)
+    assert SweeperStatus.objects.exists() == folded_before
+    pruned, release = threading.Event(), threading.Event()
+
+    def claimer() -> None:
+        try:
+            with transaction.atomic():
+                transitions.claim(agent, todo.id)  # prunes the failed attempt, carries it
+                pruned.set()
+                release.wait(30)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=claimer)
+    thread.start()
+    try:
+        assert pruned.wait(30)
+        assert counters.fold_attempt_endings(lag_seconds=0) == {"failed": 1}  # the row
+    finally:
+        release.set()
+        thread.join(30)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT label, value FROM metric_deltas")
+        assert cursor.fetchall() == [("failed", 1.0)]  # carried as well
+    assert counters.fold_attempt_endings(lag_seconds=0) == {}  # and dropped
+    assert counted("failed") == 1
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM metric_deltas")
+        assert cursor.fetchone() == (0,)
