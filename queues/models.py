@@ -221,12 +221,13 @@ class EventKind(models.TextChoices):
 # The Board's search (issue 15): PostgreSQL's built-in full-text search with the 'simple'
 # configuration (words lowercased, no stemming and no stop words, so it reads any language the
 # same way). A todo's title and body are in TodoSearchDocument (made by a trigger, migration
-# 0018, with SearchVector("title", "body", config="simple")'s expression); the summaries'
-# index below is built on this very expression, and the Board's search (queues.selectors)
-# matches against it, so the two cannot drift apart.
+# 0018, with SearchVector("title", "body", config="simple")'s expression); an attempt's
+# summary words are stored on its row (TodoAttempt.summary_document, generated from this very
+# expression, migration 0020), which the summaries' GIN index is built on and the Board's
+# search (queues.selectors) matches against, so the two cannot drift apart.
 SUMMARY_SEARCH_VECTOR = SearchVector("summary", config="simple")
-# Only attempts that wrote a summary are in the summary index: a claim (an insert, no summary)
-# and a close that reports none never touch it.
+# Only attempts that wrote a summary have words, and only they are in the summary index: a
+# claim (an insert, no summary) and a close that reports none never touch it.
 SUMMARY_SEARCHABLE = Q(summary__gt="")
 
 
@@ -498,6 +499,14 @@ class TodoAttempt(models.Model):
     artifact_bytes = models.IntegerField(default=0)
     result = models.JSONField(null=True, blank=True)
     lease_token_hash = models.CharField(max_length=64, null=True, blank=True)
+    # The summary's words (NULL without a summary), computed by PostgreSQL when the row is
+    # written: the Board's search checks a recent todo's attempts row by row against it, and
+    # its GIN index serves the rest (queues.selectors.board_queue).
+    summary_document = models.GeneratedField(
+        expression=models.Case(models.When(SUMMARY_SEARCHABLE, then=SUMMARY_SEARCH_VECTOR)),
+        output_field=SearchVectorField(null=True),
+        db_persist=True,
+    )
 
     class Meta:
         db_table = "todo_attempts"
@@ -542,7 +551,9 @@ class TodoAttempt(models.Model):
             ),
             # The Board's search over what attempts reported (partial: see SUMMARY_SEARCHABLE).
             GinIndex(
-                SUMMARY_SEARCH_VECTOR, name="todo_attempts_search", condition=SUMMARY_SEARCHABLE
+                fields=["summary_document"],
+                name="todo_attempts_search",
+                condition=SUMMARY_SEARCHABLE,
             ),
             # The endpoint page (queues/endpoint_health.py): one endpoint's endings of the last
             # day, read from the index alone (it carries what the page counts). Closed rows

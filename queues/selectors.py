@@ -20,6 +20,7 @@ from django.db.models import (
     ExpressionWrapper,
     F,
     FilteredRelation,
+    Func,
     IntegerField,
     Max,
     OuterRef,
@@ -39,7 +40,6 @@ from queues.errors import Invalid, NotFound
 from queues.models import (
     DIED_OUTCOMES,
     LIVE_STATES,
-    SUMMARY_SEARCH_VECTOR,
     SUMMARY_SEARCHABLE,
     ClaimerKind,
     DeadLetterSink,
@@ -238,10 +238,12 @@ def _filter_q(
     *,
     with_state: bool = True,
     ids: tuple[int | None, int | None] = (None, None),
+    walk: bool = False,
 ) -> Q:
     """The queue's filters as one condition (a WHERE, an annotation or an aggregate's
     FILTER alike). ``ids`` bounds the todo ids the search looks among, [low, high): the
-    search's own index scans are bounded too (see ``board_queue``)."""
+    search's own index scans are bounded too (see ``board_queue``). ``walk``: the search
+    checks each todo it is asked about, row by row, instead (``_text_q``)."""
     condition = Q()
     if with_state and filters.state:
         condition &= Q(state=filters.state)
@@ -252,7 +254,7 @@ def _filter_q(
             Exists(TodoAttempt.objects.filter(todo=OuterRef("pk"), outcome__in=DIED_OUTCOMES))
         )
     if filters.text:
-        condition &= _text_q(filters.text, ids=ids)
+        condition &= _walked_text_q(filters.text) if walk else _text_q(filters.text, ids=ids)
     return condition
 
 
@@ -296,10 +298,9 @@ def _text_q(text: str, *, ids: tuple[int | None, int | None] = (None, None)) -> 
         query = SearchQuery(raw, search_type="raw", config="simple")
         arms.append(TodoSearchDocument.objects.filter(bounds, document=query).values("todo_id"))
         arms.append(
-            TodoAttempt.objects.filter(SUMMARY_SEARCHABLE, bounds)
-            .annotate(document=SUMMARY_SEARCH_VECTOR)
-            .filter(document=query)
-            .values("todo_id")
+            TodoAttempt.objects.filter(SUMMARY_SEARCHABLE, bounds, summary_document=query).values(
+                "todo_id"
+            )
         )
     else:
         titled = Todo.objects.filter(title__ilike_contains=text)
@@ -316,15 +317,57 @@ def _text_q(text: str, *, ids: tuple[int | None, int | None] = (None, None)) -> 
     return Q(pk__in=first.union(*rest) if rest else first)
 
 
+class _Matches(Func):
+    """``ts_match_vq(document, query)``: what ``document @@ query`` computes, in a form no
+    index answers, so PostgreSQL checks the rows it is given instead of reading a GIN
+    index's whole posting list for the words."""
+
+    function = "ts_match_vq"
+    output_field = BooleanField()
+
+
+def _walked_text_q(text: str) -> Q:
+    """The same test as ``_text_q``, asked of each todo in turn: its title and body's words
+    (one probe of todo_search_documents by todo id), then its attempts' stored summary words
+    (a probe of todo_attempts_todo_seq), or its id for "#123". For a few hundred todos, a
+    few ms however common the words are; the GIN indexes' cost grows with how many rows
+    hold the words (``board_queue`` uses both)."""
+    raw = search_tsquery(text)
+    if raw is None:
+        condition = Q(title__ilike_contains=text)
+    else:
+        query = SearchQuery(raw, search_type="raw", config="simple")
+        condition = Q(
+            Exists(
+                TodoSearchDocument.objects.filter(todo_id=OuterRef("pk")).filter(
+                    _Matches(F("document"), query)
+                )
+            )
+        ) | Q(
+            Exists(
+                TodoAttempt.objects.filter(SUMMARY_SEARCHABLE, todo_id=OuterRef("pk")).filter(
+                    _Matches(F("summary_document"), query)
+                )
+            )
+        )
+    if number := re.fullmatch(r"#?([0-9]{1,18})", text):
+        condition |= Q(pk=int(number[1]))
+    return condition
+
+
 def jump_target(text: str) -> int | None:
     """The todo id a search of exactly "#123" names (the queue page opens its drawer)."""
     number = re.fullmatch(r"#([0-9]{1,18})", text.strip())
     return int(number[1]) if number else None
 
 
-# A search looks for the page's newest matches among the newest this many todo ids first,
-# then among eight times as many below them, and so on: each look reads only the matches in
-# its range from the tables (a common word matched 70,000 attempts, all read to show 50).
+# A search first checks the newest this many todos that pass the other filters one by one
+# (``_walked_text_q``): a common word fills the page there in a few ms, where reading its GIN
+# posting list took 40 (70,000 attempts for one word over 1,000,000).
+SEARCH_WALK = 512
+# Below them, it looks for the page's matches through the GIN indexes among this many todo
+# ids, then among eight times as many below them, and so on: each look reads only the
+# matches in its range from the tables.
 SEARCH_WINDOW = 4096
 
 
@@ -334,26 +377,38 @@ def board_queue(
     """One page of the Board's queue, newest first, by keyset. Each todo carries its open
     attempt's holder (``holder_*``) and its newest closed attempt (``last_*``). One query:
     the per-row attempt reads are index probes made only for the rows on the page. With a
-    search, one query per window of ids (``SEARCH_WINDOW``) until the page is full: one for a
-    common word, a few for a rare one."""
+    search, one query over the newest ``SEARCH_WALK`` todos that pass the other filters,
+    checked row by row; if the page is not full, one more for where that walk stopped, then
+    one per window of ids below it (``SEARCH_WINDOW``) until the page is full."""
     todos = _board_todos(team_ids)
     if before_id is not None:
         todos = todos.filter(pk__lt=before_id)
     if not filters.text:
         rows = list(todos.filter(_filter_q(filters))[: BOARD_PAGE + 1])
     else:
-        rows = []
-        high = before_id or (Todo.objects.aggregate(top=Max("pk"))["top"] or 0) + 1
-        window = SEARCH_WINDOW
-        while True:
-            low = high - window if high - window > 1 else None
-            found = todos.filter(_filter_q(filters, ids=(low, high)), pk__lt=high)
-            if low is not None:
-                found = found.filter(pk__gte=low)
-            rows += found[: BOARD_PAGE + 1 - len(rows)]
-            if len(rows) > BOARD_PAGE or low is None:
-                break
-            high, window = low, window * 8
+        others = Todo.objects.filter(endpoint__team_id__in=team_ids).filter(
+            _filter_q(replace(filters, text=""))
+        )
+        if before_id is not None:
+            others = others.filter(pk__lt=before_id)
+        candidates: QuerySet[Todo, int] = others.order_by("-pk").values_list("pk", flat=True)
+        walked = candidates[:SEARCH_WALK]
+        rows = list(todos.filter(_walked_text_q(filters.text), pk__in=walked)[: BOARD_PAGE + 1])
+        # Where the walk stopped: below the last todo it checked (none: it checked them all).
+        stopped: int | None = None
+        if len(rows) <= BOARD_PAGE:
+            stopped = next(iter(candidates[SEARCH_WALK - 1 : SEARCH_WALK]), None)
+        if stopped is not None:
+            high, window = stopped, SEARCH_WINDOW
+            while True:
+                low = high - window if high - window > 1 else None
+                found = todos.filter(_filter_q(filters, ids=(low, high)), pk__lt=high)
+                if low is not None:
+                    found = found.filter(pk__gte=low)
+                rows += found[: BOARD_PAGE + 1 - len(rows)]
+                if len(rows) > BOARD_PAGE or low is None:
+                    break
+                high, window = low, window * 8
     for row in rows:
         row.matches = True
     next_before = rows[BOARD_PAGE - 1].pk if len(rows) > BOARD_PAGE else None
@@ -364,8 +419,9 @@ def board_queue_rows(team_ids: list[int], filters: QueueFilters, ids: list[int])
     """The live queue's refresh: the rows a browser already shows (``ids``, at most a page),
     as they are now, newest first, each with ``matches``: whether it still passes the
     filters (a todo that moved on stays where the reader saw it, marked, until they ask for
-    the fresh page). An id outside the teams reads as missing. One query."""
-    condition = _filter_q(filters)
+    the fresh page). An id outside the teams reads as missing. One query; a search is
+    checked row by row for these rows only."""
+    condition = _filter_q(filters, walk=True)
     matches = (
         ExpressionWrapper(condition, output_field=BooleanField()) if condition else Value(True)
     )

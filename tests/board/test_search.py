@@ -150,13 +150,18 @@ def test_a_todos_words_are_written_once_and_go_with_it(make_todo):
     assert not TodoSearchDocument.objects.filter(todo_id=todo.id).exists()
 
 
-def test_a_search_looks_window_by_window_and_finds_what_one_look_would(
-    signed_in, endpoint, make_todo, team, monkeypatch
+@pytest.mark.parametrize("walk", [1, 5, 1000], ids=["walk 1", "walk 5", "walk all"])
+@pytest.mark.parametrize("state", [None, "pending"], ids=["any state", "pending"])
+def test_a_search_walks_then_looks_window_by_window_and_finds_what_one_look_would(
+    signed_in, endpoint, make_todo, team, monkeypatch, walk, state
 ):
-    """The page is looked for among the newest ids first, then eight times as many below
-    (queues.selectors.SEARCH_WINDOW): with a window of 2, a sparse match set spread over many
-    windows gives the same page, in the same order, with the same older page, as one look over
-    every id; a match in the oldest window is found, and "before" pages on from there."""
+    """The page is looked for among the newest todos that pass the other filters first, each
+    checked row by row (queues.selectors.SEARCH_WALK of them), then through the GIN indexes
+    among the ids below where that walk stopped, window by window, eight times as many each
+    time (SEARCH_WINDOW): with a window of 2 and a page of 3, a sparse match set spread over
+    many windows gives the same pages, in the same order, as one look over every id, whether
+    the walk checks 1 todo, 5 or all of them; a match in the oldest window is found, and
+    "before" pages on from there."""
     from queues import selectors
 
     agent = Actor.agent(endpoint)
@@ -167,9 +172,12 @@ def test_a_search_looks_window_by_window_and_finds_what_one_look_would(
         if n % 11 == 3:  # a match through a summary only
             transitions.claim(agent, todo.id)
             transitions.fail(agent, todo.id, summary="the kiwi build broke")
-    every = QueueFilters(text="kiwi")
+        elif n % 5 == 1:  # not pending: left out by the state filter
+            transitions.claim(agent, todo.id)
+    every = QueueFilters(state=state, text="kiwi")
     expected = list(_board_todos([team.pk]).filter(_filter_q(every)).values_list("pk", flat=True))
-    assert len(expected) >= 8 and made[0] in expected  # the oldest todo is a match
+    assert len(expected) >= 4 and made[0] in expected  # the oldest todo is a match
+    monkeypatch.setattr(selectors, "SEARCH_WALK", walk)
     monkeypatch.setattr(selectors, "SEARCH_WINDOW", 2)
     monkeypatch.setattr(selectors, "BOARD_PAGE", 3)
     seen, before = [], None
@@ -179,9 +187,73 @@ def test_a_search_looks_window_by_window_and_finds_what_one_look_would(
         if before is None:
             break
     assert seen == expected
-    # And through the page itself (the default window), the same rows.
+    # And through the page itself (the default walk and window), the same rows.
     monkeypatch.undo()
-    assert _ids(signed_in, "kiwi") == expected
+    if state is None:
+        assert _ids(signed_in, "kiwi") == expected
+
+
+@pytest.mark.parametrize("walk", [1, 2, 3])
+def test_the_match_just_past_the_walk_is_found(make_todo, team, monkeypatch, walk):
+    """The GIN look starts right below the last todo the walk checked: a match that is the
+    first todo past the walk is on the page, and no walked todo is shown twice."""
+    from queues import selectors
+
+    ids = [make_todo("kiwi" if n in (0, 4 - walk) else "chore").id for n in range(5)][::-1]
+    monkeypatch.setattr(selectors, "SEARCH_WALK", walk)
+    rows, before = selectors.board_queue([team.pk], QueueFilters(text="kiwi"))
+    assert [row.pk for row in rows] == [ids[walk], ids[4]] and before is None
+
+
+def test_the_walk_checks_rows_and_reads_no_gin_index(team, endpoint):
+    """The walk's look (the newest todos passing the filters) probes each todo's document
+    and its attempts by todo id and tests their stored words there (ts_match_vq): no GIN
+    posting list is read, whatever the words, and no sequential scan of todo_attempts."""
+    from queues import selectors
+
+    _many_analyzed_todos(endpoint)
+    candidates = (
+        Todo.objects.filter(endpoint__team_id__in=[team.pk])
+        .order_by("-pk")
+        .values_list("pk", flat=True)[: selectors.SEARCH_WALK]
+    )
+    plan = (
+        _board_todos([team.pk])
+        .filter(selectors._walked_text_q("usual thing"), pk__in=candidates)[:51]
+        .explain()
+    )
+    assert "ts_match_vq(summary_document" in plan, plan
+    assert "todo_attempts_todo_seq" in plan, plan
+    assert "todo_search_documents_pkey" in plan, plan
+    assert "todo_attempts_search" not in plan and "todo_search_documents_words" not in plan, plan
+    assert "Seq Scan on todo_attempts" not in plan, plan
+
+
+def test_a_summary_s_stored_words_follow_what_was_written(endpoint, make_todo, settings):
+    """summary_document is PostgreSQL's own to_tsvector of the summary, NULL without one."""
+    from queues.models import TodoAttempt
+
+    settings.SWITCHBOARD_RETRY_BASE_SECONDS = 0
+
+    agent = Actor.agent(endpoint)
+    todo = make_todo("t", max_attempts=5)
+    transitions.claim(agent, todo.id)
+    transitions.fail(agent, todo.id, summary="Disk FULL on runner seven")
+    transitions.claim(agent, todo.id)
+    transitions.release(agent, todo.id)
+    documents = list(
+        TodoAttempt.objects.filter(todo_id=todo.id)
+        .order_by("seq")
+        .values_list("summary_document", flat=True)
+    )
+    assert documents[1] is None  # released without a summary
+    assert {w.split(":")[0].strip("'") for w in documents[0].split()} == {
+        "disk",
+        "full",
+        "on",
+        "runner",
+        "seven",
+    }
 
 
 def test_a_windowed_search_still_reads_both_indexes(team, endpoint):
