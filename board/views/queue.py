@@ -104,8 +104,11 @@ def todo_list(request):
     else:
         todos, next_before = board_queue(scope.team_ids, filters, before_id=before_id)
         upto = max((t.pk for t in todos), default=0)
-    # New arrivals are offered on the newest page only (an older page is a fixed slice).
-    counts = board_queue_counts(scope.team_ids, filters, newer_than=None if before_id else upto)
+    # New arrivals are offered by the newest page's live refresh only: an older page is a
+    # fixed slice, and a page just read is the newest there is (what arrived in the
+    # milliseconds since, the first refresh counts).
+    newer_than = upto if refresh and not before_id else None
+    counts = board_queue_counts(scope.team_ids, filters, newer_than=newer_than)
     ticker = [sentence(item) for item in board_activity(scope.team_ids, limit=TICKER_LINES)]
     tab_filters = QueueFilters(None, filters.endpoint_id, filters.died, filters.text)
     context = {

@@ -329,12 +329,11 @@ def test_activity_tells_each_invitation_event(logged_in, user, platform, make_us
 def test_invitations_for_you_cost_no_query(user, platform, make_user, django_assert_num_queries):
     dave = _as(make_user, "dave")
     # session, user (with the invitations waiting for them), teams (switcher), endpoints
-    # (filter), the page of todos, the state counts, the new arrivals, ticker: attempt
-    # endings, ticker: events
-    with django_assert_num_queries(9):
+    # (filter), the page of todos, the state counts, ticker: attempt endings, ticker: events
+    with django_assert_num_queries(8):
         dave.get("/")
     teams.invite(platform, "dave", role=MEMBER, by=user)
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(8):
         page = dave.get("/").content.decode()
     assert "<strong>Platform</strong> invites you" in page
 
