@@ -661,29 +661,9 @@ def board_activity(
     Two queries, each walking an index newest first (three for a person in several teams:
     the newest events' ids, team by team, then those events). An attempt a person or a requester
     ended is told by their event (it names who), so those attempts are left out here."""
-    endings = (
-        TodoAttempt.objects.filter(
-            ended_at__isnull=False,
-            todo__endpoint__team_id__in=team_ids,
-            ended_by__isnull=True,
-            ended_by_endpoint__isnull=True,
-        )
-        .exclude(claimer_kind=ClaimerKind.PERSON, outcome__in=_HUMAN_TOLD_OUTCOMES)
-        .select_related("endpoint", "user")
-        .annotate(
-            todo_title=F("todo__title"),
-            todo_agent=F("todo__endpoint__agent_id"),
-            todo_state=F("todo__state"),
-        )
-        .defer("result", "summary", "artifact", "lease_token_hash")
-        .order_by("-ended_at")
-    )
-    events = (
-        TodoEvent.objects.filter(team_id__in=team_ids)
-        .select_related("actor_user", "actor_endpoint")
-        .annotate(todo_title=F("todo__title"), todo_agent=F("todo__endpoint__agent_id"))
-        .order_by("-created_at")
-    )
+    all_endings, all_events = _all_activity()
+    endings = all_endings.filter(todo__endpoint__team_id__in=team_ids)
+    events = all_events.filter(team_id__in=team_ids)
     if before is not None:
         endings = endings.filter(ended_at__lt=before)
         events = events.filter(created_at__lt=before)
@@ -711,7 +691,7 @@ def board_activity(
     items = (
         [
             Activity(
-                at=a.ended_at,  # type: ignore[arg-type]  # closed attempts only: ended_at is set
+                at=a.ended_at,  # closed attempts only: ended_at is set
                 todo_id=a.todo_id,
                 title=a.todo_title,
                 agent_id=a.todo_agent,
@@ -736,6 +716,32 @@ def board_activity(
 
 # A human's own claim, ended by that human: the event says it (complete, fail, release...).
 _HUMAN_TOLD_OUTCOMES = ("completed", "failed", "released", "canceled")
+
+
+@functools.cache
+def _all_activity():
+    """``board_activity``'s two reads for every team, built once per process and only ever
+    filtered (each filter clones them; they are never evaluated themselves)."""
+    endings = (
+        TodoAttempt.objects.filter(
+            ended_at__isnull=False, ended_by__isnull=True, ended_by_endpoint__isnull=True
+        )
+        .exclude(claimer_kind=ClaimerKind.PERSON, outcome__in=_HUMAN_TOLD_OUTCOMES)
+        .select_related("endpoint", "user")
+        .annotate(
+            todo_title=F("todo__title"),
+            todo_agent=F("todo__endpoint__agent_id"),
+            todo_state=F("todo__state"),
+        )
+        .defer("result", "summary", "artifact", "lease_token_hash", "summary_document")
+        .order_by("-ended_at")
+    )
+    events = (
+        TodoEvent.objects.select_related("actor_user", "actor_endpoint")
+        .annotate(todo_title=F("todo__title"), todo_agent=F("todo__endpoint__agent_id"))
+        .order_by("-created_at")
+    )
+    return endings, events
 
 
 # ---------------------------------------------------------------------------------------
