@@ -339,28 +339,34 @@ def _walked_text_q(text: str) -> Q:
     (one probe of todo_search_documents by todo id), then its attempts' stored summary words
     (a probe of todo_attempts_todo_seq), or its id for "#123". For a few hundred todos, a
     few ms however common the words are; the GIN indexes' cost grows with how many rows
-    hold the words (``board_queue`` uses both)."""
+    hold the words (``board_queue`` uses both). Each probe is a scalar subquery (LIMIT 1),
+    which PostgreSQL runs per row as written: an EXISTS it may turn into a hashed subplan,
+    a sequential scan of every attempt's words (500 ms over 1,000,000), when it expects
+    many rows to ask about."""
     raw = search_tsquery(text)
     if raw is None:
         condition = Q(title__ilike_contains=text)
     else:
         query = SearchQuery(raw, search_type="raw", config="simple")
-        condition = Q(
-            Exists(
-                TodoSearchDocument.objects.filter(todo_id=OuterRef("pk")).filter(
-                    _Matches(F("document"), query)
-                )
-            )
-        ) | Q(
-            Exists(
-                TodoAttempt.objects.filter(SUMMARY_SEARCHABLE, todo_id=OuterRef("pk")).filter(
-                    _Matches(F("summary_document"), query)
-                )
-            )
+        in_document = TodoSearchDocument.objects.filter(todo_id=OuterRef("pk")).values(
+            hit=_Matches(F("document"), query)
         )
+        in_summary = (
+            TodoAttempt.objects.filter(SUMMARY_SEARCHABLE, todo_id=OuterRef("pk"))
+            .filter(_Matches(F("summary_document"), query))
+            .values(hit=Value(True))
+        )
+        condition = Q(_hit(in_document)) | Q(_hit(in_summary))
     if number := re.fullmatch(r"#?([0-9]{1,18})", text):
         condition |= Q(pk=int(number[1]))
     return condition
+
+
+def _hit(probe: QuerySet) -> Coalesce:
+    """A scalar probe's boolean, false when it finds no row."""
+    return Coalesce(
+        Subquery(probe[:1], output_field=BooleanField()), False, output_field=BooleanField()
+    )
 
 
 def jump_target(text: str) -> int | None:
@@ -385,27 +391,32 @@ def board_queue(
     """One page of the Board's queue, newest first, by keyset. Each todo carries its open
     attempt's holder (``holder_*``) and its newest closed attempt (``last_*``). One query:
     the per-row attempt reads are index probes made only for the rows on the page. With a
-    search, one query over the newest ``SEARCH_WALK`` todos that pass the other filters,
-    checked row by row; if the page is not full, one more for where that walk stopped, then
-    one per window of ids below it (``SEARCH_WINDOW``) until the page is full."""
+    search: one query for the ``SEARCH_WALK``-th newest todo that passes the other filters,
+    one that walks down to it testing each todo in turn (it stops at a full page); if the
+    page is not full, one per GIN window of ids below it (``SEARCH_WINDOW``) until it is."""
     todos = _board_todos(team_ids)
     if before_id is not None:
         todos = todos.filter(pk__lt=before_id)
     if not filters.text:
         rows = list(todos.filter(_filter_q(filters))[: BOARD_PAGE + 1])
     else:
-        others = Todo.objects.filter(endpoint__team_id__in=team_ids).filter(
-            _filter_q(replace(filters, text=""))
-        )
+        others = _filter_q(replace(filters, text=""))
+        passing = Todo.objects.filter(others, endpoint__team_id__in=team_ids)
         if before_id is not None:
-            others = others.filter(pk__lt=before_id)
-        candidates: QuerySet[Todo, int] = others.order_by("-pk").values_list("pk", flat=True)
-        walked = candidates[:SEARCH_WALK]
-        rows = list(todos.filter(_walked_text_q(filters.text), pk__in=walked)[: BOARD_PAGE + 1])
-        # Where the walk stopped: below the last todo it checked (none: it checked them all).
-        stopped: int | None = None
-        if len(rows) <= BOARD_PAGE:
-            stopped = next(iter(candidates[SEARCH_WALK - 1 : SEARCH_WALK]), None)
+            passing = passing.filter(pk__lt=before_id)
+        candidates = passing.order_by("-pk").values_list("pk", flat=True)
+        # The walk: the todos that pass the other filters, newest first, down to the
+        # SEARCH_WALK-th of them, each tested in turn, so PostgreSQL stops at the page's last
+        # match (a common word: a hundred-odd todos). Fewer than that: every one of them.
+        stopped = next(iter(candidates[SEARCH_WALK - 1 : SEARCH_WALK]), None)
+        walked = _walked_text_q(filters.text)
+        if stopped is None:
+            walk = todos.filter(walked, pk__in=candidates)
+        else:
+            walk = todos.filter(others, walked, pk__gte=stopped)
+        rows = list(walk[: BOARD_PAGE + 1])
+        if len(rows) > BOARD_PAGE:
+            stopped = None  # the page is full
         if stopped is not None:
             high, window = stopped, SEARCH_WINDOW
             while True:

@@ -208,25 +208,27 @@ def test_the_match_just_past_the_walk_is_found(make_todo, team, monkeypatch, wal
 def test_the_walk_checks_rows_and_reads_no_gin_index(team, endpoint):
     """The walk's look (the newest todos passing the filters) probes each todo's document
     and its attempts by todo id and tests their stored words there (ts_match_vq): no GIN
-    posting list is read, whatever the words, and no sequential scan of todo_attempts."""
+    posting list is read, whatever the words, no probe is turned into a hashed subplan (a
+    sequential scan of every attempt's words) and no sequential scan of todo_attempts."""
+    from django.test.utils import CaptureQueriesContext
+
     from queues import selectors
 
     _many_analyzed_todos(endpoint)
-    candidates = (
-        Todo.objects.filter(endpoint__team_id__in=[team.pk])
-        .order_by("-pk")
-        .values_list("pk", flat=True)[: selectors.SEARCH_WALK]
-    )
-    plan = (
-        _board_todos([team.pk])
-        .filter(selectors._walked_text_q("usual thing"), pk__in=candidates)[:51]
-        .explain()
-    )
+    with CaptureQueriesContext(connection) as queries:
+        rows, _ = selectors.board_queue([team.pk], QueueFilters(text="usual thing"))
+    assert len(rows) == selectors.BOARD_PAGE
+    [walk] = [q["sql"] for q in queries.captured_queries if "ts_match_vq" in q["sql"]]
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + walk)
+        plan = "\n".join(line for (line,) in cursor.fetchall())
     assert "ts_match_vq(summary_document" in plan, plan
     assert "todo_attempts_todo_seq" in plan, plan
     assert "todo_search_documents_pkey" in plan, plan
     assert "todo_attempts_search" not in plan and "todo_search_documents_words" not in plan, plan
+    assert "hashed SubPlan" not in plan, plan
     assert "Seq Scan on todo_attempts" not in plan, plan
+    assert "Seq Scan on todo_search_documents" not in plan, plan
 
 
 def test_a_summary_s_stored_words_follow_what_was_written(endpoint, make_todo, settings):
