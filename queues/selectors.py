@@ -21,7 +21,6 @@ from django.db.models import (
     ExpressionWrapper,
     F,
     FilteredRelation,
-    Func,
     IntegerField,
     Max,
     OuterRef,
@@ -31,6 +30,7 @@ from django.db.models import (
     Value,
     When,
 )
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, JSONObject, Left
 
 from queues import arguments, bounds, db, sql
@@ -325,13 +325,18 @@ def _text_q(text: str, *, ids: tuple[int | None, int | None] = (None, None)) -> 
     return Q(pk__in=first.union(*rest) if rest else first)
 
 
-class _Matches(Func):
-    """``ts_match_vq(document, query)``: what ``document @@ query`` computes, in a form no
-    index answers, so PostgreSQL checks the rows it is given instead of reading a GIN
-    index's whole posting list for the words."""
-
-    function = "ts_match_vq"
-    output_field = BooleanField()
+# The walk's test of one todo, ``todos`` being the queue's own row. Why raw SQL: each probe
+# must be a scalar subquery with LIMIT 1, which PostgreSQL runs per row as written (an EXISTS
+# it may turn into a hashed subplan, a sequential scan of every attempt's words, 500 ms over
+# 1,000,000, when it expects many rows to test), and the ORM took 2.5 ms of each search to
+# build and compile the two. ts_match_vq is ``@@`` in a form no index answers.
+_WALK_TEST = """(
+    COALESCE((SELECT ts_match_vq(d.document, to_tsquery('simple'::regconfig, %s))
+                FROM todo_search_documents d WHERE d.todo_id = "todos"."id" LIMIT 1), false)
+ OR COALESCE((SELECT true FROM todo_attempts a
+               WHERE a.todo_id = "todos"."id" AND a.summary > ''
+                 AND ts_match_vq(a.summary_document, to_tsquery('simple'::regconfig, %s))
+               LIMIT 1), false))"""
 
 
 def _walked_text_q(text: str) -> Q:
@@ -339,34 +344,16 @@ def _walked_text_q(text: str) -> Q:
     (one probe of todo_search_documents by todo id), then its attempts' stored summary words
     (a probe of todo_attempts_todo_seq), or its id for "#123". For a few hundred todos, a
     few ms however common the words are; the GIN indexes' cost grows with how many rows
-    hold the words (``board_queue`` uses both). Each probe is a scalar subquery (LIMIT 1),
-    which PostgreSQL runs per row as written: an EXISTS it may turn into a hashed subplan,
-    a sequential scan of every attempt's words (500 ms over 1,000,000), when it expects
-    many rows to ask about."""
+    hold the words (``board_queue`` uses both). For a queryset of ``todos`` itself (its
+    table unaliased), not inside another query."""
     raw = search_tsquery(text)
     if raw is None:
         condition = Q(title__ilike_contains=text)
     else:
-        query = SearchQuery(raw, search_type="raw", config="simple")
-        in_document = TodoSearchDocument.objects.filter(todo_id=OuterRef("pk")).values(
-            hit=_Matches(F("document"), query)
-        )
-        in_summary = (
-            TodoAttempt.objects.filter(SUMMARY_SEARCHABLE, todo_id=OuterRef("pk"))
-            .filter(_Matches(F("summary_document"), query))
-            .values(hit=Value(True))
-        )
-        condition = Q(_hit(in_document)) | Q(_hit(in_summary))
+        condition = Q(RawSQL(_WALK_TEST, [raw, raw], output_field=BooleanField()))
     if number := re.fullmatch(r"#?([0-9]{1,18})", text):
         condition |= Q(pk=int(number[1]))
     return condition
-
-
-def _hit(probe: QuerySet) -> Coalesce:
-    """A scalar probe's boolean, false when it finds no row."""
-    return Coalesce(
-        Subquery(probe[:1], output_field=BooleanField()), False, output_field=BooleanField()
-    )
 
 
 def jump_target(text: str) -> int | None:
