@@ -366,6 +366,8 @@ def jump_target(text: str) -> int | None:
 # (``_walked_text_q``): a common word fills the page there in a few ms, where reading its GIN
 # posting list took 40 (70,000 attempts for one word over 1,000,000).
 SEARCH_WALK = 512
+# ... the newest this many of them first, as a common word fills the page there.
+SEARCH_WALK_FIRST = 256
 # Below them, it looks for the page's matches through the GIN indexes among this many todo
 # ids, then among eight times as many below them, and so on: each look reads only the
 # matches in its range from the tables.
@@ -378,9 +380,10 @@ def board_queue(
     """One page of the Board's queue, newest first, by keyset. Each todo carries its open
     attempt's holder (``holder_*``) and its newest closed attempt (``last_*``). One query:
     the per-row attempt reads are index probes made only for the rows on the page. With a
-    search: one query for the ``SEARCH_WALK``-th newest todo that passes the other filters,
-    one that walks down to it testing each todo in turn (it stops at a full page); if the
-    page is not full, one per GIN window of ids below it (``SEARCH_WINDOW``) until it is."""
+    search: one query for the ``SEARCH_WALK_FIRST``-th newest todo that passes the other
+    filters and one that walks down to it testing each todo in turn; if the page is not
+    full, the same two on down to the ``SEARCH_WALK``-th, then one per GIN window of ids
+    below it (``SEARCH_WINDOW``) until it is."""
     todos = _board_todos(team_ids)
     if before_id is not None:
         todos = todos.filter(pk__lt=before_id)
@@ -393,17 +396,24 @@ def board_queue(
             passing = passing.filter(pk__lt=before_id)
         candidates = passing.order_by("-pk").values_list("pk", flat=True)
         # The walk: the todos that pass the other filters, newest first, down to the
-        # SEARCH_WALK-th of them, each tested in turn, so PostgreSQL stops at the page's last
-        # match (a common word: a hundred-odd todos). Fewer than that: every one of them.
-        stopped = next(iter(candidates[SEARCH_WALK - 1 : SEARCH_WALK]), None)
+        # SEARCH_WALK_FIRST-th of them, then on down to the SEARCH_WALK-th if the page is not
+        # full yet, each tested in turn (fewer than that: every one of them).
         walked = _walked_text_q(filters.text)
-        if stopped is None:
-            walk = todos.filter(walked, pk__in=candidates)
-        else:
-            walk = todos.filter(others, walked, pk__gte=stopped)
-        rows = list(walk[: BOARD_PAGE + 1])
-        if len(rows) > BOARD_PAGE:
-            stopped = None  # the page is full
+        rows, upper = [], None
+        for size in sorted({min(SEARCH_WALK_FIRST, SEARCH_WALK), SEARCH_WALK}):
+            stopped = next(iter(candidates[size - 1 : size]), None)
+            if stopped is None:
+                walk = todos.filter(walked, pk__in=candidates)
+            else:
+                walk = todos.filter(others, walked, pk__gte=stopped)
+            if upper is not None:
+                walk = walk.filter(pk__lt=upper)
+            rows += walk[: BOARD_PAGE + 1 - len(rows)]
+            if len(rows) > BOARD_PAGE:
+                stopped = None  # the page is full
+            if stopped is None:
+                break
+            upper = stopped
         if stopped is not None:
             high, window = stopped, SEARCH_WINDOW
             while True:
