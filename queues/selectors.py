@@ -317,10 +317,8 @@ def _text_q(text: str, *, ids: tuple[int | None, int | None] = (None, None)) -> 
         if high is not None:
             titled = titled.filter(pk__lt=high)
         arms.append(titled.values("pk"))
-    # "#123" or "123" also finds todo 123: ASCII digits only (str.isdigit takes "²",
-    # which int() refuses), and few enough for a bigint.
-    if number := re.fullmatch(r"#?([0-9]{1,18})", text):
-        arms.append(Todo.objects.filter(pk=int(number[1])).values("pk"))
+    if (named := _named_id(text)) is not None:
+        arms.append(Todo.objects.filter(pk=named).values("pk"))
     first, *rest = arms
     return Q(pk__in=first.union(*rest) if rest else first)
 
@@ -351,9 +349,16 @@ def _walked_text_q(text: str) -> Q:
         condition = Q(title__ilike_contains=text)
     else:
         condition = Q(RawSQL(_WALK_TEST, [raw, raw], output_field=BooleanField()))
-    if number := re.fullmatch(r"#?([0-9]{1,18})", text):
-        condition |= Q(pk=int(number[1]))
+    if (named := _named_id(text)) is not None:
+        condition |= Q(pk=named)
     return condition
+
+
+def _named_id(text: str) -> int | None:
+    """The todo a search of "#123" or "123" also finds: ASCII digits only (str.isdigit takes
+    "²", which int() refuses), and few enough for a bigint."""
+    number = re.fullmatch(r"#?([0-9]{1,18})", text)
+    return int(number[1]) if number else None
 
 
 def jump_target(text: str) -> int | None:

@@ -168,6 +168,34 @@ def test_shown_ids_of_another_team_read_as_missing(signed_in, make_user, make_to
     assert _ids(fragment) == [mine] and "not yours" not in fragment
 
 
+def test_a_refresh_of_a_search_tests_the_rows_shown_and_not_another_teams(
+    signed_in, make_user, endpoint, make_todo
+):
+    """The live refresh of a search checks its rows row by row (the walk's test): a row
+    whose try reported the word still matches, one that never had it is marked as moved on,
+    and another team's todo with the word reads as missing."""
+    from queues import endpoints
+
+    summarized = make_todo("triage")
+    agent = Actor.agent(endpoint)
+    transitions.claim(agent, summarized.id)
+    transitions.fail(agent, summarized.id, summary="quokka ate the cable")
+    titled, plain = make_todo("quokka census").id, make_todo("unrelated").id
+    mallory = make_user("mallory")
+    theirs, _ = endpoints.vend(mallory.teams.get(), "theirs")
+    foreign = transitions.create_todo(endpoint=theirs, title="quokka too")[0].id
+    shown = f"{foreign},{plain},{titled},{summarized.id}"
+    fragment = signed_in.get(f"/?q=quokka&shown={shown}", **REFRESH).content.decode()
+    assert _ids(fragment) == [plain, titled, summarized.id] and "quokka too" not in fragment
+
+    def row(todo_id: int) -> str:
+        part = fragment[fragment.index(f'<tr id="todo-{todo_id}"') :]
+        return part[: part.index("</tr>")]
+
+    assert 'class="is-moved"' in row(plain)
+    assert 'class="is-moved"' not in row(titled) and 'class="is-moved"' not in row(summarized.id)
+
+
 def test_a_done_todo_whose_only_bad_try_died_reads_spent_not_failed(signed_in, endpoint, make_todo):
     agent = Actor.agent(endpoint)
     todo = make_todo("survived a death")
