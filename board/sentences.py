@@ -70,8 +70,9 @@ def sentence(item: Activity) -> Sentence:
 
 def _attempt_sentence(item: Activity) -> Sentence:
     a = item.attempt
-    who = a.claimant or (a.endpoint.agent_id if a.endpoint else None)
-    who = who or (f"{a.user.get_username()} (by hand)" if a.user else "someone")
+    # The names come as the feed's columns (queues.selectors._all_activity), not as rows.
+    who = a.claimant or a.claimer_agent
+    who = who or (f"{a.claimer_name} (by hand)" if a.claimer_name else "someone")
     in_round = f" (round {a.round})" if a.round > 1 else ""
     at, tail = None, ""
     if a.outcome in ("lease_expired", "reaped"):
@@ -103,10 +104,10 @@ def _attempt_sentence(item: Activity) -> Sentence:
 
 def _event_sentence(item: Activity) -> Sentence:
     e = item.event
-    if e.actor_user is not None:
-        who = e.actor_user.get_username()
-    elif e.actor_endpoint is not None:
-        who = f"{e.actor_endpoint.agent_id} (requester)"
+    if e.actor_name is not None:
+        who = e.actor_name
+    elif e.actor_agent is not None:
+        who = f"{e.actor_agent} (requester)"
     else:
         who = "Switchboard"
     detail = e.detail or {}
