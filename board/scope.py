@@ -32,7 +32,10 @@ class Scope:
 def board_scope(request) -> Scope:
     cached = getattr(request, "_board_scope", None)
     if cached is None:
-        teams = list(request.user.teams.order_by("name"))  # one query
+        # Loaded with the user (board.auth), else one query.
+        teams = getattr(request.user, "board_teams", None)
+        if teams is None:
+            teams = list(request.user.teams.order_by("name", "id"))
         slug = request.session.get(SESSION_KEY)
         current = next((team for team in teams if team.slug == slug), None)
         cached = request._board_scope = Scope(teams=teams, current=current)

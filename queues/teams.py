@@ -187,6 +187,29 @@ def pending_invitations_of_users() -> ArraySubquery:
     return ArraySubquery(rows)
 
 
+# A team as the user query carries it (board/auth.py): its columns, in this order.
+_TEAM_COLUMNS = ("id", "slug", "name", "personal", "created_at")
+
+
+def teams_of_users() -> ArraySubquery:
+    """The user's teams by name, as a column of a user query (the outer row is the user):
+    the Board's scope (board.scope) takes them from the request's user instead of a query of
+    its own on every page."""
+    rows = (
+        Team.objects.filter(memberships__user=OuterRef("pk"))
+        .order_by("name", "id")
+        .values(json=JSONObject(**{column: column for column in _TEAM_COLUMNS}))
+    )
+    return ArraySubquery(rows)
+
+
+def team_from_json(row: dict) -> Team:
+    """A team of ``teams_of_users``, as the ORM would have loaded it."""
+    values = [row[column] for column in _TEAM_COLUMNS]
+    values[-1] = datetime.fromisoformat(values[-1])
+    return Team.from_db(None, list(_TEAM_COLUMNS), values)
+
+
 def _addressed_to(user, invitation_id) -> TeamInvitation:
     """A pending invitation to ``user``, locked. An unknown id, someone else's invitation and
     one already answered are the same NotFound."""

@@ -197,9 +197,9 @@ def test_the_health_statements_read_through_their_indexes(team, endpoint):
     assert "todos_claimable" in now and "Seq Scan" not in now, now
 
 
-# session, user, the user's teams, the endpoint (with its team and who paused it), its todos
+# session, user (with their teams), the endpoint (with its team and who paused it), its todos
 # by state, its newest doorbell, the queue now, the day's endings, "is an owner"
-PAGE_QUERIES = 9
+PAGE_QUERIES = 8
 
 
 @pytest.mark.parametrize("paused", [False, True])

@@ -82,9 +82,9 @@ def _endpoints_with_todos(team, n: int) -> None:
         transitions.create_todo(endpoint=endpoint, title=f"todo {i}")
 
 
-# session, user, the user's teams (board_scope), endpoints with their aggregates
+# session, user (with their teams, board_scope's), endpoints with their aggregates
 # (one GROUP BY over the todos join)
-LIST_QUERIES = 4
+LIST_QUERIES = 3
 
 
 @pytest.mark.parametrize("n", [2, 6])

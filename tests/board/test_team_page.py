@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -328,12 +329,12 @@ def test_activity_tells_each_invitation_event(logged_in, user, platform, make_us
 
 def test_invitations_for_you_cost_no_query(user, platform, make_user, django_assert_num_queries):
     dave = _as(make_user, "dave")
-    # session, user (with the invitations waiting for them), teams (switcher), endpoints
+    # session, user (with the invitations waiting for them and their teams), endpoints
     # (filter), the page of todos, the state counts, ticker: attempt endings, ticker: events
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(7):
         dave.get("/")
     teams.invite(platform, "dave", role=MEMBER, by=user)
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(7):
         page = dave.get("/").content.decode()
     assert "<strong>Platform</strong> invites you" in page
 
@@ -552,9 +553,9 @@ def test_the_sink_list_shows_each_sinks_last_delivery(
     )
     deliveries(dropped, {"gave_up_at": now, "last_error": "not sent: its sink was deactivated"})
 
-    # session, user (with invitations waiting for them), the user's teams (scope), members,
-    # the team's pending invitations (owners see them), sinks with their last delivery
-    with django_assert_num_queries(6):
+    # session, user (with invitations waiting for them and their teams), members, the team's
+    # pending invitations (owners see them), sinks with their last delivery
+    with django_assert_num_queries(5):
         response = logged_in.get(_url(platform))
     sinks = {s.url: s for s in response.context["sinks"]}
     assert sinks["https://quiet.example/"].last is None
@@ -617,3 +618,27 @@ def test_sink_posts_without_a_csrf_token_are_refused(user, platform):
         assert strict.post(_url(platform), data).status_code == 403, data
     sink.refresh_from_db()
     assert sink.active and DeadLetterSink.objects.count() == 1
+
+
+def test_the_switcher_s_teams_come_with_the_user_and_follow_memberships(user, platform, make_user):
+    """board_scope's teams are loaded with the user (board.auth): the user's own teams by
+    name, as Team rows, never a team they are not in, and a team joined shows on the next
+    request."""
+    from board.scope import board_scope
+
+    dave = _as(make_user, "dave")
+    elsewhere = teams.get_or_create_team("elsewhere", name="Elsewhere")
+    page = dave.get("/").content.decode()
+    assert "Platform" not in page and "Elsewhere" not in page
+    teams.accept_invitation(
+        get_user_model().objects.get(username="dave"),
+        teams.invite(platform, "dave", role=MEMBER, by=user).pk,
+    )
+    request = dave.get("/").wsgi_request
+    loaded = board_scope(request).teams
+    expected = list(get_user_model().objects.get(username="dave").teams.order_by("name", "id"))
+    assert [(t.pk, t.slug, t.name, t.personal, t.created_at) for t in loaded] == [
+        (t.pk, t.slug, t.name, t.personal, t.created_at) for t in expected
+    ]
+    assert platform in loaded and elsewhere not in loaded and len(loaded) == 2
+    assert 'value="platform"' in dave.get("/").content.decode()  # the switcher offers it
