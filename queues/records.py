@@ -346,6 +346,78 @@ class EventRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ActivityEnding:
+    """An attempt that ended, as the Activity feed's sentence reads it (board/sentences.py):
+    the claimer's names (``claimer_agent`` of an agent's try, ``claimer_name`` of a
+    person's), not their rows (queues.sql.ACTIVITY_ENDINGS)."""
+
+    todo_id: int
+    attempt: int
+    round: int
+    claimant: str
+    outcome: str
+    disposition: str
+    claimed_at: datetime
+    last_heartbeat_at: datetime | None
+    ended_at: datetime
+    claimer_agent: str | None
+    claimer_name: str | None
+
+    @classmethod
+    def from_row(cls, row) -> tuple[ActivityEnding, str, str]:
+        """The ending, its todo's title and its todo's endpoint's agent id."""
+        (
+            todo_id,
+            attempt,
+            round_,
+            claimant,
+            outcome,
+            disposition,
+            claimed_at,
+            heartbeat_at,
+            ended_at,
+            title,
+            agent,
+            claimer_agent,
+            claimer_name,
+        ) = row
+        ending = cls(
+            todo_id,
+            attempt,
+            round_,
+            claimant,
+            outcome,
+            disposition,
+            claimed_at,
+            heartbeat_at,
+            ended_at,
+            claimer_agent,
+            claimer_name,
+        )
+        return ending, title, agent
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityEvent:
+    """An audited action, as the Activity feed's sentence reads it: who acted, by name
+    (queues.sql.ACTIVITY_EVENTS)."""
+
+    todo_id: int | None
+    kind: str
+    detail: dict
+    created_at: datetime
+    actor_name: str | None  # a person...
+    actor_agent: str | None  # ...or a requester's endpoint
+
+    @classmethod
+    def from_row(cls, row) -> tuple[ActivityEvent, str, str]:
+        """The event, its todo's title and its todo's endpoint's agent id ("" without)."""
+        todo_id, kind, detail, at, title, agent, actor_name, actor_agent = row
+        event = cls(todo_id, kind, _json(detail) or {}, at, actor_name, actor_agent)
+        return event, title or "", agent or ""
+
+
+@dataclass(frozen=True, slots=True)
 class TodoDetail:
     """get_todo: the todo with its newest attempts."""
 

@@ -42,7 +42,6 @@ from queues.models import (
     DIED_OUTCOMES,
     LIVE_STATES,
     SUMMARY_SEARCHABLE,
-    ClaimerKind,
     DeadLetterSink,
     Delivery,
     Endpoint,
@@ -52,11 +51,17 @@ from queues.models import (
     Team,
     Todo,
     TodoAttempt,
-    TodoEvent,
     TodoSearchDocument,
     TodoState,
 )
-from queues.records import AttemptRecord, EventRecord, TodoDetail, TodoRecord
+from queues.records import (
+    ActivityEnding,
+    ActivityEvent,
+    AttemptRecord,
+    EventRecord,
+    TodoDetail,
+    TodoRecord,
+)
 
 
 def _limit(value, *, name: str, default: int, maximum: int) -> int:
@@ -654,8 +659,8 @@ class Activity:
     todo_id: int | None
     title: str
     agent_id: str
-    attempt: TodoAttempt | None = None
-    event: TodoEvent | None = None
+    attempt: ActivityEnding | None = None
+    event: ActivityEvent | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -673,6 +678,10 @@ class ActivityFilters:
         return bool(self.todo_id or self.endpoint or self.person_id)
 
 
+# A person's own claim, ended by that human: the event says it (complete, fail, release...).
+_HUMAN_TOLD_OUTCOMES = ["completed", "failed", "released", "canceled"]
+
+
 def board_activity(
     team_ids: list[int],
     *,
@@ -681,108 +690,32 @@ def board_activity(
     filters: ActivityFilters | None = None,
 ) -> list[Activity]:
     """Recent attempt endings and audited actions across the teams' queues, newest first.
-    Two queries, each walking an index newest first (the events' team by team). An attempt a person or a requester
-    ended is told by their event (it names who), so those attempts are left out here."""
-    all_endings, all_events = _all_activity()
-    endings = all_endings.filter(todo__endpoint__team_id__in=team_ids)
-    events = all_events.filter(team_id__in=team_ids)
-    if before is not None:
-        endings = endings.filter(ended_at__lt=before)
-        events = events.filter(created_at__lt=before)
-    if filters is not None and filters.todo_id:
-        endings = endings.filter(todo_id=filters.todo_id)
-        events = events.filter(todo_id=filters.todo_id)
-    if filters is not None and filters.endpoint:
-        endpoint = filters.endpoint
-        endings = endings.filter(todo__endpoint_id=endpoint.pk)
-        events = events.filter(
-            Q(todo__endpoint_id=endpoint.pk)
-            | Q(todo__isnull=True, team_id=endpoint.team_id, detail__agent_id=endpoint.agent_id)
-        )
-    if filters is not None and filters.person_id:
-        endings = endings.filter(claimer_kind=ClaimerKind.PERSON, user_id=filters.person_id)
-        events = events.filter(actor_user_id=filters.person_id)
-    # The newest ``limit`` events of each team, each team's walk of its own
-    # (team_id, created_at DESC) index, as one UNION ALL of the teams' arms (an IN over
-    # several teams cannot walk it in order: PostgreSQL joined and sorted all of the teams'
-    # events, 54 ms over 3,000 of them); merged below.
-    arms = [events.filter(team_id=team_id)[:limit] for team_id in team_ids] or [events.none()]
-    newest_events = arms[0].union(*arms[1:], all=True) if len(arms) > 1 else arms[0]
-    items = (
-        [
-            Activity(
-                at=a.ended_at,  # closed attempts only: ended_at is set
-                todo_id=a.todo_id,
-                title=a.todo_title,
-                agent_id=a.todo_agent,
-                attempt=a,
-            )
-            for a in endings[:limit]
-        ]
-        + [
-            Activity(
-                at=e.created_at,
-                todo_id=e.todo_id,
-                title=e.todo_title or "",
-                agent_id=e.todo_agent or "",
-                event=e,
-            )
-            for e in newest_events
-        ]
-    )
+    Two statements (queues/sql/activity.py), each walking an index newest first (the
+    events' team by team), merged here."""
+    filters = filters or ActivityFilters()
+    endpoint = filters.endpoint
+    params = {
+        "team_ids": team_ids,
+        "before": before,
+        "todo_id": filters.todo_id,
+        "endpoint_id": endpoint.pk if endpoint else None,
+        "endpoint_team": endpoint.team_id if endpoint else None,
+        "endpoint_agent": endpoint.agent_id if endpoint else None,
+        "person_id": filters.person_id,
+        "limit": limit,
+        "told_by_person": _HUMAN_TOLD_OUTCOMES,
+    }
+    endings = db.fetch(sql.ACTIVITY_ENDINGS, params)
+    events = db.fetch(sql.ACTIVITY_EVENTS, params) if team_ids else []
+    items = [
+        Activity(at=e.ended_at, todo_id=e.todo_id, title=title, agent_id=agent, attempt=e)
+        for e, title, agent in map(ActivityEnding.from_row, endings)
+    ] + [
+        Activity(at=e.created_at, todo_id=e.todo_id, title=title, agent_id=agent, event=e)
+        for e, title, agent in map(ActivityEvent.from_row, events)
+    ]
     items.sort(key=lambda item: item.at, reverse=True)
     return items[:limit]
-
-
-# What an attempt's sentence reads of it (board/sentences.py).
-_ACTIVITY_ATTEMPT_FIELDS = (
-    "todo_id",
-    "attempt",
-    "round",
-    "claimant",
-    "outcome",
-    "disposition",
-    "claimed_at",
-    "last_heartbeat_at",
-    "ended_at",
-)
-
-# A human's own claim, ended by that human: the event says it (complete, fail, release...).
-_HUMAN_TOLD_OUTCOMES = ("completed", "failed", "released", "canceled")
-
-
-@functools.cache
-def _all_activity():
-    """``board_activity``'s two reads for every team, built once per process and only ever
-    filtered (each filter clones them; they are never evaluated themselves). Each row carries
-    the few names its sentence uses as columns (``claimer_*``, ``actor_*``, ``todo_*``), not
-    the related rows themselves: the wide endpoint and user rows cost more to plan, fetch and
-    build than the whole sentence."""
-    endings = (
-        TodoAttempt.objects.filter(
-            ended_at__isnull=False, ended_by__isnull=True, ended_by_endpoint__isnull=True
-        )
-        .exclude(claimer_kind=ClaimerKind.PERSON, outcome__in=_HUMAN_TOLD_OUTCOMES)
-        .annotate(
-            todo_title=F("todo__title"),
-            todo_agent=F("todo__endpoint__agent_id"),
-            claimer_agent=F("endpoint__agent_id"),
-            claimer_name=F("user__username"),
-        )
-        .only(*_ACTIVITY_ATTEMPT_FIELDS)
-        .order_by("-ended_at")
-    )
-    events = (
-        TodoEvent.objects.annotate(
-            todo_title=F("todo__title"),
-            todo_agent=F("todo__endpoint__agent_id"),
-            actor_name=F("actor_user__username"),
-            actor_agent=F("actor_endpoint__agent_id"),
-        )
-        .only("todo_id", "kind", "detail", "created_at")
-        .order_by("-created_at")
-    )
-    return endings, events
 
 
 # ---------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ it (procrastinate's ``-- name --`` queries are the model). One module per family
   the lock of a bulk rerun or cancel;
 - ``revoke``: an endpoint's revocation and the todos it kills;
 - ``reads``: the todo and attempt reads of get_todo, list_todos and the Board's drawer;
+- ``activity``: the Activity feed's endings and events (the Activity page, every ticker);
 - ``accounts``: endpoint tokens, admission, the sign-in throttle;
 - ``events``: the audit trail's writer and the doorbell's ring;
 - ``health``: the endpoint page's queue now and its last hour and day of endings;
@@ -68,6 +69,7 @@ def statements() -> list[Statement]:
     """Every statement of the package (for the test that prepares each one)."""
     from queues.sql import (
         accounts,
+        activity,
         by_hand,
         claim,
         close,
@@ -83,6 +85,7 @@ def statements() -> list[Statement]:
     found = {}
     modules = (
         accounts,
+        activity,
         by_hand,
         claim,
         close,
@@ -102,6 +105,7 @@ def statements() -> list[Statement]:
 
 
 from queues.sql.accounts import *  # noqa: E402,F403
+from queues.sql.activity import *  # noqa: E402,F403
 from queues.sql.board import *  # noqa: E402,F403
 from queues.sql.by_hand import *  # noqa: E402,F403
 from queues.sql.claim import *  # noqa: E402,F403

@@ -6,7 +6,9 @@ import re
 from datetime import UTC
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.utils import timezone
 
 from queues import transitions
 from queues.models import TodoAttempt
@@ -145,3 +147,74 @@ def test_a_person_in_several_teams_gets_the_newest_events_of_all_of_them(user, t
     assert len(events) == len(items) == 5
     newest_mine = [agent for team_id, agent in reversed(written) if team_id != elsewhere.pk][:5]
     assert [e.detail["agent_id"] for e in events] == newest_mine
+
+
+def _plan(statement, params) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN " + statement.text, params)
+        return "\n".join(line for (line,) in cursor.fetchall())
+
+
+def test_the_feed_walks_its_indexes_newest_first(team, endpoint, user):
+    """The two reads of queues/sql/activity.py over 20,000 ended attempts and 3,000 events,
+    analyzed: the endings walk todo_attempts_ended_recent newest first and the events each
+    team's todo_events_team_recent, no sequential scan and no sort; a todo filter reads that
+    todo's attempts by the (todo_id, seq) index. Each absent filter is folded away (custom
+    plans: the statements are not prepared)."""
+    from queues import sql
+    from queues.selectors import _HUMAN_TOLD_OUTCOMES
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts,"
+            " attempt, failures, round, last_attempt_seq, attempts_pruned, owner,"
+            " dead_letter_reason, ended_at)"
+            " SELECT %s, 'chore ' || g, '', 0, 'done', 5, 1, 0, 1, 1, 0, '', '', now()"
+            " FROM generate_series(1, 20000) g",
+            [endpoint.pk],
+        )
+        cursor.execute(
+            "INSERT INTO todo_attempts (todo_id, seq, round, attempt, claimer_kind,"
+            " endpoint_id, mcp_session_id, mcp_session_id_truncated, mcp_session_id_bytes,"
+            " owner, claimant, claimant_truncated, claimant_bytes, claimed_at,"
+            " lease_expires_at, ended_at, outcome, disposition, summary_truncated,"
+            " summary_bytes, artifact_truncated, artifact_bytes)"
+            " SELECT t.id, 1, 1, 1, 'endpoint', %s, '', false, 0, 'agent:x', '', false, 0,"
+            " now(), now(), now() - t.id * interval '1 ms', 'completed', 'done', false, 0,"
+            " false, 0 FROM todos t",
+            [endpoint.pk],
+        )
+        cursor.execute(
+            "INSERT INTO todo_events (team_id, todo_id, kind, detail, created_at)"
+            " SELECT %s, t.id, 'rerun', '{}', now() - t.id * interval '1 ms'"
+            " FROM todos t WHERE t.id %% 7 = 0",
+            [team.pk],
+        )
+        for table in ("todos", "todo_attempts", "todo_events"):
+            cursor.execute(f"ANALYZE {table}")
+    params = {
+        "team_ids": [team.pk],
+        "before": None,
+        "todo_id": None,
+        "endpoint_id": None,
+        "endpoint_team": None,
+        "endpoint_agent": None,
+        "person_id": None,
+        "limit": 8,
+        "told_by_person": _HUMAN_TOLD_OUTCOMES,
+    }
+    endings = _plan(sql.ACTIVITY_ENDINGS, params)
+    assert "todo_attempts_ended_recent" in endings, endings
+    events = _plan(sql.ACTIVITY_EVENTS, params)
+    assert "todo_events_team_recent" in events, events
+    one_todo = _plan(sql.ACTIVITY_ENDINGS, {**params, "todo_id": 7})
+    assert "todo_attempts_todo_seq" in one_todo, one_todo
+    for plan in (endings, events, one_todo):
+        assert "Seq Scan on todo_attempts" not in plan, plan
+        assert "Seq Scan on todos" not in plan and "Seq Scan on todo_events" not in plan, plan
+    assert "Sort" not in endings, endings
+    # An older page (at this size PostgreSQL may rather hash 20,000 todos and sort; over
+    # 1,000,000 attempts it walks the index from there, docs/benchmarks.md): never every
+    # attempt read.
+    paged = _plan(sql.ACTIVITY_ENDINGS, {**params, "before": timezone.now(), "limit": 50})
+    assert "Seq Scan on todo_attempts" not in paged, paged
