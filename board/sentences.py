@@ -70,7 +70,7 @@ def sentence(item: Activity) -> Sentence:
 
 def _attempt_sentence(item: Activity) -> Sentence:
     a = item.attempt
-    # The names come as the feed's columns (queues.selectors._all_activity), not as rows.
+    # The names come as the feed's columns (queues/sql/activity.py), not as rows.
     who = a.claimant or a.claimer_agent
     who = who or (f"{a.claimer_name} (by hand)" if a.claimer_name else "someone")
     in_round = f" (round {a.round})" if a.round > 1 else ""
