@@ -49,8 +49,11 @@ stubborn)
     ;;
 together)
     # Waits for STUB_TOGETHER attempts to be running at once: proof of concurrency without
-    # timing anything (alone, it gives up after 15 s and fails).
-    date +%s.%N > "$out/start-$todo"
+    # timing anything (alone, it gives up after 15 s and fails). The start file appears only
+    # once it holds its time (written aside, then renamed): a redirection creates the file
+    # before date runs, and another run could see it, end, and stamp its end first.
+    date +%s.%N > "$out/.start-$todo"
+    mv "$out/.start-$todo" "$out/start-$todo"
     i=0
     while [ "$(ls "$out" | grep -c '^start-')" -lt "${STUB_TOGETHER:?}" ]; do
         i=$((i + 1))
