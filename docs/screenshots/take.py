@@ -45,6 +45,8 @@ def main() -> None:
 
 def take(page, args, suffix: str) -> None:
     page.goto("/login/")
+    if suffix == "":
+        page.screenshot(path=HERE / "sign-in.png")
     page.get_by_label("Username").fill(args.user)
     page.get_by_label("Password").fill(args.password)
     page.get_by_role("button", name="Sign in").click()
@@ -90,8 +92,12 @@ def take(page, args, suffix: str) -> None:
             page.screenshot(path=HERE / "dead-letters-confirm.png")
 
     if suffix == "":
-        # An endpoint's health at a glance: the busiest endpoint (most live todos) of the list.
+        # The team page (members, invitations, dead-letter sinks), then the endpoints list and
+        # an endpoint's health at a glance: the busiest endpoint (most live todos) of the list.
+        page.goto("/team/")
+        page.screenshot(path=HERE / "team.png")
         page.goto("/endpoints/")
+        page.screenshot(path=HERE / "endpoints.png")
         rows = page.locator("table.list.endpoints tbody tr")
         busiest, most = None, -1
         for i in range(rows.count()):
