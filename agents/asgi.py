@@ -15,7 +15,11 @@ here.
 
 A request body must arrive within SWITCHBOARD_BODY_TIMEOUT_SECONDS (else 408, and the
 connection closes) and be at most 1 MiB (else 400 ``invalid``, without reading it, and the
-connection closes: the unread body cannot be skipped).
+connection closes: the unread body cannot be skipped). Before that 400 is sent, what the
+client goes on sending of the body is read and dropped, up to LINGER_BYTES for at most
+LINGER_SECONDS: a connection closed with unread bytes in its socket is reset by the kernel,
+and the client can lose the 400 before it reads it (the server closes as soon as the
+response is sent, so the dropping cannot come after it, as nginx's lingering close does).
 """
 
 from __future__ import annotations
@@ -58,6 +62,12 @@ class _BodyTimeout(Exception):
     pass
 
 
+# How much of a refused body is read and dropped before the 400, and for how long at most:
+# a client that sends more, or slower, is cut off (and may see a reset).
+LINGER_BYTES = 16 * 1024 * 1024
+LINGER_SECONDS = 2.0
+
+
 class _Exchange:
     """One request and its response, on the raw ASGI callables."""
 
@@ -80,9 +90,11 @@ class _Exchange:
         declared = self.headers.get("content-length", "0").strip() or "0"
         if not declared.isascii() or not declared.isdigit():
             self.close = True
+            await self._drop_rest()
             raise Invalid("Content-Length is not a number.")
         if int(declared) > http.MAX_BODY_BYTES:
             self.close = True  # an unread body cannot be skipped on a kept connection
+            await self._drop_rest()
             raise Invalid(f"The body is over {http.MAX_BODY_BYTES} bytes.")
         chunks, size = [], 0
         try:
@@ -95,12 +107,31 @@ class _Exchange:
                     size += len(chunk)
                     if size > http.MAX_BODY_BYTES:
                         self.close = True
+                        if message.get("more_body", False):
+                            await self._drop_rest()
                         raise Invalid(f"The body is over {http.MAX_BODY_BYTES} bytes.")
                     chunks.append(chunk)
                     if not message.get("more_body", False):
                         return b"".join(chunks)
         except TimeoutError:
             raise _BodyTimeout from None
+
+    async def _drop_rest(self) -> None:
+        """Read and drop the rest of a body being refused, up to LINGER_BYTES and for at
+        most LINGER_SECONDS, so that the connection closes after the 400 with nothing left
+        unread in its socket."""
+        left = LINGER_BYTES
+        try:
+            async with asyncio.timeout(LINGER_SECONDS):
+                while left > 0:
+                    message = await self.receive()
+                    if message["type"] == "http.disconnect":
+                        raise waiting.ClientGone  # nobody to answer
+                    left -= len(message.get("body", b""))
+                    if not message.get("more_body", False):
+                        return
+        except TimeoutError:
+            return
 
     def watch_disconnect(self) -> asyncio.Future:
         """A future done once the client goes away (the body must have been read)."""
