@@ -365,36 +365,9 @@ class ActivityEnding:
 
     @classmethod
     def from_row(cls, row) -> tuple[ActivityEnding, str, str]:
-        """The ending, its todo's title and its todo's endpoint's agent id."""
-        (
-            todo_id,
-            attempt,
-            round_,
-            claimant,
-            outcome,
-            disposition,
-            claimed_at,
-            heartbeat_at,
-            ended_at,
-            title,
-            agent,
-            claimer_agent,
-            claimer_name,
-        ) = row
-        ending = cls(
-            todo_id,
-            attempt,
-            round_,
-            claimant,
-            outcome,
-            disposition,
-            claimed_at,
-            heartbeat_at,
-            ended_at,
-            claimer_agent,
-            claimer_name,
-        )
-        return ending, title, agent
+        """The ending (the row's first columns, in field order), its todo's title and its
+        todo's endpoint's agent id (the last two)."""
+        return cls(*row[:-2]), row[-2], row[-1]
 
 
 @dataclass(frozen=True, slots=True)

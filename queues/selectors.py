@@ -404,15 +404,14 @@ def board_queue(
         page = ids[:BOARD_PAGE]
         others = _filter_q(replace(filters, text=""))
         rows = list(todos.filter(others, _listed(page))) if page else []
-        for row in rows:
-            row.matches = True
-        return rows, page[-1] if len(ids) > BOARD_PAGE else None
-    if before_id is not None:
-        todos = todos.filter(pk__lt=before_id)
-    rows = list(todos.filter(_filter_q(filters))[: BOARD_PAGE + 1])
+        next_before = page[-1] if len(ids) > BOARD_PAGE else None
+    else:
+        if before_id is not None:
+            todos = todos.filter(pk__lt=before_id)
+        rows = list(todos.filter(_filter_q(filters))[: BOARD_PAGE + 1])
+        next_before = rows[BOARD_PAGE - 1].pk if len(rows) > BOARD_PAGE else None
     for row in rows:
         row.matches = True
-    next_before = rows[BOARD_PAGE - 1].pk if len(rows) > BOARD_PAGE else None
     return rows[:BOARD_PAGE], next_before
 
 
@@ -692,6 +691,8 @@ def board_activity(
     """Recent attempt endings and audited actions across the teams' queues, newest first.
     Two statements (queues/sql/activity.py), each walking an index newest first (the
     events' team by team), merged here."""
+    if not team_ids:
+        return []
     filters = filters or ActivityFilters()
     endpoint = filters.endpoint
     params = {
@@ -706,7 +707,7 @@ def board_activity(
         "told_by_person": _HUMAN_TOLD_OUTCOMES,
     }
     endings = db.fetch(sql.ACTIVITY_ENDINGS, params)
-    events = db.fetch(sql.ACTIVITY_EVENTS, params) if team_ids else []
+    events = db.fetch(sql.ACTIVITY_EVENTS, params)
     items = [
         Activity(at=e.ended_at, todo_id=e.todo_id, title=title, agent_id=agent, attempt=e)
         for e, title, agent in map(ActivityEnding.from_row, endings)

@@ -27,7 +27,7 @@ ACTIVITY_ENDINGS = Statement(
     "activity_endings",
     """
 SELECT a.todo_id, a.attempt, a.round, a.claimant, a.outcome, a.disposition, a.claimed_at,
-       a.last_heartbeat_at, a.ended_at, t.title, te.agent_id, ae.agent_id, au.username
+       a.last_heartbeat_at, a.ended_at, ae.agent_id, au.username, t.title, te.agent_id
   FROM todo_attempts a
   JOIN todos t ON t.id = a.todo_id
   JOIN endpoints te ON te.id = t.endpoint_id
