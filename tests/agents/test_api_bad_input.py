@@ -370,3 +370,25 @@ def test_a_client_that_sends_its_oversize_body_still_reads_the_400(live_server):
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400") and b"connection: close" in head.lower()
     assert b'"invalid"' in body
+
+
+def test_a_chunked_body_that_grows_past_a_mebibyte_still_reads_the_400(live_server):
+    """No Content-Length to refuse it by: the body is read until it passes 1 MiB, then the
+    rest is read and dropped before the 400 (not a reset for a client still sending)."""
+    import socket
+
+    host, port = live_server.url.removeprefix("http://").split(":")
+    chunk = b"x" * 65536
+    body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(32)) + b"0\r\n\r\n"
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(
+            f"POST /api/v1/create_todo HTTP/1.1\r\nHost: {host}\r\n"
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+            + body
+        )
+        answer = b""
+        while data := sock.recv(65536):
+            answer += data
+    head, _, text = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400") and b"connection: close" in head.lower()
+    assert b"over 1048576 bytes" in text
