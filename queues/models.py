@@ -231,6 +231,12 @@ SUMMARY_SEARCH_VECTOR = SearchVector("summary", config="simple")
 SUMMARY_SEARCHABLE = Q(summary__gt="")
 
 
+def row_rules(function: str, *columns: str) -> models.Func:
+    """A table's row rules as one boolean call of its PL/pgSQL function (migration 0021 has
+    the functions and says why; tests/queues/test_row_rules.py holds them to the enums)."""
+    return models.Func(*columns, function=function, output_field=models.BooleanField())
+
+
 class TodoQuerySet(models.QuerySet):
     def for_endpoint(self, endpoint: Endpoint) -> TodoQuerySet:
         return self.filter(endpoint_id=endpoint.pk)
@@ -268,7 +274,7 @@ class Todo(models.Model):
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
 
     state = models.CharField(max_length=16, choices=TodoState, default=TodoState.PENDING)
-    max_attempts = models.PositiveSmallIntegerField()
+    max_attempts = models.SmallIntegerField()  # >= 1: ROW_RULES below
     # Claims in the current round (reset by a rerun; the record's `attempt` counter).
     attempt = models.IntegerField(default=0)
     # Attempts of this round that ended failed, reaped or lease_expired; the cap compares this.
@@ -313,33 +319,27 @@ class Todo(models.Model):
     class Meta:
         db_table = "todos"
         constraints = [
+            # Every rule of a todo row (its state's values, the counters' ranges, a claimed
+            # todo has a lease, a retry a time, only an ended todo an end, a dead one a
+            # reason) in one CHECK calling one PL/pgSQL function: PostgreSQL reads and plans a
+            # table's CHECKs again on every statement that writes it, and nine of them were a
+            # fifth of a claim's work (migration 0021, which holds the function).
             models.CheckConstraint(
-                condition=Q(state__in=TodoState.values), name="todos_state_valid"
-            ),
-            models.CheckConstraint(
-                condition=Q(priority__gte=-100, priority__lte=100), name="todos_priority_range"
-            ),
-            models.CheckConstraint(condition=Q(max_attempts__gte=1), name="todos_max_attempts_min"),
-            models.CheckConstraint(
-                condition=Q(attempt__gte=0, failures__gte=0, round__gte=1, attempts_pruned__gte=0),
-                name="todos_counters_valid",
-            ),
-            models.CheckConstraint(
-                condition=~Q(state=TodoState.CLAIMED) | Q(lease_expires_at__isnull=False),
-                name="todos_claimed_has_lease",
-            ),
-            models.CheckConstraint(
-                condition=~Q(state=TodoState.RETRY_WAIT) | Q(next_retry_at__isnull=False),
-                name="todos_retry_wait_has_time",
-            ),
-            models.CheckConstraint(
-                condition=Q(state__in=[TodoState.DONE, TodoState.DEAD, TodoState.CANCELED])
-                | Q(ended_at__isnull=True),
-                name="todos_ended_only_terminal",
-            ),
-            models.CheckConstraint(
-                condition=~Q(state=TodoState.DEAD) | ~Q(dead_letter_reason=""),
-                name="todos_dead_has_reason",
+                condition=row_rules(
+                    "todos_valid",
+                    "state",
+                    "priority",
+                    "max_attempts",
+                    "attempt",
+                    "failures",
+                    "round",
+                    "attempts_pruned",
+                    "lease_expires_at",
+                    "next_retry_at",
+                    "ended_at",
+                    "dead_letter_reason",
+                ),
+                name="todos_valid",
             ),
             # Keyed by sender too (a requester endpoint, or none): a sender only ever gets
             # back a todo it made. NULLS NOT DISTINCT: the endpoint's own todos share one
@@ -512,21 +512,21 @@ class TodoAttempt(models.Model):
         db_table = "todo_attempts"
         constraints = [
             models.UniqueConstraint(fields=["todo", "seq"], name="todo_attempts_todo_seq"),
-            # An owner attempt names its user while the user exists; deleting the user sets
-            # it NULL (the attempt and its `owner` label, user:<id>, stay in the history).
+            # An endpoint attempt names its endpoint, an owner attempt its user while the user
+            # exists (deleting the user sets it NULL; the attempt and its `owner` label,
+            # user:<id>, stay in the history); an open attempt has no outcome or disposition,
+            # a closed one one of each. One CHECK calling one function, as for todos
+            # (migration 0021).
             models.CheckConstraint(
-                condition=Q(claimer_kind=ClaimerKind.ENDPOINT, endpoint__isnull=False)
-                | Q(claimer_kind=ClaimerKind.PERSON),
-                name="todo_attempts_claimer_valid",
-            ),
-            models.CheckConstraint(
-                condition=(Q(ended_at__isnull=True) & Q(outcome="") & Q(disposition=""))
-                | (
-                    Q(ended_at__isnull=False)
-                    & Q(outcome__in=Outcome.values)
-                    & Q(disposition__in=Disposition.values)
+                condition=row_rules(
+                    "todo_attempts_valid",
+                    "claimer_kind",
+                    "endpoint",
+                    "ended_at",
+                    "outcome",
+                    "disposition",
                 ),
-                name="todo_attempts_closed_valid",
+                name="todo_attempts_valid",
             ),
             # At most one open attempt per todo (a partial unique index, checked row by row:
             # a claim closes a lapsed attempt before it opens the next, queues/sql/claim.py).
