@@ -376,10 +376,12 @@ INSERT INTO todo_attempts (
     todo_id, seq, round, attempt, claimer_kind, endpoint_id, user_id, mcp_session_id,
     mcp_session_id_truncated, mcp_session_id_bytes, owner, claimant, claimant_truncated, claimant_bytes, claimed_at, last_heartbeat_at,
     lease_expires_at, ended_at, outcome, disposition, ended_by_id, summary, summary_truncated,
-    summary_bytes, artifact, artifact_truncated, artifact_bytes, result, lease_token_hash)
+    summary_bytes, summary_document, artifact, artifact_truncated, artifact_bytes, result,
+    lease_token_hash)
 SELECT todo_id, seq, round, attempt, claimer_kind, endpoint_id, user_id, mcp_session_id,
        false, octet_length(mcp_session_id), owner, claimant, false, octet_length(claimant), claimed_at, heartbeat_at, lease_expires_at,
        ended_at, outcome, disposition, ended_by_id, summary, summary_truncated, summary_bytes,
+       CASE WHEN summary > '' THEN to_tsvector('simple', summary) END,
        artifact, false, coalesce(octet_length(artifact), 0), result, lease_token_hash
   FROM board_att
  ORDER BY todo_id, seq

@@ -119,14 +119,16 @@ def add_history(system: str, endpoint_id: int, rows: int) -> None:
                 todo_id, seq, round, attempt, claimer_kind, endpoint_id, user_id,
                 mcp_session_id, mcp_session_id_truncated, mcp_session_id_bytes, owner, claimant, claimant_truncated, claimant_bytes,
                 claimed_at, last_heartbeat_at, lease_expires_at, ended_at, outcome,
-                disposition, ended_by_id, summary, summary_truncated, summary_bytes, artifact,
-                artifact_truncated, artifact_bytes, result, lease_token_hash)
+                disposition, ended_by_id, summary, summary_truncated, summary_bytes,
+                summary_document, artifact, artifact_truncated, artifact_bytes, result,
+                lease_token_hash)
             SELECT t.id, 1, 1, 1, 'endpoint', %(ep)s, NULL, '', false, 0, 'agent:bench-agent',
                    'bench/history', false, 13, t.created_at + interval '1 s',
                    t.created_at + interval '1500 ms', t.created_at + interval '301 s',
                    t.ended_at, 'completed', 'done', NULL,
-                   'rebuilt the docs; 3 warnings, no errors (history row)', false, 52, NULL,
-                   false, 0, '{"ok": true}', NULL
+                   'rebuilt the docs; 3 warnings, no errors (history row)', false, 52,
+                   to_tsvector('simple', 'rebuilt the docs; 3 warnings, no errors (history row)'),
+                   NULL, false, 0, '{"ok": true}', NULL
               FROM t
             """,
             {"ep": endpoint_id, "n": rows},

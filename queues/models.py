@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
-from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.contrib.postgres.search import SearchVectorField
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Coalesce, Now
@@ -222,10 +222,10 @@ class EventKind(models.TextChoices):
 # configuration (words lowercased, no stemming and no stop words, so it reads any language the
 # same way). A todo's title and body are in TodoSearchDocument (made by a trigger, migration
 # 0018, with SearchVector("title", "body", config="simple")'s expression); an attempt's
-# summary words are stored on its row (TodoAttempt.summary_document, generated from this very
-# expression, migration 0020), which the summaries' GIN index is built on and the Board's
-# search (queues.selectors) matches against, so the two cannot drift apart.
-SUMMARY_SEARCH_VECTOR = SearchVector("summary", config="simple")
+# summary words are stored on its row (TodoAttempt.summary_document: to_tsvector('simple',
+# summary), written with the summary and held to it by the row's CHECK, migration 0022), which
+# the summaries' GIN index is built on and the Board's search (queues.selectors) matches
+# against, so the two cannot drift apart.
 # Only attempts that wrote a summary have words, and only they are in the summary index: a
 # claim (an insert, no summary) and a close that reports none never touch it.
 SUMMARY_SEARCHABLE = Q(summary__gt="")
@@ -499,14 +499,12 @@ class TodoAttempt(models.Model):
     artifact_bytes = models.IntegerField(default=0)
     result = models.JSONField(null=True, blank=True)
     lease_token_hash = models.CharField(max_length=64, null=True, blank=True)
-    # The summary's words (NULL without a summary), computed by PostgreSQL when the row is
-    # written: the Board's search checks a recent todo's attempts row by row against it, and
-    # its GIN index serves the rest (queues.selectors.board_queue).
-    summary_document = models.GeneratedField(
-        expression=models.Case(models.When(SUMMARY_SEARCHABLE, then=SUMMARY_SEARCH_VECTOR)),
-        output_field=SearchVectorField(null=True),
-        db_persist=True,
-    )
+    # The summary's words (NULL without a summary): the Board's search checks a recent todo's
+    # attempts row by row against them, and its GIN index serves the rest
+    # (queues.selectors.board_queue). Written by the close that writes the summary
+    # (queues/sql/close.py); the row's CHECK refuses words that are not the summary's
+    # (migration 0022: why not a generated column).
+    summary_document = SearchVectorField(null=True)
 
     class Meta:
         db_table = "todo_attempts"
@@ -515,8 +513,8 @@ class TodoAttempt(models.Model):
             # An endpoint attempt names its endpoint, an owner attempt its user while the user
             # exists (deleting the user sets it NULL; the attempt and its `owner` label,
             # user:<id>, stay in the history); an open attempt has no outcome or disposition,
-            # a closed one one of each. One CHECK calling one function, as for todos
-            # (migration 0021).
+            # a closed one one of each; the summary's words are the summary's. One CHECK
+            # calling one function, as for todos (migrations 0021, 0022).
             models.CheckConstraint(
                 condition=row_rules(
                     "todo_attempts_valid",
@@ -525,6 +523,8 @@ class TodoAttempt(models.Model):
                     "ended_at",
                     "outcome",
                     "disposition",
+                    "summary",
+                    "summary_document",
                 ),
                 name="todo_attempts_valid",
             ),

@@ -85,6 +85,9 @@ closed AS (
            ended_by_id = %(ended_by)s,
            ended_by_endpoint_id = %(ended_by_endpoint)s,
            summary = %(summary)s,
+           -- the summary's words for the Board's search (the row's CHECK holds them to it)
+           summary_document = CASE WHEN %(summary)s::text > ''
+                                   THEN to_tsvector('simple', %(summary)s::text) END,
            summary_truncated = %(summary_truncated)s,
            summary_bytes = %(summary_bytes)s,
            artifact = %(artifact)s,

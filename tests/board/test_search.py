@@ -108,11 +108,12 @@ def _many_analyzed_todos(endpoint) -> None:
             " endpoint_id, mcp_session_id, mcp_session_id_truncated, mcp_session_id_bytes,"
             " owner, claimant, claimant_truncated, claimant_bytes, claimed_at,"
             " lease_expires_at, ended_at, outcome, disposition, summary, summary_truncated,"
-            " summary_bytes, artifact_truncated, artifact_bytes)"
+            " summary_bytes, summary_document, artifact_truncated, artifact_bytes)"
             " SELECT t.id, 1, 1, 1, 'endpoint', %s, '', false, 0, 'agent:x', '', false, 0,"
-            " now(), now(), now(), 'completed', 'done',"
-            " CASE WHEN t.id %% 2 = 0 THEN 'did the usual thing ' || t.id END, false, 0,"
-            " false, 0 FROM todos t",
+            " now(), now(), now(), 'completed', 'done', s.said, false, 0,"
+            " to_tsvector('simple', s.said), false, 0 FROM todos t,"
+            " LATERAL (SELECT CASE WHEN t.id %% 2 = 0 THEN 'did the usual thing ' || t.id END)"
+            " s(said)",
             [endpoint.pk],
         )
         # Every table the reads join, so the planner sees this test's rows only (a table's

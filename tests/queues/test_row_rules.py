@@ -38,6 +38,11 @@ ATTEMPT_BREAKS = {
     "todo_attempts_closed_valid (unknown disposition)": (
         "ended_at = now(), outcome = 'completed', disposition = 'vanished'"
     ),
+    "summary without its words": "summary = 'the build broke'",
+    "summary with other words": (
+        "summary = 'the build broke', summary_document = to_tsvector('simple', 'all fine')"
+    ),
+    "words without a summary": "summary_document = to_tsvector('simple', 'all fine')",
 }
 
 
@@ -84,7 +89,7 @@ def _attempt_valid(kind: str, outcome: str, disposition: str) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT todo_attempts_valid(%s::varchar, 1::bigint,"
-            " CASE WHEN %s = '' THEN NULL ELSE now() END, %s::varchar, %s::varchar)",
+            " CASE WHEN %s = '' THEN NULL ELSE now() END, %s::varchar, %s::varchar, NULL, NULL)",
             [kind, outcome, outcome, disposition],
         )
         return cursor.fetchone()[0]
@@ -100,6 +105,28 @@ def test_the_functions_accept_every_value_of_the_model_s_enums_and_nothing_else(
     assert all(_attempt_valid("endpoint", "completed", d) for d in Disposition.values)
     assert not _attempt_valid("endpoint", "exploded", "done")
     assert not _attempt_valid("endpoint", "completed", "vanished")
+
+
+def test_a_close_writes_the_summary_s_words_and_search_finds_them(endpoint, agent, make_todo):
+    said, silent = make_todo(), make_todo()
+    for todo, summary in ((said, "Rotated the SIGNING keys"), (silent, None)):
+        transitions.claim_next(endpoint=endpoint)
+        transitions.complete(agent, todo.id, summary=summary)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT todo_id, summary_document::text FROM todo_attempts WHERE todo_id IN (%s, %s)"
+            " ORDER BY todo_id",
+            [said.id, silent.id],
+        )
+        assert cursor.fetchall() == [
+            (said.id, "'keys':4 'rotated':1 'signing':3 'the':2"),
+            (silent.id, None),
+        ]
+        cursor.execute(
+            "SELECT todo_id FROM todo_attempts WHERE summary > ''"
+            " AND summary_document @@ to_tsquery('simple', 'signing')"
+        )
+        assert cursor.fetchall() == [(said.id,)]
 
 
 @pytest.mark.django_db
