@@ -274,7 +274,7 @@ class Todo(models.Model):
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
 
     state = models.CharField(max_length=16, choices=TodoState, default=TodoState.PENDING)
-    max_attempts = models.SmallIntegerField()  # >= 1: ROW_RULES below
+    max_attempts = models.SmallIntegerField()  # >= 1 (todos_valid, below)
     # Claims in the current round (reset by a rerun; the record's `attempt` counter).
     attempt = models.IntegerField(default=0)
     # Attempts of this round that ended failed, reaped or lease_expired; the cap compares this.
@@ -323,7 +323,7 @@ class Todo(models.Model):
             # todo has a lease, a retry a time, only an ended todo an end, a dead one a
             # reason) in one CHECK calling one PL/pgSQL function: PostgreSQL reads and plans a
             # table's CHECKs again on every statement that writes it, and nine of them were a
-            # fifth of a claim's work (migration 0021, which holds the function).
+            # sixth of the backend's instructions per todo (migration 0021 holds the function).
             models.CheckConstraint(
                 condition=row_rules(
                     "todos_valid",
