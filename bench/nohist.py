@@ -38,7 +38,12 @@ def statements() -> dict[str, Statement]:
             (held,),
             {"attempt_filter": close._HELD_BY_AGENT},
         ),
-        (sql.CLOSE_HELD_BY_AGENT, close._close, (held,), {"attempt_filter": close._HELD_BY_AGENT}),
+        (
+            sql.CLOSE_HELD_BY_AGENT,
+            close._close,
+            (held,),
+            {"attempt_filter": close._HELD_BY_AGENT, "holder_names": True},
+        ),
     ]
     twins = {}
     for product, build, args, kwargs in recipes:

@@ -510,7 +510,7 @@ class TodoAttempt(models.Model):
         db_table = "todo_attempts"
         constraints = [
             models.UniqueConstraint(fields=["todo", "seq"], name="todo_attempts_todo_seq"),
-            # An endpoint attempt names its endpoint, an owner attempt its user while the user
+            # An endpoint attempt names its endpoint and no user, an owner attempt its user while the user
             # exists (deleting the user sets it NULL; the attempt and its `owner` label,
             # user:<id>, stay in the history); an open attempt has no outcome or disposition,
             # a closed one one of each; the summary's words are the summary's. One CHECK
@@ -520,6 +520,7 @@ class TodoAttempt(models.Model):
                     "todo_attempts_valid",
                     "claimer_kind",
                     "endpoint",
+                    "user",
                     "ended_at",
                     "outcome",
                     "disposition",

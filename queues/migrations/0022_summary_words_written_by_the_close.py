@@ -1,5 +1,7 @@
 """An attempt's summary words are written by the statement that writes its summary, and the
-row's CHECK holds them to it (issue 13, ledger speed).
+row's CHECK holds them to it (issue 13, ledger speed). The same CHECK now also says what the
+claims always did: an endpoint attempt names no user (the agent's own close reads the
+attempt's names without joining users, queues/sql/close.py).
 
 0020 made ``summary_document`` a stored generated column. PostgreSQL reads a generated
 column's expression from its node text and plans it again on every statement that writes the
@@ -23,12 +25,13 @@ from django.db import migrations, models
 
 TODO_ATTEMPTS_VALID = """
 CREATE FUNCTION todo_attempts_valid(
-    claimer_kind varchar, endpoint_id bigint, ended_at timestamptz, outcome varchar,
-    disposition varchar, summary text, summary_document tsvector
+    claimer_kind varchar, endpoint_id bigint, user_id integer, ended_at timestamptz,
+    outcome varchar, disposition varchar, summary text, summary_document tsvector
 ) RETURNS boolean LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 BEGIN
-    -- an endpoint attempt names its endpoint
-    RETURN ((claimer_kind = 'endpoint' AND endpoint_id IS NOT NULL) OR claimer_kind = 'owner')
+    -- an endpoint attempt names its endpoint and no user
+    RETURN ((claimer_kind = 'endpoint' AND endpoint_id IS NOT NULL AND user_id IS NULL)
+            OR claimer_kind = 'owner')
        -- an open attempt has no outcome or disposition, a closed one one of each
        AND ((ended_at IS NULL AND outcome = '' AND disposition = '')
             OR (ended_at IS NOT NULL
@@ -46,7 +49,7 @@ $$;
 
 OLD_SIGNATURE = "todo_attempts_valid(varchar, bigint, timestamptz, varchar, varchar)"
 NEW_SIGNATURE = (
-    "todo_attempts_valid(varchar, bigint, timestamptz, varchar, varchar, text, tsvector)"
+    "todo_attempts_valid(varchar, bigint, integer, timestamptz, varchar, varchar, text, tsvector)"
 )
 
 
@@ -101,6 +104,7 @@ class Migration(migrations.Migration):
                     "todo_attempts_valid",
                     "claimer_kind",
                     "endpoint",
+                    "user",
                     "ended_at",
                     "outcome",
                     "disposition",

@@ -40,8 +40,12 @@ def todo_columns(alias: str) -> str:
     return ", ".join(expr.format(t=alias) for expr in TODO_SOURCE.values())
 
 
-def attempt_columns(alias: str) -> str:
-    return ", ".join(expr.format(a=alias) for expr in ATTEMPT_SOURCE.values())
+def attempt_columns(alias: str, **instead: str) -> str:
+    """The attempt record's columns from ``alias`` (and attempt_joins' names), or for each
+    field in ``instead`` that expression."""
+    return ", ".join(
+        instead.get(name, expr).format(a=alias) for name, expr in ATTEMPT_SOURCE.items()
+    )
 
 
 def todo_joins(alias: str) -> str:

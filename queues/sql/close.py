@@ -82,8 +82,8 @@ closed AS (
                WHEN 'canceled' THEN 'canceled' END,
            last_heartbeat_at = cur.last_heartbeat_at,
            lease_expires_at = cur.lease_expires_at,
-           ended_by_id = %(ended_by)s,
-           ended_by_endpoint_id = %(ended_by_endpoint)s,
+           ended_by_id = {ended_by},
+           ended_by_endpoint_id = {ended_by_endpoint},
            summary = %(summary)s,
            -- the summary's words for the Board's search (the row's CHECK holds them to it)
            summary_document = CASE WHEN %(summary)s::text > ''
@@ -100,6 +100,10 @@ closed AS (
 )"""
 
 # The agent's fast path: it holds the open, unfenced attempt, of the seq it names (or any).
+# That attempt's names need no joins (``holder_names``): its endpoint is the todo's own (both
+# filters name the caller's), an endpoint attempt names no user (the row rules,
+# todo_attempts_valid), and the holder's own close records no one else as its closer.
+_HOLDER_NAMES = {"endpoint": "e.agent_id", "user": "NULL", "ended_by": "NULL"}
 _HELD_BY_AGENT = """
        AND a.claimer_kind = 'endpoint' AND a.endpoint_id = %(scope_endpoint)s
        AND a.lease_token_hash IS NULL
@@ -113,10 +117,13 @@ def _close(
     cur_tail: str = "FOR UPDATE OF t",
     *,
     attempt_filter: str = "",
+    holder_names: bool = False,
     history: bool = True,
 ) -> Statement:
     """The close statement for one way of finding the todo (``cur_filter`` on the todo,
-    ``attempt_filter`` on its open attempt ``a``). ``history=False`` (bench/ only: the
+    ``attempt_filter`` on its open attempt ``a``). ``holder_names``: the caller is the agent
+    that holds the attempt and closes it itself (no one else is recorded as its closer), and
+    the attempt's names come from the todo's endpoint row. ``history=False`` (bench/ only: the
     ADR-0039 bar's reference, docs/benchmarks.md) is the same statement without its attempt
     arms: the todo moves exactly as it does here; no attempt is joined, checked or closed
     (the attempt columns come back NULL)."""
@@ -125,10 +132,13 @@ def _close(
             "attempt_id": " a.id AS attempt_id,",
             "attempt_join": _CLOSE_ATTEMPT_JOIN,
             "attempt_filter": attempt_filter,
-            "closed": _CLOSE_CLOSED,
+            "closed": _CLOSE_CLOSED.format(
+                ended_by="NULL" if holder_names else "%(ended_by)s",
+                ended_by_endpoint="NULL" if holder_names else "%(ended_by_endpoint)s",
+            ),
             "closed_join": "\n  JOIN closed c ON c.todo_id = m.id",
-            "attempt_cols": attempt_columns("c"),
-            "attempt_joins": attempt_joins("c"),
+            "attempt_cols": attempt_columns("c", **(_HOLDER_NAMES if holder_names else {})),
+            "attempt_joins": "" if holder_names else attempt_joins("c"),
         }
     else:
         arms = dict.fromkeys(
@@ -151,6 +161,7 @@ CLOSE_HELD_BY_AGENT = _close(
     "the agent's fast path: it holds the open, unfenced attempt (and names its seq or none);"
     " no row back means the call takes the locked path",
     attempt_filter=_HELD_BY_AGENT,
+    holder_names=True,
 )
 CLOSE_CHECKED = _close(
     "close_checked",

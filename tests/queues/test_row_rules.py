@@ -30,6 +30,7 @@ TODO_BREAKS = {
 ATTEMPT_BREAKS = {
     "todo_attempts_claimer_valid (kind)": "claimer_kind = 'robot'",
     "todo_attempts_claimer_valid (endpoint)": "endpoint_id = NULL",
+    "an endpoint attempt with a user": "user_id = (SELECT min(id) FROM auth_user)",
     "todo_attempts_closed_valid (open with an outcome)": "outcome = 'completed'",
     "todo_attempts_closed_valid (closed without one)": "ended_at = now()",
     "todo_attempts_closed_valid (unknown outcome)": (
@@ -88,7 +89,7 @@ def _todo_valid(state: str) -> bool:
 def _attempt_valid(kind: str, outcome: str, disposition: str) -> bool:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT todo_attempts_valid(%s::varchar, 1::bigint,"
+            "SELECT todo_attempts_valid(%s::varchar, 1::bigint, NULL::integer,"
             " CASE WHEN %s = '' THEN NULL ELSE now() END, %s::varchar, %s::varchar, NULL, NULL)",
             [kind, outcome, outcome, disposition],
         )
@@ -143,5 +144,5 @@ def test_each_table_has_exactly_one_check_and_it_calls_its_function():
         ("todo_attempts", "todo_attempts_valid"),
         ("todos", "todos_valid"),
     ]
-    assert "todo_attempts_valid(claimer_kind, endpoint_id, ended_at" in checks[0][2]
+    assert "todo_attempts_valid(claimer_kind, endpoint_id, user_id, ended_at" in checks[0][2]
     assert "todos_valid(state, priority, max_attempts" in checks[1][2]

@@ -22,7 +22,7 @@ def test_the_default_builders_make_exactly_the_product_statements():
     why = sql.CLAIM_NEXT.why
     assert claim._claim("claim_next", sql.SCOPE_ENDPOINT, "SKIP LOCKED", why) == sql.CLAIM_NEXT
     assert close._close(
-        sql.CLOSE_HELD_BY_AGENT.name, held, sql.CLOSE_HELD_BY_AGENT.why, **agent
+        sql.CLOSE_HELD_BY_AGENT.name, held, sql.CLOSE_HELD_BY_AGENT.why, holder_names=True, **agent
     ) == (sql.CLOSE_HELD_BY_AGENT)
     assert close._heartbeat(
         sql.HEARTBEAT_HELD_BY_AGENT.name, held, sql.HEARTBEAT_HELD_BY_AGENT.why, **agent

@@ -33,6 +33,40 @@ def test_complete_is_done_completed_done(endpoint, agent, make_todo):
     assert attempt.result == {"pages": 12} and attempt.summary == "rebuilt"
 
 
+def test_the_closed_attempt_names_its_claimer_and_closer_on_either_path(
+    endpoint, agent, user, human, make_todo
+):
+    # The agent's own close (the fast path) takes the names from the todo's endpoint row; a
+    # close that goes through the checks joins them. Both must say who claimed and who ended.
+    own = make_todo()
+    transitions.claim_next(endpoint=endpoint)
+    mine = transitions.complete(agent, own.id).attempt
+    assert (mine.claimer_kind, mine.endpoint, mine.user, mine.ended_by) == (
+        "endpoint",
+        endpoint.agent_id,
+        None,
+        None,
+    )
+    fenced = make_todo()
+    transitions.claim_next(endpoint=endpoint, require_fence=True)
+    theirs = transitions.release(human, fenced.id).attempt
+    assert (theirs.endpoint, theirs.user, theirs.ended_by) == (
+        endpoint.agent_id,
+        None,
+        user.username,
+    )
+    held = make_todo()
+    transitions.claim(human, held.id)
+    by_hand = transitions.complete(human, held.id).attempt
+    # (ended_by names someone who ended another's attempt; the holder's own close has none)
+    assert (by_hand.claimer_kind, by_hand.endpoint, by_hand.user, by_hand.ended_by) == (
+        "owner",
+        None,
+        user.username,
+        None,
+    )
+
+
 def test_fail_below_cap_waits_to_retry_with_backoff(endpoint, agent, make_todo):
     todo = make_todo(max_attempts=3)
     transitions.claim_next(endpoint=endpoint)
