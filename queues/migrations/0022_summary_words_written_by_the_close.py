@@ -53,14 +53,9 @@ NEW_SIGNATURE = (
 )
 
 
-# Reversed: 0021's function back.
-OLD_FUNCTION = importlib.import_module(
-    "queues.migrations.0021_row_rules_in_one_function"
-).TODO_ATTEMPTS_VALID
-
-
-def _rules(function: str, *columns: str):
-    return models.Func(*columns, function=function, output_field=models.BooleanField())
+_0021 = importlib.import_module("queues.migrations.0021_row_rules_in_one_function")
+OLD_FUNCTION = _0021.TODO_ATTEMPTS_VALID  # reversed: 0021's function back
+_rules = _0021._rules
 
 
 class Migration(migrations.Migration):

@@ -327,21 +327,30 @@ def test_a_body_over_64_kib_is_invalid_and_writes_nothing(world):
     assert ok.status_code == 200
 
 
-def test_a_body_over_a_mebibyte_is_refused_unread_and_the_connection_closed(live_server):
-    """The body is not read (it could be anything), so the connection cannot be kept: the
-    answer says Connection: close, and the server closes it."""
+def _raw_create_todo(live_server, headers: str, body: bytes = b"") -> tuple[bytes, bytes]:
+    """POST create_todo over a raw socket with ``headers`` (after Host) and ``body``, read
+    until the server closes; the answer's head and body."""
     import socket
 
     host, port = live_server.url.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(
-            f"POST /api/v1/create_todo HTTP/1.1\r\nHost: {host}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {2 * 1024 * 1024}\r\n\r\n".encode()
+            f"POST /api/v1/create_todo HTTP/1.1\r\nHost: {host}\r\n{headers}\r\n".encode() + body
         )
         answer = b""
         while chunk := sock.recv(65536):  # the server closes: recv returns b""
             answer += chunk
-    head, _, body = answer.partition(b"\r\n\r\n")
+    head, _, text = answer.partition(b"\r\n\r\n")
+    return head, text
+
+
+def test_a_body_over_a_mebibyte_is_refused_unread_and_the_connection_closed(live_server):
+    """The body is not read (it could be anything), so the connection cannot be kept: the
+    answer says Connection: close, and the server closes it."""
+    head, body = _raw_create_todo(
+        live_server,
+        f"Content-Type: application/json\r\nContent-Length: {2 * 1024 * 1024}\r\n",
+    )
     assert head.startswith(b"HTTP/1.1 400")
     assert b"connection: close" in head.lower()
     assert b'"invalid"' in body
@@ -352,22 +361,12 @@ def test_a_client_that_sends_its_oversize_body_still_reads_the_400(live_server):
     body (agents/asgi.py, LINGER_BYTES) before it closes: closed with 2 MiB unread in its
     socket, the kernel resets the connection, and the client sending its body gets a broken
     pipe or a reset instead of the 400 (a flaky bad-input test on a slow machine)."""
-    import socket
-
-    host, port = live_server.url.removeprefix("http://").split(":")
     size = 2 * 1024 * 1024
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(
-            f"POST /api/v1/create_todo HTTP/1.1\r\nHost: {host}\r\n"
-            f"Content-Type: application/json\r\nContent-Length: {size}\r\n\r\n".encode()
-            + b'{"title": "'
-            + b"x" * (size - 13)
-            + b'"}'
-        )
-        answer = b""
-        while chunk := sock.recv(65536):
-            answer += chunk
-    head, _, body = answer.partition(b"\r\n\r\n")
+    head, body = _raw_create_todo(
+        live_server,
+        f"Content-Type: application/json\r\nContent-Length: {size}\r\n",
+        b'{"title": "' + b"x" * (size - 13) + b'"}',
+    )
     assert head.startswith(b"HTTP/1.1 400") and b"connection: close" in head.lower()
     assert b'"invalid"' in body
 
@@ -375,20 +374,10 @@ def test_a_client_that_sends_its_oversize_body_still_reads_the_400(live_server):
 def test_a_chunked_body_that_grows_past_a_mebibyte_still_reads_the_400(live_server):
     """No Content-Length to refuse it by: the body is read until it passes 1 MiB, then the
     rest is read and dropped before the 400 (not a reset for a client still sending)."""
-    import socket
-
-    host, port = live_server.url.removeprefix("http://").split(":")
     chunk = b"x" * 65536
     body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(32)) + b"0\r\n\r\n"
-    with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(
-            f"POST /api/v1/create_todo HTTP/1.1\r\nHost: {host}\r\n"
-            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
-            + body
-        )
-        answer = b""
-        while data := sock.recv(65536):
-            answer += data
-    head, _, text = answer.partition(b"\r\n\r\n")
+    head, text = _raw_create_todo(
+        live_server, "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n", body
+    )
     assert head.startswith(b"HTTP/1.1 400") and b"connection: close" in head.lower()
     assert b"over 1048576 bytes" in text
