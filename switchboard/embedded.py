@@ -40,6 +40,12 @@ def start(pgdata: Path | None = None, *, cleanup_mode: str = "stop") -> str:
     return _server.get_uri("switchboard")
 
 
+def psql(command: str) -> str:
+    """Run ``command`` through psql on the embedded server this process started."""
+    assert _server is not None, "start() first"
+    return _server.psql(command)
+
+
 def is_held() -> bool:
     """Whether this process holds a handle on the embedded server."""
     return _server is not None

@@ -23,6 +23,13 @@ if not os.environ.get("DATABASE_URL"):
 
         _tmp = Path(tempfile.mkdtemp(prefix="switchboard-test-pg-"))
         os.environ["DATABASE_URL"] = embedded.start(_tmp / "pgdata", cleanup_mode="delete")
+        # A throwaway cluster, deleted when the run ends: no commit waits for the disk (the
+        # tests commit tens of thousands of times; durability across a lost machine is not
+        # what they test, and a killed process still leaves its writes in the OS's cache).
+        embedded.psql(
+            "ALTER SYSTEM SET fsync = off; ALTER SYSTEM SET synchronous_commit = off;"
+            " ALTER SYSTEM SET full_page_writes = off; SELECT pg_reload_conf();"
+        )
 
 from switchboard.settings import *  # noqa: E402,F403
 
