@@ -237,9 +237,28 @@ def row_rules(function: str, *columns: str) -> models.Func:
     return models.Func(*columns, function=function, output_field=models.BooleanField())
 
 
+# When a live todo is (or becomes) claimable: the ordering key of the claimable index and of
+# the sweeper's. An expression of those two indexes (and of the statements that read through
+# them, queues.sql.claimable_at), not a stored generated column: PostgreSQL reads a generated
+# column's expression back from its text and plans it again on every statement that writes
+# the row (every claim, heartbeat and close), where an index keeps its expressions planned in
+# its cache and computes them only for rows in its predicate (a done todo's close: none).
+CLAIMABLE_AT = models.Case(
+    models.When(state=TodoState.CLAIMED, then="lease_expires_at"),
+    models.When(state=TodoState.RETRY_WAIT, then="next_retry_at"),
+    models.When(state=TodoState.PENDING, then=Coalesce("not_before", "created_at")),
+    default=None,
+    output_field=models.DateTimeField(null=True),
+)
+
+
 class TodoQuerySet(models.QuerySet):
     def for_endpoint(self, endpoint: Endpoint) -> TodoQuerySet:
         return self.filter(endpoint_id=endpoint.pk)
+
+    def with_claimable_at(self) -> TodoQuerySet:
+        """``claimable_at`` to filter and order by (CLAIMABLE_AT), without selecting it."""
+        return self.alias(claimable_at=CLAIMABLE_AT)
 
     def visible_to(self, user) -> TodoQuerySet:
         return self.filter(endpoint__team__memberships__user=user)
@@ -302,18 +321,6 @@ class Todo(models.Model):
     updated_at = models.DateTimeField(db_default=Now())
     ended_at = models.DateTimeField(null=True, blank=True)
 
-    # When the todo is (or becomes) claimable: the one ordering key of the claimable index.
-    claimable_at = models.GeneratedField(
-        expression=models.Case(
-            models.When(state=TodoState.CLAIMED, then="lease_expires_at"),
-            models.When(state=TodoState.RETRY_WAIT, then="next_retry_at"),
-            models.When(state=TodoState.PENDING, then=Coalesce("not_before", "created_at")),
-            default=None,
-        ),
-        output_field=models.DateTimeField(null=True),
-        db_persist=True,
-    )
-
     objects = TodoQuerySet.as_manager()
 
     class Meta:
@@ -355,17 +362,17 @@ class Todo(models.Model):
             # The claimable set: claim_next walks this in priority order; rows that are
             # not yet claimable are skipped on the index tuple, without a heap visit.
             models.Index(
-                "endpoint",
+                models.F("endpoint"),
                 models.F("priority").desc(),
-                "claimable_at",
-                "id",
+                CLAIMABLE_AT,
+                models.F("id"),
                 name="todos_claimable",
                 condition=Q(state__in=["pending", "retry_wait", "claimed"]),
             ),
             # The sweeper: lapsed leases and due retries across all endpoints.
             models.Index(
-                "state",
-                "claimable_at",
+                models.F("state"),
+                CLAIMABLE_AT,
                 name="todos_sweep_due",
                 condition=Q(state__in=["claimed", "retry_wait"]),
             ),

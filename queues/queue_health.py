@@ -73,7 +73,8 @@ def queue_health() -> QueueHealth:
     # Grouped on the two narrow columns alone (a hash aggregate); the endpoints' names come
     # from their own small table in query 2, not through a join sorted on text.
     rows = list(
-        Todo.objects.order_by()
+        Todo.objects.with_claimable_at()
+        .order_by()
         .values("endpoint_id", "state")
         .annotate(
             n=Count("*"),

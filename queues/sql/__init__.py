@@ -48,6 +48,20 @@ def attempt_columns(alias: str, **instead: str) -> str:
     )
 
 
+def claimable_at(alias: str) -> str:
+    """When a live todo is (or becomes) claimable: queues.models CLAIMABLE_AT, the expression
+    of the todos_claimable and todos_sweep_due indexes, written as Django writes it in their
+    CREATE INDEX so that the planner matches it to them (tests/queues/test_sql.py holds the
+    two equal, and the plans to those indexes)."""
+    t = alias
+    return (
+        f"(CASE WHEN {t}.state = 'claimed' THEN {t}.lease_expires_at"
+        f" WHEN {t}.state = 'retry_wait' THEN {t}.next_retry_at"
+        f" WHEN {t}.state = 'pending' THEN COALESCE({t}.not_before, {t}.created_at)"
+        " ELSE NULL END)"
+    )
+
+
 def todo_joins(alias: str) -> str:
     return f"""
     JOIN endpoints e ON e.id = {alias}.endpoint_id

@@ -12,8 +12,9 @@ Triggers it relies on (migration 0007): ``todos_outbox_dead_letter`` writes the 
 outbox row when a lapsed lease at the cap kills the todo.
 
 Snapshot freshness: under READ COMMITTED, ``FOR UPDATE`` locks the newest version of the todo
-row, but the other reads in this statement (the todo's attempts) see the snapshot taken when
-the statement began. If a claim or close of this todo committed in between, the snapshot's
+row, but the other reads in this statement (the todo's attempts, read by the claims that can
+take over a lapsed lease; the fast claim_next reads none) see the snapshot taken when the
+statement began. If a claim or close of this todo committed in between, the snapshot's
 newest attempt disagrees with the locked row; then nothing is written, the first column
 (``ok``) is false, and the caller runs the statement again: a new statement has a new
 snapshot, and the row lock is already ours. Every write to a todo's attempts happens under
@@ -24,7 +25,14 @@ are. (Found by tests/queues/test_concurrency.py: the one-open-attempt constraint
 from __future__ import annotations
 
 from queues.db import Statement
-from queues.sql import SCOPE_ENDPOINT, SCOPE_USER, attempt_columns, attempt_joins, todo_columns
+from queues.sql import (
+    SCOPE_ENDPOINT,
+    SCOPE_USER,
+    attempt_columns,
+    attempt_joins,
+    claimable_at,
+    todo_columns,
+)
 
 # The statement; its attempt arms (below) fill {history_arms}, {pruned_count} and {opened}.
 # Its first columns: ``ok`` (the snapshot agreed with the locked row), ``slow`` (the fast
@@ -37,8 +45,8 @@ WITH pick AS (
       FROM todos t
      WHERE {pick_filter}
        AND t.state IN ('pending', 'retry_wait', 'claimed')
-       AND t.claimable_at <= statement_timestamp()
-     ORDER BY t.priority DESC, t.claimable_at, t.id
+       AND {claimable_at} <= statement_timestamp()
+     ORDER BY t.priority DESC, {claimable_at}, t.id
      LIMIT 1
        FOR UPDATE OF t {lock_mode}
 ),
@@ -69,8 +77,11 @@ SELECT f.ok, f.slow, f.id, {todo_cols}
   LEFT JOIN endpoints rq ON rq.id = m.requester_id
 """
 
-# Both claim statements open with this: the newest attempt and the freshness check.
-_NEWEST_AND_FRESH = """newest AS (
+# The attempt arms: the snapshot-freshness read of the newest attempt, closing a lapsed one,
+# pruning (and carrying pruned counts to the metrics fold) and opening the new attempt.
+# ``_claim(..., history=False)`` leaves them out. The prior attempts are read by
+# PRIOR_ATTEMPTS below, after the claim and only when the todo has any.
+_CLAIM_ATTEMPT_ARMS = """newest AS (
     -- The todo's newest attempt in this statement's snapshot, for the freshness check: one
     -- backward probe of the (todo_id, seq) index keyed by an InitPlan parameter.
     SELECT x.seq, x.ended_at FROM todo_attempts x
@@ -84,15 +95,7 @@ fresh AS (
                 ELSE newest.seq IS NOT DISTINCT FROM pick.last_attempt_seq
                      AND (newest.ended_at IS NULL) = (pick.prior_state = 'claimed')
            END AS ok,
-"""
-
-# The attempt arms: the snapshot-freshness read of the newest attempt, closing a lapsed one,
-# pruning (and carrying pruned counts to the metrics fold) and opening the new attempt.
-# ``_claim(..., history=False)`` leaves them out. The prior attempts are read by
-# PRIOR_ATTEMPTS below, after the claim and only when the todo has any.
-_CLAIM_ATTEMPT_ARMS = (
-    _NEWEST_AND_FRESH
-    + """           false AS slow
+           false AS slow
       FROM pick LEFT JOIN newest ON true
 ),
 lapsed AS (
@@ -142,18 +145,20 @@ carried AS (
      GROUP BY p.outcome, p.ended_at
 ),
 """
-)
-_CLAIM_FAST_ARMS = (
-    _NEWEST_AND_FRESH
-    + """           -- The arms this statement leaves out are needed: a lapsed lease to take over (or
+# The fast claim reads no attempt, so it needs no freshness check: a pick that is pending or
+# waiting to retry has no open attempt in the locked row's version (every move out of
+# ``claimed`` closes it in the same statement), the new attempt's seq comes from that
+# version, and the unique indexes check against committed rows, not this snapshot.
+_CLAIM_FAST_ARMS = """fresh AS (
+    SELECT pick.*, true AS ok,
+           -- The arms this statement leaves out are needed: a lapsed lease to take over (or
            -- dead-letter), or history the cap would prune. Then nothing is written and the
            -- plan runs CLAIM_NEXT_TAKEOVER for this todo.
            (pick.prior_state = 'claimed'
             OR pick.last_attempt_seq + 1 - %(history_cap)s > pick.attempts_pruned) AS slow
-      FROM pick LEFT JOIN newest ON true
+      FROM pick
 ),
 """
-)
 _CLAIM_OPENED = """,
 opened AS (
     INSERT INTO todo_attempts (
@@ -217,7 +222,11 @@ def _claim(
     return Statement(
         name,
         _CLAIM.format(
-            pick_filter=pick_filter, lock_mode=lock_mode, todo_cols=todo_columns("m"), **arms
+            pick_filter=pick_filter,
+            lock_mode=lock_mode,
+            claimable_at=claimable_at("t"),
+            todo_cols=todo_columns("m"),
+            **arms,
         ),
         why=why,
         prepare=True,

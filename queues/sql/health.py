@@ -21,6 +21,7 @@ its agents').
 from __future__ import annotations
 
 from queues.db import Statement
+from queues.sql import claimable_at
 
 __all__ = ["ENDPOINT_ENDINGS", "ENDPOINT_QUEUE_NOW"]
 
@@ -30,16 +31,16 @@ __all__ = ["ENDPOINT_ENDINGS", "ENDPOINT_QUEUE_NOW"]
 # past counts from its creation, as queue health does).
 ENDPOINT_QUEUE_NOW = Statement(
     "endpoint_queue_now",
-    """
-SELECT count(*) FILTER (WHERE t.claimable_at <= statement_timestamp()) AS claimable,
+    f"""
+SELECT count(*) FILTER (WHERE {claimable_at("t")} <= statement_timestamp()) AS claimable,
        count(*) FILTER (WHERE t.state = 'claimed'
-                          AND t.claimable_at > statement_timestamp()) AS held,
+                          AND {claimable_at("t")} > statement_timestamp()) AS held,
        count(*) FILTER (WHERE t.state = 'retry_wait'
-                          AND t.claimable_at > statement_timestamp()) AS retry_wait,
+                          AND {claimable_at("t")} > statement_timestamp()) AS retry_wait,
        count(*) FILTER (WHERE t.state = 'pending'
-                          AND t.claimable_at > statement_timestamp()) AS scheduled,
-       max(statement_timestamp() - GREATEST(t.claimable_at, t.created_at))
-           FILTER (WHERE t.claimable_at <= statement_timestamp()) AS oldest_claimable,
+                          AND {claimable_at("t")} > statement_timestamp()) AS scheduled,
+       max(statement_timestamp() - GREATEST({claimable_at("t")}, t.created_at))
+           FILTER (WHERE {claimable_at("t")} <= statement_timestamp()) AS oldest_claimable,
        max(t.claimed_at) FILTER (WHERE t.state = 'claimed'
                                    AND starts_with(t.owner, 'agent:')) AS open_claim,
        max(t.last_heartbeat_at) FILTER (WHERE t.state = 'claimed'

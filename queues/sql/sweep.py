@@ -10,14 +10,15 @@ endpoint's notify URL for each requeued retry.
 from __future__ import annotations
 
 from queues.db import Statement
+from queues.sql import claimable_at
 
 REQUEUE_DUE_RETRIES = Statement(
     "requeue_due_retries",
-    """
+    f"""
 WITH due AS (
     SELECT t.id FROM todos t
-     WHERE t.state = 'retry_wait' AND t.claimable_at <= statement_timestamp()
-     ORDER BY t.claimable_at
+     WHERE t.state = 'retry_wait' AND {claimable_at("t")} <= statement_timestamp()
+     ORDER BY {claimable_at("t")}
      LIMIT %(batch)s
        FOR UPDATE SKIP LOCKED
 )

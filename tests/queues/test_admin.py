@@ -477,7 +477,7 @@ def busy(team, settings):
 def test_queue_health_numbers_equal_counts_made_independently(signed_in, busy):
     now = _db_now()
     todos = list(
-        Todo.objects.values("endpoint_id", "state", "ended_at", "claimable_at", "created_at")
+        Todo.objects.values("endpoint_id", "state", "ended_at", "not_before", "created_at")
     )
     attempts = list(
         TodoAttempt.objects.filter(ended_at__isnull=False).values("outcome", "ended_at")
@@ -490,10 +490,11 @@ def test_queue_health_numbers_equal_counts_made_independently(signed_in, busy):
     dead_day = sum(
         1 for t in todos if t["state"] == "dead" and t["ended_at"] > now - timedelta(days=1)
     )
+    # a pending todo is claimable from its not_before, else from its creation
     oldest = max(
-        now - max(t["claimable_at"], t["created_at"])
+        now - max(t["not_before"] or t["created_at"], t["created_at"])
         for t in todos
-        if t["state"] == "pending" and t["claimable_at"] <= now
+        if t["state"] == "pending" and (t["not_before"] or t["created_at"]) <= now
     )
 
     response = signed_in.get(reverse("admin:queue-health"))
