@@ -356,7 +356,7 @@ PER_JOB = """Per job, what each writes (the rows a drain left are checked after 
     (UPDATE to succeeded, trigger INSERTs a 'succeeded' event). Each call is its own transaction on a pooled connection: pool check (an empty query), BEGIN, the call, COMMIT.
     Plus per worker: register/unregister, a heartbeat every 10 s, an abort poll every 5 s while a job runs. No lease, no attempt history, nothing returned but the job row.
   procrastinate, autocommit: the same, its pool's connections in autocommit (PsycopgConnector(kwargs={'autocommit': True})): pool check + the call, no BEGIN/COMMIT (a tuning, not its default).
-  ours: claim_next = one autocommit statement (SKIP LOCKED pick, a freshness probe of the todo's attempts, UPDATE the todo with lease and counters, INSERT a 29-column
+  ours: claim_next = one autocommit statement (SKIP LOCKED pick, UPDATE the todo with lease and counters, INSERT a 29-column
     attempt row, return the todo; a lapsed lease or history over the cap re-runs it with the takeover and prune arms, and a todo with earlier attempts reads back up to
     5 of them after it); complete = one statement (UPDATE the todo to done with its result, close the attempt with outcome and result).
   ours over HTTP adds, per request: the client's HTTP/1.1 keep-alive round trip, gunicorn, Django, the endpoint's token lookup (one SELECT), JSON in and out, the access log line."""
