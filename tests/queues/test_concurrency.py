@@ -7,6 +7,7 @@ import threading
 from collections import Counter
 
 import pytest
+from django.conf import settings
 from django.db import connection, connections
 
 from queues import endpoints, sql, transitions
@@ -210,3 +211,43 @@ def test_a_claim_that_waited_for_the_row_lock_rereads_the_attempts(team):
         TodoAttempt.objects.filter(todo_id=todo.id).order_by("seq").values_list("seq", "outcome")
     )
     assert outcomes == [(1, "lease_expired"), (2, "lease_expired"), (3, "")]
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_claim_next_racing_releases_of_the_same_todos_opens_each_attempt_once(team):
+    """The fast claim_next reads no attempt and checks no snapshot (queues/sql/claim.py):
+    six workers claim and release the same two todos as fast as they can, so most claims
+    lock a version of the todo that a release committed after the claim's snapshot began.
+    Every claim opens exactly one attempt with the next seq; nothing is refused."""
+    endpoint, _ = endpoints.vend(team, "churn")
+    _bulk_todos(endpoint, 2, max_attempts=5)
+    claims = Counter()
+
+    def churn(n: int) -> None:
+        agent = Actor.agent(endpoint)
+        mine = 0
+        for _ in range(5000):
+            claim = transitions.claim_next(endpoint=endpoint)
+            if claim is None:
+                continue  # both are held by others at this instant
+            with lock:
+                claims[claim.todo.id] += 1
+            transitions.release(agent, claim.todo.id, attempt_seq=claim.attempt_seq)
+            mine += 1
+            if mine == 40:
+                return
+        raise AssertionError(f"worker {n} claimed {mine} times in 5000 tries")
+
+    lock = threading.Lock()
+    assert run_together(churn, 6) == []
+    assert sum(claims.values()) == 240
+    for todo in Todo.objects.all():
+        seqs = list(
+            TodoAttempt.objects.filter(todo=todo).order_by("seq").values_list("seq", flat=True)
+        )
+        kept = min(todo.last_attempt_seq, settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO)
+        assert seqs == list(range(todo.last_attempt_seq - kept + 1, todo.last_attempt_seq + 1))
+        assert todo.last_attempt_seq == claims[todo.id]
+        assert todo.state == "pending" and todo.failures == 0
+        assert not TodoAttempt.objects.filter(todo=todo, ended_at__isnull=True).exists()
