@@ -32,21 +32,24 @@ __all__ = ["ENDPOINT_ENDINGS", "ENDPOINT_QUEUE_NOW"]
 ENDPOINT_QUEUE_NOW = Statement(
     "endpoint_queue_now",
     f"""
-SELECT count(*) FILTER (WHERE {claimable_at("t")} <= statement_timestamp()) AS claimable,
+SELECT count(*) FILTER (WHERE t.claimable_at <= statement_timestamp()) AS claimable,
        count(*) FILTER (WHERE t.state = 'claimed'
-                          AND {claimable_at("t")} > statement_timestamp()) AS held,
+                          AND t.claimable_at > statement_timestamp()) AS held,
        count(*) FILTER (WHERE t.state = 'retry_wait'
-                          AND {claimable_at("t")} > statement_timestamp()) AS retry_wait,
+                          AND t.claimable_at > statement_timestamp()) AS retry_wait,
        count(*) FILTER (WHERE t.state = 'pending'
-                          AND {claimable_at("t")} > statement_timestamp()) AS scheduled,
-       max(statement_timestamp() - GREATEST({claimable_at("t")}, t.created_at))
-           FILTER (WHERE {claimable_at("t")} <= statement_timestamp()) AS oldest_claimable,
+                          AND t.claimable_at > statement_timestamp()) AS scheduled,
+       max(statement_timestamp() - GREATEST(t.claimable_at, t.created_at))
+           FILTER (WHERE t.claimable_at <= statement_timestamp()) AS oldest_claimable,
        max(t.claimed_at) FILTER (WHERE t.state = 'claimed'
                                    AND starts_with(t.owner, 'agent:')) AS open_claim,
        max(t.last_heartbeat_at) FILTER (WHERE t.state = 'claimed'
                                           AND starts_with(t.owner, 'agent:')) AS open_heartbeat
-  FROM todos t
- WHERE t.endpoint_id = %(endpoint_id)s AND t.state IN ('pending', 'retry_wait', 'claimed')
+  FROM (SELECT t.state, t.created_at, t.claimed_at, t.last_heartbeat_at, t.owner,
+               {claimable_at("t")} AS claimable_at
+          FROM todos t
+         WHERE t.endpoint_id = %(endpoint_id)s
+           AND t.state IN ('pending', 'retry_wait', 'claimed')) t
 """,
     why="FILTERed counts and maxima of the live todos, in one pass",
 )

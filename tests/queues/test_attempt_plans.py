@@ -3,9 +3,10 @@ a closed attempt each, ANALYZEd, then the generic plans PostgreSQL caches for th
 statements (EXPLAIN (GENERIC_PLAN)). Pinned: no sequential scan of ``todos`` or
 ``todo_attempts``; every claim that reads attempts checks its snapshot with one backward probe
 of the ``(todo_id, seq)`` index keyed by an InitPlan parameter; the fast claim_next reads no
-attempt and writes none but the new one; the takeover claims find a lapsed attempt by InitPlan keys and prune by a
-range of the same index; a close finds the open attempt through the one-open index; the
-prior attempts are one backward range scan. One seed, a few seconds."""
+attempt and writes none but the new one; the takeover claims find a lapsed attempt by
+InitPlan keys and prune by a range of the same index; a close finds the open attempt through
+the one-open index; the prior attempts are one backward range scan. One seed, a few
+seconds."""
 
 from __future__ import annotations
 

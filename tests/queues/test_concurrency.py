@@ -217,8 +217,8 @@ def test_a_claim_that_waited_for_the_row_lock_rereads_the_attempts(team):
 @pytest.mark.django_db(transaction=True)
 def test_claim_next_racing_releases_of_the_same_todos_opens_each_attempt_once(team):
     """The fast claim_next reads no attempt and checks no snapshot (queues/sql/claim.py):
-    six workers claim and release the same two todos as fast as they can, so most claims
-    lock a version of the todo that a release committed after the claim's snapshot began.
+    six workers claim and release the same two todos as fast as they can, so claims
+    often lock a version of the todo that a release committed after the claim's snapshot began.
     Every claim opens exactly one attempt with the next seq; nothing is refused."""
     endpoint, _ = endpoints.vend(team, "churn")
     _bulk_todos(endpoint, 2, max_attempts=5)
