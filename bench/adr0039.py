@@ -38,6 +38,12 @@ def add_arguments(p, ints) -> None:
         default=None,
         help="attempt rows before [0,200000; quick 0,20000]",
     )
+    p.add_argument(
+        "--adr-once",
+        action="store_true",
+        help="also drain once, the attempt row written at close (bench/writeonce.py; adds its"
+        " lease_* columns to the bench database's todos)",
+    )
     p.add_argument("--adr-todos", type=int, default=None, help="todos per drain [--todos]")
     p.add_argument("--adr-reps", type=int, default=None, help="runs per cell [3; quick 2]")
     p.add_argument(
@@ -138,6 +144,14 @@ def explained(endpoint_id: int, system: str, twins: dict) -> dict:
 def run_section(ctx) -> None:
     args, ledger = ctx.args, ctx.ledger
     twins = nohist.statements()
+    systems = SYSTEMS + ["once"] if args.adr_once else SYSTEMS
+    if args.adr_once:  # before any drain: every system runs on the same table
+        from django.db import connection
+
+        from bench import writeonce
+
+        with connection.cursor() as cursor:
+            writeonce.add_lease_columns(cursor)
     note = {"history": args.adr_history, "workers": args.adr_workers, "explain": {}, "probe": {}}
     for history in args.adr_history:
         scenario = seed.Scenario("adr", ctx.endpoint_id, history)
@@ -145,11 +159,17 @@ def run_section(ctx) -> None:
         scenario.build(["bare", "ours"])
         log(f"adr: history {history:,} built in {time.monotonic() - t:.1f}s")
         for workers in args.adr_workers:
-            c = cell(ctx, scenario, "adr", SYSTEMS, workers, True, args.adr_reps, args.adr_todos)
+            c = cell(ctx, scenario, "adr", systems, workers, True, args.adr_reps, args.adr_todos)
             s = c["systems"]
             log(
                 f"adr history {history:,} w={workers}: ours {s['ours']['todos_per_s']:.0f}/s nohist "
                 f"{s['nohist']['todos_per_s']:.0f}/s ratio {c['ratios']['ours/nohist']['median']:.2f}"
+                + (
+                    f"; once {s['once']['todos_per_s']:.0f}/s ratio "
+                    f"{c['ratios']['once/nohist']['median']:.2f}"
+                    if "once" in s
+                    else ""
+                )
             )
         for system in ("ours", "nohist"):
             # the probe first: the pages it touches have had their full-page images written
@@ -224,6 +244,29 @@ def render(ledger) -> str:
         "ours: the ratio both reach when CPU-bound.",
         verdict(cells),
     ]
+    once = [c for c in cells if "once" in c["systems"]]
+    if once:
+        out += [
+            "",
+            "once (bench/writeonce.py, an experiment: the attempt row written once, at close; the "
+            "open attempt's facts on the todo) against nohist, same runs:",
+        ]
+        out += table(
+            "history|wk|once/s|once/nohist|CPU ms/todo once py+pg|CPU ratio|WAL B/todo".split("|"),
+            [
+                [
+                    f"{c['history']:,}",
+                    c["workers"],
+                    f(c["systems"]["once"]["todos_per_s"]),
+                    spread(c["ratios"].get("once/nohist")),
+                    _cpu(c["systems"]["once"]),
+                    f2(cpu_ratio(c["systems"]["nohist"], c["systems"]["once"])),
+                    f(c["systems"]["once"]["wal_bytes_per_todo"]),
+                ]
+                for c in once
+            ],
+            left=2,
+        )
     rows = []
     for history, systems in (note.get("explain") or {}).items():
         for verb in VERBS:

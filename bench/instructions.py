@@ -4,7 +4,7 @@ the machine's noise).
 CPU time on a shared machine drifts 20-40 % over minutes; callgrind counts the instructions
 a backend executes, the same count for the same work whatever else runs. Each measurement is
 one fresh session that drains N todos one at a time (claim_next + heartbeat + complete, the
-``adr`` section's loop, ours or nohist); two drains of different N give the instructions per
+``adr`` section's loop, ours, nohist, or once: bench/writeonce.py); two drains of different N give the instructions per
 todo by their difference, so connecting, the first plans and the session's exit cancel out.
 
 Run it against the bench's database on a server started under callgrind, with
@@ -14,7 +14,8 @@ todo", has the commands):
     valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=OUT/cg.%p \\
         postgres -D PGDATA -c autovacuum=off ...
     DATABASE_URL=postgresql://...@/switchboard_bench?host=... \\
-        python -m bench.instructions --out OUT [--history 20000] [--small 20 --large 120]
+        python -m bench.instructions --out OUT [--history 20000] [--small 20 --large 120] \\
+        [--systems ours,nohist,once] [--strip-attempts]
 
 The database must hold the bench's schema (a ``make bench`` run with ``--keep-db`` leaves
 it); the history is rebuilt here.
@@ -36,12 +37,14 @@ def drain(system: str, todos: int) -> int:
     session drains 30 (warm-up) and ``todos``; returns that session's backend pid."""
     from django.db import connection
 
-    from bench import adr0039, nohist, seed
+    from bench import adr0039, nohist, seed, writeonce
     from queues import db as ledger_db
     from queues.models import Endpoint
 
     endpoint = Endpoint.objects.order_by("id").first().pk
     twins = nohist.statements()
+    if system == "once":
+        twins = writeonce.statements(twins)
     claim, beat, done = adr0039._plans(endpoint)
     base = seed._scalar("SELECT coalesce(max(id), 0) FROM todos WHERE title LIKE 'history %%'")
     seed.delete_after("ours", base)
@@ -78,7 +81,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--history", type=int, default=20_000, help="done todos before [20000]")
     p.add_argument("--small", type=int, default=20, help="todos of the short drain [20]")
     p.add_argument("--large", type=int, default=120, help="todos of the long drain [120]")
-    p.add_argument("--systems", default="ours,nohist")
+    p.add_argument(
+        "--systems",
+        default="ours,nohist",
+        help="of ours, nohist and once (bench/writeonce.py: the attempt row written at close)",
+    )
+    p.add_argument(
+        "--strip-attempts",
+        action="store_true",
+        help="first drop todo_attempts' foreign keys, row rules and indexes but two (the bench"
+        " database keeps it so: migrate a new one after)",
+    )
     p.add_argument("--drain", nargs=2, metavar=("SYSTEM", "TODOS"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     from bench import db
@@ -93,9 +106,19 @@ def main(argv: list[str] | None = None) -> int:
     first = Endpoint.objects.order_by("id").first()
     endpoint = first.pk if first else seed.make_endpoint()
     seed.Scenario("instructions", endpoint, args.history).build(["ours"])
+    systems = args.systems.split(",")
+    from django.db import connection
+
+    from bench import writeonce
+
+    with connection.cursor() as cursor:
+        if "once" in systems:  # before any drain: every system runs on the same table
+            writeonce.add_lease_columns(cursor)
+        if args.strip_attempts:
+            print("stripped from todo_attempts:", ", ".join(writeonce.strip_attempts(cursor)))
     print(f"instructions per todo in the backend, history {args.history:,}", flush=True)
     per = {}
-    for system in args.systems.split(","):
+    for system in systems:
         counts = []
         for todos in (args.small, args.large):
             child = [sys.executable, "-m", "bench.instructions", "--out", str(args.out)]
@@ -109,8 +132,9 @@ def main(argv: list[str] | None = None) -> int:
             counts.append(_instructions(args.out, int(got.stdout.split()[-1])))
         per[system] = (counts[1] - counts[0]) / (args.large - args.small)
         print(f"  {system:7s} {per[system] / 1e6:.3f} M", flush=True)
-    if "ours" in per and "nohist" in per:
-        print(f"  nohist / ours = {per['nohist'] / per['ours']:.3f}")
+    for system in ("ours", "once"):
+        if system in per and "nohist" in per:
+            print(f"  nohist / {system} = {per['nohist'] / per[system]:.3f}")
     return 0
 
 

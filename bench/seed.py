@@ -33,12 +33,14 @@ def via(pg_connection):
 SYSTEM_TABLES = {
     "ours": ("todos", "todo_attempts"),
     "nohist": ("todos", "todo_attempts"),
+    "once": ("todos", "todo_attempts"),
     "bare": ("bench_bare_jobs",),
     "hand": ("bench_hand_jobs", "bench_hand_attempts"),
 }
 _MAIN_TABLE = {
     "ours": "todos",
     "nohist": "todos",
+    "once": "todos",
     "bare": "bench_bare_jobs",
     "hand": "bench_hand_jobs",
 }
@@ -101,7 +103,7 @@ def add_history(system: str, endpoint_id: int, rows: int) -> None:
     """``rows`` done items, each with one closed attempt (for the systems that have them)."""
     if rows <= 0:
         return
-    if system in ("ours", "nohist"):
+    if system in ("ours", "nohist", "once"):
         _exec(
             """
             WITH t AS (
@@ -166,7 +168,7 @@ def add_history(system: str, endpoint_id: int, rows: int) -> None:
 
 
 def add_pending(system: str, endpoint_id: int, rows: int) -> None:
-    if system in ("ours", "nohist"):
+    if system in ("ours", "nohist", "once"):
         _exec(
             """
             INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts, attempt,

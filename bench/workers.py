@@ -180,7 +180,8 @@ def _sql_loop(kind: str, endpoint_id: int, heartbeat: bool, lat: list, hb_lat: l
 def _plans(endpoint_id: int, heartbeat: bool, lat: list, hb_lat: list, twins=None) -> int:
     """The product's loop: transitions.claim_next + heartbeat + complete, each the plan
     ``queues.db.run`` executes (what ``transitions.claim_next(...)`` does); with ``twins``
-    the same plans with their statements swapped for the ones without history."""
+    the same plans with their statements swapped for the ones without history (nohist) or
+    writing the attempt row at close (once, bench/writeonce.py)."""
     from bench import nohist
     from queues import db as ledger_db
     from queues import transitions
@@ -211,16 +212,17 @@ def _plans(endpoint_id: int, heartbeat: bool, lat: list, hb_lat: list, twins=Non
         n += 1
 
 
-LOOPS = ("bare", "hand", "ours", "nohist")
+LOOPS = ("bare", "hand", "ours", "nohist", "once")
 
 
 def ledger_worker(conn, index: int) -> None:
     """Entry point of a ledger worker process; says hello with its backend's pid."""
     db.setup_django()
-    from bench import nohist
+    from bench import nohist, writeonce
 
     backend = db.with_cursor("SELECT pg_backend_pid()")[0]
-    twins = nohist.statements()
+    twins = {"nohist": nohist.statements()}
+    twins["once"] = writeonce.statements(twins["nohist"])
 
     def prepare(loop: str, endpoint_id: int, heartbeat: bool):
         db.with_cursor("SELECT 1")  # a live connection before the barrier
@@ -231,7 +233,7 @@ def ledger_worker(conn, index: int) -> None:
             if loop in ("bare", "hand"):
                 n = _sql_loop(loop, endpoint_id, heartbeat, lat, hb_lat)
             else:
-                n = _plans(endpoint_id, heartbeat, lat, hb_lat, twins if loop == "nohist" else None)
+                n = _plans(endpoint_id, heartbeat, lat, hb_lat, twins.get(loop))
             return {"n": n, "lat": lat, "hb_lat": hb_lat}
 
         return run
