@@ -4,8 +4,9 @@ the machine's noise).
 CPU time on a shared machine drifts 20-40 % over minutes; callgrind counts the instructions
 a backend executes, the same count for the same work whatever else runs. Each measurement is
 one fresh session that drains N todos one at a time (claim_next + heartbeat + complete, the
-``adr`` section's loop, ours, nohist, or once: bench/writeonce.py); two drains of different N give the instructions per
-todo by their difference, so connecting, the first plans and the session's exit cancel out.
+``adr`` section's loop: ours, nohist, or once, bench/writeonce.py); two drains of different N
+give the instructions per todo by their difference, so connecting, the first plans and the
+session's exit cancel out.
 
 Run it against the bench's database on a server started under callgrind, with
 ``--trace-children=yes`` so every backend is counted (docs/benchmarks.md, "Instructions per
