@@ -27,40 +27,31 @@ write the row the product writes.
 
 from __future__ import annotations
 
+import re
+
 from bench.nohist import Drifted
 from queues.db import Statement
 from queues.sql import attempt_columns
+from queues.sql import close as close_sql
 
-# name, type: the open attempt's facts on the todo row (the product keeps them on the attempt).
+# column, type, the claim's parameter for it: the open attempt's facts on the todo row (the
+# product keeps them on the attempt, from the same parameters).
 LEASE_COLUMNS = [
-    ("lease_claimer_kind", "varchar(16)"),
-    ("lease_endpoint_id", "bigint"),
-    ("lease_user_id", "integer"),
-    ("lease_mcp_session_id", "varchar(200)"),
-    ("lease_mcp_session_id_truncated", "boolean"),
-    ("lease_mcp_session_id_bytes", "integer"),
-    ("lease_claimant", "varchar(200)"),
-    ("lease_claimant_truncated", "boolean"),
-    ("lease_claimant_bytes", "integer"),
-    ("lease_token_hash", "varchar(64)"),
+    ("lease_claimer_kind", "varchar(16)", "claimer_kind"),
+    ("lease_endpoint_id", "bigint", "claimer_endpoint"),
+    ("lease_user_id", "integer", "claimer_user"),
+    ("lease_mcp_session_id", "varchar(200)", "mcp_session_id"),
+    ("lease_mcp_session_id_truncated", "boolean", "mcp_session_id_truncated"),
+    ("lease_mcp_session_id_bytes", "integer", "mcp_session_id_bytes"),
+    ("lease_claimant", "varchar(200)", "claimant"),
+    ("lease_claimant_truncated", "boolean", "claimant_truncated"),
+    ("lease_claimant_bytes", "integer", "claimant_bytes"),
+    ("lease_token_hash", "varchar(64)", "token_hash"),
 ]
-# The claim's parameter for each (the product's INSERT of the open attempt takes the same).
-_LEASE_PARAMS = {
-    "lease_claimer_kind": "claimer_kind",
-    "lease_endpoint_id": "claimer_endpoint",
-    "lease_user_id": "claimer_user",
-    "lease_mcp_session_id": "mcp_session_id",
-    "lease_mcp_session_id_truncated": "mcp_session_id_truncated",
-    "lease_mcp_session_id_bytes": "mcp_session_id_bytes",
-    "lease_claimant": "claimant",
-    "lease_claimant_truncated": "claimant_truncated",
-    "lease_claimant_bytes": "claimant_bytes",
-    "lease_token_hash": "token_hash",
-}
 
 _UPDATED = "updated_at = statement_timestamp()"
-_SET_LEASE = "".join(f"{c} = %({p})s,\n           " for c, p in _LEASE_PARAMS.items()) + _UPDATED
-_CLEAR_LEASE = "".join(f"{c} = NULL,\n           " for c, _ in LEASE_COLUMNS) + _UPDATED
+_SET_LEASE = "".join(f"{c} = %({p})s,\n           " for c, _, p in LEASE_COLUMNS) + _UPDATED
+_CLEAR_LEASE = "".join(f"{c} = NULL,\n           " for c, _, _ in LEASE_COLUMNS) + _UPDATED
 # _HELD_BY_AGENT (queues/sql/close.py), on the todo's lease columns.
 _HELD = """
    AND t.lease_claimer_kind = 'endpoint' AND t.lease_endpoint_id = %(scope_endpoint)s
@@ -68,7 +59,7 @@ _HELD = """
    AND (%(attempt_seq)s::int IS NULL OR t.last_attempt_seq = %(attempt_seq)s::int)"""
 _CUR_LEASE = (
     "SELECT t.id, t.last_attempt_seq AS seq, t.round, t.attempt, t.owner, t.claimed_at, "
-    + ", ".join(f"t.{c}" for c, _ in LEASE_COLUMNS)
+    + ", ".join(f"t.{c}" for c, _, _ in LEASE_COLUMNS)
     + ", t.last_heartbeat_at"
 )
 # The product's closed row (queues/sql/claim.py _CLAIM_OPENED, then close.py _CLOSE_CLOSED
@@ -87,14 +78,7 @@ closed AS (
            cur.lease_mcp_session_id_truncated, cur.lease_mcp_session_id_bytes, cur.owner,
            cur.lease_claimant, cur.lease_claimant_truncated, cur.lease_claimant_bytes,
            cur.claimed_at, cur.last_heartbeat_at, cur.lease_expires_at, statement_timestamp(),
-           %(outcome)s,
-           CASE cur.new_state
-               WHEN 'done' THEN 'done'
-               WHEN 'retry_wait' THEN 'retry_scheduled'
-               WHEN 'pending' THEN 'requeued'
-               WHEN 'dead' THEN 'dead_lettered'
-               WHEN 'canceled' THEN 'canceled' END,
-           NULL, NULL, %(summary)s,
+           %(outcome)s, {disposition}, NULL, NULL, %(summary)s,
            CASE WHEN %(summary)s::text > '' THEN to_tsvector('simple', %(summary)s::text) END,
            %(summary_truncated)s, %(summary_bytes)s, %(artifact)s, %(artifact_truncated)s,
            %(artifact_bytes)s, CASE WHEN %(sets_result)s THEN %(result)s::jsonb END,
@@ -102,8 +86,17 @@ closed AS (
       FROM cur
  RETURNING *
 )"""
-# close.py's names for the agent's own close (no joins).
-_HOLDER_NAMES = {"endpoint": "e.agent_id", "user": "NULL", "ended_by": "NULL"}
+
+
+def _disposition() -> str:
+    """The product close's disposition of the new state (close.py ``_CLOSE_CLOSED``), so the
+    twin cannot record another."""
+    found = re.search(
+        r"disposition = (CASE cur\.new_state.*? END),\n", close_sql._CLOSE_CLOSED, re.S
+    )
+    if found is None:
+        raise Drifted("bench/writeonce.py: close.py's _CLOSE_CLOSED no longer sets disposition")
+    return found.group(1)
 
 
 def _edit(name: str, text: str, old: str, new: str) -> str:
@@ -130,8 +123,8 @@ def statements(nohist_twins: dict[str, Statement]) -> dict[str, Statement]:
         ("SELECT t.id, t.last_heartbeat_at", _CUR_LEASE),
         ("\n     FOR UPDATE OF t", _HELD + "\n     FOR UPDATE OF t"),
         (_UPDATED + "\n      FROM cur", _CLEAR_LEASE + "\n      FROM cur"),
-        (" RETURNING t.*\n)", " RETURNING t.*\n)" + _CLOSED),
-        (nulls, attempt_columns("c", **_HOLDER_NAMES)),
+        (" RETURNING t.*\n)", " RETURNING t.*\n)" + _CLOSED.format(disposition=_disposition())),
+        (nulls, attempt_columns("c", **close_sql._HOLDER_NAMES)),
         ("FROM moved m", "FROM moved m\n  JOIN closed c ON c.todo_id = m.id"),
     ]:
         close_text = _edit(close.name, close_text, old, new)
@@ -150,7 +143,7 @@ def add_lease_columns(cursor) -> None:
     """The ``lease_*`` columns on todos (the bench database only; nullable, so no rewrite)."""
     cursor.execute(
         "ALTER TABLE todos "
-        + ", ".join(f"ADD COLUMN IF NOT EXISTS {c} {t}" for c, t in LEASE_COLUMNS)
+        + ", ".join(f"ADD COLUMN IF NOT EXISTS {c} {t}" for c, t, _ in LEASE_COLUMNS)
     )
 
 

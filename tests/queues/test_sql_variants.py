@@ -120,8 +120,11 @@ def test_the_write_once_twins_leave_the_attempt_row_the_product_leaves(agent, ma
 
 
 @pytest.mark.django_db
-def test_the_write_once_heartbeat_checks_the_holder_as_the_product_does(agent, make_todo, endpoint):
-    """Not the endpoint's own attempt, or a fenced one: no row, as in the product."""
+def test_the_write_once_heartbeat_checks_the_holder_as_the_product_does(
+    agent, make_todo, endpoint, make_endpoint
+):
+    """Another seq, another endpoint, a person's lease or a fenced one: no row, as in the
+    product."""
     with connection.cursor() as cursor:
         writeonce.add_lease_columns(cursor)
     twins = writeonce.statements(nohist.statements())
@@ -136,9 +139,15 @@ def test_the_write_once_heartbeat_checks_the_holder_as_the_product_does(agent, m
     }
     assert db.fetch(beat, params)
     assert not db.fetch(beat, params | {"attempt_seq": 2})
-    with connection.cursor() as cursor:
-        cursor.execute("UPDATE todos SET lease_token_hash = 'x' WHERE id = %s", [todo.id])
-    assert not db.fetch(beat, params)
+    other = make_endpoint("agent-b")
+    assert not db.fetch(beat, params | {"scope_endpoint": other.id})
+    for change in ("lease_claimer_kind = 'user'", "lease_token_hash = 'x'"):
+        with connection.cursor() as cursor:
+            cursor.execute("SAVEPOINT held")
+            cursor.execute(f"UPDATE todos SET {change} WHERE id = %s", [todo.id])
+            assert not db.fetch(beat, params), change
+            cursor.execute("ROLLBACK TO SAVEPOINT held")
+    assert db.fetch(beat, params)  # the holder's own, unfenced lease again
 
 
 def test_the_write_once_twins_refuse_a_drifted_statement():
