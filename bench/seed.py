@@ -104,11 +104,14 @@ def add_history(system: str, endpoint_id: int, rows: int) -> None:
     if rows <= 0:
         return
     if system in ("ours", "nohist", "once"):
-        # The todos first, then ANALYZE, then their attempts: the attempts' foreign-key checks
-        # (at the end of the statement) are planned with the todos' new statistics. In one
-        # statement, after a session's claims had planned them over a small table, each
-        # check scanned a whole index: the 200,000-row history took over 20 minutes.
+        # ANALYZE, the todos, ANALYZE, then their attempts. Each insert's deferred foreign-key
+        # checks run at its commit on the plan this session has cached for them (todos' search
+        # documents and the attempts both refer to todos), and a plan made while todos was
+        # small scans the table or a whole index per check: the 200,000-row history took over
+        # 20 minutes (50,000 todos 56 s against 1 s, docs/benchmarks.md). ANALYZE invalidates
+        # those plans, so they are made again at the commit, over the table as it is then.
         first = max_id(system)
+        _exec("ANALYZE todos")
         _exec(
             """
             INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts,
