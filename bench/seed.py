@@ -108,8 +108,8 @@ def add_history(system: str, endpoint_id: int, rows: int) -> None:
         # checks run at its commit on the plan this session has cached for them (todos' search
         # documents and the attempts both refer to todos), and a plan made while todos was
         # small scans the table or a whole index per check: the 200,000-row history took over
-        # 20 minutes (50,000 todos 56 s against 1 s, docs/benchmarks.md). ANALYZE invalidates
-        # those plans, so they are made again at the commit, over the table as it is then.
+        # 20 minutes (docs/benchmarks.md, "A fifth look"). ANALYZE invalidates those plans, so
+        # they are made again at the commit, over the table as it is then.
         first = max_id(system)
         _exec("ANALYZE todos")
         _exec(
