@@ -304,7 +304,9 @@ def render(ledger) -> str:
 
 
 def summary_rows(ledger) -> list[dict]:
-    """'ADR-0039 bar (ours/nohist)', one row per worker count at the largest history."""
+    """'ADR-0039 bar (ours/nohist)', one row per worker count: the figures at the largest
+    history; MET only if every history at that worker count reaches the bar (the section's
+    own rule, per worker count), so one history's noise cannot pass the row."""
     cells = ledger.cells("adr")
     if not cells:
         return []
@@ -313,6 +315,9 @@ def summary_rows(ledger) -> list[dict]:
     for c in [c for c in cells if c["history"] == largest]:
         s, r = c["systems"], c["ratios"]["ours/nohist"]
         empty = next((x for x in cells if x["history"] == 0 and x["workers"] == c["workers"]), None)
+        worst = min(
+            x["ratios"]["ours/nohist"]["median"] for x in cells if x["workers"] == c["workers"]
+        )
         rows.append(
             {
                 "section": "adr",
@@ -321,7 +326,8 @@ def summary_rows(ledger) -> list[dict]:
                 "ours": f"{s['ours']['todos_per_s']:.0f} todos/s",
                 "reference": f"nohist {s['nohist']['todos_per_s']:.0f}/s",
                 "ratio": spread(r),
-                "note": f"bar >= {BAR:.2f}: {'MET' if r['median'] >= BAR else 'NOT MET'}; CPU ratio "
+                "note": f"bar >= {BAR:.2f} at every history: "
+                f"{'MET' if worst >= BAR else 'NOT MET'}; CPU ratio "
                 f"{f2(cpu_ratio(s['nohist'], s['ours']))}"
                 + (
                     f"; empty history {empty['ratios']['ours/nohist']['median']:.2f}"
