@@ -111,7 +111,7 @@ def add_history(system: str, endpoint_id: int, rows: int) -> None:
         # 20 minutes (docs/benchmarks.md, "A fifth look"). ANALYZE invalidates those plans, so
         # they are made again at the commit, over the table as it is then.
         first = max_id(system)
-        _exec("ANALYZE todos")
+        analyze(system)
         _exec(
             """
             INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts,
@@ -125,7 +125,7 @@ def add_history(system: str, endpoint_id: int, rows: int) -> None:
             """,
             {"ep": endpoint_id, "n": rows},
         )
-        _exec("ANALYZE todos")
+        analyze(system)
         _exec(
             """
             INSERT INTO todo_attempts (
