@@ -55,6 +55,13 @@ from queues.errors import (
 log = logging.getLogger("switchboard.agents")
 
 PREFIXES = ("/api/", "/mcp", "/metrics")
+
+
+def _unavailable() -> Unavailable:
+    """What every agents' path answers while the breaker says the database is away."""
+    return Unavailable("The database is unavailable; retry shortly.")
+
+
 API = "/api/v1/"
 
 
@@ -319,7 +326,7 @@ async def _verb(exchange: _Exchange, verb: str) -> None:
     try:
         body = await exchange.body()
         if not await breaker.aadmit():
-            raise Unavailable("The database is unavailable; retry shortly.")
+            raise _unavailable()
         endpoint = await _endpoint(exchange)
         if verb not in verbs.HANDLERS:
             raise NotFound(f"No such verb. Verbs: {', '.join(verbs.HANDLERS)}.")
@@ -358,6 +365,14 @@ async def _mcp(exchange: _Exchange) -> None:
     except Invalid as error:
         await exchange.json(mcp.jsonrpc_error(None, -32700, error.message), status=400)
         return
+    screen = mcp.screened(body)
+    if screen is not None:
+        await exchange.django(screen)
+        return
+    if not await breaker.aadmit():
+        # The database is known to be away: said at once, as the HTTP verbs say it.
+        await exchange.django(mcp.refusal(body, _unavailable()))
+        return
     if exchange.method == "POST" and await _mcp_on_loop(exchange, body):
         return
     call = _waiting_claim(body)
@@ -366,9 +381,12 @@ async def _mcp(exchange: _Exchange) -> None:
         return
     try:
         endpoint = await _endpoint(exchange)
-    except (DomainError, *DATABASE_ERRORS):
-        # django-mcpz answers (its auth runs the same lookup): the 401, or the error.
+    except DomainError:
+        # django-mcpz answers (its auth runs the same lookup): the 401.
         await exchange.django(await _in_thread(mcp.view, _django_request(exchange, body)))
+        return
+    except DATABASE_ERRORS as exc:
+        await exchange.django(mcp.refusal(body, from_database_error(exc, verb="claim_next")))
         return
     wait_seconds, at_once = call
     gone = exchange.watch_disconnect()
@@ -402,8 +420,11 @@ async def _mcp_on_loop(exchange: _Exchange, body: bytes) -> bool:
         return False
     try:
         endpoint = await _endpoint(exchange)
-    except (DomainError, *DATABASE_ERRORS):
+    except DomainError:
         return False  # the view's auth says it, in JSON-RPC
+    except DATABASE_ERRORS as exc:
+        await exchange.django(mcp.refusal(body, from_database_error(exc, verb=call.verb)))
+        return True
     if not verbs.allowed(endpoint, call.verb):
         return False  # "Unknown tool", in django-mcpz's words
     wait = call.arguments.get("wait_seconds") if call.verb == "claim_next" else None

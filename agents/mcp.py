@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -76,6 +77,13 @@ from queues.records import UNTRUSTED_NOTICE
 # MCP reserves (-32020..-32099); -32001 is the code MCP servers commonly answer a missing or
 # wrong credential with.
 UNAUTHORIZED = -32001
+# The same range's first code: the server cannot answer now (the database is unavailable).
+UNAVAILABLE = -32000
+
+# How deep a JSON-RPC message may nest, envelope included (params, arguments, a result's own
+# nesting: results nest at most 64 deep, queues/records.py). Deeper is a parse error at once,
+# before any decoder walks it (msgspec and json walk nesting on the C stack).
+MAX_DEPTH = 72
 
 INSTRUCTIONS = (
     "Switchboard is a work queue. Claim a todo (claim_next), keep its lease alive (heartbeat) "
@@ -90,19 +98,63 @@ def endpoint_auth(request: HttpRequest) -> HttpResponse | None:
     """django-mcpz's auth hook: the endpoint token, as on the HTTP API. A refusal is the
     HTTP API's status and headers (401, ``WWW-Authenticate``) with a JSON-RPC error as the
     body, echoing the request's id: MCP clients read a JSON-RPC error at any status, and
-    show nothing useful of a body that is not one."""
+    show nothing useful of a body that is not one. A database error on the way is the HTTP
+    API's ``unavailable`` (503), never an exception out of the view."""
     try:
         request.endpoint = endpoint_for(request)  # type: ignore[attr-defined]
     except DomainError as error:
-        status, _, headers = error_parts(error)
-        response = _jsonrpc_response(
-            jsonrpc_error(_request_id(request.body), UNAUTHORIZED, error.message, error=error),
-            status=status,
-        )
-        for name, value in headers:
-            response[name] = value
-        return response
+        return refusal(request.body, error, code=UNAUTHORIZED)
+    except DATABASE_ERRORS as exc:
+        return refusal(request.body, from_database_error(exc, verb="authenticate"))
     return None
+
+
+def refusal(body: bytes, error: DomainError, *, code: int | None = None) -> HttpResponse:
+    """A request refused before any tool: the HTTP API's status and headers for ``error``,
+    with a JSON-RPC error echoing the request's id as the body."""
+    status, _, headers = error_parts(error)
+    if code is None:
+        code = UNAVAILABLE if status == HTTPStatus.SERVICE_UNAVAILABLE else PARSE_ERROR
+    response = _jsonrpc_response(
+        jsonrpc_error(_request_id(body), code, error.message, error=error), status=status
+    )
+    for name, value in headers:
+        if name.lower() not in ("content-type", "cache-control"):
+            response[name] = value
+    return response
+
+
+def too_deep(body: bytes) -> bool:
+    """Does the body nest deeper than MAX_DEPTH? Judged on the brackets alone, outside
+    strings, so that no decoder ever walks a body that deep (a few KB of brackets overflow
+    a C-stack walk: a RecursionError, once a 500)."""
+    if body.count(b"[") + body.count(b"{") <= MAX_DEPTH:
+        return False  # cannot be deeper: the usual small call costs two counts
+    depth = 0
+    for token in _STRUCTURE.finditer(body):
+        char = token.group()
+        if char in (b"[", b"{"):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif char in (b"]", b"}"):
+            depth -= 1
+    return False
+
+
+# A JSON string (skipped whole) or one bracket.
+_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
+
+
+def screened(body: bytes) -> HttpResponse | None:
+    """The parse error for a body that nests too deeply (400), before anything decodes it;
+    None for any other body."""
+    if not too_deep(body):
+        return None
+    return _jsonrpc_response(
+        jsonrpc_error(None, PARSE_ERROR, f"Parse error: the body nests over {MAX_DEPTH} deep."),
+        status=HTTPStatus.BAD_REQUEST,
+    )
 
 
 def _request_id(body: bytes) -> str | int | None:
@@ -227,6 +279,9 @@ def view(request: HttpRequest) -> HttpResponse:
     django-mcpz decodes with msgspec, which walks nesting on the C stack; a body of a few KB
     of brackets raises RecursionError there. That is the client's malformed JSON: a JSON-RPC
     parse error, not a 500."""
+    screen = screened(request.body)
+    if screen is not None:
+        return screen
     try:
         response = server(request)
     except RecursionError:

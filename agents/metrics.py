@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 from django.conf import settings
 from django.http import Http404, HttpRequest, HttpResponse
+from django.views.defaults import page_not_found
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -21,7 +22,10 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
 from agents.auth import bearer_token
+from agents.http import error_response
 from queues import counters
+from queues.availability import breaker
+from queues.errors import DATABASE_ERRORS, Unavailable, from_database_error
 from queues.models import (
     Delivery,
     Outcome,
@@ -111,7 +115,9 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
     without the right bearer token."""
     expected = settings.SWITCHBOARD_METRICS_TOKEN
     if not expected:
-        raise Http404
+        # A response, not Http404: this view also runs outside Django's handler
+        # (agents/asgi.py), where nothing would turn the exception into a page.
+        return page_not_found(request, Http404())
     if not _token_ok(request, expected):
         response = HttpResponse(
             "A valid metrics token is required (Authorization: Bearer …).\n",
@@ -124,9 +130,15 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         response = HttpResponse(status=405)
         response["Allow"] = "GET, HEAD"
         return response
-    counters.flush_claim_latency(wait=counters.SCRAPE_FLUSH_WAIT_SECONDS)
+    if not breaker.admit():  # known to be away: said at once, as the verbs say it
+        return error_response(Unavailable("The database is unavailable; retry shortly."))
+    try:
+        counters.flush_claim_latency(wait=counters.SCRAPE_FLUSH_WAIT_SECONDS)
+        snapshot = counters.read_snapshot()
+    except DATABASE_ERRORS as exc:
+        return error_response(from_database_error(exc, verb="metrics"))
     registry = CollectorRegistry()
-    registry.register(SwitchboardCollector(counters.read_snapshot()))
+    registry.register(SwitchboardCollector(snapshot))
     response = HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
     response["Cache-Control"] = "no-store"
     return response

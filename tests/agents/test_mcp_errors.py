@@ -12,6 +12,7 @@ import httpx
 import httpx2
 import pytest
 from django.db import connection
+from django_mcpz.server import PROTOCOL_VERSION
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -330,3 +331,72 @@ def test_no_tool_schema_is_bare(served, vend):
     assert "any JSON value" in result_out["description"]
     assert "null" in result_out["type"] and "object" in result_out["type"]
     assert "any JSON value" in tools["complete"].input_schema["properties"]["result"]["description"]
+
+
+# ---------------------------------------------------------------------------------------
+# Hardening, second round (docs/reliability.md): nesting on every decode path
+
+
+def _current_call_headers(token: str | None) -> dict:
+    """The headers of a current-revision tools/call: the path answered on the event loop."""
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": PROTOCOL_VERSION,
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "create_todo",
+    }
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+@writes
+@pytest.mark.parametrize("depth", [80, 1100, 2000, 100_000])
+@pytest.mark.parametrize("with_token", [False, True])
+def test_deep_nesting_is_a_parse_error_on_every_path(served, vend, depth, with_token):
+    """2,000 brackets to the current revision's tools/call was a RecursionError (500) in the
+    plain call's decode, before the token was looked at."""
+    token = vend(f"nester-{depth}")[1] if with_token else None
+    bodies = [
+        b"[" * depth + b"]" * depth,
+        # Deep inside a well-formed call's arguments.
+        b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "create_todo",'
+        b' "arguments": {"title": "x", "result": ' + b"[" * depth + b"]" * depth + b"}}}",
+    ]
+    for body in bodies:
+        for headers in (_current_call_headers(token), {"Content-Type": "application/json"}):
+            response = httpx.post(f"{served}/mcp", content=body, headers=headers, timeout=30)
+            assert response.status_code == 400, (depth, response.status_code, response.text[:300])
+            error = response.json()["error"]
+            assert error["code"] == -32700
+            assert "nests" in error["message"]
+            assert error["data"]["error"]["code"] == "invalid"
+
+
+@writes
+def test_brackets_inside_strings_are_not_nesting(served, vend):
+    _, token = vend("bracketeer")
+    title = "[" * 150 + "{" * 150 + '\\"]' + "}" * 3
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 8,
+            "method": "tools/call",
+            "params": {
+                "name": "create_todo",
+                "arguments": {"title": title},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
+            },
+        }
+    ).encode()
+    response = httpx.post(
+        f"{served}/mcp", content=body, headers=_current_call_headers(token), timeout=30
+    )
+    assert response.status_code == 200, response.text[:300]
+    result = response.json()["result"]
+    assert result["isError"] is False, result
+    assert result["structuredContent"]["todo"]["title"] == title

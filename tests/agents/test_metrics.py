@@ -76,6 +76,17 @@ def test_without_a_token_setting_metrics_is_an_unknown_url(client, settings, db)
         assert response["Content-Type"] == unknown["Content-Type"]
 
 
+@pytest.mark.django_db(transaction=True)
+def test_without_a_token_setting_the_served_metrics_is_an_unknown_url(live_server, settings):
+    """Served (the ASGI front, outside Django's handler), the view's Http404 escaped as a
+    500; it is the same 404 page as any unknown URL."""
+    settings.SWITCHBOARD_METRICS_TOKEN = ""
+    unknown = _get(f"{live_server.url}/no-such-page-at-all")
+    for token in ("", "anything"):
+        assert _get(f"{live_server.url}/metrics", token) == unknown
+    assert unknown[0] == 404
+
+
 @pytest.mark.parametrize(
     "authorization", [None, "Bearer wrong-token", f"Basic {TOKEN}", "Bearer", f"Bearer {TOKEN}x"]
 )

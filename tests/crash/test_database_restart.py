@@ -54,6 +54,7 @@ RECOVERY_SECONDS = 30
 BOARD_PASSWORD = "crash-board-pw-1"
 # Once the web process knows PostgreSQL is down, a Board page says so within this long.
 BOARD_FAST_SECONDS = 2.0
+METRICS_TOKEN = "crash-metrics-token"
 # The long outage (opt-in: SWITCHBOARD_CRASH_LONG=1) and the lag it may leave behind.
 LONG_OUTAGE_SECONDS = 40
 LAG_BOUND_SECONDS = POOL_TIMEOUT_SECONDS
@@ -330,7 +331,7 @@ def deployment(dedicated_postgres, tmp_path_factory):
     ``switchboard serve`` on it with the production default pool (8 per worker)."""
     pg = dedicated_postgres
     root = tmp_path_factory.mktemp("restart")
-    env = {**base_env(), "DATABASE_URL": pg.url}
+    env = {**base_env(), "DATABASE_URL": pg.url, "SWITCHBOARD_METRICS_TOKEN": METRICS_TOKEN}
     seeded = subprocess.run(
         [sys.executable, SEED, "crash-db"],
         env={**env, "CRASH_PASSWORD": BOARD_PASSWORD},
@@ -546,4 +547,102 @@ def test_the_board_says_the_database_is_unavailable_and_recovers(running):
         logs=d.logs,
         watch=[d.server],
     )
+    assert d.same_processes(), d.logs()
+
+
+def _mcp_requests(token: str) -> list[tuple[str, dict, dict]]:
+    """One of each MCP request that reaches the database: the current revision's plain
+    tools/call (answered on the event loop), a claim_next that would wait, tools/list, and a
+    legacy client's call (django-mcpz's view, in a thread)."""
+    from django_mcpz.server import PROTOCOL_VERSION
+
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    current = {
+        "Authorization": f"Bearer {token}",
+        "MCP-Protocol-Version": PROTOCOL_VERSION,
+        "Accept": "application/json, text/event-stream",
+    }
+
+    def call(name: str, arguments: dict) -> dict:
+        return {
+            "jsonrpc": "2.0",
+            "id": name,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments, "_meta": meta},
+        }
+
+    legacy = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    return [
+        (
+            "list_todos",
+            {**current, "Mcp-Method": "tools/call", "Mcp-Name": "list_todos"},
+            call("list_todos", {"limit": 1}),
+        ),
+        (
+            "waiting claim",
+            {**current, "Mcp-Method": "tools/call", "Mcp-Name": "claim_next"},
+            call("claim_next", {"wait_seconds": 20}),
+        ),
+        (
+            "tools/list",
+            {**current, "Mcp-Method": "tools/list"},
+            {"jsonrpc": "2.0", "id": "l", "method": "tools/list", "params": {"_meta": meta}},
+        ),
+        (
+            "legacy",
+            {**legacy, "MCP-Protocol-Version": "2025-06-18"},
+            {
+                "jsonrpc": "2.0",
+                "id": "g",
+                "method": "tools/call",
+                "params": {"name": "list_todos", "arguments": {}},
+            },
+        ),
+    ]
+
+
+def test_mcp_and_metrics_say_unavailable_at_once_while_postgresql_is_down(running):
+    """Hardening, second round: with PostgreSQL stopped every MCP call hung 10 s and then
+    answered 500 (endpoint auth let the database error through), a waiting claim_next 30 s,
+    and /metrics 500. Each is the HTTP verbs' ``unavailable`` 503, at once once known."""
+    d = running
+    agent = httpx.Client(base_url=d.base, timeout=HANG_BOUND_SECONDS + 10)
+    requests = _mcp_requests(d.token)
+    for what, headers, body in requests:  # the database up: each is answered
+        answer = agent.post("/mcp", json=body, headers=headers)
+        assert answer.status_code == 200, (what, answer.text[:300])
+    answers = []
+    d.pg.stop()
+    try:
+        # The first request may wait out the pool; from then on the process knows.
+        for _round in range(3):
+            for what, headers, body in requests:
+                started = time.monotonic()
+                answer = agent.post("/mcp", json=body, headers=headers)
+                took = time.monotonic() - started
+                answers.append((what, answer.status_code, round(took, 2)))
+                assert answer.status_code == 503, (what, answer.text[:300])
+                payload = answer.json()
+                assert payload["jsonrpc"] == "2.0" and payload["id"] == body["id"], payload
+                assert payload["error"]["data"]["error"]["code"] == "unavailable", payload
+            started = time.monotonic()
+            scrape = agent.get("/metrics", headers={"Authorization": f"Bearer {METRICS_TOKEN}"})
+            answers.append(("metrics", scrape.status_code, round(time.monotonic() - started, 2)))
+            assert scrape.status_code == 503, scrape.text[:300]
+            assert scrape.json()["error"]["code"] == "unavailable"
+        assert answers[0][2] <= HANG_BOUND_SECONDS, answers
+        assert all(took <= BOARD_FAST_SECONDS for *_, took in answers[1:]), answers
+    finally:
+        d.pg.start()
+    wait_until(
+        lambda: agent.post("/mcp", json=requests[0][2], headers=requests[0][1]).status_code == 200,
+        seconds=RECOVERY_SECONDS,
+        what="MCP to answer 200 after the restart",
+        logs=d.logs,
+        watch=[d.server],
+    )
+    assert "Traceback" not in d.procs.logs(), d.logs()
     assert d.same_processes(), d.logs()
