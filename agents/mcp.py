@@ -5,8 +5,9 @@ Every error carries the HTTP API's error body, ``{"error": {"code", "message"}}`
 the two places MCP has for an error (docs/api.md, "Errors over MCP"):
 
 - a call that reached a tool and was refused (bad arguments, ``not_found``, ``conflict``,
-  ``rate_limited``, …) is a tool error: ``isError`` with the body as ``structuredContent``
-  and as its text;
+  ``rate_limited``, …) is a tool error: ``isError`` with the body as its text (not as
+  ``structuredContent``, which the TypeScript SDK 1.x validates against the tool's output
+  schema even on an error);
 - a request refused before any tool (no or a wrong token, a body that is not JSON-RPC, an
   unknown method or tool) is a JSON-RPC error echoing the request's id, with the body as
   ``error.data`` (a missing token keeps its HTTP 401 and ``WWW-Authenticate``).
@@ -167,17 +168,19 @@ def _request_id(body: bytes) -> str | int | None:
 
 class _Server(MCPServer):
     def _tool_error(self, request: HttpRequest, request_id: str | int, text: str) -> HttpResponse:
-        """django-mcpz sends a tool error as text only; ours are the HTTP API's error body,
-        so they go as ``structuredContent`` too (clients validate that against the tool's
-        output schema only on success)."""
-        body = _error_body(text)
-        if body is None:  # not one of ours (a tool that raised unexpectedly): as it was
+        """django-mcpz sends a tool error as text; ours is the HTTP API's error body, as
+        text, in the same result shape as on the event loop (``arun_tool``)."""
+        if _error_body(text) is None:  # not one of ours (a tool that raised unexpectedly)
             return super()._tool_error(request, request_id, text)
-        return self._result(request, request_id, _refusal_result(text, body))
+        return self._result(request, request_id, _refusal_result(text))
 
 
-def _refusal_result(text: str, body: dict) -> dict:
-    return {"content": [{"type": "text", "text": text}], "structuredContent": body, "isError": True}
+def _refusal_result(text: str) -> dict:
+    """A tool error: the API's error body as text, with ``isError``, and no
+    ``structuredContent``: the TypeScript SDK 1.x validates any structuredContent against
+    the tool's output schema, error or not, and threw on ours instead of handing the agent
+    its conflict (tests/agents/test_mcp_typescript.py)."""
+    return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
 def _error_body(text: str) -> dict | None:
@@ -433,8 +436,7 @@ async def arun_tool(
             endpoint, call.verb, params, mcp_session_id=mcp_session_id, gone=gone
         )
     except (DomainError, *DATABASE_ERRORS) as exc:
-        body = _refusal_body(exc, call.verb)
-        result, outcome = _refusal_result(json.dumps(body), body), "tool_error"
+        result, outcome = _refusal_result(json.dumps(_refusal_body(exc, call.verb))), "tool_error"
     else:
         encoded = msgspec.json.encode(output, enc_hook=enc_hook)
         result = {
