@@ -312,10 +312,13 @@ if SWITCHBOARD_PREPARED_STATEMENTS:
     DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 2**31 - 1
 
 # --- Signing in (board/auth.py, queues/signin_throttle.py) --------------------------------
-# Sign-ins are counted in PostgreSQL (every web process sees the same counts) per user name
-# and per client address, in a fixed window; past a limit /login/ answers 429 with
-# Retry-After and the password is not checked. A successful sign-in clears its name's count.
-# 0 turns a limit off.
+# Sign-ins are counted in PostgreSQL (every web process sees the same counts) in a fixed
+# window, per user name from one client address (FAILURES_PER_USER) and per address for every
+# name (FAILURES_PER_ADDRESS); past either /login/ answers 429 with Retry-After and the
+# password is not checked. Per user name from every address they only delay: past
+# SLOW_AFTER_PER_USER each further sign-in for the name waits half a second more, up to
+# MAX_DELAY_SECONDS, before its password is checked, and is never refused for it (a stranger
+# cannot lock anyone out). A successful sign-in clears its name's counts. 0 turns one off.
 SWITCHBOARD_SIGNIN_WINDOW_SECONDS = env_int("SWITCHBOARD_SIGNIN_WINDOW_SECONDS", 900, minimum=1)
 SWITCHBOARD_SIGNIN_FAILURES_PER_USER = env_int(
     "SWITCHBOARD_SIGNIN_FAILURES_PER_USER", 10, minimum=0
@@ -323,12 +326,22 @@ SWITCHBOARD_SIGNIN_FAILURES_PER_USER = env_int(
 SWITCHBOARD_SIGNIN_FAILURES_PER_ADDRESS = env_int(
     "SWITCHBOARD_SIGNIN_FAILURES_PER_ADDRESS", 50, minimum=0
 )
+SWITCHBOARD_SIGNIN_SLOW_AFTER_PER_USER = env_int(
+    "SWITCHBOARD_SIGNIN_SLOW_AFTER_PER_USER", 20, minimum=0
+)
+SWITCHBOARD_SIGNIN_MAX_DELAY_SECONDS = env_int("SWITCHBOARD_SIGNIN_MAX_DELAY_SECONDS", 5, minimum=0)
 # Behind a proxy every connection comes from the proxy: name the header it writes the client's
 # address into (X-Forwarded-For); its last entry, the one the proxy added, is used. Unset: the
 # connection's own address.
 SWITCHBOARD_SIGNIN_CLIENT_IP_HEADER = os.environ.get(
     "SWITCHBOARD_SIGNIN_CLIENT_IP_HEADER", ""
 ).strip()
+# The peers whose header is believed (addresses or networks, comma-separated): loopback by
+# default, a proxy on the same machine. From any other peer the header is ignored, so a client
+# that reaches the server directly cannot choose the address it is counted as.
+SWITCHBOARD_SIGNIN_TRUSTED_PROXIES = os.environ.get(
+    "SWITCHBOARD_SIGNIN_TRUSTED_PROXIES", "127.0.0.0/8,::1"
+)
 # The one backend: Django's ModelBackend, throttled, with no pooled connection held across
 # the password hash (board/auth.py). Also behind Django admin's sign-in.
 AUTHENTICATION_BACKENDS = ["board.auth.SignInBackend"]

@@ -90,7 +90,9 @@ def _page(
 
 def _refused(request, next_url: str, refusal: Refusal, username: str) -> HttpResponse:
     minutes = f"{refusal.minutes} minute{'s' if refusal.minutes != 1 else ''}"
-    whose = "this name" if refusal.by == "name" else "your network address"
+    whose = (
+        "this name from your network address" if refusal.by == "name" else "your network address"
+    )
     error = f"Too many failed sign-ins for {whose}; try again in {minutes}."
     response = _page(request, next_url, error=error, username=username, status=429)
     response["Retry-After"] = str(refusal.retry_after)

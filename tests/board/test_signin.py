@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from datetime import timedelta
 
 import httpx
@@ -25,7 +26,10 @@ from tests.queues.helpers import run_together
 
 PASSWORD = "pw-for-tests"
 MISMATCH = "That username and password did not match."
-LOCKED_NAME = "Too many failed sign-ins for this name; try again in 15 minutes."
+LOCKED_NAME = (
+    "Too many failed sign-ins for this name from your network address; try again in 15 minutes."
+)
+HERE = "pair:198.51.100.7 alice"  # the name from _post's default address
 LOCKED_ADDRESS = "Too many failed sign-ins for your network address; try again in 15 minutes."
 
 
@@ -128,60 +132,102 @@ def test_sign_in_posts_need_the_csrf_token(alice):
 # --- The throttle by name
 
 
-def test_ten_failures_lock_the_name_and_the_next_try_is_not_checked(client, alice, hashes):
-    for n in range(9):
-        assert _error(_post(client, "alice", "wrong", addr=f"198.51.100.{n}")) == MISMATCH
+def test_ten_failures_from_one_address_lock_the_name_there_and_only_there(client, alice, hashes):
+    for _ in range(9):
+        assert _error(_post(client, "alice", "wrong")) == MISMATCH
     # The tenth failure is the last the window allows: it says so at once.
-    tenth = _post(client, "alice", "wrong", addr="198.51.100.9")
+    tenth = _post(client, "alice", "wrong")
     assert tenth.status_code == 429 and _error(tenth) == LOCKED_NAME
     assert 899 <= int(tenth["Retry-After"]) <= 900
     assert hashes() == 10
 
-    # From anywhere, even with the right password, and without looking at it.
-    for addr in ("198.51.100.10", "2001:db8::1"):
-        refused = _post(client, "alice", PASSWORD, addr=addr)
-        assert refused.status_code == 429 and _error(refused) == LOCKED_NAME
-        assert 1 <= int(refused["Retry-After"]) <= 900
-        assert not _signed_in(client)
+    # From that address, even with the right password, and without looking at it.
+    refused = _post(client, "alice", PASSWORD)
+    assert refused.status_code == 429 and _error(refused) == LOCKED_NAME
+    assert 1 <= int(refused["Retry-After"]) <= 900
+    assert not _signed_in(client)
     assert hashes() == 10
+
+    # Hardening, second round: the lock was the name's, from anywhere, so a stranger's ten
+    # guesses refused the right password from the right person. From elsewhere it signs in.
+    assert _post(client, "alice", PASSWORD, addr="2001:db8::1").status_code == 302
+    assert _signed_in(client)
+
+
+def test_a_stranger_guessing_from_many_addresses_only_slows_the_name(
+    client, alice, hashes, settings
+):
+    settings.SWITCHBOARD_SIGNIN_SLOW_AFTER_PER_USER = 4
+    settings.SWITCHBOARD_SIGNIN_MAX_DELAY_SECONDS = 1.0
+    for n in range(6):  # two past the point where the delay starts: 0.5 s, then 1.0 s
+        assert _post(client, "alice", "wrong", addr=f"203.0.113.{n}").status_code == 200
+    assert _failures("user:alice") == 6
+
+    started = time.monotonic()
+    signed = _post(client, "alice", PASSWORD, addr="192.0.2.77")
+    took = time.monotonic() - started
+    assert signed.status_code == 302 and _signed_in(client)  # never refused for the name
+    assert took >= 1.0  # the seventh: 1.5 s, held at the 1 s most
+    # What the person sees once in: a notice of the others' failures, not a lock.
+    page = client.get("/")
+    assert "6 failed sign-ins for your name from other network addresses" in page.content.decode()
+    assert _failures("user:alice") is None  # cleared by the right password
+
+
+def test_the_delay_holds_no_pooled_connection(client, alice, settings, monkeypatch):
+    settings.SWITCHBOARD_SIGNIN_SLOW_AFTER_PER_USER = 1
+    settings.SWITCHBOARD_SIGNIN_MAX_DELAY_SECONDS = 0.3
+    held, real_sleep = [], time.sleep
+
+    def watching_sleep(seconds):
+        held.append(connection.connection is not None and connection.pool is not None)
+        real_sleep(seconds)
+
+    _post(client, "alice", "wrong", addr="203.0.113.1")
+    monkeypatch.setattr("board.auth.time.sleep", watching_sleep)
+    _post(client, "alice", "wrong", addr="203.0.113.2")
+    assert held == [False]
 
 
 def test_the_name_is_counted_whatever_its_case(client, alice):
     for name in ["alice", "Alice", "ALICE"] * 3 + ["aLiCe"]:
         _post(client, name, "wrong")
-    assert _failures("user:alice") == 10
+    assert _failures(HERE) == 10
     assert _post(client, "alice", PASSWORD).status_code == 429
 
 
 def test_the_wait_is_what_is_left_of_the_window(client, alice):
     for _ in range(10):
         _post(client, "alice", "wrong")
-    SignInThrottle.objects.filter(key="user:alice").update(
+    SignInThrottle.objects.filter(key=HERE).update(
         window_started_at=Now() - timedelta(minutes=14, seconds=30)
     )
     response = _post(client, "alice", PASSWORD)
     assert response.status_code == 429
     assert 1 <= int(response["Retry-After"]) <= 30
-    assert _error(response) == "Too many failed sign-ins for this name; try again in 1 minute."
+    assert _error(response) == (
+        "Too many failed sign-ins for this name from your network address; try again in 1 minute."
+    )
 
 
 def test_once_the_window_is_over_the_name_may_try_again(client, alice):
     for _ in range(10):
         _post(client, "alice", "wrong")
-    SignInThrottle.objects.filter(key="user:alice").update(
+    SignInThrottle.objects.filter(key=HERE).update(
         window_started_at=Now() - timedelta(minutes=15, seconds=1)
     )
     assert _post(client, "alice", "wrong").status_code == 200
-    assert _failures("user:alice") == 1
+    assert _failures(HERE) == 1
     assert _post(client, "alice", PASSWORD).status_code == 302
 
 
 def test_a_successful_sign_in_clears_the_name_and_refunds_the_address(client, alice):
     for _ in range(9):
         _post(client, "alice", "wrong")
-    assert _failures("user:alice") == 9 and _failures("addr:198.51.100.7") == 9
+    assert _failures(HERE) == 9 and _failures("addr:198.51.100.7") == 9
+    assert _failures("user:alice") == 9
     assert _post(client, "alice", PASSWORD).status_code == 302
-    assert _failures("user:alice") is None  # cleared
+    assert _failures(HERE) is None and _failures("user:alice") is None  # cleared
     assert _failures("addr:198.51.100.7") == 9  # charged and refunded: failures stay
     client.logout()
     for _ in range(9):  # a fresh allowance for the name
@@ -190,9 +236,9 @@ def test_a_successful_sign_in_clears_the_name_and_refunds_the_address(client, al
 
 def test_a_limit_of_zero_turns_the_name_throttle_off(client, alice, settings):
     settings.SWITCHBOARD_SIGNIN_FAILURES_PER_USER = 0
-    for n in range(12):
-        _post(client, "alice", "wrong", addr=f"198.51.100.{n}")
-    assert _failures("user:alice") is None
+    for _ in range(12):
+        _post(client, "alice", "wrong")
+    assert _failures(HERE) is None
     assert _post(client, "alice", PASSWORD).status_code == 302
 
 
@@ -204,10 +250,25 @@ def test_admins_sign_in_is_throttled_too(client, make_user, hashes):
     response = client.post(
         "/admin/login/?next=/admin/",
         {"username": "root", "password": PASSWORD},
-        REMOTE_ADDR="198.51.100.99",
+        REMOTE_ADDR="198.51.100.7",
     )
     assert response.status_code == 200 and not _signed_in(client)  # admin's own error
     assert hashes() == before
+
+
+def test_strangers_cannot_lock_admin_out_and_admin_is_told(client, make_user, settings):
+    settings.SWITCHBOARD_SIGNIN_MAX_DELAY_SECONDS = 0
+    make_user("admin", is_staff=True, is_superuser=True)
+    for n in range(40):  # ten each from four addresses: each address is locked for the name
+        _post(client, "admin", "wrong", addr=f"203.0.113.{n // 10}")
+    response = client.post(
+        "/admin/login/?next=/admin/",
+        {"username": "admin", "password": PASSWORD},
+        REMOTE_ADDR="192.0.2.10",
+    )
+    assert response.status_code == 302 and _signed_in(client)
+    page = client.get("/admin/").content.decode()
+    assert "40 failed sign-ins for your name from other network addresses" in page
 
 
 @pytest.mark.django_db(transaction=True)
@@ -215,7 +276,7 @@ def test_concurrent_guesses_never_get_past_the_limit(alice, hashes):
     statuses: list[int] = []
 
     def guess(n: int) -> None:
-        statuses.append(_post(Client(), "alice", "wrong", addr=f"198.51.100.{n}").status_code)
+        statuses.append(_post(Client(), "alice", "wrong").status_code)
 
     assert run_together(guess, 30) == []
     # Each guess is charged before its hash, in one statement: exactly ten are checked.
@@ -255,6 +316,21 @@ def test_the_address_is_the_connections_or_the_last_entry_of_the_proxys_header(r
     assert client_address(rf.post("/login/", **forwarded)) == "127.0.0.1"
     settings.SWITCHBOARD_SIGNIN_CLIENT_IP_HEADER = "X-Forwarded-For"
     assert client_address(rf.post("/login/", **forwarded)) == "192.0.2.44"
+    # Hardening, second round: believed only from a trusted proxy (loopback by default); a
+    # client reaching the server directly cannot choose the address it is counted as.
+    direct = {**forwarded, "REMOTE_ADDR": "198.51.100.3"}
+    assert client_address(rf.post("/login/", **direct)) == "198.51.100.3"
+    settings.SWITCHBOARD_SIGNIN_TRUSTED_PROXIES = "198.51.100.0/24"
+    assert client_address(rf.post("/login/", **direct)) == "192.0.2.44"
+    assert client_address(rf.post("/login/", **forwarded)) == "127.0.0.1"
+    from switchboard.management.commands.serve import trusted_proxy_notice
+
+    assert "X-Forwarded-For" in trusted_proxy_notice()
+    assert "198.51.100.0/24" in trusted_proxy_notice()
+    settings.SWITCHBOARD_SIGNIN_CLIENT_IP_HEADER = ""
+    assert trusted_proxy_notice() is None
+    settings.SWITCHBOARD_SIGNIN_CLIENT_IP_HEADER = "X-Forwarded-For"
+    settings.SWITCHBOARD_SIGNIN_TRUSTED_PROXIES = "127.0.0.0/8,::1"
     assert client_address(rf.post("/login/", REMOTE_ADDR="192.0.2.1")) == "192.0.2.1"
     # An IPv6 client counts as its /64; an IPv4-mapped one as its IPv4 address.
     assert client_address(rf.post("/login/", REMOTE_ADDR="2001:db8:1:2:a:b:c:d")) == (

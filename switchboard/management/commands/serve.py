@@ -24,6 +24,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, host: str, port: int, **options) -> None:
         _require_collected_static()
+        if notice := trusted_proxy_notice():
+            self.stderr.write(notice)
         # gunicorn forks its workers from this process: no connection (or pooled connection)
         # may cross the fork.
         connections.close_all()
@@ -47,6 +49,22 @@ def _require_collected_static() -> None:
             f"No collected static files in {settings.STATIC_ROOT} (no staticfiles.json). Run "
             "`switchboard collectstatic --noinput` after each upgrade, then serve again."
         )
+
+
+def trusted_proxy_notice() -> str | None:
+    """What start-up says when sign-ins count a proxy's header as the client's address, and
+    from which peers: a header anyone could write must not be believed from anyone."""
+    header = settings.SWITCHBOARD_SIGNIN_CLIENT_IP_HEADER
+    if not header:
+        return None
+    from board.auth import trusted_proxies
+
+    peers = ", ".join(str(network) for network in trusted_proxies()) or "no peer"
+    return (
+        f"Sign-ins are counted by the {header} header's last entry for connections from"
+        f" {peers} (SWITCHBOARD_SIGNIN_TRUSTED_PROXIES); from any other peer, by the"
+        " connection's own address."
+    )
 
 
 def _bind(host: str, port: int) -> str:
