@@ -297,6 +297,10 @@ SWITCHBOARD_WAITERS_PER_PROCESS = env_int("SWITCHBOARD_WAITERS_PER_PROCESS", 100
 # A request body must arrive within this many seconds of its headers, or the client is dropped
 # (408): a slow or silent client costs a socket, never a worker.
 SWITCHBOARD_BODY_TIMEOUT_SECONDS = env_int("SWITCHBOARD_BODY_TIMEOUT_SECONDS", 10, minimum=1)
+# A request's line and headers must arrive within this of the connection opening (its first
+# request) or of their first byte (later ones on a kept connection), else 408 and the
+# connection closes; a new connection that sends nothing is closed (switchboard/workers.py).
+SWITCHBOARD_HEADER_TIMEOUT_SECONDS = env_int("SWITCHBOARD_HEADER_TIMEOUT_SECONDS", 10, minimum=1)
 # Threads of a web process that run sync views under ASGI (MCP tool calls, /metrics); also
 # gunicorn_conf.py's threads per worker under SWITCHBOARD_SERVER=wsgi.
 SWITCHBOARD_WEB_THREADS = env_int("SWITCHBOARD_WEB_THREADS", 32, minimum=1)

@@ -1,19 +1,91 @@
-"""The gunicorn worker ``switchboard serve`` runs: uvicorn's, with uvloop and httptools, the
-lifespan on, and the open-files limit raised so one worker can hold thousands of waiting
-connections (docs/deploy.md: file descriptors)."""
+"""The gunicorn worker ``switchboard serve`` runs: uvicorn's, with uvloop and httptools (with
+a deadline for each request's headers), the lifespan on, and the open-files limit raised so
+one worker can hold thousands of waiting connections (docs/deploy.md: file descriptors).
+
+uvicorn has no timeout before a request's headers: a connection that sends nothing, half a
+request line or half its headers stays open for as long as the client likes (120 s and more,
+in the second hardening round: 4,500 such sockets used up a worker's open files and 10 of 10
+real requests failed). ``HttpToolsProtocol`` here gives every request's line and headers
+SWITCHBOARD_HEADER_TIMEOUT_SECONDS: from the connection's opening for its first request, from
+its first byte for each later one on a kept connection (the idle time between is the
+keep-alive's, SWITCHBOARD_WEB_KEEPALIVE, to bound). A request whose headers are late is
+answered 408 and closed; a new connection that sent nothing is closed."""
 
 from __future__ import annotations
 
 import logging
 import resource
+from asyncio import TimerHandle
 
+from django.conf import settings
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _UvicornHttpTools
 from uvicorn_worker import UvicornWorker
 
 log = logging.getLogger("switchboard.serve")
 
 
+_LATE_BODY = b"The request headers did not arrive in time.\n"
+LATE_HEADERS = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_LATE_BODY), _LATE_BODY)
+)
+
+
+class HttpToolsProtocol(_UvicornHttpTools):
+    """uvicorn's httptools protocol with a deadline for each request's line and headers."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_deadline: TimerHandle | None = None
+        self._bytes_waiting = False  # some of the awaited request has arrived
+
+    def _await_headers(self) -> None:
+        self._cancel_header_deadline()
+        self._bytes_waiting = False
+        self._header_deadline = self.loop.call_later(
+            settings.SWITCHBOARD_HEADER_TIMEOUT_SECONDS, self._headers_late
+        )
+
+    def _cancel_header_deadline(self) -> None:
+        if self._header_deadline is not None:
+            self._header_deadline.cancel()
+            self._header_deadline = None
+
+    def _headers_late(self) -> None:
+        self._header_deadline = None
+        if self.transport.is_closing():
+            return
+        if self.cycle is not None and not self.cycle.response_complete:
+            return  # a request is being answered (its headers came): not ours to cut
+        if self._bytes_waiting:
+            self.transport.write(LATE_HEADERS)
+        self.transport.close()
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._await_headers()
+
+    def data_received(self, data: bytes) -> None:
+        between = self.cycle is None or self.cycle.response_complete
+        if self._header_deadline is None and between and not self.pipeline:
+            # A kept connection's next request began: its headers are due from now (its
+            # idle time before was the keep-alive's to bound).
+            self._await_headers()
+        if self._header_deadline is not None and data.strip():
+            self._bytes_waiting = True
+        super().data_received(data)
+
+    def on_headers_complete(self) -> None:
+        self._cancel_header_deadline()
+        super().on_headers_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._cancel_header_deadline()
+        super().connection_lost(exc)
+
+
 class Worker(UvicornWorker):
-    CONFIG_KWARGS = {"loop": "uvloop", "http": "httptools", "lifespan": "on"}
+    CONFIG_KWARGS = {"loop": "uvloop", "http": HttpToolsProtocol, "lifespan": "on"}
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

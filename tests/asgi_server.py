@@ -18,6 +18,7 @@ class AsgiLiveServer:
         import uvicorn
 
         from switchboard.asgi import application
+        from switchboard.workers import HttpToolsProtocol
 
         self.host = host
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -31,7 +32,7 @@ class AsgiLiveServer:
             access_log=False,
             timeout_keep_alive=5,
             loop="asyncio",
-            http="httptools",
+            http=HttpToolsProtocol,  # the product's: a deadline for each request's headers
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._run, name="asgi-live-server", daemon=True)
