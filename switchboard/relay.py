@@ -20,8 +20,10 @@ server (``python -m switchboard.relay`` needs no settings and no database at all
 
 SIGINT or SIGTERM stops the commands the same way and releases what the relay holds; a
 second signal stops them without the grace period. The endpoint token comes only from
-``SWITCHBOARD_TOKEN`` (an argument would show in ``ps``); it is not passed to the command,
-and neither the token nor a lease token is ever printed.
+``SWITCHBOARD_TOKEN`` (an argument would show in ``ps``); the relay re-executes itself without
+it at once (``hand_off_token``: ``/proc/<pid>/environ`` would show it to the command), it is
+not passed to the command, and neither the token nor a lease token is ever printed. What a
+command prints is relayed with its control characters escaped.
 """
 
 from __future__ import annotations
@@ -66,6 +68,11 @@ RELAY_REFUSED = 3  # the server is not a Switchboard with attempt history and fe
 DEFAULT_URL = "http://127.0.0.1:8000"
 DEFAULT_CLAIMANT = "{host}/{pid}/{attempt}"
 CLAIMANT_FIELDS = ("host", "pid", "attempt", "slot")
+
+# The token reaches the relay in SWITCHBOARD_TOKEN; the relay re-executes itself at once without
+# it, the token on an inherited pipe named by this variable (hand_off_token).
+TOKEN_FD_VARIABLE = "SWITCHBOARD_RELAY_TOKEN_FD"
+_HIDDEN_VARIABLES = frozenset({"SWITCHBOARD_TOKEN", TOKEN_FD_VARIABLE})
 
 # The variables the command is started with (its own environment otherwise, minus
 # SWITCHBOARD_TOKEN).
@@ -225,6 +232,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def hand_off_token() -> None:
+    """Re-execute this relay without SWITCHBOARD_TOKEN in its environment, the token passed
+    on an inherited pipe (read once by ``config_from``, then closed).
+
+    A process's environment as it was started stays readable in ``/proc/<pid>/environ`` by
+    every process of the same user for the process's whole life (deleting the variable from
+    ``os.environ`` does not change it), so the relay's command, run as the same user, could
+    read the endpoint token from its parent. After the re-exec the relay's environment never
+    held the token. What the relay's memory holds is out of reach of its command where
+    ptrace is limited to descendants (Yama's default); docs/relay.md says what is not."""
+    token = os.environ.get("SWITCHBOARD_TOKEN")
+    if token is None or TOKEN_FD_VARIABLE in os.environ:
+        return
+    read_end, write_end = os.pipe()
+    os.write(write_end, token.encode())  # a few dozen bytes: within the pipe's buffer
+    os.close(write_end)
+    os.set_inheritable(read_end, True)
+    env = {k: v for k, v in os.environ.items() if k != "SWITCHBOARD_TOKEN"}
+    env[TOKEN_FD_VARIABLE] = str(read_end)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+
+
+def _token(environ: Mapping[str, str]) -> str:
+    """The endpoint token: from the pipe hand_off_token left, else SWITCHBOARD_TOKEN."""
+    fd = environ.get(TOKEN_FD_VARIABLE, "")
+    if fd.isdigit():
+        chunks = []
+        try:
+            while chunk := os.read(int(fd), 4096):
+                chunks.append(chunk)
+            os.close(int(fd))
+        except OSError:
+            chunks = []
+        os.environ.pop(TOKEN_FD_VARIABLE, None)
+        return b"".join(chunks).decode("utf-8", errors="replace").strip()
+    return environ.get("SWITCHBOARD_TOKEN", "").strip()
+
+
 def config_from(options: Mapping[str, Any], environ: Mapping[str, str]) -> Config:
     """A Config from parsed options and the environment, or UsageError."""
     command = list(options.get("command") or [])
@@ -234,7 +281,7 @@ def config_from(options: Mapping[str, Any], environ: Mapping[str, str]) -> Confi
         raise UsageError("name the command to run per attempt: switchboard relay -- COMMAND")
     if os.sep not in command[0] and shutil.which(command[0]) is None:
         raise UsageError(f"command not found: {command[0]}")
-    token = environ.get("SWITCHBOARD_TOKEN", "").strip()
+    token = _token(environ)
     if not token:
         raise UsageError(
             "set SWITCHBOARD_TOKEN to the endpoint's token (it is never an argument, "
@@ -537,7 +584,21 @@ class _Attempt:
         self.claimant = claimant
         self.prefix = f"[todo {self.todo['id']}] "
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
-        self.folder = relay.workdir / f"todo-{self.todo['id']}-attempt-{self.seq}"
+        # Made in _write_context: a fresh folder of its own, whatever the workdir holds.
+        self.folder = relay.workdir / f"todo-{self.todo['id']}-attempt-{self.seq}-(not made)"
+        self.files: dict[str, Path] = {}
+
+    def _make_folder(self) -> None:
+        """The attempt's folder, made afresh: ``mkdtemp`` creates it exclusively (a name
+        that exists, a symlink included, is never reused or followed), with a random suffix
+        nobody can guess ahead, mode 700. In a shared ``--workdir`` another user could once
+        pre-create the predictable ``todo-<id>-attempt-<seq>`` as a symlink to a folder of
+        theirs, read the context and complete the todo with their own result."""
+        self.folder = Path(
+            tempfile.mkdtemp(
+                prefix=f"todo-{self.todo['id']}-attempt-{self.seq}-", dir=self.relay.workdir
+            )
+        )
         self.files = {
             "context": self.folder / "context.json",
             "markdown": self.folder / "context.md",
@@ -579,9 +640,7 @@ class _Attempt:
     # --- the folder and the process --------------------------------------------------------
 
     def _write_context(self) -> None:
-        self.folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        for name in ("result", "summary", "artifact"):
-            self.files[name].unlink(missing_ok=True)  # a kept folder from an earlier run
+        self._make_folder()
         context = context_document(self.claimed, claimant=self.claimant, files=self.files)
         self.files["context"].write_text(
             json.dumps(context, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
@@ -589,7 +648,7 @@ class _Attempt:
         self.files["markdown"].write_text(context_markdown(context), encoding="utf-8")
 
     def _environment(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k != "SWITCHBOARD_TOKEN"}
+        env = {k: v for k, v in os.environ.items() if k not in _HIDDEN_VARIABLES}
         env.update(
             {
                 "SWITCHBOARD_TODO_ID": str(self.todo["id"]),
@@ -651,7 +710,7 @@ class _Attempt:
             for raw in iter(lambda: stream.readline(65536), b""):
                 line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
                 self.tail.append(line)
-                self.relay.emit(sink, self.prefix + line)
+                self.relay.emit(sink, self.prefix + visible(line))
 
     def _drain_output(self) -> None:
         # A background grandchild may hold the pipes open after the command exits.
@@ -975,7 +1034,7 @@ def context_markdown(context: dict) -> str:
             else f"{prior['outcome']} ({prior['disposition']})"
         )
         when = f"last heartbeat {prior['last_heartbeat_at'] or 'never'}, ended {prior['ended_at']}"
-        by = _one_line(prior["claimant"] or prior["claimer_kind"] or "unknown")
+        by = _code_span(_one_line(prior["claimant"] or prior["claimer_kind"] or "unknown"))
         lines.append(
             f"- Attempt {prior['seq']} (round {prior['round']}, try {prior['try']}): {how}, "
             f"by {by}; claimed {prior['claimed_at']}, {when}."
@@ -1000,6 +1059,30 @@ def context_markdown(context: dict) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def _code_span(text: str) -> str:
+    """``text`` as inline code it cannot close (a fence longer than its longest backtick
+    run; padded when it starts or ends with one, as CommonMark asks)."""
+    longest = run = 0
+    for char in text:
+        run = run + 1 if char == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+# C0 controls but tab, DEL and C1: what a terminal acts on (cursor moves, colours, titles,
+# OSC 52 clipboard writes). Shown as \x.. escapes in what the relay prints.
+_CONTROLS = {c: f"\\x{c:02x}" for c in [*range(0x00, 0x09), *range(0x0A, 0x20), 0x7F]}
+_CONTROLS.update({c: f"\\u{c:04x}" for c in range(0x80, 0xA0)})
+
+
+def visible(line: str) -> str:
+    """A command's output line as the relay prints it: control characters escaped, so a
+    command (or the todo text it echoes) cannot drive the operator's terminal."""
+    return line.translate(_CONTROLS)
 
 
 def _one_line(text: str) -> str:
@@ -1027,6 +1110,7 @@ def parser(prog: str = "switchboard relay") -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """The relay without Django (``python -m switchboard.relay``)."""
     options = vars(parser("python -m switchboard.relay").parse_args(argv))
+    hand_off_token()
     try:
         config = config_from(options, os.environ)
     except UsageError as exc:

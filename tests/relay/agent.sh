@@ -12,6 +12,8 @@ todo="$SWITCHBOARD_TODO_ID"
     env | grep '^SWITCHBOARD_' | sort
     if [ -n "${SWITCHBOARD_TOKEN:-}" ]; then echo "TOKEN_LEAKED=yes"; fi
 } > "$out/env-$todo-$seq"
+# What this command can read of its parent's (the relay's) environment.
+cat "/proc/$PPID/environ" > "$out/parent-environ-$todo-$seq" 2>/dev/null || true
 cp "$SWITCHBOARD_CONTEXT_FILE" "$out/context-$todo-$seq.json"
 cp "$SWITCHBOARD_CONTEXT_MARKDOWN" "$out/context-$todo-$seq.md"
 
@@ -22,6 +24,11 @@ succeed)
     printf '{"done_by_attempt": %s, "todo": %s}\n' "$seq" "$todo" > "$SWITCHBOARD_RESULT_FILE"
     echo "attempt $seq read its context and did the work" > "$SWITCHBOARD_SUMMARY_FILE"
     echo "https://ci.example.com/runs/$todo-$seq" > "$SWITCHBOARD_ARTIFACT_FILE"
+    exit 0
+    ;;
+escapes)
+    # A command echoing todo text that drives a terminal: a title change and colours.
+    printf 'before \033]0;owned\007\033[31mred\033[0m after\n'
     exit 0
     ;;
 exit)

@@ -33,6 +33,7 @@ class Command(BaseCommand):
         relay.add_arguments(parser)
 
     def handle(self, *args, **options) -> None:
+        relay.hand_off_token()  # re-executes this command without the token in its environment
         try:
             config = relay.config_from(options, os.environ)
         except relay.UsageError as exc:
