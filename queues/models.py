@@ -573,6 +573,13 @@ class TodoAttempt(models.Model):
                 name="todo_attempts_endpoint_ended",
                 condition=Q(ended_at__isnull=False),
             ),
+            # The Activity feed's people's own claims (queues/sql/activity.py): few, so the
+            # walk of all teams' stops soon; an endpoint's endings use the index above.
+            models.Index(
+                models.F("ended_at").desc(),
+                name="todo_attempts_owner_ended",
+                condition=Q(ended_at__isnull=False, claimer_kind="owner"),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -7,12 +7,15 @@ import base64
 import binascii
 import functools
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+import psycopg
 from django.conf import settings
 from django.contrib.postgres.search import SearchQuery
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 from django.db.models import (
     BooleanField,
     Case,
@@ -274,13 +277,46 @@ def _filter_q(
 
 # At most this many words of a search are used (a pasted paragraph is not a query plan).
 SEARCH_WORDS_MAX = 16
+# At most this many lexemes in all: PostgreSQL's parser makes a hyphenated word one lexeme
+# for the whole and one per part ("a-b-c" is four), each a prefix that the GIN indexes look
+# up on their own, so a 199-character "a-b-c-..." was 101 one-letter prefixes and took
+# 1.4-2.4 s a page over 100,000 todos (a normal search 70-140 ms): second hardening round.
+SEARCH_LEXEMES_MAX = 32
+# Seconds a Board search's statements may run (SET LOCAL statement_timeout): what the caps
+# above miss cannot hold a connection and a core for longer.
+SEARCH_TIMEOUT_SECONDS = 3.0
+
+
+class SearchRefused(ValueError):
+    """A search the Board will not run; its text is the sentence the page shows."""
+
+
+def _lexemes(term: str) -> int:
+    parts = len(_PARTS.findall(term))
+    return parts + 1 if parts > 1 else parts
+
+
+def search_refusal(text: str) -> str | None:
+    """Why the Board will not run this search (a sentence for the page), or None."""
+    terms = [term for term in text.split() if _WORDISH.search(term)][:SEARCH_WORDS_MAX]
+    lexemes = sum(_lexemes(term) for term in terms)
+    if lexemes <= SEARCH_LEXEMES_MAX:
+        return None
+    return (
+        f"This search has {lexemes} words to look for, counting each part of a hyphenated or "
+        f"dotted word and the whole (a-b-c is four); at most {SEARCH_LEXEMES_MAX} are looked "
+        "for. Search for fewer words."
+    )
 
 
 def search_tsquery(text: str) -> str | None:
     """The search's words as a raw tsquery: every word, in any order, each a prefix
     (``'rebuil':* & 'doc':*``), or None when the text has no letter or digit at all. Each
     word is quoted (tsquery's own quoting: ``'`` doubled, ``\\`` escaped), so nothing typed is
-    an operator: ``a | b`` is the three words "a", "|" (no lexeme, dropped) and "b"."""
+    an operator: ``a | b`` is the three words "a", "|" (no lexeme, dropped) and "b". Raises
+    SearchRefused past SEARCH_LEXEMES_MAX (``search_refusal`` says so first)."""
+    if (refusal := search_refusal(text)) is not None:
+        raise SearchRefused(refusal)
     terms = [term for term in text.split() if _WORDISH.search(term)][:SEARCH_WORDS_MAX]
     if not terms:
         return None
@@ -288,7 +324,34 @@ def search_tsquery(text: str) -> str | None:
     return " & ".join(f"'{term}':*" for term in quoted)
 
 
+@contextmanager
+def search_time_bound(text: str) -> Iterator[None]:
+    """The Board's reads inside run as one transaction with a statement timeout
+    (``SWITCHBOARD_SEARCH_TIMEOUT_SECONDS``) when there is a search, and a search stopped by
+    it is SearchRefused, saying so; without a search, nothing is added. SET LOCAL ends with
+    the transaction, so the pooled connection goes back as it came."""
+    if not text:
+        yield
+        return
+    seconds = float(getattr(settings, "SWITCHBOARD_SEARCH_TIMEOUT_SECONDS", SEARCH_TIMEOUT_SECONDS))
+    try:
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT set_config('statement_timeout', %s, true)", [f"{round(seconds * 1000)}"]
+                )
+            yield
+    except OperationalError as error:
+        if not isinstance(error.__cause__, psycopg.errors.QueryCanceled):
+            raise
+        raise SearchRefused(
+            f"This search took longer than {seconds:g} s and was stopped, so its results are "
+            "not shown. Search for longer or rarer words."
+        ) from error
+
+
 _WORDISH = re.compile(r"[^\W_]")
+_PARTS = re.compile(r"[^\W_]+")
 
 
 def _text_q(text: str, *, ids: tuple[int | None, int | None] = (None, None)) -> Q:

@@ -10,6 +10,8 @@ focus, a text selection and the scroll position stay where the reader left them.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
@@ -24,6 +26,7 @@ from queues.models import VERBS, TodoState
 from queues.selectors import (
     BOARD_PAGE,
     QueueFilters,
+    SearchRefused,
     board_activity,
     board_endpoint_choices,
     board_queue,
@@ -31,6 +34,7 @@ from queues.selectors import (
     board_queue_rows,
     board_todo_exists,
     jump_target,
+    search_time_bound,
 )
 
 TICKER_LINES = 8
@@ -97,23 +101,33 @@ def todo_list(request):
     if jump is not None and board_todo_exists(scope.team_ids, jump):
         return redirect("todo-detail", todo_id=jump)
     shown = _shown(request) if refresh else None
-    if shown:
-        todos = board_queue_rows(scope.team_ids, filters, shown)
-        next_before = min(shown)
-        upto = id_from_text(request.GET.get("upto", "")) or max(shown)
-    else:
-        todos, next_before = board_queue(scope.team_ids, filters, before_id=before_id)
-        upto = max((t.pk for t in todos), default=0)
-    # New arrivals are offered by the newest page's live refresh only: an older page is a
-    # fixed slice, and a page just read is the newest there is (what arrived in the
-    # milliseconds since, the first refresh counts).
-    newer_than = upto if refresh and not before_id else None
-    counts = board_queue_counts(scope.team_ids, filters, newer_than=newer_than)
+    search_refused = None
+    try:
+        # A search runs with a statement timeout, and one too broad to run is refused before
+        # any query (queues.selectors.search_refusal): the page says why, rows none.
+        with search_time_bound(filters.text):
+            if shown:
+                todos = board_queue_rows(scope.team_ids, filters, shown)
+                next_before = min(shown)
+                upto = id_from_text(request.GET.get("upto", "")) or max(shown)
+            else:
+                todos, next_before = board_queue(scope.team_ids, filters, before_id=before_id)
+                upto = max((t.pk for t in todos), default=0)
+            # New arrivals are offered by the newest page's live refresh only: an older page
+            # is a fixed slice, and a page just read is the newest there is (what arrived in
+            # the milliseconds since, the first refresh counts).
+            newer_than = upto if refresh and not before_id else None
+            counts = board_queue_counts(scope.team_ids, filters, newer_than=newer_than)
+    except SearchRefused as refused:
+        search_refused = str(refused)
+        todos, next_before, upto = [], None, 0
+        counts = board_queue_counts(scope.team_ids, replace(filters, text=""), newer_than=None)
     ticker = [sentence(item) for item in board_activity(scope.team_ids, limit=TICKER_LINES)]
     tab_filters = QueueFilters(None, filters.endpoint_id, filters.died, filters.text)
     context = {
         "todos": todos,
         "filters": filters,
+        "search_refused": search_refused,
         "endpoints": endpoints,
         "several_teams": len(scope.team_ids) > 1,
         "state_tabs": [

@@ -14,7 +14,13 @@ from board import triage
 from board.scope import board_scope
 from board.views.queue import _filters, _query
 from queues.arguments import id_from_text
-from queues.selectors import board_bulk_selection, board_endpoint_choices, board_titles
+from queues.selectors import (
+    SearchRefused,
+    board_bulk_selection,
+    board_endpoint_choices,
+    board_titles,
+    search_time_bound,
+)
 
 
 @login_required
@@ -41,9 +47,14 @@ def _confirm(request, scope, action, filters, context):
         ids = [n for n in map(id_from_text, request.GET.getlist("pick")) if n is not None]
         ids = list(dict.fromkeys(ids))
     too_many = ids is not None and len(ids) > triage.BULK_MAX
-    selection = board_bulk_selection(
-        scope.team_ids, filters, ids=ids, limit=triage.BULK_MAX, shown=triage.CONFIRM_SHOWN
-    )
+    try:
+        with search_time_bound(filters.text):
+            selection = board_bulk_selection(
+                scope.team_ids, filters, ids=ids, limit=triage.BULK_MAX, shown=triage.CONFIRM_SHOWN
+            )
+    except SearchRefused as refused:
+        context.update({"step": "refused", "refusal": str(refused)})
+        return render(request, "board/triage.html", context, status=400)
     stamps = selection.stamps
     acting = [s for s in stamps if s.state in action.states]
     leaving = [s for s in stamps if s.state not in action.states]

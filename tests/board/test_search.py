@@ -304,3 +304,115 @@ def test_a_windowed_search_still_reads_both_indexes(team, endpoint):
     assert "todo_search_documents" in plan, plan
     assert "todo_attempts_search" in plan, plan
     assert "Seq Scan on todo_attempts" not in plan, plan
+
+
+# --- Second hardening round: a search cannot hold a core ---------------------------------
+
+HYPHEN_CHAIN = "-".join("abcdefghijklmnopqrstuvwxyz"[i % 26] for i in range(100))  # 199 chars
+
+
+def test_a_search_of_too_many_word_parts_is_refused_and_says_why(signed_in, make_todo):
+    """A 199-character "a-b-c-..." was 101 one-letter prefixes to PostgreSQL (1.4-2.4 s a page
+    over 100,000 todos): refused before any query, the page saying why, on the first page,
+    a live refresh and the bulk confirmation alike; a few hyphenated words still search."""
+    from queues.selectors import SEARCH_LEXEMES_MAX
+
+    assert len(HYPHEN_CHAIN) == 199
+    chained = make_todo("rebuild the a-b-c docs").id
+    page = signed_in.get("/", {"q": HYPHEN_CHAIN})
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "data-search-refused" in text and f"at most {SEARCH_LEXEMES_MAX}" in text, text
+    assert re.findall(r'<tr id="todo-(\d+)"', text) == []
+    assert f'value="{HYPHEN_CHAIN}"' in text  # the search box keeps what was typed
+    refresh = signed_in.get(
+        "/",
+        {"q": HYPHEN_CHAIN, "shown": str(chained)},
+        headers={"HX-Request": "true", "HX-Target": "queue"},
+    )
+    assert refresh.status_code == 200 and "data-search-refused" in refresh.content.decode()
+    bulk = signed_in.get("/triage/", {"do": "rerun", "all": "1", "q": HYPHEN_CHAIN})
+    assert bulk.status_code == 400 and f"at most {SEARCH_LEXEMES_MAX}" in bulk.content.decode()
+    assert _ids(signed_in, "a-b-c rebuild") == [chained]
+    # Sixteen ordinary words are fine; so is a UUID (six: five parts and the whole).
+    assert _ids(signed_in, " ".join(["rebuild"] * 16)) == [chained]
+    assert _ids(signed_in, "550e8400-e29b-41d4-a716-446655440000") == []
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        HYPHEN_CHAIN,
+        "a-b-c",
+        "550e8400-e29b-41d4-a716-446655440000",
+        "deploy.prod.eu-west-1",
+        "foo_bar_baz qux",
+        "user@example.com sent",
+        "https://example.com/a/b?c=d",
+        "v1.2.3-rc.4",
+        "naïve—café x/y/z",
+        "C:\\Users\\x\\file.txt",
+    ],
+)
+def test_the_lexeme_count_is_never_below_postgresqls(words):
+    """The cap counts what PostgreSQL would look up, or more: never fewer (a count below
+    PostgreSQL's would let a costly search through)."""
+    from queues.selectors import _WORDISH, SEARCH_LEXEMES_MAX, _lexemes
+
+    terms = [term for term in words.split() if _WORDISH.search(term)]
+    ours = sum(_lexemes(term) for term in terms)
+    raw = " & ".join("'{}':*".format(t.replace("\\", "\\\\").replace("'", "''")) for t in terms)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT numnode(to_tsquery('simple', %s))", [raw])
+        (nodes,) = cursor.fetchone()
+    theirs = (nodes + 1) // 2  # n operands joined by n - 1 operators
+    assert ours >= theirs, (words, ours, theirs)
+    if words == HYPHEN_CHAIN:
+        assert theirs == 101 > SEARCH_LEXEMES_MAX
+
+
+@pytest.mark.django_db(transaction=True)  # autocommit, as served: the timeout ends with it
+def test_a_search_past_its_statement_timeout_is_stopped_and_refused(settings):
+    """Whatever the caps miss runs under SET LOCAL statement_timeout: a statement past it is
+    cancelled by PostgreSQL and the search refused, saying so; the connection serves on, and
+    without a timeout once the search's transaction is over."""
+    from queues.selectors import SearchRefused, search_time_bound
+
+    settings.SWITCHBOARD_SEARCH_TIMEOUT_SECONDS = 0.2
+    with search_time_bound("docs"), connection.cursor() as cursor:
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone() == ("200ms",)
+    with pytest.raises(SearchRefused, match=r"longer than 0\.2 s and was stopped"):
+        with search_time_bound("docs"), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(5)")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        assert cursor.fetchone() == (1,)
+        cursor.execute("SHOW statement_timeout")
+        assert cursor.fetchone() == ("0",)
+    with search_time_bound(""), connection.cursor() as cursor:  # no search: nothing added
+        cursor.execute("SELECT pg_sleep(0.3)")
+
+
+def test_the_queue_page_says_a_search_was_stopped(signed_in, make_todo, settings, monkeypatch):
+    """The page's side of the timeout: a search whose statement PostgreSQL cancelled is a 200
+    with the sentence and no rows, never a 500 (the slow statement is a real pg_sleep)."""
+    from board.views import queue as queue_view
+
+    make_todo("rebuild docs")
+    settings.SWITCHBOARD_SEARCH_TIMEOUT_SECONDS = 0.2
+    real = queue_view.board_queue
+
+    def slow(*args, **kwargs):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(5)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(queue_view, "board_queue", slow)
+    page = signed_in.get("/", {"q": "docs"})
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "took longer than 0.2 s and was stopped" in text
+    assert re.findall(r'<tr id="todo-(\d+)"', text) == []
+    monkeypatch.setattr(queue_view, "board_queue", real)
+    assert _ids(signed_in, "docs")  # the next search on the same connection is served

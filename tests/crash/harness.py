@@ -138,6 +138,20 @@ class Procs:
             parts.append(f"----- {proc.name} (pid {proc.pid}, {state}) -----\n{text}")
         return "\n".join(parts)
 
+    def tracebacks(self) -> list[str]:
+        """Every traceback any started process printed (a chained one as two), each with the
+        line before it and its exception line: what "no traceback" shows when it fails."""
+        found = []
+        for proc in self.started:
+            lines = proc.output().splitlines()
+            for at, line in enumerate(lines):
+                if line.startswith("Traceback"):
+                    end = at + 1
+                    while end < len(lines) and lines[end].startswith(" "):
+                        end += 1
+                    found.append(f"{proc.name}:\n" + "\n".join(lines[max(at - 1, 0) : end + 1]))
+        return found
+
     def close(self) -> None:
         for proc in self.started:
             proc.kill_group(signal.SIGKILL)
