@@ -22,6 +22,7 @@ from collections import defaultdict, deque
 import psycopg
 
 from queues import sql
+from queues.availability import log_failure
 
 log = logging.getLogger(__name__)
 
@@ -285,13 +286,7 @@ class AsyncDoorbell:
 
 
 def _log_lost(exc: Exception) -> None:
-    """One line for a LISTEN connection the database dropped or refused (a restart is an
-    expected event: no traceback, which the crash tests treat as a bug); a traceback for
-    anything else, which is one."""
-    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError | OSError):
-        log.warning("doorbell: LISTEN connection lost (%s); reconnecting", exc)
-    else:
-        log.warning("doorbell: LISTEN connection lost; reconnecting", exc_info=exc)
+    log_failure(log, "doorbell: LISTEN connection lost; reconnecting", exc)
 
 
 _async_doorbells: dict[int, AsyncDoorbell] = {}

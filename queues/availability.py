@@ -58,6 +58,16 @@ def is_connection_failure(exc: BaseException | None) -> bool:
     return sqlstate.startswith("08") or sqlstate in _DOWN_SQLSTATES
 
 
+def log_failure(logger: logging.Logger, message: str, exc: BaseException) -> None:
+    """Log a background loop's failure (a flush, a sweep, a LISTEN): one line when the
+    database is away, which a restart makes an expected event; a traceback otherwise, which
+    is a bug to read. The crash tests treat any traceback in a server's log as one."""
+    if is_connection_failure(exc) or isinstance(exc, OSError):
+        logger.warning("%s (%s: %s)", message, type(exc).__name__, str(exc).strip()[:200])
+    else:
+        logger.warning(message, exc_info=exc)
+
+
 def _is_pool_timeout(exc: BaseException) -> bool:
     cause = exc.__cause__ if isinstance(exc.__cause__, psycopg.Error) else exc
     return type(cause).__name__ == "PoolTimeout"

@@ -37,6 +37,7 @@ from django.db.models.functions import Now
 from prometheus_client.utils import floatToGoString
 
 from queues import db, sql
+from queues.availability import log_failure
 from queues.models import (
     Delivery,
     MetricCounter,
@@ -184,8 +185,8 @@ class ClaimLatency:
             try:
                 close_old_connections()
                 flush_claim_latency()
-            except Exception:  # the database is away: the deltas were given back
-                log.warning("claim latency flush failed; kept for the next try", exc_info=True)
+            except Exception as exc:  # the database is away: the deltas were given back
+                log_failure(log, "claim latency flush failed; kept for the next try", exc)
             finally:
                 try:
                     connection.close()  # this thread's own; back to the pool between flushes

@@ -336,10 +336,7 @@ def search_time_bound(text: str) -> Iterator[None]:
     seconds = float(getattr(settings, "SWITCHBOARD_SEARCH_TIMEOUT_SECONDS", SEARCH_TIMEOUT_SECONDS))
     try:
         with transaction.atomic():
-            with connection.cursor() as cursor:
-                cursor.execute(
-                    "SELECT set_config('statement_timeout', %s, true)", [f"{round(seconds * 1000)}"]
-                )
+            db.fetch(sql.SEARCH_STATEMENT_TIMEOUT, {"milliseconds": f"{round(seconds * 1000)}"})
             yield
     except OperationalError as error:
         if not isinstance(error.__cause__, psycopg.errors.QueryCanceled):

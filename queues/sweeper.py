@@ -24,6 +24,7 @@ from django.db import Error as DatabaseError
 from django.db import close_old_connections, connection, transaction
 
 from queues import counters, db, outbox, sql, transitions
+from queues.availability import log_failure
 from queues.db import Statement
 from queues.models import TodoState
 
@@ -118,7 +119,7 @@ def run_forever(interval: float, stop_event: threading.Event) -> None:
                 close_old_connections()
                 sweep_once()
             except DatabaseError as exc:
-                log.exception("sweep pass failed; trying again in %ss", interval)
+                log_failure(log, f"sweep pass failed; trying again in {interval}s", exc)
                 _discard_connection()
                 _record_failure(exc)
             stop_event.wait(max(0.0, interval - (time.monotonic() - started)))
