@@ -31,6 +31,9 @@ DRAWER_OLDER_SEQ = 5  # ?attempt=: a try of the first round
 MIN_REQUESTS = 20  # a page over its time budget still gets this many
 BULK_TARGET_S = 2.0  # issue 15: a bulk rerun of 1,000 dead letters
 BULK_ROWS = 1000  # board.triage.BULK_MAX
+SMALL_TEAM_TODOS = 12  # the small team's: its pages must not read the big teams' volume
+# A 199-character hyphen chain: 101 one-letter prefixes to PostgreSQL, refused before any query.
+HOSTILE_SEARCH = "-".join("abcdefghijklmnopqrstuvwxyz"[i % 26] for i in range(100))
 BULK_RUNS = 3  # bulk reruns timed (each takes 1,000 more dead letters out of the pile)
 
 
@@ -85,6 +88,7 @@ class Fixture:
     drawer_todo: int
     other_team_todo: int
     endpoint_id: int = 0  # the endpoint page's: the busiest endpoint (4 in 10 todos)
+    small_user_id: int = 0  # the owner of a team of SMALL_TEAM_TODOS beside the big ones
     counts: dict = field(default_factory=dict)
     seconds: float = 0.0
 
@@ -513,7 +517,9 @@ def seed(args) -> Fixture:
         raise RuntimeError(f"board seed has the wrong size: {counts}")
     if counts["drawer_attempts"] != DRAWER_ATTEMPTS:
         raise RuntimeError(f"the drawer's todo has {counts['drawer_attempts']} attempts")
+    small_user = _small_team(users)
     fixture = Fixture(
+        small_user_id=small_user.pk,
         user_id=member.pk,
         username=member.username,
         drawer_todo=drawer_todo,
@@ -635,6 +641,15 @@ def pages(fixture: Fixture) -> list[Page]:
         ),
         Page("drawer, whole page (no JS)", todo, "drawer"),
         Page("endpoint page (health)", f"/endpoints/{fixture.endpoint_id}/", "queue"),
+        Page("search ?q=a-b-c-... (199 chars: refused)", f"/?q={HOSTILE_SEARCH}", "queue"),
+    ]
+
+
+def small_team_pages() -> list[Page]:
+    """Read as the small team's owner: their queue and Activity beside the big teams."""
+    return [
+        Page(f"small team ({SMALL_TEAM_TODOS} todos): queue", "/", "queue"),
+        Page(f"small team ({SMALL_TEAM_TODOS} todos): activity", "/activity/", "queue"),
     ]
 
 
@@ -699,6 +714,26 @@ def replay(raw, statements: list[Statement]) -> float:
             finally:
                 cursor.close()
     return total
+
+
+def _small_team(users):
+    """A team of SMALL_TEAM_TODOS todos, each claimed and completed through the ledger (the
+    second hardening round: a small team's / and /activity/ took 400-525 ms beside a team with
+    100,000 todos, against 70 ms for the big team's own)."""
+    from queues import endpoints, teams, transitions
+    from queues.models import Membership
+    from queues.transitions import Actor
+
+    owner = users.create_user(username="initech-owner", password=None)
+    initech = teams.get_or_create_team("initech", name="Initech")
+    teams.add_member(initech, owner, role=Membership.Role.OWNER)
+    endpoint, _ = endpoints.vend(initech, "initech-agent", verbs="all")
+    agent = Actor.agent(endpoint)
+    for i in range(SMALL_TEAM_TODOS):
+        todo, _ = transitions.create_todo(endpoint=endpoint, title=f"small chore {i}")
+        transitions.claim(agent, todo.id)
+        transitions.complete(agent, todo.id, summary="done")
+    return owner
 
 
 def measure(client, page: Page, requests: int, recorder: Recorder, budget_s: float) -> dict:
@@ -937,6 +972,14 @@ def run_section(ctx) -> None:
             if older:
                 todo_list.insert(0, Page("queue, older page", older, "queue"))
         other = client.get(f"/todos/{fixture.other_team_todo}/", headers={"HX-Request": "true"})
+        small = Client(HTTP_HOST="127.0.0.1", raise_request_exception=False)
+        small.force_login(get_user_model().objects.get(pk=fixture.small_user_id))
+        for page in small_team_pages():
+            row = measure(small, page, args.board_requests, recorder, args.board_budget)
+            rows.append(row)
+            _log(
+                f"{page.name}: status {row['status']}, p50 {row['p50_ms']} ms, p95 {row['p95_ms']} ms"
+            )
     bulk = measure_bulk(client)  # last: it changes the ledger
     leaks = [r["page"] for r in rows if b"[globex]" in r["_body"]]
     for r in rows:

@@ -285,6 +285,11 @@ SEARCH_LEXEMES_MAX = 32
 # Seconds a Board search's statements may run (SET LOCAL statement_timeout): what the caps
 # above miss cannot hold a connection and a core for longer.
 SEARCH_TIMEOUT_SECONDS = 3.0
+# Board searches one person may have running at once, across every web process: more would
+# let one person hold that many connections and cores for SEARCH_TIMEOUT_SECONDS each.
+SEARCHES_PER_USER = 3
+# The advisory lock class of search slots (slot n is SEARCH_LOCK_CLASS + n, keyed by user id).
+SEARCH_LOCK_CLASS = 0x53420000
 
 
 class SearchRefused(ValueError):
@@ -325,18 +330,34 @@ def search_tsquery(text: str) -> str | None:
 
 
 @contextmanager
-def search_time_bound(text: str) -> Iterator[None]:
+def search_time_bound(text: str, *, searcher: int) -> Iterator[None]:
     """The Board's reads inside run as one transaction with a statement timeout
-    (``SWITCHBOARD_SEARCH_TIMEOUT_SECONDS``) when there is a search, and a search stopped by
-    it is SearchRefused, saying so; without a search, nothing is added. SET LOCAL ends with
-    the transaction, so the pooled connection goes back as it came."""
+    (``SWITCHBOARD_SEARCH_TIMEOUT_SECONDS``) when there is a search, holding one of the
+    searcher's (a user id) ``SWITCHBOARD_SEARCHES_PER_USER`` slots; a search stopped by the
+    timeout, or with no slot free, is SearchRefused, saying so. Without a search, nothing is
+    added. SET LOCAL and the slot's lock end with the transaction, so the pooled connection
+    goes back as it came."""
     if not text:
         yield
         return
     seconds = float(getattr(settings, "SWITCHBOARD_SEARCH_TIMEOUT_SECONDS", SEARCH_TIMEOUT_SECONDS))
+    slots = int(getattr(settings, "SWITCHBOARD_SEARCHES_PER_USER", SEARCHES_PER_USER))
     try:
         with transaction.atomic():
-            db.fetch(sql.SEARCH_STATEMENT_TIMEOUT, {"milliseconds": f"{round(seconds * 1000)}"})
+            [(_, admitted)] = db.fetch(
+                sql.SEARCH_STATEMENT_TIMEOUT,
+                {
+                    "milliseconds": f"{round(seconds * 1000)}",
+                    "slots": slots,
+                    "lock_class": SEARCH_LOCK_CLASS,
+                    "searcher": searcher,
+                },
+            )
+            if not admitted:
+                raise SearchRefused(
+                    f"You have {slots} searches running already (in other tabs or "
+                    "refreshes), so this one was not started. Try again once they are done."
+                )
             yield
     except OperationalError as error:
         if not isinstance(error.__cause__, psycopg.errors.QueryCanceled):

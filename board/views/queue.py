@@ -105,7 +105,7 @@ def todo_list(request):
     try:
         # A search runs with a statement timeout, and one too broad to run is refused before
         # any query (queues.selectors.search_refusal): the page says why, rows none.
-        with search_time_bound(filters.text):
+        with search_time_bound(filters.text, searcher=request.user.pk):
             if shown:
                 todos = board_queue_rows(scope.team_ids, filters, shown)
                 next_before = min(shown)

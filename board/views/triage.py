@@ -48,7 +48,7 @@ def _confirm(request, scope, action, filters, context):
         ids = list(dict.fromkeys(ids))
     too_many = ids is not None and len(ids) > triage.BULK_MAX
     try:
-        with search_time_bound(filters.text):
+        with search_time_bound(filters.text, searcher=request.user.pk):
             selection = board_bulk_selection(
                 scope.team_ids, filters, ids=ids, limit=triage.BULK_MAX, shown=triage.CONFIRM_SHOWN
             )

@@ -15,7 +15,8 @@ it (procrastinate's ``-- name --`` queries are the model). One module per family
 - ``health``: the endpoint page's queue now and its last hour and day of endings;
 - ``sweep``: the sweeper's batches, retention, its status row, the outbox's pruning;
 - ``counters``: the metrics fold and counter upserts;
-- ``board``: the drawer's snapshot (a SET, which PREPARE cannot take: not in ``statements()``).
+- ``board``: the drawer's snapshot (a SET, which PREPARE cannot take: not in ``statements()``),
+  a search's and a page's statement timeouts.
 
 Statements are parameterised (never formatted with input); the fragments formatted in here,
 once, at import, are fixed strings of this package. Row layouts come from the records'

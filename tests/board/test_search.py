@@ -5,6 +5,7 @@ to the reader's teams; "#123" jumps to the drawer."""
 from __future__ import annotations
 
 import re
+import threading
 
 import pytest
 from django.db import connection
@@ -379,18 +380,18 @@ def test_a_search_past_its_statement_timeout_is_stopped_and_refused(settings):
     from queues.selectors import SearchRefused, search_time_bound
 
     settings.SWITCHBOARD_SEARCH_TIMEOUT_SECONDS = 0.2
-    with search_time_bound("docs"), connection.cursor() as cursor:
+    with search_time_bound("docs", searcher=1), connection.cursor() as cursor:
         cursor.execute("SHOW statement_timeout")
         assert cursor.fetchone() == ("200ms",)
     with pytest.raises(SearchRefused, match=r"longer than 0\.2 s and was stopped"):
-        with search_time_bound("docs"), connection.cursor() as cursor:
+        with search_time_bound("docs", searcher=1), connection.cursor() as cursor:
             cursor.execute("SELECT pg_sleep(5)")
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         assert cursor.fetchone() == (1,)
         cursor.execute("SHOW statement_timeout")
         assert cursor.fetchone() == ("0",)
-    with search_time_bound(""), connection.cursor() as cursor:  # no search: nothing added
+    with search_time_bound("", searcher=1), connection.cursor() as cursor:  # nothing added
         cursor.execute("SELECT pg_sleep(0.3)")
 
 
@@ -416,3 +417,44 @@ def test_the_queue_page_says_a_search_was_stopped(signed_in, make_todo, settings
     assert re.findall(r'<tr id="todo-(\d+)"', text) == []
     monkeypatch.setattr(queue_view, "board_queue", real)
     assert _ids(signed_in, "docs")  # the next search on the same connection is served
+
+
+@pytest.mark.django_db(transaction=True)  # each search its own connection, as served
+def test_one_person_has_at_most_their_slots_of_searches_running(settings):
+    """Searches one person has running at once are capped across every process (advisory
+    locks held by the search's transaction): past the cap a search is refused at once, saying
+    so, while another person searches on; a slot is free again once its search is over."""
+    from queues.selectors import SearchRefused, search_time_bound
+
+    settings.SWITCHBOARD_SEARCHES_PER_USER = 2
+    holding, release = threading.Barrier(3), threading.Event()
+    errors = []
+
+    def hold(searcher):
+        try:
+            with search_time_bound("docs", searcher=searcher):
+                holding.wait(timeout=10)
+                release.wait(timeout=10)
+        except Exception as exc:  # the test's assertion below names it
+            errors.append(exc)
+            holding.abort()
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=hold, args=(7,)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    try:
+        holding.wait(timeout=10)  # both of person 7's slots are taken
+        with pytest.raises(SearchRefused, match="You have 2 searches running already"):
+            with search_time_bound("docs", searcher=7):
+                pass
+        with search_time_bound("docs", searcher=8):  # someone else is not held up
+            pass
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(timeout=10)
+    assert errors == []
+    with search_time_bound("docs", searcher=7):  # their searches are over: a slot is free
+        pass
