@@ -160,6 +160,9 @@ class Outcome(models.TextChoices):
 
 
 DIED_OUTCOMES = (Outcome.LEASE_EXPIRED, Outcome.REAPED)
+# How a person's own claim ends without that person's doing (their actions end it completed,
+# failed, released or canceled, each told by their event): the Activity feed tells these.
+LAPSED_OUTCOMES = (Outcome.LEASE_EXPIRED, Outcome.REAPED, Outcome.REVOKED)
 
 
 class Disposition(models.TextChoices):
@@ -573,12 +576,20 @@ class TodoAttempt(models.Model):
                 name="todo_attempts_endpoint_ended",
                 condition=Q(ended_at__isnull=False),
             ),
-            # The Activity feed's people's own claims (queues/sql/activity.py): few, so the
-            # walk of all teams' stops soon; an endpoint's endings use the index above.
+            # The Activity feed's people's own claims that lapsed (queues/sql/activity.py):
+            # the only ones it tells by their ending, and rare (a person who took a todo and
+            # left it), so the walk of every team's is short; an endpoint's endings use the
+            # index above.
             models.Index(
                 models.F("ended_at").desc(),
-                name="todo_attempts_owner_ended",
-                condition=Q(ended_at__isnull=False, claimer_kind="owner"),
+                name="todo_attempts_owner_lapsed",
+                condition=Q(
+                    ended_at__isnull=False,
+                    claimer_kind="owner",
+                    outcome__in=LAPSED_OUTCOMES,
+                    ended_by__isnull=True,
+                    ended_by_endpoint__isnull=True,
+                ),
             ),
         ]
 

@@ -192,13 +192,23 @@ class QueueFilters:
 DEAD_SUMMARY_CHARS = 240
 
 
-def _board_todos(team_ids: list[int]):
+def _in_teams(team_ids: list[int], endpoint_ids: list[int] | None = None) -> Q:
+    """Todos of these teams. With the teams' endpoint ids (the queue page has them: its
+    endpoint filter) the todos' own column is filtered too, which PostgreSQL estimates from
+    its statistics: a small team's page reads its dozen todos by todos_endpoint_list, where
+    the join's filter alone let it walk every team's todos newest first looking for them
+    (a 12-todo team's queue page at 200 ms beside a team of 100,000, whose own took 60)."""
+    scoped = Q(endpoint__team_id__in=team_ids)
+    return scoped & Q(endpoint_id__in=endpoint_ids) if endpoint_ids is not None else scoped
+
+
+def _board_todos(team_ids: list[int], endpoint_ids: list[int] | None = None):
     """The Board's todos of these teams, each with its open attempt's holder (``holder_*``)
     and its newest closed attempt (``last_*``): index probes made only for the rows read.
     A dead letter also carries what its row says about why (``dead_*``): its newest closed
     attempt's summary (the start of it) and how many tries of its last round failed and died;
     a CASE on the state, so these probes run for dead rows only."""
-    return _all_board_todos().filter(endpoint__team_id__in=team_ids)
+    return _all_board_todos().filter(_in_teams(team_ids, endpoint_ids))
 
 
 @functools.cache
@@ -465,7 +475,11 @@ SEARCH_WINDOW = 4096
 
 
 def board_queue(
-    team_ids: list[int], filters: QueueFilters, *, before_id: int | None = None
+    team_ids: list[int],
+    filters: QueueFilters,
+    *,
+    before_id: int | None = None,
+    endpoint_ids: list[int] | None = None,
 ) -> tuple[list[Todo], int | None]:
     """One page of the Board's queue, newest first, by keyset. Each todo carries its open
     attempt's holder (``holder_*``) and its newest closed attempt (``last_*``). One query:
@@ -474,14 +488,14 @@ def board_queue(
     pass the other filters, one that tests them in turn, newest first, until the page is
     full, then, if it is not, one per GIN window of ids below them (``SEARCH_WINDOW``) until
     it is; then the page's rows."""
-    todos = _board_todos(team_ids)
+    todos = _board_todos(team_ids, endpoint_ids)
     if filters.text:
         # The page's ids (one more than a page when there are more), each look a narrow
         # query of ids; then the page's rows with their annotations in one query (building
         # and planning those took 9 ms, each look once did). Its other filters are asked
         # again as the rows are read: one that moved on in between is left out (its words
         # stay: a todo's title, body and attempt summaries are written once).
-        ids = _searched_ids(team_ids, filters, before_id)
+        ids = _searched_ids(team_ids, filters, before_id, endpoint_ids)
         page = ids[:BOARD_PAGE]
         others = _filter_q(replace(filters, text=""))
         rows = list(todos.filter(others, _listed(page))) if page else []
@@ -496,11 +510,16 @@ def board_queue(
     return rows[:BOARD_PAGE], next_before
 
 
-def _searched_ids(team_ids: list[int], filters: QueueFilters, before_id: int | None) -> list[int]:
+def _searched_ids(
+    team_ids: list[int],
+    filters: QueueFilters,
+    before_id: int | None,
+    endpoint_ids: list[int] | None = None,
+) -> list[int]:
     """The ids of a search's page and one more, newest first (``board_queue``): the walk
     over the newest ``SEARCH_WALK`` todos that pass the other filters, then the GIN windows
     below them."""
-    scoped = Todo.objects.filter(endpoint__team_id__in=team_ids).order_by("-pk")
+    scoped = Todo.objects.filter(_in_teams(team_ids, endpoint_ids)).order_by("-pk")
     if before_id is not None:
         scoped = scoped.filter(pk__lt=before_id)
     passing = scoped.filter(_filter_q(replace(filters, text=""))).values_list("pk", flat=True)
@@ -533,7 +552,13 @@ def _listed(ids: list[int]) -> Q:
     return Q(RawSQL('"todos"."id" = ANY(%s::bigint[])', [ids], output_field=BooleanField()))
 
 
-def board_queue_rows(team_ids: list[int], filters: QueueFilters, ids: list[int]) -> list[Todo]:
+def board_queue_rows(
+    team_ids: list[int],
+    filters: QueueFilters,
+    ids: list[int],
+    *,
+    endpoint_ids: list[int] | None = None,
+) -> list[Todo]:
     """The live queue's refresh: the rows a browser already shows (``ids``, at most a page),
     as they are now, newest first, each with ``matches``: whether it still passes the
     filters (a todo that moved on stays where the reader saw it, marked, until they ask for
@@ -543,7 +568,8 @@ def board_queue_rows(team_ids: list[int], filters: QueueFilters, ids: list[int])
     matches = (
         ExpressionWrapper(condition, output_field=BooleanField()) if condition else Value(True)
     )
-    return list(_board_todos(team_ids).filter(pk__in=ids[:BOARD_PAGE]).annotate(matches=matches))
+    rows = _board_todos(team_ids, endpoint_ids).filter(pk__in=ids[:BOARD_PAGE])
+    return list(rows.annotate(matches=matches))
 
 
 @dataclass(frozen=True, slots=True)
@@ -642,7 +668,11 @@ class QueueCounts:
 
 
 def board_queue_counts(
-    team_ids: list[int], filters: QueueFilters, *, newer_than: int | None
+    team_ids: list[int],
+    filters: QueueFilters,
+    *,
+    newer_than: int | None,
+    endpoint_ids: list[int] | None = None,
 ) -> QueueCounts:
     """The state tabs' counts (todos of the teams and the endpoint filter, by state, each
     exact up to ``TAB_COUNT_CAP``; the search and "has died attempts" do not narrow them)
@@ -662,7 +692,7 @@ def board_queue_counts(
     newer = 0
     if newer_than is not None:
         newer = (
-            Todo.objects.filter(endpoint__team_id__in=team_ids, pk__gt=newer_than)
+            Todo.objects.filter(_in_teams(team_ids, endpoint_ids), pk__gt=newer_than)
             .filter(_filter_q(filters, ids=(newer_than + 1, None)))
             .count()
         )
@@ -758,10 +788,6 @@ class ActivityFilters:
         return bool(self.todo_id or self.endpoint or self.person_id)
 
 
-# A person's own claim, ended by that human: the event says it (complete, fail, release...).
-_HUMAN_TOLD_OUTCOMES = ["completed", "failed", "released", "canceled"]
-
-
 def board_activity(
     team_ids: list[int],
     *,
@@ -785,7 +811,6 @@ def board_activity(
         "endpoint_agent": endpoint.agent_id if endpoint else None,
         "person_id": filters.person_id,
         "limit": limit,
-        "told_by_person": _HUMAN_TOLD_OUTCOMES,
     }
     endings = db.fetch(sql.ACTIVITY_ENDINGS, params)
     events = db.fetch(sql.ACTIVITY_EVENTS, params)

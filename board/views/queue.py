@@ -93,6 +93,7 @@ def _shown(request) -> list[int] | None:
 def todo_list(request):
     scope = board_scope(request)
     endpoints = board_endpoint_choices(scope.team_ids)
+    endpoint_ids = [endpoint.pk for endpoint in endpoints]
     filters = _filters(request, {endpoint.pk for endpoint in endpoints})
     before_id = id_from_text(request.GET.get("before", ""))
     refresh = request.htmx and request.htmx.target == "queue"
@@ -107,17 +108,21 @@ def todo_list(request):
         # any query (queues.selectors.search_refusal): the page says why, rows none.
         with search_time_bound(filters.text, searcher=request.user.pk):
             if shown:
-                todos = board_queue_rows(scope.team_ids, filters, shown)
+                todos = board_queue_rows(scope.team_ids, filters, shown, endpoint_ids=endpoint_ids)
                 next_before = min(shown)
                 upto = id_from_text(request.GET.get("upto", "")) or max(shown)
             else:
-                todos, next_before = board_queue(scope.team_ids, filters, before_id=before_id)
+                todos, next_before = board_queue(
+                    scope.team_ids, filters, before_id=before_id, endpoint_ids=endpoint_ids
+                )
                 upto = max((t.pk for t in todos), default=0)
             # New arrivals are offered by the newest page's live refresh only: an older page
             # is a fixed slice, and a page just read is the newest there is (what arrived in
             # the milliseconds since, the first refresh counts).
             newer_than = upto if refresh and not before_id else None
-            counts = board_queue_counts(scope.team_ids, filters, newer_than=newer_than)
+            counts = board_queue_counts(
+                scope.team_ids, filters, newer_than=newer_than, endpoint_ids=endpoint_ids
+            )
     except SearchRefused as refused:
         search_refused = str(refused)
         todos, next_before, upto = [], None, 0

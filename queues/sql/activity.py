@@ -10,7 +10,8 @@ filter's arm away before it picks an index (the same plans as one query per filt
 
 - ``ACTIVITY_ENDINGS`` walks each of the teams' endpoints' ``todo_attempts_endpoint_ended``
   newest first (a LATERAL per endpoint, each stopping at the limit), and people's own claims
-  on ``todo_attempts_owner_ended``; then the newest of those. It once walked the global
+  that lapsed on ``todo_attempts_owner_lapsed`` (few: a person's own actions are told by
+  their events); then the newest of those. It once walked the global
   ``todo_attempts_ended_recent``, through every other team's endings: a small team's queue
   page and Activity took 400-525 ms beside a team with 100,000 todos, where that team's own
   took 70 (second hardening round). An attempt a person or a requester ended is told by
@@ -24,8 +25,12 @@ filter's arm away before it picks an index (the same plans as one query per filt
 from __future__ import annotations
 
 from queues.db import Statement
+from queues.models import LAPSED_OUTCOMES
 
 __all__ = ["ACTIVITY_ENDINGS", "ACTIVITY_EVENTS"]
+
+# Fixed strings of this package, formatted in once: the outcomes of todo_attempts_owner_lapsed.
+_LAPSED = ", ".join(f"'{outcome.value}'" for outcome in LAPSED_OUTCOMES)
 
 ACTIVITY_ENDINGS = Statement(
     "activity_endings",
@@ -53,14 +58,15 @@ WITH ended AS (
        AND (%(endpoint_id)s::bigint IS NULL OR ep.id = %(endpoint_id)s::bigint)
        AND %(person_id)s::bigint IS NULL
     UNION ALL
-    -- People's own claims (no endpoint): few, walked on their own partial index.
+    -- People's own claims (no endpoint) that lapsed: few, walked on their own partial index
+    -- (the same predicate as todo_attempts_owner_lapsed's, so the planner may use it).
     SELECT o.id FROM (
            SELECT a.id FROM todo_attempts a
              JOIN todos t ON t.id = a.todo_id
              JOIN endpoints te ON te.id = t.endpoint_id
             WHERE a.claimer_kind = 'owner' AND a.ended_at IS NOT NULL
               AND a.ended_by_id IS NULL AND a.ended_by_endpoint_id IS NULL
-              AND NOT (a.outcome = ANY(%(told_by_person)s::text[]))
+              AND a.outcome IN ({lapsed})
               AND te.team_id = ANY(%(team_ids)s::bigint[])
               AND (%(before)s::timestamptz IS NULL OR a.ended_at < %(before)s::timestamptz)
               AND (%(todo_id)s::bigint IS NULL OR a.todo_id = %(todo_id)s::bigint)
@@ -81,7 +87,7 @@ SELECT a.todo_id, a.attempt, a.round, a.claimant, a.outcome, a.disposition, a.cl
    AND (%(endpoint_id)s::bigint IS NULL OR t.endpoint_id = %(endpoint_id)s::bigint)
  ORDER BY a.ended_at DESC
  LIMIT %(limit)s
-""",
+""".replace("{lapsed}", _LAPSED),
     why="each endpoint's newest endings in turn (a LATERAL per endpoint), people's own beside",
 )
 

@@ -158,14 +158,13 @@ def _plan(statement, params) -> str:
 def test_the_feed_walks_its_indexes_newest_first(team, endpoint, user):
     """The two reads of queues/sql/activity.py over 20,000 ended attempts and 3,000 events,
     analyzed: the endings walk each of the team's endpoints' todo_attempts_endpoint_ended and
-    the people's todo_attempts_owner_ended newest first, never the global
+    the people's todo_attempts_owner_lapsed newest first, never the global
     todo_attempts_ended_recent (through every other team's endings: a small team's page took
     400-525 ms beside a team with 100,000 todos), and the events each team's
     todo_events_team_recent; no sequential scan; a todo filter reads that todo's attempts by
     the (todo_id, seq) index. Each absent filter is folded away (custom plans: the statements
     are not prepared)."""
     from queues import sql
-    from queues.selectors import _HUMAN_TOLD_OUTCOMES
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -207,11 +206,10 @@ def test_the_feed_walks_its_indexes_newest_first(team, endpoint, user):
         "endpoint_agent": None,
         "person_id": None,
         "limit": 8,
-        "told_by_person": _HUMAN_TOLD_OUTCOMES,
     }
     endings = _plan(sql.ACTIVITY_ENDINGS, params)
     assert "todo_attempts_endpoint_ended" in endings, endings
-    assert "todo_attempts_owner_ended" in endings, endings
+    assert "todo_attempts_owner_lapsed" in endings, endings
     assert "todo_attempts_ended_recent" not in endings, endings
     events = _plan(sql.ACTIVITY_EVENTS, params)
     assert "todo_events_team_recent" in events, events

@@ -241,3 +241,39 @@ def test_a_tab_counts_exactly_up_to_its_cap_and_says_so_beyond(
         )
     )
     assert tabs["done"] == "4" and tabs["all"] == "5"
+
+
+def test_a_small_teams_queue_never_walks_a_big_teams_todos(signed_in, make_user, endpoint):
+    """The second hardening round: a team of 12 todos beside one of 100,000 got its queue page
+    in 200 ms where the big team got its own in 60: filtered only through the join on the
+    endpoint's team, PostgreSQL walked every todo newest first looking for the small team's.
+    With the team's endpoint ids (the page has them for its filter) it reads the small team's
+    by todos_endpoint_list; the big team's page still walks the primary key. Both analyzed."""
+    from django.db import connection
+
+    from queues import endpoints
+    from queues.selectors import _board_todos
+
+    big = make_user("big-co").teams.get()
+    busy, _ = endpoints.vend(big, "busy-agent", verbs="all")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts,"
+            " attempt, failures, round, last_attempt_seq, attempts_pruned, owner,"
+            " dead_letter_reason)"
+            " SELECT %s, 'chore ' || g, '', 0, 'pending', 5, 0, 0, 1, 0, 0, '', ''"
+            " FROM generate_series(1, 20000) g",
+            [busy.pk],
+        )
+        for n in range(12):
+            transitions.create_todo(endpoint=endpoint, title=f"small chore {n}")
+        for table in ("todos", "endpoints", "teams"):
+            cursor.execute(f"ANALYZE {table}")
+    mine = [endpoint.team_id]
+    small = _board_todos(mine, [endpoint.pk]).order_by("-pk")[:BOARD_PAGE].explain()
+    assert "todos_endpoint_list" in small, small
+    assert "todos_pkey" not in small, small
+    rows = signed_in.get("/").content.decode()
+    assert len(_ids(rows)) == 12
+    theirs = _board_todos([big.pk], [busy.pk]).order_by("-pk")[:BOARD_PAGE].explain()
+    assert "Index Scan Backward using todos_pkey" in theirs, theirs
