@@ -282,7 +282,6 @@ async def async_pool():
     same connection parameters and size as Django's. One per loop: an ASGI worker process has
     one loop, a test may run several. In autocommit: a plan's statements outside ``Atomic``
     are each their own transaction, as on the sync path."""
-    from psycopg_pool import AsyncConnectionPool
 
     key = id(asyncio.get_running_loop())
     pool = _pools.get(key)
@@ -292,7 +291,7 @@ async def async_pool():
         params = connection.get_connection_params()
         for name in ("cursor_factory", "pool"):
             params.pop(name, None)
-        pool = _pools[key] = AsyncConnectionPool(
+        pool = _pools[key] = pool_checks.AsyncOutageAwarePool(
             kwargs={**params, "autocommit": True},
             min_size=1,
             max_size=max(1, settings.SWITCHBOARD_DB_POOL_SIZE or 8),

@@ -11,18 +11,27 @@ check every other idle connection of that pool at once (psycopg_pool's own ``che
 broken ones are dropped and replaced) before saying so: the pool's next try is its first
 retry, with no sleep, and finds a working or a new connection.
 
+A request that waits for a pooled connection waits at most ``OUTAGE_WAIT_SECONDS`` before it
+asks whether the database is there (``OutageAwarePool``): a fresh connection refused is an
+outage, and the request is refused at once (the breaker trips), where it waited out the
+pool's 10 s timeout before; a fresh connection that connects means the pool is only busy,
+and the request waits on for the rest of the timeout (issue 27: the first page or verb after
+PostgreSQL stopped answered 503 after 10 s).
+
 Imported by the settings: nothing of Django here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import weakref
 from typing import Any
 
 import psycopg
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
 
 log = logging.getLogger("switchboard.database")
 
@@ -30,6 +39,94 @@ log = logging.getLogger("switchboard.database")
 # trip) before it is lent again; one used just now is not.
 CHECK_IDLE_SECONDS = 0.25
 last_used: weakref.WeakKeyDictionary[psycopg.AsyncConnection, float] = weakref.WeakKeyDictionary()
+
+
+# Seconds a request waits for a pooled connection before it asks whether the database is there.
+OUTAGE_WAIT_SECONDS = 1.0
+
+
+class _SteadyAttempt(AttemptWithBackoff):
+    """A pool's reconnection tries every quarter second (the breaker's probe interval) until
+    it gives up (``reconnect_timeout``), where psycopg_pool's own double from 1 s: a pool
+    whose last try failed just before PostgreSQL came back waited for its next, up to 1.7 s
+    later, and every request with it (tests/crash/test_database_restart.py, told within two
+    seconds and forgotten within one). Its own log lines are quietened in the settings: the
+    breaker says when the database went and came back."""
+
+    INITIAL_DELAY = 0.25
+    DELAY_BACKOFF = 1.0
+
+
+def _outage(waited: float) -> PoolTimeout:
+    return PoolTimeout(
+        f"couldn't get a connection after {waited:.2f} sec, and a fresh connection failed too"
+    )
+
+
+class OutageAwarePool(ConnectionPool):
+    """Django's sync pool (made so by switchboard.postgresql), whose ``getconn`` asks after
+    OUTAGE_WAIT_SECONDS whether the database is there instead of waiting out the timeout."""
+
+    def getconn(self, timeout: float | None = None):
+        from queues.availability import breaker
+
+        if not getattr(self, "_told_when_back", False):
+            self._told_when_back = True
+            ref = weakref.ref(self)
+            breaker.when_back(lambda: _grow_now(ref()))
+        total = self.timeout if timeout is None else timeout
+        if total <= OUTAGE_WAIT_SECONDS:
+            return super().getconn(timeout)
+        started = time.monotonic()
+        try:
+            return super().getconn(OUTAGE_WAIT_SECONDS)
+        except PoolTimeout:
+            if not breaker.reachable():
+                raise _outage(time.monotonic() - started) from None
+        return super().getconn(max(0.0, total - (time.monotonic() - started)))
+
+    def _add_connection(self, attempt, growing: bool = False) -> None:
+        super()._add_connection(attempt or _SteadyAttempt(timeout=self.reconnect_timeout), growing)
+
+
+class AsyncOutageAwarePool(AsyncConnectionPool):
+    """The async pool (queues.db), the same way; the probe does not block the loop."""
+
+    async def getconn(self, timeout: float | None = None):
+        from queues.availability import breaker
+
+        if not getattr(self, "_told_when_back", False):
+            self._told_when_back = True
+            ref, loop = weakref.ref(self), asyncio.get_running_loop()
+            breaker.when_back(lambda: _agrow_now(ref(), loop))
+        total = self.timeout if timeout is None else timeout
+        if total <= OUTAGE_WAIT_SECONDS:
+            return await super().getconn(timeout)
+        started = time.monotonic()
+        try:
+            return await super().getconn(OUTAGE_WAIT_SECONDS)
+        except PoolTimeout:
+            if not await breaker.areachable():
+                raise _outage(time.monotonic() - started) from None
+        return await super().getconn(max(0.0, total - (time.monotonic() - started)))
+
+    async def _add_connection(self, attempt, growing: bool = False) -> None:
+        await super()._add_connection(
+            attempt or _SteadyAttempt(timeout=self.reconnect_timeout), growing
+        )
+
+
+def _grow_now(pool: ConnectionPool | None) -> None:
+    """The database is back: drop the pool's dead connections and connect now (psycopg_pool's
+    ``check`` grows a pool short of connections at once) instead of at the reconnection
+    backoff's next try, which came up to 1.7 s after PostgreSQL was back."""
+    if pool is not None and not pool.closed:
+        pool.check()
+
+
+def _agrow_now(pool: AsyncConnectionPool | None, loop: asyncio.AbstractEventLoop) -> None:
+    if pool is not None and not pool.closed and not loop.is_closed():
+        asyncio.run_coroutine_threadsafe(pool.check(), loop)
 
 
 def check_pooled(conn: psycopg.Connection) -> None:

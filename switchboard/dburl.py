@@ -12,7 +12,7 @@ def parse(url: str) -> dict:
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     host = query.pop("host", None) or unquote(parts.hostname or "")
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        "ENGINE": "switchboard.postgresql",
         "NAME": unquote(parts.path.lstrip("/")) or "postgres",
         "USER": unquote(parts.username or ""),
         "PASSWORD": unquote(parts.password or ""),

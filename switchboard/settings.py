@@ -270,6 +270,10 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "INFO"},
         "pgserver": {"level": "WARNING"},
+        # psycopg_pool logs each failed reconnection try (four a second per pool while the
+        # database is away: queues.pool_checks); switchboard.database says when it went,
+        # how probes fail (every 5 s) and when it came back.
+        "psycopg.pool": {"level": "ERROR"},
     },
 }
 
