@@ -12,7 +12,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 # When make started (make test's wall time, printed at its end).
 MAKE_STARTED := $(shell date +%s)
 # make test's xdist workers; TEST_WORKERS=0 runs everything in one process.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 
 .PHONY: help run test lint bench soak fuzz clean
 
@@ -54,15 +54,14 @@ run: $(RUN_STAMP)
 test: $(DEV_STAMP)
 	SWITCHBOARD_DEV=1 DJANGO_SETTINGS_MODULE=switchboard.settings_test $(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/ruff check .
-	@# Two xdist workers (a test file stays on one), then the time-bound tests on their own;
-	@# last, the wall time and the ten slowest tests of both (tests/timings.py).
-	@mkdir -p .pytest_cache; rm -f .pytest_cache/parallel.xml .pytest_cache/serial.xml; \
-	rc=0; $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not serial" --junitxml=.pytest_cache/parallel.xml || rc=$$?; \
+	@# Three xdist workers: the time-bound tests one after another on one of them, the rest a
+	@# file at a time on the others (tests/conftest.py); last, the wall time and the ten
+	@# slowest tests (tests/timings.py).
+	@mkdir -p .pytest_cache; rm -f .pytest_cache/tests.xml; \
+	rc=0; $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup --junitxml=.pytest_cache/tests.xml || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure." >&2; fi; \
-	rc2=0; $(VENV)/bin/pytest -q -m serial --junitxml=.pytest_cache/serial.xml || rc2=$$?; \
-	if [ $$rc2 -eq 5 ]; then echo "make test: no time-bound tests were collected; that is a failure." >&2; fi; \
-	$(PY) tests/timings.py $(MAKE_STARTED) .pytest_cache/parallel.xml .pytest_cache/serial.xml; \
-	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$rc2
+	$(PY) tests/timings.py $(MAKE_STARTED) .pytest_cache/tests.xml; \
+	exit $$rc
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .

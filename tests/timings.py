@@ -18,7 +18,10 @@ def cases(path: Path) -> list[tuple[float, str]]:
         return []
     found = []
     for case in ET.parse(path).getroot().iter("testcase"):
-        name = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+        test = case.get("name") or ""
+        if test.rfind("@") > test.rfind("]"):  # xdist's group suffix (--dist loadgroup)
+            test = test[: test.rfind("@")]
+        name = f"{case.get('classname', '').replace('.', '/')}.py::{test}"
         found.append((float(case.get("time") or 0.0), name))
     return found
 
