@@ -29,3 +29,21 @@ def assert_shown_once(response, client: Client, value: str, copy_id: str) -> Non
     assert value not in str(dict(client.session.items()))
     assert all(value not in m for m in messages(response))
     assert all(value not in morsel.value for morsel in response.cookies.values())
+
+
+def slow_queue_reads(monkeypatch, seconds: float):
+    """Make the queue page's read sleep ``seconds`` in PostgreSQL first (a real pg_sleep, so a
+    statement timeout cancels it); returns the real read, to put back."""
+    from django.db import connection
+
+    from board.views import queue as queue_view
+
+    real = queue_view.board_queue
+
+    def slow(*args, **kwargs):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_sleep(%s)", [seconds])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(queue_view, "board_queue", slow)
+    return real

@@ -9,6 +9,7 @@ import pytest
 from django.db import connection
 
 from board.views import queue as queue_view
+from tests.board.pages import slow_queue_reads
 
 pytestmark = pytest.mark.django_db(transaction=True)  # autocommit, as served
 
@@ -27,14 +28,7 @@ def _timeout_now() -> str:
 
 def test_a_page_past_its_bound_is_stopped_and_says_so(signed_in, settings, monkeypatch):
     settings.SWITCHBOARD_PAGE_TIMEOUT_SECONDS = 1
-    real = queue_view.board_queue
-
-    def slow(*args, **kwargs):
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_sleep(10)")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(queue_view, "board_queue", slow)
+    real = slow_queue_reads(monkeypatch, 10)
     page = signed_in.get("/")
     assert page.status_code == 503
     text = page.content.decode()

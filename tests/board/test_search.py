@@ -15,6 +15,7 @@ from queues import transitions
 from queues.models import Todo
 from queues.selectors import QueueFilters, _board_todos, _filter_q, search_tsquery
 from queues.transitions import Actor
+from tests.board.pages import slow_queue_reads
 
 pytestmark = pytest.mark.django_db
 
@@ -402,14 +403,7 @@ def test_the_queue_page_says_a_search_was_stopped(signed_in, make_todo, settings
 
     make_todo("rebuild docs")
     settings.SWITCHBOARD_SEARCH_TIMEOUT_SECONDS = 0.2
-    real = queue_view.board_queue
-
-    def slow(*args, **kwargs):
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_sleep(5)")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(queue_view, "board_queue", slow)
+    real = slow_queue_reads(monkeypatch, 5)
     page = signed_in.get("/", {"q": "docs"})
     assert page.status_code == 200
     text = page.content.decode()
