@@ -24,7 +24,6 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable
 
 import psycopg
 
@@ -88,16 +87,13 @@ class Breaker:
         self._failed_probes = 0  # since the breaker tripped (logged now and then)
         self._failure_logged = 0.0
         self._watcher: threading.Thread | None = None
-        # Called when the database is back (queues.pool_checks: each pool connects now rather
-        # than at its reconnection backoff's next try, up to seconds later).
-        self._on_back: list[Callable[[], None]] = []
 
     @property
     def tripped(self) -> bool:
         return self._tripped_at is not None
 
     def trip(self, why: BaseException | str) -> None:
-        if isinstance(why, BaseException) and _is_pool_timeout(why) and self._reachable():
+        if isinstance(why, BaseException) and _is_pool_timeout(why) and self.reachable():
             # No pooled connection in time, yet a fresh one connects: the pool is busy (a
             # burst, a loaded machine), the database is there. This request is refused; the
             # next ones are not.
@@ -120,35 +116,29 @@ class Breaker:
             time.sleep(PROBE_INTERVAL_SECONDS)
             self.admit()
 
-    def _reachable(self) -> bool:
-        """Does a fresh connection reach the database? Asked at most once a probe interval
-        (a pool that is merely busy would otherwise be answered with more connections)."""
+    def _reached_recently(self) -> bool:
         with self._lock:
-            if time.monotonic() - self._last_reached < PROBE_INTERVAL_SECONDS:
-                return True
+            return time.monotonic() - self._last_reached < PROBE_INTERVAL_SECONDS
+
+    def reachable(self) -> bool:
+        """Does a fresh connection reach the database? Asked at most once a probe interval
+        (a pool that is merely busy would otherwise be answered with more connections);
+        queues.pool_checks asks it for a request that waited a second for a pooled one."""
+        if self._reached_recently():
+            return True
         if _probe() is not None:
             return False
         self._last_reached = time.monotonic()
         return True
 
-    async def _areachable(self) -> bool:
-        """``_reachable`` for the event loop: the probe connects without blocking it."""
-        with self._lock:
-            if time.monotonic() - self._last_reached < PROBE_INTERVAL_SECONDS:
-                return True
+    async def areachable(self) -> bool:
+        """``reachable`` for the event loop: the probe connects without blocking it."""
+        if self._reached_recently():
+            return True
         if await _aprobe() is not None:
             return False
         self._last_reached = time.monotonic()
         return True
-
-    def reachable(self) -> bool:
-        """Is the database there, as far as a fresh connection can tell? (queues.pool_checks:
-        a request that waits for a pooled connection asks, rather than wait out the pool's
-        timeout during an outage.)"""
-        return self._reachable()
-
-    async def areachable(self) -> bool:
-        return await self._areachable()
 
     def _probed_with(self, failure: BaseException | None, took: float) -> None:
         """A probe's outcome: close the breaker, or count (and now and then log) why not."""
@@ -170,22 +160,10 @@ class Breaker:
 
     def reset(self) -> None:
         with self._lock:
-            if self._tripped_at is None:
-                return
-            down = time.monotonic() - self._tripped_at
-            self._tripped_at = None
-            hooks = list(self._on_back)
-        log.warning("database reachable again after %.1f s", down)
-        for hook in hooks:
-            try:
-                hook()
-            except Exception as exc:  # a pool that cannot be nudged connects at its own pace
-                log_failure(log, "a pool could not be told the database is back", exc)
-
-    def when_back(self, hook: Callable[[], None]) -> None:
-        """Call ``hook`` (quick, from any thread) each time the breaker closes again."""
-        with self._lock:
-            self._on_back.append(hook)
+            if self._tripped_at is not None:
+                down = time.monotonic() - self._tripped_at
+                self._tripped_at = None
+                log.warning("database reachable again after %.1f s", down)
 
     def _probe_due(self) -> bool:
         """Under the lock: start a probe now (True), or refuse at once: the last one failed

@@ -23,7 +23,6 @@ Imported by the settings: nothing of Django here.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import weakref
@@ -50,8 +49,9 @@ class _SteadyAttempt(AttemptWithBackoff):
     it gives up (``reconnect_timeout``), where psycopg_pool's own double from 1 s: a pool
     whose last try failed just before PostgreSQL came back waited for its next, up to 1.7 s
     later, and every request with it (tests/crash/test_database_restart.py, told within two
-    seconds and forgotten within one). Its own log lines are quietened in the settings: the
-    breaker says when the database went and came back."""
+    seconds and forgotten within one: the first 200 now comes 0.03-0.1 s after its return).
+    Its own log lines are quietened in the settings: the breaker says when the database went
+    and came back."""
 
     INITIAL_DELAY = 0.25
     DELAY_BACKOFF = 1.0
@@ -68,12 +68,6 @@ class OutageAwarePool(ConnectionPool):
     OUTAGE_WAIT_SECONDS whether the database is there instead of waiting out the timeout."""
 
     def getconn(self, timeout: float | None = None):
-        from queues.availability import breaker
-
-        if not getattr(self, "_told_when_back", False):
-            self._told_when_back = True
-            ref = weakref.ref(self)
-            breaker.when_back(lambda: _grow_now(ref()))
         total = self.timeout if timeout is None else timeout
         if total <= OUTAGE_WAIT_SECONDS:
             return super().getconn(timeout)
@@ -81,6 +75,8 @@ class OutageAwarePool(ConnectionPool):
         try:
             return super().getconn(OUTAGE_WAIT_SECONDS)
         except PoolTimeout:
+            from queues.availability import breaker
+
             if not breaker.reachable():
                 raise _outage(time.monotonic() - started) from None
         return super().getconn(max(0.0, total - (time.monotonic() - started)))
@@ -93,12 +89,6 @@ class AsyncOutageAwarePool(AsyncConnectionPool):
     """The async pool (queues.db), the same way; the probe does not block the loop."""
 
     async def getconn(self, timeout: float | None = None):
-        from queues.availability import breaker
-
-        if not getattr(self, "_told_when_back", False):
-            self._told_when_back = True
-            ref, loop = weakref.ref(self), asyncio.get_running_loop()
-            breaker.when_back(lambda: _agrow_now(ref(), loop))
         total = self.timeout if timeout is None else timeout
         if total <= OUTAGE_WAIT_SECONDS:
             return await super().getconn(timeout)
@@ -106,6 +96,8 @@ class AsyncOutageAwarePool(AsyncConnectionPool):
         try:
             return await super().getconn(OUTAGE_WAIT_SECONDS)
         except PoolTimeout:
+            from queues.availability import breaker
+
             if not await breaker.areachable():
                 raise _outage(time.monotonic() - started) from None
         return await super().getconn(max(0.0, total - (time.monotonic() - started)))
@@ -114,19 +106,6 @@ class AsyncOutageAwarePool(AsyncConnectionPool):
         await super()._add_connection(
             attempt or _SteadyAttempt(timeout=self.reconnect_timeout), growing
         )
-
-
-def _grow_now(pool: ConnectionPool | None) -> None:
-    """The database is back: drop the pool's dead connections and connect now (psycopg_pool's
-    ``check`` grows a pool short of connections at once) instead of at the reconnection
-    backoff's next try, which came up to 1.7 s after PostgreSQL was back."""
-    if pool is not None and not pool.closed:
-        pool.check()
-
-
-def _agrow_now(pool: AsyncConnectionPool | None, loop: asyncio.AbstractEventLoop) -> None:
-    if pool is not None and not pool.closed and not loop.is_closed():
-        asyncio.run_coroutine_threadsafe(pool.check(), loop)
 
 
 def check_pooled(conn: psycopg.Connection) -> None:

@@ -292,12 +292,6 @@ SEARCH_WORDS_MAX = 16
 # up on their own, so a 199-character "a-b-c-..." was 101 one-letter prefixes and took
 # 1.4-2.4 s a page over 100,000 todos (a normal search 70-140 ms): second hardening round.
 SEARCH_LEXEMES_MAX = 32
-# Seconds a Board search's statements may run (SET LOCAL statement_timeout): what the caps
-# above miss cannot hold a connection and a core for longer.
-SEARCH_TIMEOUT_SECONDS = 3.0
-# Board searches one person may have running at once, across every web process: more would
-# let one person hold that many connections and cores for SEARCH_TIMEOUT_SECONDS each.
-SEARCHES_PER_USER = 3
 # The advisory lock class of search slots (slot n is SEARCH_LOCK_CLASS + n, keyed by user id).
 SEARCH_LOCK_CLASS = 0x53420000
 
@@ -350,8 +344,8 @@ def search_time_bound(text: str, *, searcher: int) -> Iterator[None]:
     if not text:
         yield
         return
-    seconds = float(getattr(settings, "SWITCHBOARD_SEARCH_TIMEOUT_SECONDS", SEARCH_TIMEOUT_SECONDS))
-    slots = int(getattr(settings, "SWITCHBOARD_SEARCHES_PER_USER", SEARCHES_PER_USER))
+    seconds = settings.SWITCHBOARD_SEARCH_TIMEOUT_SECONDS
+    slots = settings.SWITCHBOARD_SEARCHES_PER_USER
     try:
         with transaction.atomic():
             [(_, admitted)] = db.fetch(

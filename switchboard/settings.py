@@ -305,9 +305,11 @@ SWITCHBOARD_BODY_TIMEOUT_SECONDS = env_int("SWITCHBOARD_BODY_TIMEOUT_SECONDS", 1
 # request) or of their first byte (later ones on a kept connection), else 408 and the
 # connection closes; a new connection that sends nothing is closed (switchboard/workers.py).
 SWITCHBOARD_HEADER_TIMEOUT_SECONDS = env_int("SWITCHBOARD_HEADER_TIMEOUT_SECONDS", 10, minimum=1)
-# Board searches: their statements' bound and how many one person may have running at once
-# (queues.selectors.search_time_bound); every Board and admin page: its statements' bound
-# (switchboard.unavailable; 0 = none).
+# Board searches (queues.selectors.search_time_bound): seconds their statements may run (what
+# the lexeme cap misses cannot hold a connection and a core for longer), and how many one
+# person may have running at once across every web process (more would let one person hold
+# that many connections for that long each). Every Board and admin page: its statements'
+# bound (switchboard.unavailable; 0 = none).
 SWITCHBOARD_SEARCH_TIMEOUT_SECONDS = env_int("SWITCHBOARD_SEARCH_TIMEOUT_SECONDS", 3, minimum=1)
 SWITCHBOARD_SEARCHES_PER_USER = env_int("SWITCHBOARD_SEARCHES_PER_USER", 3, minimum=1)
 SWITCHBOARD_PAGE_TIMEOUT_SECONDS = env_int("SWITCHBOARD_PAGE_TIMEOUT_SECONDS", 10, minimum=0)
