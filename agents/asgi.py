@@ -4,7 +4,7 @@ event loop without Django's request handler.
 Why not Django's ASGI handler: every sync middleware and view hop of Django's handler crosses
 ``sync_to_async`` (a thread and back), which measured 0.5-0.6× the throughput of the threaded
 server for the agents' hot path. Here a verb is decoded, authenticated and answered on the
-event loop, its plan run on the async pool (queues/db.py), and a long-poll waits on the
+event loop, its plan run on the async pool (queues/db/executor.py), and a long-poll waits on the
 asyncio doorbell holding no thread. What the site's middleware did for these paths is done
 here: the Host header is checked against ALLOWED_HOSTS, plain http is redirected to https when
 SECURE_SSL_REDIRECT is on, and the security headers are sent (nosniff, Referrer-Policy,
@@ -41,7 +41,7 @@ from agents import http, mcp, metrics, verbs, waiting
 from agents.auth import token_from_header
 from agents.openapi import capabilities, document
 from queues import db, endpoints
-from queues.availability import breaker
+from queues.db.availability import breaker
 from queues.errors import (
     DATABASE_ERRORS,
     DomainError,

@@ -22,7 +22,7 @@ from collections import defaultdict, deque
 import psycopg
 
 from queues import sql
-from queues.availability import log_failure
+from queues.db.availability import log_failure
 
 log = logging.getLogger(__name__)
 
@@ -250,7 +250,7 @@ class AsyncDoorbell:
     async def _listen_forever(self) -> None:
         from django.db import connection
 
-        from queues.availability import breaker
+        from queues.db.availability import breaker
 
         backoff = 0.5
         while True:

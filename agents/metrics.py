@@ -24,7 +24,7 @@ from prometheus_client.utils import floatToGoString
 from agents.auth import bearer_token
 from agents.http import error_response
 from queues import counters
-from queues.availability import breaker
+from queues.db.availability import breaker
 from queues.errors import DATABASE_ERRORS, Unavailable, from_database_error
 from queues.models import (
     Delivery,

@@ -1,7 +1,7 @@
 """The agent verbs, shared by the HTTP API and the MCP tools.
 
 Each handler takes the authenticated endpoint and the verb's decoded params (a struct from
-``agents.schemas``) and returns a plan (queues/db.py) whose result is the response as a
+``agents.schemas``) and returns a plan (queues/db/executor.py) whose result is the response as a
 JSON-ready dict. It calls one transition or selector; authentication, the frozen verb set and
 decoding happen in the adapters around it, and the adapter runs the plan: on Django's
 connection (``queues.db.run``) or on the async pool (``queues.db.arun``). claim_next's

@@ -37,7 +37,7 @@ from django.db.models.functions import Now
 from prometheus_client.utils import floatToGoString
 
 from queues import db, sql
-from queues.availability import log_failure
+from queues.db.availability import log_failure
 from queues.models import (
     Delivery,
     MetricCounter,

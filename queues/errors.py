@@ -68,7 +68,7 @@ def from_database_error(exc: DatabaseError | InterfaceError, *, verb: str) -> Do
     two cannot tell an agent different things: the database down or restarting is
     ``unavailable`` (retry), a value PostgreSQL refuses is ``invalid`` (retrying cannot help),
     anything else ``unavailable``, logged."""
-    from queues.availability import breaker
+    from queues.db.availability import breaker
 
     breaker.note(exc)  # a connection-level failure answers at once from now on
     if isinstance(exc, OperationalError | InterfaceError):

@@ -24,8 +24,8 @@ from django.db import Error as DatabaseError
 from django.db import close_old_connections, connection, transaction
 
 from queues import counters, db, outbox, sql, transitions
-from queues.availability import log_failure
 from queues.db import Statement
+from queues.db.availability import log_failure
 from queues.models import TodoState
 
 log = logging.getLogger("switchboard.sweeper")

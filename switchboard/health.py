@@ -8,14 +8,15 @@ from django.http import HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from queues import db, sql
+from queues import db
+from queues.db.availability import PING
 
 
 @never_cache
 @require_GET
 def healthz(request):
     try:
-        db.fetch(sql.PING, {})
+        db.fetch(PING, {})
     except DatabaseError:
         return HttpResponse("database unavailable\n", status=503, content_type="text/plain")
     return HttpResponse("ok\n", content_type="text/plain")

@@ -8,7 +8,7 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
-from queues.pool_checks import check_pooled
+from queues.db.pool_checks import check_pooled
 from switchboard import dburl
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -151,7 +151,7 @@ if SWITCHBOARD_DB_POOL_SIZE:
         # the web process answering 503 for 18 s more (tests/crash/test_database_restart.py).
         "reconnect_timeout": 5,
         # Checked as lent; a broken one has the pool check all its idle ones at once
-        # (queues/pool_checks.py: after a restart they are all dead).
+        # (queues/db/pool_checks.py: after a restart they are all dead).
         "check": check_pooled,
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
@@ -271,7 +271,7 @@ LOGGING = {
         "django.db.backends": {"level": "INFO"},
         "pgserver": {"level": "WARNING"},
         # psycopg_pool logs each failed reconnection try (four a second per pool while the
-        # database is away: queues.pool_checks); switchboard.database says when it went,
+        # database is away: queues.db.pool_checks); switchboard.database says when it went,
         # how probes fail (every 5 s) and when it came back.
         "psycopg.pool": {"level": "ERROR"},
     },

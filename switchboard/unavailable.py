@@ -1,5 +1,5 @@
 """While PostgreSQL is unreachable, the site answers a plain 503 page at once (and recovers by
-itself): a middleware asks the breaker (``queues.availability``) before each request and turns
+itself): a middleware asks the breaker (``queues.db.availability``) before each request and turns
 a view's connection failure into that page; ``handler500`` does the same for a failure
 outside a view (a session saved by a middleware). The page is rendered without the request's
 context processors, so drawing it needs no database.
@@ -27,7 +27,7 @@ from django.template import loader
 from django.views.defaults import server_error as django_server_error
 
 from queues import sql
-from queues.availability import breaker, is_connection_failure
+from queues.db.availability import breaker, is_connection_failure
 
 log = logging.getLogger("switchboard.database")
 

@@ -105,7 +105,7 @@ def vend(team):
 def _database_breaker_closed_after_each_test():
     """A test that made the database unreachable must not leave the next one refused."""
     yield
-    from queues.availability import breaker
+    from queues.db.availability import breaker
 
     breaker.reset()
 

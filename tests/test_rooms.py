@@ -81,3 +81,84 @@ def test_only_the_sql_package_writes_todos():
         and "queues/sql/" not in path.relative_to(ROOT).as_posix()
     ]
     assert offenders == []
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _product_modules() -> dict[str, Path]:
+    return {_module_name(p): p for room in (*APPS, "switchboard") for p in _sources(room)}
+
+
+def _imports_of(path: Path, name: str, modules: set[str]) -> set[str]:
+    """The product modules ``path`` imports, anywhere in it (a lazy import in a function
+    counts: it is the same tie, only later). ``from X import Y`` is a tie to X.Y when that is
+    a module, else to X; the packages Python loads on the way are not counted (a package's
+    own modules import from their siblings while it loads)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                whole = f"{base}.{alias.name}"
+                found.add(whole if whole in modules else base)
+    return (found & modules) - {name}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            part = []
+            while True:
+                other = stack.pop()
+                on_stack.discard(other)
+                part.append(other)
+                if other == node:
+                    break
+            if len(part) > 1:
+                circles.append(sorted(part))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """Directly or through others, lazily or not: the driver (queues.db), the SQL catalogue
+    and everything above them import downwards only."""
+    modules = _product_modules()
+    graph = {name: _imports_of(path, name, set(modules)) for name, path in modules.items()}
+    assert _circles(graph) == []
+
+
+def test_the_circle_finder_finds_a_circle():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []

@@ -5,7 +5,7 @@ address. A refused sign-in answers 429 with ``Retry-After`` and says when to try
 unknown name and a wrong password get the same page. The database being unavailable (down,
 restarting, or the pool out of connections) is a plain 503 page, never a 500: that page is
 drawn without the request's context (no session, no user), so it needs no database; a
-connection failure also trips the site's breaker (queues/availability.py).
+connection failure also trips the site's breaker (queues/db/availability.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from django.views.decorators.http import require_http_methods
 from psycopg_pool import PoolTimeout
 
 from board.auth import Refusal, refusal_of
-from queues.availability import breaker
+from queues.db.availability import breaker
 
 log = logging.getLogger(__name__)
 

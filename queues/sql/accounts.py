@@ -8,7 +8,7 @@ over), returning what the caller decides on, in one round trip.
 
 from __future__ import annotations
 
-from queues.db import Statement
+from queues.db.plans import Statement
 from queues.models import Endpoint
 
 ENDPOINT_FIELDS = [f.attname for f in Endpoint._meta.concrete_fields]

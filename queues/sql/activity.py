@@ -24,7 +24,7 @@ filter's arm away before it picks an index (the same plans as one query per filt
 
 from __future__ import annotations
 
-from queues.db import Statement
+from queues.db.plans import Statement
 from queues.models import LAPSED_OUTCOMES
 
 __all__ = ["ACTIVITY_ENDINGS", "ACTIVITY_EVENTS"]

@@ -22,7 +22,7 @@ committed between them).
 
 from __future__ import annotations
 
-from queues.db import Statement
+from queues.db.plans import Statement
 
 __all__ = [
     "BEGIN_DRAWER_SNAPSHOT",

@@ -10,8 +10,8 @@ endpoint's notify URL when a todo becomes pending again.
 
 from __future__ import annotations
 
-from queues.db import Statement
-from queues.sql import SCOPE_USER
+from queues.db.plans import Statement
+from queues.sql.fragments import SCOPE_USER
 
 RETRY_NOW = Statement(
     "retry_now",

@@ -24,8 +24,8 @@ are. (Found by tests/queues/test_concurrency.py: the one-open-attempt constraint
 
 from __future__ import annotations
 
-from queues.db import Statement
-from queues.sql import (
+from queues.db.plans import Statement
+from queues.sql.fragments import (
     SCOPE_ENDPOINT,
     SCOPE_USER,
     attempt_columns,

@@ -15,9 +15,9 @@ it becomes pending again.
 
 from __future__ import annotations
 
-from queues.db import Statement
+from queues.db.plans import Statement
 from queues.records import ATTEMPT_SOURCE
-from queues.sql import (
+from queues.sql.fragments import (
     SCOPE_ENDPOINT,
     SCOPE_USER,
     attempt_columns,

@@ -7,7 +7,7 @@ the ORM, and the fold's horizon reads pg_stat_activity.
 
 from __future__ import annotations
 
-from queues.db import Statement
+from queues.db.plans import Statement
 
 # The fold's range on ended_at walks the todo_attempts_ended_recent index. The window is
 # half-open, [since, until): a row is counted by the fold whose mark has passed its ended_at.

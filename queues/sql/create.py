@@ -10,8 +10,8 @@ endpoint's notify URL for the new pending todo.
 
 from __future__ import annotations
 
-from queues.db import Statement
-from queues.sql import todo_columns, todo_joins
+from queues.db.plans import Statement
+from queues.sql.fragments import todo_columns, todo_joins
 
 INSERT_TODO = Statement(
     "insert_todo",

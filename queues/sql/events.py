@@ -6,7 +6,7 @@ the ORM cannot go; the event's team comes from its todo in the same statement.
 
 from __future__ import annotations
 
-from queues.db import Statement
+from queues.db.plans import Statement
 
 RECORD_EVENT = Statement(
     "record_event",
@@ -74,6 +74,3 @@ LISTEN_DOORBELL = Statement(
     f"LISTEN {DOORBELL_CHANNEL}",
     why="LISTEN, on the doorbell's own connection (agents/doorbell.py)",
 )
-
-# Is the database there? (/healthz, the breaker's probe.)
-PING = Statement("ping", "SELECT 1", why="the smallest round trip there is")

@@ -20,8 +20,8 @@ its agents').
 
 from __future__ import annotations
 
-from queues.db import Statement
-from queues.sql import claimable_at
+from queues.db.plans import Statement
+from queues.sql.fragments import claimable_at
 
 __all__ = ["ENDPOINT_ENDINGS", "ENDPOINT_QUEUE_NOW"]
 

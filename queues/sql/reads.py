@@ -9,8 +9,14 @@ callers never use, and compile each query per request.
 
 from __future__ import annotations
 
-from queues.db import Statement
-from queues.sql import SCOPE_USER, attempt_columns, attempt_joins, todo_columns, todo_joins
+from queues.db.plans import Statement
+from queues.sql.fragments import (
+    SCOPE_USER,
+    attempt_columns,
+    attempt_joins,
+    todo_columns,
+    todo_joins,
+)
 
 _SELECT_TODO = f"""
 SELECT {todo_columns("t")}

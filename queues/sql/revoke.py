@@ -9,7 +9,7 @@ outbox row (``final_attempt`` null for a todo that had no open attempt).
 
 from __future__ import annotations
 
-from queues.db import Statement
+from queues.db.plans import Statement
 
 REVOKE_ENDPOINT = Statement(
     "revoke_endpoint",

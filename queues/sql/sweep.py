@@ -9,8 +9,8 @@ endpoint's notify URL for each requeued retry.
 
 from __future__ import annotations
 
-from queues.db import Statement
-from queues.sql import claimable_at
+from queues.db.plans import Statement
+from queues.sql.fragments import claimable_at
 
 REQUEUE_DUE_RETRIES = Statement(
     "requeue_due_retries",

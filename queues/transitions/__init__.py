@@ -12,7 +12,7 @@ package's private helpers (``_common``). One module per family:
 - ``revoke``: an endpoint's revocation;
 - ``sweep``: reap lapsed leases, requeue due retries;  - ``admission``: the claim limit.
 
-Each transition is a plan (queues/db.py) — ``claim_next_plan(...)`` and so on — that decides
+Each transition is a plan (queues/db/executor.py) — ``claim_next_plan(...)`` and so on — that decides
 in plain code and yields its statements; ``claim_next(...)`` runs it on Django's connection,
 ``await db.arun(claim_next_plan(...))`` on the async pool. Who may act is an ``Actor``: an
 agent (an endpoint) or a person (a user acting from the Board).

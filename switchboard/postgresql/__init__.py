@@ -1,1 +1,1 @@
-"""Django's PostgreSQL backend with the pool of queues.pool_checks (``ENGINE`` in dburl)."""
+"""Django's PostgreSQL backend with the pool of queues.db.pool_checks (``ENGINE`` in dburl)."""

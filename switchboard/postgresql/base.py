@@ -1,4 +1,4 @@
-"""Django's PostgreSQL backend, whose connection pool is ``queues.pool_checks.OutageAwarePool``:
+"""Django's PostgreSQL backend, whose connection pool is ``queues.db.pool_checks.OutageAwarePool``:
 a request waiting for a pooled connection asks after a second whether the database is there,
 and is refused at once when a fresh connection is refused too, instead of waiting out the
 pool's timeout (10 s) during an outage. Django builds its pool itself and names no class, so
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.db.backends.postgresql import base
 
-from queues.pool_checks import OutageAwarePool
+from queues.db.pool_checks import OutageAwarePool
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

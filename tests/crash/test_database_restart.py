@@ -40,7 +40,7 @@ SEED = str(Path(__file__).with_name("seed.py"))
 AGENTS = 4
 WEB_WORKERS = 2
 # A request that finds no usable connection waits for the pool to make one for a second
-# (queues.pool_checks.OUTAGE_WAIT_SECONDS), then asks a fresh connection: refused, it answers
+# (queues.db.pool_checks.OUTAGE_WAIT_SECONDS), then asks a fresh connection: refused, it answers
 # 503 (the breaker trips); a pool that is only busy is waited for up to its timeout
 # (switchboard/settings.py: 10 s). The outage outlasts two such asks with room for a loaded
 # machine, so a request arriving while PostgreSQL is down must be refused before it is back.

@@ -1,5 +1,5 @@
 """After PostgreSQL restarts, every idle connection of a pool is dead; the product's checks
-(queues/pool_checks.py) must have the pool drop them all at once, so the first requests
+(queues/db/pool_checks.py) must have the pool drop them all at once, so the first requests
 after a quiet restart get a working connection at once rather than walking the dead ones
 behind psycopg_pool's 1, 2, 4 s backoff into its 10 s timeout (a 503 while the database is
 up). The sync pool is Django's (the Board, admin, sign-in), the async one the agents'."""
@@ -13,12 +13,12 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from queues.pool_checks import acheck_if_idle, check_pooled
+from queues.db.pool_checks import acheck_if_idle, check_pooled
 
 pytestmark = [pytest.mark.slow]
 
 POOL_SIZE = 8
-# The product's pool timeout (switchboard/settings.py, queues/db.py).
+# The product's pool timeout (switchboard/settings.py, queues/db/executor.py).
 POOL_TIMEOUT_SECONDS = 10
 # A working connection after the restart within this long: a new connection and a round
 # trip, with slack for two loaded cores (the backoff alone would be 1 + 2 + 4 s).

@@ -11,8 +11,8 @@ import psycopg_pool
 import pytest
 from django.db import OperationalError
 
-from queues import availability
-from queues.availability import Breaker
+from queues.db import availability
+from queues.db.availability import Breaker
 
 
 def _pool_timeout() -> OperationalError:

@@ -1,5 +1,5 @@
 """The two executors run the same plans: every rule of a transition written once
-(queues/db.py). The async one on psycopg's async pool, against the same database."""
+(queues/db/executor.py). The async one on psycopg's async pool, against the same database."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 from django.db import IntegrityError
 
 from queues import db, sql, transitions
-from queues.db import Atomic, Fetch
+from queues.db import Atomic, Fetch, Statement
+from queues.db.availability import PING
 from queues.errors import Conflict
 from queues.models import Todo, TodoAttempt
 from queues.transitions import Actor
@@ -76,10 +77,10 @@ def test_an_error_in_an_atomic_part_rolls_it_back_on_both_executors(endpoint):
 def test_a_plan_may_catch_a_statement_error_and_go_on(endpoint):
     def plan():
         try:
-            yield Fetch(sql.PING.__class__("broken", "SELECT nope", why="a test"), {})
+            yield Fetch(Statement("broken", "SELECT nope", why="a test"), {})
         except Exception as exc:  # noqa: BLE001
             caught = type(exc).__name__
-        rows = yield Fetch(sql.PING, {})
+        rows = yield Fetch(PING, {})
         return caught, rows
 
     assert db.run(plan())[1] == [(1,)]

@@ -11,6 +11,7 @@ import pytest
 from django.db import connection
 
 from queues import sql, sweeper, transitions
+from queues.sql import fragments
 
 
 def _generic_plan(statement) -> str:
@@ -72,7 +73,7 @@ def test_claimable_at_is_the_indexes_expression():
         in_claimable, in_sweep_due = cursor.fetchone()
         cursor.execute(
             "CREATE TEMP VIEW claimable_probe AS SELECT "
-            + sql.claimable_at("todos")
+            + fragments.claimable_at("todos")
             + " AS c FROM todos"
         )
         cursor.execute("SELECT pg_get_viewdef('claimable_probe'::regclass, true)")

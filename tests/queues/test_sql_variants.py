@@ -13,14 +13,14 @@ from django.db import connection
 from bench import nohist, writeonce
 from queues import db, sql, transitions
 from queues.models import TodoAttempt, TodoState
-from queues.sql import claim, close
+from queues.sql import claim, close, fragments
 
 
 def test_the_default_builders_make_exactly_the_product_statements():
-    held = "t.id = %(todo_id)s AND " + sql.SCOPE_ENDPOINT
+    held = "t.id = %(todo_id)s AND " + fragments.SCOPE_ENDPOINT
     agent = {"attempt_filter": close._HELD_BY_AGENT}
     why = sql.CLAIM_NEXT.why
-    assert claim._claim("claim_next", sql.SCOPE_ENDPOINT, "SKIP LOCKED", why) == sql.CLAIM_NEXT
+    assert claim._claim("claim_next", fragments.SCOPE_ENDPOINT, "SKIP LOCKED", why) == sql.CLAIM_NEXT
     assert close._close(
         sql.CLOSE_HELD_BY_AGENT.name, held, sql.CLOSE_HELD_BY_AGENT.why, holder_names=True, **agent
     ) == (sql.CLOSE_HELD_BY_AGENT)

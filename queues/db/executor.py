@@ -1,32 +1,23 @@
-"""How the ledger runs its SQL: named statements, plans, and the two executors that run them.
+"""The two executors that run plans (``queues.db.plans``), River's ``riverdriver`` being the
+model (the same queries through its pgx and database/sql drivers):
 
-A transition *decides* in plain Python and *executes* through an executor (River's
-``riverdriver`` runs the same queries through its pgx and database/sql drivers; so here):
+- ``run(plan)`` on Django's connection: the Board, admin, the sweeper and the management
+  commands (Django's sync views and threads);
+- ``await arun(plan)`` on a psycopg ``AsyncConnection`` of this event loop's pool: the agents'
+  surface, which the ASGI front answers on the loop.
 
-- A **Statement** is one named, parameterised SQL statement of ``queues/sql/``.
-- A **plan** is a generator: it yields ``Fetch(statement, params)`` for each statement it
-  needs (receiving the rows) and ``Atomic(plan)`` for a part that must be one transaction
-  (receiving its result), and returns its result. It never touches a connection itself, so the
-  same plan, with all its rules, runs from sync and async code.
-- ``run(plan)`` executes it on Django's connection (the Board, admin, the sweeper, the
-  management commands, WSGI); ``await arun(plan)`` on a psycopg ``AsyncConnection`` from the
-  async pool (the agents' surface under ASGI). An error a statement raises is thrown into the
-  plan at its ``yield`` (so a plan may catch a unique violation), as Django's own exception
-  class either way.
-
-A plan's statements outside any ``Atomic`` run in autocommit, each its own transaction (a
-transition that is one statement needs no BEGIN and COMMIT round trips); inside a caller's
-transaction (tests) each that may write gets a savepoint, so a failing one does not abort the
-caller's.
+An error a statement raises is thrown into the plan at its ``yield`` (so a plan may catch a
+unique violation), as Django's own exception class either way. A plan's statements outside
+any ``Atomic`` run in autocommit, each its own transaction (a transition that is one statement
+needs no BEGIN and COMMIT round trips); inside a caller's transaction (tests) each that may
+write gets a savepoint, so a failing one does not abort the caller's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import time
-from collections.abc import Generator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
 import django.db
@@ -37,87 +28,38 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 from psycopg import pq
 
-from queues import pool_checks
+from queues.db import pool_checks
+from queues.db.plans import Atomic, Fetch, Plan, Statement, one
 
 
-@dataclass(frozen=True, slots=True)
-class Statement:
-    """One named SQL statement. ``why`` says what the ORM could not say (or cost) here.
+class _Steps:
+    """A plan being run: the next step to execute, fed the last one's rows or error. Both
+    executors walk a plan with it; only how a step is executed differs."""
 
-    ``text`` is written with psycopg's named placeholders (``%(name)s``). Derived from it once,
-    when the statement is made: ``native``, the same text with PostgreSQL's own placeholders
-    (``$1``, ``$2`` ...; a name used twice is one placeholder), ``names``, the parameter each
-    stands for, and ``writes``. The executors run ``native`` on psycopg's ``RawCursor`` with
-    the parameters as a tuple (``bind``), so psycopg never parses the text again: it caches
-    that parse only for statements under 4 KB, and the claim statements are over 6 KB (the
-    parse cost about 0.35 ms of Python per claim; docs/benchmarks.md)."""
+    __slots__ = ("plan", "result", "_value", "_error")
 
-    name: str
-    text: str = field(repr=False)
-    why: str = field(repr=False)
-    # Server-side prepared (planned once per connection): the hot statements. Rare ones are
-    # not, so a connection does not keep a plan for every statement it ever ran.
-    prepare: bool = False
-    native: str = field(init=False, repr=False, compare=False)
-    names: tuple[str, ...] = field(init=False, repr=False, compare=False)
-    # Does it insert, update or delete (in a CTE, say)? ``SELECT … FOR UPDATE`` does not.
-    writes: bool = field(init=False, repr=False, compare=False)
+    def __init__(self, plan: Plan[Any]) -> None:
+        self.plan = plan
+        self.result: Any = None
+        self._value: Any = None
+        self._error: BaseException | None = None
 
-    def __post_init__(self) -> None:
-        names: list[str] = []
+    def next(self) -> Fetch | Atomic | None:
+        """The next step, or None once the plan returned (its value in ``result``)."""
+        value, error = self._value, self._error
+        self._value, self._error = None, None
+        try:
+            return self.plan.throw(error) if error is not None else self.plan.send(value)
+        except StopIteration as stop:
+            self.result = stop.value
+            return None
 
-        def placeholder(match: re.Match) -> str:
-            name = match.group(1)
-            if name is None:  # %% is a literal %
-                return "%"
-            if name not in names:
-                names.append(name)
-            return f"${names.index(name) + 1}"
+    def answer(self, value: Any) -> None:
+        self._value = value
 
-        native = _PLACEHOLDER.sub(placeholder, self.text)
-        if _STRAY.search(_PLACEHOLDER.sub("", self.text)):
-            raise ValueError(f"{self.name}: a % that is not %(name)s or %%")
-        object.__setattr__(self, "native", native)
-        object.__setattr__(self, "names", tuple(names))
-        object.__setattr__(self, "writes", _WRITES.search(self.text) is not None)
-
-    def bind(self, params: Mapping[str, Any]) -> tuple:
-        """The parameters in ``native``'s order."""
-        return tuple([params[name] for name in self.names])
-
-
-_PLACEHOLDER = re.compile(r"%(?:\((\w+)\)s|%)")
-_STRAY = re.compile(r"%")
-_WRITES = re.compile(
-    r"\b(INSERT\s+INTO|DELETE\s+FROM|UPDATE\s+\w+(\s+AS)?(\s+\w+)?\s+SET)\b", re.IGNORECASE
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Fetch:
-    statement: Statement
-    params: Mapping[str, Any] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class Atomic:
-    """Run ``plan`` as one transaction (a savepoint inside another)."""
-
-    plan: Plan[Any]
-
-
-type Plan[T] = Generator[Fetch | Atomic, Any, T]
-
-
-def just[T](value: T) -> Plan[T]:
-    """A plan that runs nothing and returns ``value`` (for a branch that needs no SQL)."""
-    return value
-    yield  # a generator all the same  # noqa: B901
-
-
-def one(statement: Statement, params: Mapping[str, Any] | None = None) -> Plan[list]:
-    """The rows of one statement, as a plan (``rows = yield from one(...)``)."""
-    return (yield Fetch(statement, params or {}))
+    def fail(self, error: BaseException) -> None:
+        """Thrown into the plan at its ``yield``: it may handle it."""
+        self._error = error
 
 
 # ---------------------------------------------------------------------------------------
@@ -137,25 +79,20 @@ def fetch(statement: Statement, params: Mapping[str, Any]) -> list:
 
 
 def _drive[T](plan: Plan[T], db: BaseDatabaseWrapper, *, depth: int) -> T:
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = plan.throw(error) if error is not None else plan.send(value)
-        except StopIteration as stop:
-            return stop.value
-        value, error = None, None
+    steps = _Steps(plan)
+    while (step := steps.next()) is not None:
         try:
             if isinstance(step, Atomic):
                 with transaction.atomic(durable=depth == 0 and not db.in_atomic_block):
-                    value = _drive(step.plan, db, depth=depth + 1)
+                    steps.answer(_drive(step.plan, db, depth=depth + 1))
             elif depth == 0 and step.statement.writes and db.in_atomic_block:
                 with transaction.atomic():  # a savepoint: see the module docstring
-                    value = _sync_fetch(db, step)
+                    steps.answer(_sync_fetch(db, step))
             else:
-                value = _sync_fetch(db, step)
-        except Exception as exc:  # thrown into the plan, which may handle it
-            error = exc
+                steps.answer(_sync_fetch(db, step))
+        except Exception as exc:
+            steps.fail(exc)
+    return steps.result
 
 
 def _sync_fetch(db: BaseDatabaseWrapper, step: Fetch) -> list:
@@ -221,24 +158,19 @@ async def arun[T](plan: Plan[T]) -> T:
 
 
 async def _adrive[T](plan: Plan[T], conn: psycopg.AsyncConnection, *, depth: int) -> T:
-    value: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            step = plan.throw(error) if error is not None else plan.send(value)
-        except StopIteration as stop:
-            return stop.value
-        value, error = None, None
+    steps = _Steps(plan)
+    while (step := steps.next()) is not None:
         try:
             if isinstance(step, Atomic):
                 async with conn.transaction():
-                    value = await _adrive(step.plan, conn, depth=depth + 1)
+                    steps.answer(await _adrive(step.plan, conn, depth=depth + 1))
             else:
-                value = await _async_fetch(conn, step)
+                steps.answer(await _async_fetch(conn, step))
         except psycopg.Error as exc:
-            error = as_django_error(exc)
+            steps.fail(as_django_error(exc))
         except Exception as exc:
-            error = exc
+            steps.fail(exc)
+    return steps.result
 
 
 async def _async_fetch(conn: psycopg.AsyncConnection, step: Fetch) -> list:

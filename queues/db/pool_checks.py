@@ -1,5 +1,5 @@
 """How a pooled connection is checked as it is lent, for the sync pool (Django's, built from
-settings) and the async one (``queues.db``): after PostgreSQL restarts, every idle
+settings) and the async one (``queues.db.executor``): after PostgreSQL restarts, every idle
 connection in a pool is dead at once, and the pool must find that out in one go.
 
 psycopg_pool checks a connection as it lends it (its ``check`` callback) and, when the check
@@ -31,6 +31,8 @@ from typing import Any
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
+
+from queues.db.availability import breaker
 
 log = logging.getLogger("switchboard.database")
 
@@ -75,8 +77,6 @@ class OutageAwarePool(ConnectionPool):
         try:
             return super().getconn(OUTAGE_WAIT_SECONDS)
         except PoolTimeout:
-            from queues.availability import breaker
-
             if not breaker.reachable():
                 raise _outage(time.monotonic() - started) from None
         return super().getconn(max(0.0, total - (time.monotonic() - started)))
@@ -86,7 +86,7 @@ class OutageAwarePool(ConnectionPool):
 
 
 class AsyncOutageAwarePool(AsyncConnectionPool):
-    """The async pool (queues.db), the same way; the probe does not block the loop."""
+    """The async pool (queues.db.executor), the same way; the probe does not block the loop."""
 
     async def getconn(self, timeout: float | None = None):
         total = self.timeout if timeout is None else timeout
@@ -96,8 +96,6 @@ class AsyncOutageAwarePool(AsyncConnectionPool):
         try:
             return await super().getconn(OUTAGE_WAIT_SECONDS)
         except PoolTimeout:
-            from queues.availability import breaker
-
             if not await breaker.areachable():
                 raise _outage(time.monotonic() - started) from None
         return await super().getconn(max(0.0, total - (time.monotonic() - started)))
@@ -137,11 +135,9 @@ async def acheck_if_idle(conn: psycopg.AsyncConnection) -> None:
 
 
 def _known_down() -> bool:
-    """Is the database known to be away (queues.availability's breaker tripped)? Then a
+    """Is the database known to be away (the breaker, ``queues.db.availability``, tripped)? Then a
     broken connection is expected and checking the others would only queue reconnections
     that fail; the sweep is for a restart the process has not noticed."""
-    from queues.availability import breaker
-
     return breaker.tripped
 
 

@@ -27,7 +27,12 @@ import time
 
 import psycopg
 
+from queues.db.plans import Statement
+
 log = logging.getLogger("switchboard.database")
+
+# The breaker's own probe: the smallest round trip there is, on a fresh connection.
+PING = Statement("ping", "SELECT 1", why="the smallest round trip there is")
 
 PROBE_INTERVAL_SECONDS = 0.25
 PROBE_CONNECT_TIMEOUT_SECONDS = 1
@@ -123,7 +128,7 @@ class Breaker:
     def reachable(self) -> bool:
         """Does a fresh connection reach the database? Asked at most once a probe interval
         (a pool that is merely busy would otherwise be answered with more connections);
-        queues.pool_checks asks it for a request that waited a second for a pooled one."""
+        queues.db.pool_checks asks it for a request that waited a second for a pooled one."""
         if self._reached_recently():
             return True
         if _probe() is not None:
@@ -245,11 +250,9 @@ class Breaker:
 
 def _probe() -> psycopg.Error | None:
     """Connect afresh and ping: None if the database answered, else why not."""
-    from queues import sql
-
     try:
         with psycopg.connect(**_probe_params(), autocommit=True) as conn:
-            conn.execute(sql.PING.text)
+            conn.execute(PING.text)
     except psycopg.Error as exc:
         return exc
     return None
@@ -266,12 +269,10 @@ def _probe_params() -> dict:
 
 
 async def _aprobe() -> psycopg.Error | None:
-    from queues import sql
-
     try:
         conn = await psycopg.AsyncConnection.connect(**_probe_params(), autocommit=True)
         async with conn:
-            await conn.execute(sql.PING.text)
+            await conn.execute(PING.text)
     except psycopg.Error as exc:
         return exc
     return None

@@ -1,0 +1,56 @@
+"""The fragments the statements of this package share: row layouts from the records'
+sources (queues.records ``TODO_SOURCE``, ``ATTEMPT_SOURCE``, so a width is never kept by
+hand), the joins that name a todo's and an attempt's endpoints and people, the claimable
+time, and the two caller scopes. Formatted into the statements once, at import; never with
+input."""
+
+from __future__ import annotations
+
+from queues.records import ATTEMPT_SOURCE, TODO_SOURCE
+
+
+def todo_columns(alias: str) -> str:
+    return ", ".join(expr.format(t=alias) for expr in TODO_SOURCE.values())
+
+
+def attempt_columns(alias: str, **instead: str) -> str:
+    """The attempt record's columns from ``alias`` (and attempt_joins' names), or for each
+    field in ``instead`` that expression."""
+    return ", ".join(
+        instead.get(name, expr).format(a=alias) for name, expr in ATTEMPT_SOURCE.items()
+    )
+
+
+def claimable_at(alias: str) -> str:
+    """When a live todo is (or becomes) claimable: queues.models CLAIMABLE_AT, the expression
+    of the todos_claimable and todos_sweep_due indexes, written as Django writes it in their
+    CREATE INDEX so that the planner matches it to them (tests/queues/test_sql.py holds the
+    two equal, and the plans to those indexes)."""
+    t = alias
+    return (
+        f"(CASE WHEN {t}.state = 'claimed' THEN {t}.lease_expires_at"
+        f" WHEN {t}.state = 'retry_wait' THEN {t}.next_retry_at"
+        f" WHEN {t}.state = 'pending' THEN COALESCE({t}.not_before, {t}.created_at)"
+        " ELSE NULL END)"
+    )
+
+
+def todo_joins(alias: str) -> str:
+    return f"""
+    JOIN endpoints e ON e.id = {alias}.endpoint_id
+    LEFT JOIN endpoints rq ON rq.id = {alias}.requester_id"""
+
+
+def attempt_joins(alias: str) -> str:
+    return f"""
+    LEFT JOIN endpoints ae ON ae.id = {alias}.endpoint_id
+    LEFT JOIN auth_user au ON au.id = {alias}.user_id
+    LEFT JOIN auth_user eb ON eb.id = {alias}.ended_by_id"""
+
+
+# Scopes: which todos a caller may touch. An agent reads its own endpoint's queue; a person
+# reads the queues of endpoints in the teams they belong to.
+SCOPE_ENDPOINT = "t.endpoint_id = %(scope_endpoint)s"
+SCOPE_USER = """t.endpoint_id IN (
+    SELECT se.id FROM endpoints se JOIN team_members sm ON sm.team_id = se.team_id
+    WHERE sm.user_id = %(scope_user)s)"""
