@@ -3,29 +3,25 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest
-
-from queues.endpoints import authenticate
+from queues import db
+from queues.endpoints import authenticate_plan
 from queues.errors import Unauthorized
 from queues.models import Endpoint
 
 
-def bearer_token(request: HttpRequest) -> str | None:
+def token_from_header(header: str) -> str | None:
     """The token of ``Authorization: Bearer <token>`` (any letter case for the scheme), or
     None without one."""
-    return token_from_header(request.headers.get("Authorization", ""))
-
-
-def token_from_header(header: str) -> str | None:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
 
 
-def endpoint_for(request: HttpRequest) -> Endpoint:
-    """The live endpoint the request's bearer token names; Unauthorized otherwise."""
-    endpoint = authenticate(bearer_token(request))
+async def endpoint_for(authorization: str) -> Endpoint:
+    """The live endpoint an ``Authorization`` header's bearer token names; Unauthorized
+    otherwise (a database error on the way is raised as it is)."""
+    endpoint = await db.arun(authenticate_plan(token_from_header(authorization)))
     if endpoint is None:
         raise Unauthorized("A valid endpoint token is required (Authorization: Bearer …).")
     if endpoint.revoked_at is not None:

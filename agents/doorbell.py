@@ -2,11 +2,10 @@
 
 Transitions ``pg_notify`` the endpoint's id on ``switchboard_todo_ready`` inside their
 transaction (PostgreSQL delivers it at commit). One LISTEN connection per process counts the
-rings per endpoint. Two kinds of waiter: ``AsyncDoorbell`` (the ASGI server: futures in the
-event loop, no thread held) and ``Doorbell`` (the WSGI server: threads on a condition
-variable). Neither holds a database connection or transaction while waiting. If the LISTEN
-connection drops, it reconnects and wakes every waiter (they look again; nothing is lost, at
-worst one extra claim query).
+rings per endpoint, and its waiters are futures in the event loop: no thread, no database
+connection and no transaction held while waiting. If the LISTEN connection drops, it
+reconnects and wakes every waiter (they look again; nothing is lost, at worst one extra
+claim query).
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import threading
 from asyncio import FIRST_COMPLETED
 from collections import defaultdict, deque
 
@@ -30,99 +28,6 @@ log = logging.getLogger(__name__)
 # and how often the async doorbell checks which endpoints are due.
 RECHECK_SECONDS = 5.0
 RECHECK_TICK_SECONDS = 0.5
-
-
-class Doorbell:
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._rings: dict[int, int] = defaultdict(int)
-        self._epoch = 0  # bumped on reconnect: every waiter wakes
-        self._thread: threading.Thread | None = None
-        self._start_lock = threading.Lock()
-        self._stopping = threading.Event()
-        self.listening = threading.Event()
-
-    def ticket(self, endpoint_id: int) -> tuple[int, int]:
-        """Where the rings stand now; ``wait`` returns once they move past it."""
-        self._ensure_listening()
-        with self._cond:
-            return (self._epoch, self._rings[endpoint_id])
-
-    def wait(self, endpoint_id: int, ticket: tuple[int, int], timeout: float) -> bool:
-        """Block until this endpoint's doorbell rang after ``ticket``, or ``timeout``."""
-        with self._cond:
-            return self._cond.wait_for(
-                lambda: (self._epoch, self._rings[endpoint_id]) != ticket, timeout=timeout
-            )
-
-    def ring_locally(self, endpoint_id: int) -> None:
-        with self._cond:
-            self._rings[endpoint_id] += 1
-            self._cond.notify_all()
-
-    def _ensure_listening(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
-            return
-        with self._start_lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._listen_forever, name="switchboard-doorbell", daemon=True
-                )
-                self._thread.start()
-
-    def _listen_forever(self) -> None:
-        import time
-
-        import psycopg
-        from django.db import connection
-
-        backoff = 0.5
-        while not self._stopping.is_set():
-            try:
-                params = connection.get_connection_params()
-                for key in ("cursor_factory", "context", "prepare_threshold", "pool"):
-                    params.pop(key, None)
-                with psycopg.connect(**params, autocommit=True) as conn:
-                    conn.execute(sql.LISTEN_DOORBELL.text)
-                    self.listening.set()
-                    self._wake_everyone()  # rings missed while reconnecting
-                    backoff = 0.5
-                    while not self._stopping.is_set():
-                        for notify in conn.notifies(timeout=1.0):
-                            try:
-                                endpoint_id = int(notify.payload)
-                            except ValueError:
-                                continue
-                            self.ring_locally(endpoint_id)
-                self.listening.clear()
-            except Exception as exc:
-                self.listening.clear()
-                _log_lost(exc)
-                self._wake_everyone()
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
-
-    def stop(self) -> None:
-        """Close the LISTEN connection (tests drop their database afterwards)."""
-        self._stopping.set()
-        thread = self._thread
-        if thread is not None:
-            thread.join(timeout=5)
-        self._thread = None
-        self._stopping.clear()
-
-    def _wake_everyone(self) -> None:
-        with self._cond:
-            self._epoch += 1
-            self._cond.notify_all()
-
-
-doorbell = Doorbell()
-
-
-# ---------------------------------------------------------------------------------------
-# The asyncio doorbell (the ASGI server): waiters are futures in the event loop, holding no
-# thread, no database connection and no transaction.
 
 
 class _Waiter:

@@ -1,5 +1,21 @@
-"""The agent verbs as MCP tools at ``/mcp`` (django-mcpz: stateless MCP, a plain synchronous
-Django view). Same arguments (the same structs), same results, same error codes as HTTP.
+"""The agent verbs as MCP tools at ``/mcp``: stateless MCP as django-mcpz defines it (the
+2026-07-28 revision and the 2025 revisions' stateless mode), the same arguments (the same
+structs), results and error codes as HTTP, answered on the event loop with no thread hop.
+
+How: django-mcpz's view is synchronous, and does no I/O of its own but our two hooks. So it
+runs on the loop, as it stands, for every method; the two hooks are made to do no I/O either:
+
+- the endpoint behind the token is looked up on the loop before the view runs
+  (``endpoint_auth`` only reads what was found);
+- a tools/call reaches our tool, which decodes its arguments and raises ``_RunOnLoop``; the
+  verb runs on the loop (``waiting.call``: the plan on the async pool, a long-poll on the
+  doorbell, a claim whose client left released) and the view runs again, the tool returning
+  the answer now known. The view's bytes are its own either way, legacy clients included.
+
+A tools/call django-mcpz would hand to the tool as it stands (``plain_tool_call``: the
+current revision, headers and ``_meta`` in agreement, no elicitation state) skips the view
+altogether (``run_plain_call``), building django-mcpz's answer itself: one decode instead of
+two passes of the view. tests/agents/test_mcp_on_loop.py holds the two to the same bytes.
 
 Every error carries the HTTP API's error body, ``{"error": {"code", "message"}}``, in one of
 the two places MCP has for an error (docs/api.md, "Errors over MCP"):
@@ -11,19 +27,11 @@ the two places MCP has for an error (docs/api.md, "Errors over MCP"):
 - a request refused before any tool (no or a wrong token, a body that is not JSON-RPC, an
   unknown method or tool) is a JSON-RPC error echoing the request's id, with the body as
   ``error.data`` (a missing token keeps its HTTP 401 and ``WWW-Authenticate``).
-
-A tools/call that django-mcpz would hand to one of these tools as it stands (``plain_tool_call``)
-runs on the ASGI front's event loop instead (``arun_tool``: the verb's plan on the async pool,
-as over HTTP): django-mcpz's view is synchronous, and running it in a thread for every call
-made a todo cost MCP clients a third more server CPU than HTTP ones. Everything else (a
-header or ``_meta`` mismatch, a legacy client, tools/list, a parse error, a refused token)
-goes to the view, which answers in its own words. tests/agents/test_mcp_on_loop.py holds
-the two to the same bytes.
 """
 
 from __future__ import annotations
 
-import asyncio
+import io
 import json
 import logging
 import re
@@ -35,8 +43,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import msgspec
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse
-from django.views.decorators.csrf import csrf_exempt
 from django_mcpz.headers import decode_header_value
 from django_mcpz.jsonrpc import (
     METHOD_NOT_FOUND,
@@ -59,9 +67,9 @@ from django_mcpz.server import (
 from django_msgspec import enc_hook
 from msgspec import UnsetType
 
-from agents import schemas, verbs, waiting
+from agents import waiting, wire
 from agents.auth import endpoint_for
-from agents.http import error_parts
+from agents.verbs import REGISTRY, Verb
 from queues.errors import (
     DATABASE_ERRORS,
     DomainError,
@@ -96,24 +104,32 @@ INSTRUCTIONS = (
 
 
 def endpoint_auth(request: HttpRequest) -> HttpResponse | None:
-    """django-mcpz's auth hook: the endpoint token, as on the HTTP API. A refusal is the
-    HTTP API's status and headers (401, ``WWW-Authenticate``) with a JSON-RPC error as the
-    body, echoing the request's id: MCP clients read a JSON-RPC error at any status, and
-    show nothing useful of a body that is not one. A database error on the way is the HTTP
-    API's ``unavailable`` (503), never an exception out of the view."""
+    """django-mcpz's auth hook: what ``_authenticate`` found on the loop before the view ran.
+    A refusal is the HTTP API's status and headers (401, ``WWW-Authenticate``; 503 for a
+    database error) with a JSON-RPC error echoing the request's id as the body: MCP clients
+    read a JSON-RPC error at any status, and show nothing useful of a body that is not one."""
+    return getattr(request, "switchboard_refusal", None)
+
+
+async def _authenticate(request: HttpRequest) -> None:
     try:
-        request.endpoint = endpoint_for(request)  # type: ignore[attr-defined]
+        request.endpoint = await endpoint_for(  # type: ignore[attr-defined]
+            request.headers.get("Authorization", "")
+        )
     except DomainError as error:
-        return refusal(request.body, error, code=UNAUTHORIZED)
+        request.switchboard_refusal = refusal(  # type: ignore[attr-defined]
+            request.body, error, code=UNAUTHORIZED
+        )
     except DATABASE_ERRORS as exc:
-        return refusal(request.body, from_database_error(exc, verb="authenticate"))
-    return None
+        request.switchboard_refusal = refusal(  # type: ignore[attr-defined]
+            request.body, from_database_error(exc, verb="authenticate")
+        )
 
 
 def refusal(body: bytes, error: DomainError, *, code: int | None = None) -> HttpResponse:
     """A request refused before any tool: the HTTP API's status and headers for ``error``,
     with a JSON-RPC error echoing the request's id as the body."""
-    status, _, headers = error_parts(error)
+    status, _, headers = wire.error_parts(error)
     if code is None:
         code = UNAVAILABLE if status == HTTPStatus.SERVICE_UNAVAILABLE else PARSE_ERROR
     response = _jsonrpc_response(
@@ -169,7 +185,7 @@ def _request_id(body: bytes) -> str | int | None:
 class _Server(MCPServer):
     def _tool_error(self, request: HttpRequest, request_id: str | int, text: str) -> HttpResponse:
         """django-mcpz sends a tool error as text; ours is the HTTP API's error body, as
-        text, in the same result shape as on the event loop (``arun_tool``)."""
+        text, in the same result shape as ``run_plain_call``'s."""
         if _error_body(text) is None:  # not one of ours (a tool that raised unexpectedly)
             return super()._tool_error(request, request_id, text)
         return self._result(request, request_id, _refusal_result(text))
@@ -202,71 +218,113 @@ server = _Server(
 )
 
 
-def _permitted(verb: str) -> Callable[[HttpRequest], bool]:
-    # Tools outside the endpoint's frozen verb set are not listed; calling one is
-    # "Unknown tool" (on HTTP the same call is 403 forbidden).
-    return lambda request: verbs.allowed(request.endpoint, verb)  # type: ignore[attr-defined]
+class _RunOnLoop(BaseException):  # noqa: N818 -- not an error: the view's first pass ends here
+    """A tool's first pass: the verb and its decoded params, to run on the loop. A
+    BaseException, so that django-mcpz's ``except Exception`` around the tool lets it by."""
+
+    def __init__(self, verb: Verb, params: Any) -> None:
+        self.verb, self.params = verb, params
 
 
-def _input_schema(params_type: type[schemas.Params]) -> dict:
-    schema = type_schema(params_type)
-    schema["additionalProperties"] = False  # the structs forbid unknown fields
-    return schema
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    body: dict  # the HTTP API's error body
 
 
-def _register(verb: str) -> None:
-    params_type, out_type, description = schemas.VERBS[verb]
-    reads_attempts = verb in ("get_todo", "claim", "claim_next")
-
+def _register(verb: Verb) -> None:
     # The tool takes its arguments undecoded (input_schema is a plain schema) and decodes
     # them itself, so that a bad argument is the HTTP API's ``invalid``, word for word,
     # rather than django-mcpz's own text.
     def tool(request: HttpRequest, arguments: dict[str, Any]):
-        refusal = getattr(request, "switchboard_refusal", None)
-        if refusal is not None:  # refused by the ASGI front before the call (agents/asgi.py)
-            raise ToolError(json.dumps(refusal.as_dict()))
-        try:
-            params = _decode(params_type, arguments)
-            return waiting.call(
-                request.endpoint,  # type: ignore[attr-defined]  # set by endpoint_auth
-                verb,
-                params,
-                mcp_session_id=request.headers.get("Mcp-Session-Id") or None,
-            )
-        except (DomainError, *DATABASE_ERRORS) as exc:
-            raise ToolError(json.dumps(_refusal_body(exc, verb))) from None
+        answer = getattr(request, "switchboard_answer", None)
+        if answer is None:
+            try:
+                params = wire.convert(verb, arguments)
+            except DomainError as error:
+                raise ToolError(json.dumps(error.as_dict())) from None
+            raise _RunOnLoop(verb, params)
+        if isinstance(answer, _Refused):
+            raise ToolError(json.dumps(answer.body))
+        return answer
 
-    tool.__name__ = verb
+    tool.__name__ = verb.name
     server.tool(
-        name=verb,
-        description=description + (f" {UNTRUSTED_NOTICE}" if reads_attempts else ""),
-        input_schema=_input_schema(params_type),
-        output_schema=out_type,
-        read_only=verb in ("list_todos", "get_todo"),
-        idempotent=verb in ("list_todos", "get_todo", "heartbeat"),
-        destructive=verb == "cancel",
+        name=verb.name,
+        description=verb.mcp_description,
+        input_schema=_input_schema(verb),
+        output_schema=verb.output,
+        read_only=verb.read_only,
+        idempotent=verb.idempotent,
+        destructive=verb.destructive,
         open_world=False,
-        permission=_permitted(verb),
+        # Tools outside the endpoint's frozen verb set are not listed; calling one is
+        # "Unknown tool" (on HTTP the same call is 403 forbidden).
+        permission=lambda request: verb.allowed(request.endpoint),  # type: ignore[attr-defined]
     )(tool)
 
 
-for _verb in schemas.VERBS:
+def _input_schema(verb: Verb) -> dict:
+    schema = type_schema(verb.params)
+    schema["additionalProperties"] = False  # the structs forbid unknown fields
+    return schema
+
+
+for _verb in REGISTRY.values():
     _register(_verb)
 
 
-def _refusal_body(exc: Exception, verb: str) -> dict:
+def _refusal_body(exc: Exception, verb: Verb) -> dict:
     """A tool's refusal: the HTTP API's error body, from the same function for a database
     error."""
     if isinstance(exc, DomainError):
         return exc.as_dict()
-    return from_database_error(exc, verb=verb).as_dict()  # type: ignore[arg-type]
+    return from_database_error(exc, verb=verb.name).as_dict()  # type: ignore[arg-type]
 
 
-def _decode(params_type: type[schemas.Params], arguments: dict[str, Any]) -> schemas.Params:
+# ---------------------------------------------------------------------------------------
+# Answering, on the event loop
+
+
+async def answer(scope: dict, body: bytes, *, watch_disconnect: Callable) -> HttpResponse:
+    """The answer to an ``/mcp`` request whose body has been read and screened, as
+    django-mcpz's view gives it (the module's docstring says how it runs on the loop).
+    ``watch_disconnect()`` gives a future done once the client goes away."""
+    if scope["method"] == "POST":
+        call = plain_tool_call(scope["headers"], body)
+        if call is not None:
+            answered = await run_plain_call(scope, body, call, watch_disconnect=watch_disconnect)
+            if answered is not None:
+                return answered
+    return await through_view(scope, body, watch_disconnect=watch_disconnect)
+
+
+async def through_view(scope: dict, body: bytes, *, watch_disconnect: Callable) -> HttpResponse:
+    """django-mcpz's view on the loop: the endpoint looked up first, and a tools/call's verb
+    run between the view's two passes."""
+    request = ASGIRequest(scope, io.BytesIO(body))
+    if scope["method"] == "POST":
+        await _authenticate(request)
     try:
-        return msgspec.convert(arguments, params_type)
-    except msgspec.ValidationError as exc:  # the same words as agents.http.decode
-        raise Invalid(f"Invalid arguments: {exc}") from None
+        return _view(request)
+    except _RunOnLoop as first_pass:
+        verb, params = first_pass.verb, first_pass.params
+    endpoint: Endpoint = request.endpoint  # type: ignore[attr-defined]
+    try:
+        request.switchboard_answer = await waiting.call(  # type: ignore[attr-defined]
+            endpoint,
+            verb,
+            params,
+            mcp_session_id=request.headers.get("Mcp-Session-Id") or None,
+            gone=_gone_if_waiting(verb, params, watch_disconnect),
+        )
+    except (DomainError, *DATABASE_ERRORS) as exc:
+        request.switchboard_answer = _Refused(_refusal_body(exc, verb))  # type: ignore[attr-defined]
+    return _view(request)
+
+
+def _gone_if_waiting(verb: Verb, params: Any, watch_disconnect: Callable):
+    waits = verb.name == "claim_next" and params.wait_seconds
+    return watch_disconnect() if waits else None
 
 
 class _Reply(msgspec.Struct):
@@ -275,16 +333,11 @@ class _Reply(msgspec.Struct):
     error: dict | None = None
 
 
-@csrf_exempt
-def view(request: HttpRequest) -> HttpResponse:
-    """``/mcp``: the server, plus two things. django-mcpz's own JSON-RPC errors (a parse
-    error, an unknown tool or method) gain the HTTP API's error body as ``error.data``. And
-    django-mcpz decodes with msgspec, which walks nesting on the C stack; a body of a few KB
-    of brackets raises RecursionError there. That is the client's malformed JSON: a JSON-RPC
-    parse error, not a 500."""
-    screen = screened(request.body)
-    if screen is not None:
-        return screen
+def _view(request: HttpRequest) -> HttpResponse:
+    """django-mcpz's view, plus one thing: its own JSON-RPC errors (a parse error, an
+    unknown tool or method) gain the HTTP API's error body as ``error.data``. (It decodes
+    with msgspec, which walks nesting on the C stack: a body deeper than MAX_DEPTH never
+    reaches it, and a RecursionError all the same is a parse error, not a 500.)"""
     try:
         response = server(request)
     except RecursionError:
@@ -349,7 +402,7 @@ def _jsonrpc_response(body: dict, *, status: int) -> HttpResponse:
 
 
 # ---------------------------------------------------------------------------------------
-# Tools on the event loop (agents/asgi.py): the calls django-mcpz would pass on as they stand
+# The plain tools/call, answered without the view
 
 call_log = logging.getLogger("django_mcpz.calls")  # django-mcpz's record of each tools/call
 # The request headers a tools/call's acceptance depends on (django-mcpz's checks).
@@ -359,8 +412,9 @@ _CALL_HEADERS = ("origin", "mcp-protocol-version", "mcp-method", "mcp-name")
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     request_id: str | int
-    verb: str
+    verb: Verb
     arguments: dict[str, Any]
+    session_id: str | None
 
 
 def plain_tool_call(raw_headers: list[tuple[bytes, bytes]], body: bytes) -> ToolCall | None:
@@ -370,12 +424,15 @@ def plain_tool_call(raw_headers: list[tuple[bytes, bytes]], body: bytes) -> Tool
     to verify, arguments an object. Else None, and the view answers (its own error, a legacy
     client's call). Whether the endpoint may use the tool is checked once it is known."""
     headers: dict[str, str] = {}
+    session_id = None
     for raw_name, value in raw_headers:
         key = raw_name.decode("latin-1").lower()
         if key in _CALL_HEADERS:
             if key in headers:
                 return None  # Django joins repeated headers; let the view judge them
             headers[key] = value.decode("latin-1")
+        elif key == "mcp-session-id":
+            session_id = value.decode("latin-1") or None
     origin = headers.get("origin")
     if origin is not None:
         try:
@@ -402,13 +459,12 @@ def plain_tool_call(raw_headers: list[tuple[bytes, bytes]], body: bytes) -> Tool
         return None
     if meta.get(META_PROTOCOL_VERSION) != PROTOCOL_VERSION:
         return None
-    verb = params.get("name")
-    if not isinstance(verb, str) or verb not in schemas.VERBS:
-        return None
-    if params.get("requestState") is not None:
+    name = params.get("name")
+    verb = REGISTRY.get(name) if isinstance(name, str) else None
+    if verb is None or params.get("requestState") is not None:
         return None
     try:
-        if decode_header_value(headers.get("mcp-name", "")) != verb:
+        if decode_header_value(headers.get("mcp-name", "")) != name:
             return None
     except ValueError:
         return None
@@ -417,26 +473,40 @@ def plain_tool_call(raw_headers: list[tuple[bytes, bytes]], body: bytes) -> Tool
         arguments = {}
     elif not isinstance(arguments, dict):
         return None
-    return ToolCall(message.id, verb, arguments)
+    return ToolCall(message.id, verb, arguments, session_id)
 
 
-async def arun_tool(
-    endpoint: Endpoint,
-    call: ToolCall,
-    *,
-    mcp_session_id: str | None,
-    gone: asyncio.Future | None,
-) -> HttpResponse:
-    """The tool's answer to ``call``, as django-mcpz's view would send it, with the verb run
-    on the event loop (``waiting.acall``: a claim whose client left is released)."""
+async def run_plain_call(
+    scope: dict, body: bytes, call: ToolCall, *, watch_disconnect: Callable
+) -> HttpResponse | None:
+    """The tool's answer to a plain ``call``, as django-mcpz's view would send it, or None
+    when the view must say it (a token refused, a tool the endpoint may not use: the view's
+    own words)."""
+    authorization = ""
+    for name, value in scope["headers"]:
+        if name.lower() == b"authorization":
+            authorization = value.decode("latin-1")
+    try:
+        endpoint = await endpoint_for(authorization)
+    except DomainError:
+        return None
+    except DATABASE_ERRORS as exc:
+        return refusal(body, from_database_error(exc, verb=call.verb.name))
+    if not call.verb.allowed(endpoint):
+        return None
     started = time.perf_counter()
     try:
-        params = _decode(schemas.VERBS[call.verb][0], call.arguments)
-        output = await waiting.acall(
-            endpoint, call.verb, params, mcp_session_id=mcp_session_id, gone=gone
+        params = wire.convert(call.verb, call.arguments)
+        output = await waiting.call(
+            endpoint,
+            call.verb,
+            params,
+            mcp_session_id=call.session_id,
+            gone=_gone_if_waiting(call.verb, params, watch_disconnect),
         )
     except (DomainError, *DATABASE_ERRORS) as exc:
-        result, outcome = _refusal_result(json.dumps(_refusal_body(exc, call.verb))), "tool_error"
+        result = _refusal_result(json.dumps(_refusal_body(exc, call.verb)))
+        outcome = "tool_error"
     else:
         encoded = msgspec.json.encode(output, enc_hook=enc_hook)
         result = {
@@ -448,10 +518,10 @@ async def arun_tool(
     duration = time.perf_counter() - started
     call_log.info(
         "Tool %r: %s in %.1fms",
-        call.verb,
+        call.verb.name,
         outcome,
         duration * 1000,
-        extra={"server": server, "tool": call.verb, "outcome": outcome, "duration": duration},
+        extra={"server": server, "tool": call.verb.name, "outcome": outcome, "duration": duration},
     )
     return result_response(
         call.request_id,

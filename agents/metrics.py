@@ -1,6 +1,7 @@
 """``/metrics`` in the Prometheus text format: a scrape reads the ledger's counters and a few
-aggregates (queues.counters) and renders them with a fresh ``CollectorRegistry``, behind the
-SWITCHBOARD_METRICS_TOKEN bearer token (the same bearer parsing as the agent API)."""
+aggregates (queues.counters) on the async pool and renders them with a fresh
+``CollectorRegistry``, behind the SWITCHBOARD_METRICS_TOKEN bearer token (the same bearer
+parsing as the agent API)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ import hmac
 from collections.abc import Iterator
 
 from django.conf import settings
-from django.http import Http404, HttpRequest, HttpResponse
-from django.views.defaults import page_not_found
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
@@ -21,11 +20,11 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 from prometheus_client.utils import floatToGoString
 
-from agents.auth import bearer_token
-from agents.http import error_response
-from queues import counters
+from agents import wire
+from agents.auth import token_from_header
+from queues import counters, db
 from queues.db.availability import breaker
-from queues.errors import DATABASE_ERRORS, Unavailable, from_database_error
+from queues.errors import DATABASE_ERRORS, DomainError, Unavailable, from_database_error
 from queues.models import (
     Delivery,
     Outcome,
@@ -103,42 +102,43 @@ class SwitchboardCollector(Collector):
         yield outbox
 
 
-def _token_ok(request: HttpRequest, expected: str) -> bool:
-    given = bearer_token(request) or ""
+def _token_ok(authorization: str, expected: str) -> bool:
+    given = token_from_header(authorization) or ""
     # Digests first: compare_digest is constant time only for inputs of equal length.
     given_digest = hashlib.sha256(given.encode()).digest()
     return hmac.compare_digest(given_digest, hashlib.sha256(expected.encode()).digest())
 
 
-def metrics_view(request: HttpRequest) -> HttpResponse:
-    """``/metrics``: 404 while SWITCHBOARD_METRICS_TOKEN is unset (as any unknown URL), 401
-    without the right bearer token."""
+async def scrape(method: str, authorization: str) -> tuple[int, bytes, list[tuple[str, str]]]:
+    """``/metrics``, on the event loop: 401 without the right bearer token, else the
+    exposition (``unavailable`` while the database is away, as the verbs say it). The front
+    sends it here only while SWITCHBOARD_METRICS_TOKEN is set; unset, ``/metrics`` is the
+    site's, which has no such page (switchboard/asgi.py)."""
     expected = settings.SWITCHBOARD_METRICS_TOKEN
-    if not expected:
-        # A response, not Http404: this view also runs outside Django's handler
-        # (agents/asgi.py), where nothing would turn the exception into a page.
-        return page_not_found(request, Http404())
-    if not _token_ok(request, expected):
-        response = HttpResponse(
-            "A valid metrics token is required (Authorization: Bearer …).\n",
-            status=401,
-            content_type="text/plain; charset=utf-8",
+    if not _token_ok(authorization, expected):
+        return (
+            401,
+            b"A valid metrics token is required (Authorization: Bearer \xe2\x80\xa6).\n",
+            [
+                ("content-type", "text/plain; charset=utf-8"),
+                ("www-authenticate", 'Bearer realm="metrics"'),
+            ],
         )
-        response["WWW-Authenticate"] = 'Bearer realm="metrics"'
-        return response
-    if request.method not in ("GET", "HEAD"):
-        response = HttpResponse(status=405)
-        response["Allow"] = "GET, HEAD"
-        return response
-    if not breaker.admit():  # known to be away: said at once, as the verbs say it
-        return error_response(Unavailable("The database is unavailable; retry shortly."))
+    if method not in ("GET", "HEAD"):
+        return 405, b"", [("allow", "GET, HEAD")]
     try:
-        counters.flush_claim_latency(wait=counters.SCRAPE_FLUSH_WAIT_SECONDS)
-        snapshot = counters.read_snapshot()
+        if not await breaker.aadmit():  # known to be away: said at once
+            raise Unavailable("The database is unavailable; retry shortly.")
+        await counters.aflush_claim_latency(wait=counters.SCRAPE_FLUSH_WAIT_SECONDS)
+        snapshot = await db.arun(counters.read_snapshot_plan())
+    except DomainError as error:
+        return wire.error_parts(error)
     except DATABASE_ERRORS as exc:
-        return error_response(from_database_error(exc, verb="metrics"))
+        return wire.error_parts(from_database_error(exc, verb="metrics"))
     registry = CollectorRegistry()
     registry.register(SwitchboardCollector(snapshot))
-    response = HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
-    response["Cache-Control"] = "no-store"
-    return response
+    return (
+        200,
+        generate_latest(registry),
+        [("content-type", CONTENT_TYPE_LATEST), ("cache-control", "no-store")],
+    )

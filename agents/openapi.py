@@ -1,5 +1,6 @@
-"""The OpenAPI document for the agent API, generated from ``agents.schemas`` (the same
-structs that decode requests), never kept by hand."""
+"""The OpenAPI document and the capability document of the agent API, generated from the
+verbs' declarations (agents/verbs.py: the same structs that decode requests), never kept by
+hand."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from functools import cache
 import msgspec
 
 from agents import schemas
+from agents.verbs import REGISTRY
 from queues.records import UNTRUSTED_NOTICE
 
 ERRORS = {
@@ -47,7 +49,7 @@ def capabilities() -> dict:
         "name": "switchboard",
         "version": release,
         "api": "v1",
-        "verbs": list(schemas.VERBS),
+        "verbs": list(REGISTRY),
         "features": {
             # Every claim opens an attempt and every ending closes it; claims return
             # prior_attempts, get_todo returns attempts, and each says whether it died.
@@ -80,30 +82,28 @@ def capabilities() -> dict:
 
 @cache
 def document() -> dict:
-    types = [t for params, out, _ in schemas.VERBS.values() for t in (params, out)]
+    types = [t for verb in REGISTRY.values() for t in (verb.params, verb.output)]
     types.append(schemas.ErrorOut)
     (refs, components) = msgspec.json.schema_components(
         types, ref_template="#/components/schemas/{name}"
     )
     ref_of = dict(zip(types, refs, strict=True))
     paths = {}
-    for verb, (params, out, description) in schemas.VERBS.items():
-        responses = {"200": {"description": "OK", "content": _json(ref_of[out])}}
+    for verb in REGISTRY.values():
+        responses = {"200": {"description": "OK", "content": _json(ref_of[verb.output])}}
         for status, text in ERRORS.items():
             responses[status] = {"description": text, "content": _json(ref_of[schemas.ErrorOut])}
-        paths[f"/api/v1/{verb}"] = {
+        paths[f"/api/v1/{verb.name}"] = {
             "post": {
-                "operationId": verb,
-                "summary": description,
-                "description": description
-                + (
-                    f"\n\n{UNTRUSTED_NOTICE}" if verb in ("get_todo", "claim", "claim_next") else ""
-                ),
+                "operationId": verb.name,
+                "summary": verb.description,
+                "description": verb.description
+                + (f"\n\n{UNTRUSTED_NOTICE}" if verb.reads_attempts else ""),
                 "security": [{"endpointToken": []}],
                 # A verb without required arguments takes a missing body as {}.
                 "requestBody": {
-                    "required": any(f.required for f in msgspec.structs.fields(params)),
-                    "content": _json(ref_of[params]),
+                    "required": any(f.required for f in msgspec.structs.fields(verb.params)),
+                    "content": _json(ref_of[verb.params]),
                 },
                 "responses": responses,
             }

@@ -1,5 +1,6 @@
-"""One schema per verb: it validates HTTP bodies, defines the MCP tools' input schemas and
-feeds the OpenAPI document, so the surfaces cannot drift apart.
+"""The structs of the verbs' arguments and answers (agents/verbs.py declares which verb takes
+which): they validate HTTP bodies and MCP arguments, define the MCP tools' schemas and feed
+the OpenAPI document, so the surfaces cannot drift apart.
 
 Requests are decoded strictly: wrong types, unknown fields and missing required fields are
 ``invalid`` (a misspelt argument must not be silently ignored). Range checks live in the
@@ -15,7 +16,6 @@ import msgspec
 from msgspec import Meta
 
 from queues import bounds
-from queues.models import VERBS as VERB_NAMES
 
 TodoId = Annotated[int, Meta(ge=1, description="The todo's id.")]
 AttemptSeq = Annotated[
@@ -324,50 +324,3 @@ class ErrorBody(Out):
 
 class ErrorOut(Out):
     error: ErrorBody
-
-
-# verb -> (params, result, one-line description)
-VERBS: dict[str, tuple[type[Params], type[Out], str]] = {
-    "create_todo": (
-        CreateTodo,
-        CreateTodoOut,
-        "Put a todo on this endpoint's queue, or with "
-        "`to` on another endpoint's queue in the same team.",
-    ),
-    "list_todos": (ListTodos, ListTodosOut, "This endpoint's todos, newest first, by cursor."),
-    "get_todo": (
-        GetTodo,
-        GetTodoOut,
-        "One todo with its result, next retry, dead-letter reason and newest attempts.",
-    ),
-    "claim": (
-        Claim,
-        ClaimOut,
-        "Claim one todo as a lease; opens an attempt and returns what earlier attempts tried. "
-        "While the endpoint is paused it claims nothing (paused: true).",
-    ),
-    "claim_next": (
-        ClaimNext,
-        ClaimOut,
-        "Claim the best claimable todo (highest priority, "
-        "then longest waiting), optionally waiting up to 30 s for one. While the endpoint is "
-        "paused it claims nothing (paused: true; a long-poll waits for the resume).",
-    ),
-    "heartbeat": (Heartbeat, HeartbeatOut, "Keep your open attempt's lease alive."),
-    "complete": (Complete, ClosedOut, "Report success: the todo is done."),
-    "fail": (
-        Fail,
-        ClosedOut,
-        "Report failure: retried with backoff, dead-lettered at the "
-        "cap or when retryable is false.",
-    ),
-    "release": (
-        Release,
-        ClosedOut,
-        "Give the todo back without a verdict (back to pending; the failure budget is not spent).",
-    ),
-    "cancel": (Cancel, ClosedOut, "Cancel a todo you hold, sent, or that waits on your queue."),
-}
-
-if tuple(VERBS) != VERB_NAMES:  # one list of verbs: queues.models.VERBS
-    raise ImportError("agents.schemas.VERBS and queues.models.VERBS disagree")

@@ -1,30 +1,97 @@
-"""The agent verbs, shared by the HTTP API and the MCP tools.
+"""The agent verbs, each declared once: its parameters, its output, its description, how MCP
+clients should treat it, and the handler that calls the ledger. The HTTP API, the MCP tools,
+the OpenAPI document and the capability document read ``REGISTRY``; the ledger's own list of
+verb names (``queues.models.VERBS``, what a frozen verb set may hold) and the client's are
+held to it by a system check (agents/checks.py) and a test.
 
-Each handler takes the authenticated endpoint and the verb's decoded params (a struct from
-``agents.schemas``) and returns a plan (queues/db/executor.py) whose result is the response as a
-JSON-ready dict. It calls one transition or selector; authentication, the frozen verb set and
-decoding happen in the adapters around it, and the adapter runs the plan: on Django's
-connection (``queues.db.run``) or on the async pool (``queues.db.arun``). claim_next's
-long-poll and the claim latency metric are the adapters' too (agents/waiting.py): a handler
-makes one claim.
+A handler takes the authenticated endpoint and the verb's decoded params (a struct of
+``agents.schemas``) and returns a plan (queues.db) whose result is the response as a
+JSON-ready dict. It calls one transition or selector; authentication, the frozen verb set,
+decoding, claim_next's long-poll and the claim latency metric are the front's
+(agents/front.py, agents/waiting.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from agents import schemas
 from queues import endpoints, selectors, transitions
 from queues.db import Plan
 from queues.errors import Forbidden, NotFound
-from queues.models import VERBS, Endpoint
+from queues.models import Endpoint
 from queues.records import UNTRUSTED_NOTICE, TodoDetail
 from queues.transitions import Actor
 
-# get_todo reads only the endpoint's own queue, which list_todos already enumerates, so any
-# endpoint holding either may call it (the record's "no new power" for frozen verb sets,
-# docs/decisions/0039-attempt-history.md).
-READ_ALIASES = {"get_todo": ("get_todo", "list_todos")}
+type Handler = Callable[..., Plan[dict]]
+
+
+@dataclass(frozen=True, slots=True)
+class Verb:
+    name: str
+    params: type[schemas.Params]
+    output: type[schemas.Out]
+    description: str
+    handler: Handler
+    # Its answer carries what earlier attempts wrote (the untrusted notice goes with it).
+    reads_attempts: bool = False
+    # How MCP clients may treat it (the tools' annotations).
+    read_only: bool = False
+    idempotent: bool = False
+    destructive: bool = False
+    # A claim: one claim latency observation, and released again if its client left.
+    claims: bool = False
+    # The verbs of a frozen set that let an endpoint call this one (itself, by default):
+    # get_todo reads only the endpoint's own queue, which list_todos already enumerates, so
+    # either allows it (the record's "no new power", docs/decisions/0039-attempt-history.md).
+    allowed_by: tuple[str, ...] = ()
+
+    @property
+    def mcp_description(self) -> str:
+        return self.description + (f" {UNTRUSTED_NOTICE}" if self.reads_attempts else "")
+
+    def allowed(self, endpoint: Endpoint) -> bool:
+        return any(v in endpoint.verbs for v in self.allowed_by or (self.name,))
+
+    def check_allowed(self, endpoint: Endpoint) -> None:
+        if not self.allowed(endpoint):
+            raise Forbidden(f"This endpoint was not vended the {self.name!r} verb.")
+
+
+REGISTRY: dict[str, Verb] = {}
+
+
+def verb(
+    *, params: type[schemas.Params], output: type[schemas.Out], description: str, **traits
+) -> Callable[[Handler], Handler]:
+    """Declare the decorated handler as the verb of its name."""
+
+    def register(handler: Handler) -> Handler:
+        name = handler.__name__
+        if name in REGISTRY:
+            raise ValueError(f"the verb {name!r} is declared twice")
+        REGISTRY[name] = Verb(
+            name=name,
+            params=params,
+            output=output,
+            description=description,
+            handler=handler,
+            **traits,
+        )
+        return handler
+
+    return register
+
+
+def named(name: str) -> Verb:
+    """The verb of this name; an unknown one is not_found (as an unknown path would be)."""
+    found = REGISTRY.get(name)
+    if found is None:
+        raise NotFound(f"No such verb. Verbs: {', '.join(REGISTRY)}.")
+    return found
+
+
 NO_TODO: dict = {
     "todo": None,
     "prior_attempts": [],
@@ -35,26 +102,26 @@ NO_TODO: dict = {
 PAUSED: dict = {**NO_TODO, "paused": True}
 
 
-def allowed(endpoint: Endpoint, verb: str) -> bool:
-    return any(v in endpoint.verbs for v in READ_ALIASES.get(verb, (verb,)))
+# ---------------------------------------------------------------------------------------
+# The verbs, in the order of queues.models.VERBS
 
 
-def check_allowed(endpoint: Endpoint, verb: str) -> None:
-    if not allowed(endpoint, verb):
-        raise Forbidden(f"This endpoint was not vended the {verb!r} verb.")
-
-
+@verb(
+    params=schemas.CreateTodo,
+    output=schemas.CreateTodoOut,
+    description="Put a todo on this endpoint's queue, or with `to` on another endpoint's queue"
+    " in the same team.",
+)
 def create_todo(endpoint: Endpoint, p: schemas.CreateTodo, **_) -> Plan[dict]:
     target: Endpoint | None = endpoint
-    requester = None
     if p.to is not None and p.to != endpoint.agent_id:
         # Unknown and foreign agent_ids answer alike: only this team's live endpoints exist.
         target = yield from endpoints.live_in_team_plan(endpoint.team_id, p.to)
         if target is None:
             raise NotFound("No such endpoint in this team.")
-        requester = endpoint
     assert target is not None
     todo, created = yield from transitions.create_todo_plan(
+        Actor.agent(endpoint),
         endpoint=target,
         title=p.title,
         body=p.body,
@@ -62,9 +129,8 @@ def create_todo(endpoint: Endpoint, p: schemas.CreateTodo, **_) -> Plan[dict]:
         max_attempts=p.max_attempts,
         not_before=p.not_before,
         idempotency_key=p.idempotency_key,
-        requester=requester,
     )
-    if requester is not None:
+    if target is not endpoint:
         # A sender reads what it sent as get_todo shows it to a requester: no attempts.
         return {
             "todo": TodoDetail(todo=todo, attempts=[], as_requester=True).as_api()["todo"],
@@ -73,6 +139,13 @@ def create_todo(endpoint: Endpoint, p: schemas.CreateTodo, **_) -> Plan[dict]:
     return {"todo": todo.as_api(), "created": created}
 
 
+@verb(
+    params=schemas.ListTodos,
+    output=schemas.ListTodosOut,
+    description="This endpoint's todos, newest first, by cursor.",
+    read_only=True,
+    idempotent=True,
+)
 def list_todos(endpoint: Endpoint, p: schemas.ListTodos, **_) -> Plan[dict]:
     todos, next_cursor = yield from selectors.list_todos_plan(
         endpoint, state=p.state, limit=p.limit, cursor=p.cursor
@@ -80,6 +153,15 @@ def list_todos(endpoint: Endpoint, p: schemas.ListTodos, **_) -> Plan[dict]:
     return {"todos": [t.as_api() for t in todos], "next_cursor": next_cursor}
 
 
+@verb(
+    params=schemas.GetTodo,
+    output=schemas.GetTodoOut,
+    description="One todo with its result, next retry, dead-letter reason and newest attempts.",
+    reads_attempts=True,
+    read_only=True,
+    idempotent=True,
+    allowed_by=("get_todo", "list_todos"),
+)
 def get_todo(endpoint: Endpoint, p: schemas.GetTodo, **_) -> Plan[dict]:
     detail = yield from selectors.get_todo_for_endpoint_plan(
         endpoint, p.todo_id, attempts_limit=p.attempts_limit
@@ -87,6 +169,14 @@ def get_todo(endpoint: Endpoint, p: schemas.GetTodo, **_) -> Plan[dict]:
     return detail.as_api()
 
 
+@verb(
+    params=schemas.Claim,
+    output=schemas.ClaimOut,
+    description="Claim one todo as a lease; opens an attempt and returns what earlier attempts"
+    " tried. While the endpoint is paused it claims nothing (paused: true).",
+    reads_attempts=True,
+    claims=True,
+)
 def claim(endpoint: Endpoint, p: schemas.Claim, *, mcp_session_id: str | None = None) -> Plan[dict]:
     claimed = yield from transitions.claim_plan(
         Actor.agent(endpoint),
@@ -101,14 +191,23 @@ def claim(endpoint: Endpoint, p: schemas.Claim, *, mcp_session_id: str | None = 
     return {**claimed.as_api(), "paused": False}
 
 
+@verb(
+    params=schemas.ClaimNext,
+    output=schemas.ClaimOut,
+    description="Claim the best claimable todo (highest priority, then longest waiting),"
+    " optionally waiting up to 30 s for one. While the endpoint is paused it claims nothing"
+    " (paused: true; a long-poll waits for the resume).",
+    reads_attempts=True,
+    claims=True,
+)
 def claim_next(
     endpoint: Endpoint, p: schemas.ClaimNext, *, mcp_session_id: str | None = None
 ) -> Plan[dict]:
     """One claim, at once: the best claimable todo, or ``todo: null`` (with ``paused: true``
-    while the endpoint is paused). (``wait_seconds`` is the adapters' to honour, around this:
-    agents/waiting.py.)"""
+    while the endpoint is paused). ``wait_seconds`` is the front's to honour, around this
+    (agents/waiting.py)."""
     claimed = yield from transitions.claim_next_plan(
-        endpoint=endpoint,
+        Actor.agent(endpoint),
         lease_seconds=p.lease_seconds,
         require_fence=p.require_fence,
         claimant=p.claimant,
@@ -119,7 +218,7 @@ def claim_next(
     return dict(PAUSED if endpoint.paused else NO_TODO)
 
 
-def _attempt_verb(transition_plan: Callable[..., Plan]) -> Callable[..., Plan[dict]]:
+def _attempt_verb(transition_plan: Callable[..., Plan], **declared) -> Handler:
     """heartbeat, complete, fail, release, cancel: the struct's fields are the transition's
     keyword arguments, by name."""
 
@@ -130,20 +229,40 @@ def _attempt_verb(transition_plan: Callable[..., Plan]) -> Callable[..., Plan[di
         return result.as_api()
 
     handler.__name__ = transition_plan.__name__.removesuffix("_plan")
-    return handler
+    return verb(**declared)(handler)
 
 
-HANDLERS: dict[str, Callable[..., Plan[dict]]] = {
-    "create_todo": create_todo,
-    "list_todos": list_todos,
-    "get_todo": get_todo,
-    "claim": claim,
-    "claim_next": claim_next,
-    "heartbeat": _attempt_verb(transitions.heartbeat_plan),
-    "complete": _attempt_verb(transitions.complete_plan),
-    "fail": _attempt_verb(transitions.fail_plan),
-    "release": _attempt_verb(transitions.release_plan),
-    "cancel": _attempt_verb(transitions.cancel_plan),
-}
-if tuple(HANDLERS) != VERBS:  # one list of verbs: queues.models.VERBS
-    raise ImportError("agents.verbs.HANDLERS and queues.models.VERBS disagree")
+heartbeat = _attempt_verb(
+    transitions.heartbeat_plan,
+    params=schemas.Heartbeat,
+    output=schemas.HeartbeatOut,
+    description="Keep your open attempt's lease alive.",
+    idempotent=True,
+)
+complete = _attempt_verb(
+    transitions.complete_plan,
+    params=schemas.Complete,
+    output=schemas.ClosedOut,
+    description="Report success: the todo is done.",
+)
+fail = _attempt_verb(
+    transitions.fail_plan,
+    params=schemas.Fail,
+    output=schemas.ClosedOut,
+    description="Report failure: retried with backoff, dead-lettered at the cap or when"
+    " retryable is false.",
+)
+release = _attempt_verb(
+    transitions.release_plan,
+    params=schemas.Release,
+    output=schemas.ClosedOut,
+    description="Give the todo back without a verdict (back to pending; the failure budget is"
+    " not spent).",
+)
+cancel = _attempt_verb(
+    transitions.cancel_plan,
+    params=schemas.Cancel,
+    output=schemas.ClosedOut,
+    description="Cancel a todo you hold, sent, or that waits on your queue.",
+    destructive=True,
+)

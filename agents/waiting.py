@@ -1,11 +1,9 @@
-"""claim_next's long-poll: claim at once, or wait up to ``wait_seconds`` for the doorbell and
-claim then. While waiting a request holds no transaction and no database connection. Each
-time a waiter wakes it re-checks the credential that opened the request (a token rotated or
-revoked meanwhile claims nothing) before it claims.
-
-Two waiters: ``acall`` (the ASGI server: a coroutine on the asyncio doorbell, no thread held;
-capped per endpoint and per process) and ``call`` (the WSGI server: a thread per waiting
-request on the threaded doorbell).
+"""claim_next's long-poll, on the event loop: claim at once, or wait up to ``wait_seconds``
+for the doorbell and claim then. A waiting request is a coroutine holding nothing but its
+socket: no thread, no transaction and no database connection (the claim itself runs on the
+async pool when it wakes). Each time a waiter wakes it re-checks the credential that opened
+the request (a token rotated or revoked meanwhile claims nothing) before it claims. Waiters
+are capped per endpoint and per process.
 """
 
 from __future__ import annotations
@@ -16,65 +14,13 @@ import time
 from collections.abc import Awaitable, Callable
 
 from django.conf import settings
-from django.db import connection
 
-from agents import schemas, verbs
-from agents.doorbell import async_doorbell, doorbell
+from agents.doorbell import async_doorbell
+from agents.verbs import REGISTRY, Verb
 from queues import counters, db, endpoints, transitions
 from queues.errors import RateLimited, Unavailable
 from queues.models import Endpoint
 from queues.transitions import Actor
-
-# While a long-poll waits, it re-checks at least this often: todos also become claimable by
-# the clock alone (not_before passing, a lease lapsing), which rings no doorbell.
-RECHECK_SECONDS = 5.0
-
-
-CLAIMS = ("claim", "claim_next")
-
-
-def call(endpoint: Endpoint, verb: str, params, *, mcp_session_id: str | None = None) -> dict:
-    """Run one verb's handler on Django's connection, waiting for claim_next's long-poll.
-    A claim call is one claim latency observation: its last claim, never its waiting."""
-    if verb == "claim_next" and params.wait_seconds:
-        return _claim_next_waiting(endpoint, params, mcp_session_id)
-    plan = verbs.HANDLERS[verb](endpoint, params, mcp_session_id=mcp_session_id)
-    if verb not in CLAIMS:
-        return db.run(plan)
-    started = time.perf_counter()
-    try:
-        return db.run(plan)
-    finally:
-        counters.claim_latency.observe(time.perf_counter() - started)
-
-
-def _claim_next_waiting(
-    endpoint: Endpoint, p: schemas.ClaimNext, mcp_session_id: str | None
-) -> dict:
-    deadline = time.monotonic() + (p.wait_seconds or 0)
-    elapsed = 0.0
-    try:
-        while True:
-            # Take the ticket before looking, so a ring between the miss and the wait is kept.
-            ticket = doorbell.ticket(endpoint.pk)
-            started = time.perf_counter()
-            try:
-                result = db.run(verbs.claim_next(endpoint, p, mcp_session_id=mcp_session_id))
-            finally:
-                elapsed = time.perf_counter() - started
-            remaining = deadline - time.monotonic()
-            if result["todo"] is not None or remaining <= 0:
-                return result
-            connection.close()  # back to the pool (or closed): waiting holds no connection
-            doorbell.wait(endpoint.pk, ticket, min(remaining, RECHECK_SECONDS))
-            db.run(endpoints.still_valid_plan(endpoint))
-    finally:
-        counters.claim_latency.observe(elapsed)
-
-
-# ---------------------------------------------------------------------------------------
-# The asyncio waiter (the ASGI server): a waiting request is a coroutine holding nothing but
-# its socket; the claim itself runs on the async pool when it wakes.
 
 
 class ClientGone(Exception):
@@ -131,42 +77,40 @@ def waiters() -> Waiters:
     return found
 
 
-async def acall(
+async def call(
     endpoint: Endpoint,
-    verb: str,
+    verb: Verb,
     params,
     *,
     mcp_session_id: str | None = None,
     gone: asyncio.Future | None = None,
 ) -> dict:
-    """``call`` for the event loop: the plan on the async pool, claim_next's long-poll on the
-    asyncio doorbell. ``gone`` is done when the client went away: a wait then ends with
-    ClientGone, and a claim that committed after it went is released at once
-    (``release_unheard``) and nobody is answered (ClientGone)."""
-    result = await _acall(endpoint, verb, params, mcp_session_id=mcp_session_id, gone=gone)
-    if gone is not None and gone.done() and result.get("todo") is not None:
-        await release_unheard(endpoint, result)
-        raise ClientGone
-    return result
-
-
-async def _acall(endpoint: Endpoint, verb: str, params, *, mcp_session_id, gone) -> dict:
-    if verb == "claim_next" and params.wait_seconds:
-        return await awaiting(
+    """Run ``verb``'s plan on the async pool, claim_next's long-poll on the doorbell. ``gone``
+    is done when the client went away: a wait then ends with ClientGone, and a claim that
+    committed after it went is released at once (``release_unheard``) and nobody is answered
+    (ClientGone). A claim is one claim latency observation: its last claim, never its
+    waiting."""
+    if verb.name == "claim_next" and params.wait_seconds:
+        claim_next = REGISTRY["claim_next"].handler
+        result = await awaiting(
             endpoint,
-            lambda: db.arun(verbs.claim_next(endpoint, params, mcp_session_id=mcp_session_id)),
+            lambda: db.arun(claim_next(endpoint, params, mcp_session_id=mcp_session_id)),
             wait_seconds=params.wait_seconds,
             found=lambda result: result["todo"] is not None,
             gone=gone,
         )
-    plan = verbs.HANDLERS[verb](endpoint, params, mcp_session_id=mcp_session_id)
-    if verb not in CLAIMS:
-        return await db.arun(plan)
-    started = time.perf_counter()
-    try:
-        return await db.arun(plan)
-    finally:
-        counters.claim_latency.observe(time.perf_counter() - started)
+    elif verb.claims:
+        started = time.perf_counter()
+        try:
+            result = await db.arun(verb.handler(endpoint, params, mcp_session_id=mcp_session_id))
+        finally:
+            counters.claim_latency.observe(time.perf_counter() - started)
+    else:
+        return await db.arun(verb.handler(endpoint, params, mcp_session_id=mcp_session_id))
+    if gone is not None and gone.done() and result.get("todo") is not None:
+        await release_unheard(endpoint, result)
+        raise ClientGone
+    return result
 
 
 async def awaiting[T](

@@ -24,6 +24,7 @@ from bench import db, explain, nohist, seed
 from bench.inprocess import cell, log
 from bench.ledger import cpu_ratio
 from bench.table import f, f2, spread, table
+from queues.transitions import Actor
 
 BAR = 0.90
 SYSTEMS = ["bare", "ours", "nohist"]  # reversed every other run: ours and nohist swap places
@@ -69,7 +70,7 @@ def _plans(endpoint_id: int):
     endpoint = Endpoint.objects.get(pk=endpoint_id)
     actor = transitions.Actor.agent(endpoint)
     return (
-        lambda: transitions.claim_next_plan(endpoint=endpoint),
+        lambda: transitions.claim_next_plan(Actor.agent(endpoint)),
         lambda c: transitions.heartbeat_plan(actor, c.todo.id, attempt_seq=c.attempt_seq),
         lambda c: transitions.complete_plan(
             actor, c.todo.id, attempt_seq=c.attempt_seq, result={"ok": True}

@@ -21,6 +21,7 @@ from bench import db
 from bench.inprocess import log
 from bench.ledger import percentile
 from bench.table import f, table
+from queues.transitions import Actor
 
 QUEUE_TARGET_MS = 100.0  # issue 4: queue page p95
 DRAWER_TARGET_MS = 50.0  # issue 4: drawer (50 attempts) p95
@@ -722,7 +723,6 @@ def _small_team(users):
     100,000 todos, against 70 ms for the big team's own)."""
     from queues import endpoints, teams, transitions
     from queues.models import Membership
-    from queues.transitions import Actor
 
     owner = users.create_user(username="initech-owner", password=None)
     initech = teams.get_or_create_team("initech", name="Initech")
@@ -730,7 +730,7 @@ def _small_team(users):
     endpoint, _ = endpoints.vend(initech, "initech-agent", verbs="all")
     agent = Actor.agent(endpoint)
     for i in range(SMALL_TEAM_TODOS):
-        todo, _ = transitions.create_todo(endpoint=endpoint, title=f"small chore {i}")
+        todo, _ = transitions.create_todo(Actor.agent(endpoint), title=f"small chore {i}")
         transitions.claim(agent, todo.id)
         transitions.complete(agent, todo.id, summary="done")
     return owner

@@ -9,6 +9,8 @@ import time
 
 from django.db import connection, transaction
 
+from queues.transitions import Actor
+
 SCAN = re.compile(
     r"(Seq Scan|Index Only Scan|Index Scan(?: Backward)?|Bitmap Heap Scan|Bitmap Index Scan)"
     r"(?: using (\S+))? on (\S+)"
@@ -141,7 +143,7 @@ def _look(endpoint, claims: int, *, explained: bool = True) -> dict:
     lat = []
     for _ in range(claims):
         t = time.perf_counter()
-        c = transitions.claim_next(endpoint=endpoint)
+        c = transitions.claim_next(Actor.agent(endpoint))
         lat.append(time.perf_counter() - t)
         transitions.complete(actor, c.todo.id, attempt_seq=c.attempt_seq, result={"ok": True})
     out = {"claim_p50_ms": round(sorted(lat)[len(lat) // 2] * 1000, 3)}

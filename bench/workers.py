@@ -24,6 +24,7 @@ import multiprocessing as mp
 import time
 
 from bench import db
+from queues.transitions import Actor
 
 RESULT = {"ok": True}
 
@@ -199,7 +200,7 @@ def _plans(endpoint_id: int, heartbeat: bool, lat: list, hb_lat: list, twins=Non
     clock, n = time.perf_counter, 0
     while True:
         t = clock()
-        claimed = run(transitions.claim_next_plan(endpoint=endpoint))
+        claimed = run(transitions.claim_next_plan(Actor.agent(endpoint)))
         if claimed is None:
             return n
         lat.append(clock() - t)

@@ -23,6 +23,7 @@ the sweeper's last pass) and renders them with a fresh ``CollectorRegistry``.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
@@ -32,17 +33,13 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import Count, DurationField, ExpressionWrapper, F
-from django.db.models.functions import Now
 from prometheus_client.utils import floatToGoString
 
 from queues import db, sql
+from queues.db import Fetch, Plan
 from queues.db.availability import log_failure
 from queues.models import (
-    Delivery,
-    MetricCounter,
     SweeperStatus,
-    Todo,
 )
 
 log = logging.getLogger("switchboard.metrics")
@@ -205,21 +202,39 @@ def flush_claim_latency(*, wait: float | None = None) -> bool:
     if not claim_latency.flush_lock.acquire(timeout=-1 if wait is None else wait):
         return False
     try:
-        deltas = claim_latency.take()
-        if deltas is None:
-            return False
-        names, labels, values = zip(*deltas.rows(), strict=True)
-        try:
-            db.fetch(
-                sql.ADD_COUNTERS,
-                {"names": list(names), "labels": list(labels), "values": list(values)},
-            )
-        except BaseException:
-            claim_latency.give_back(deltas)
-            raise
-        return True
+        return db.run(_flush_plan())
     finally:
         claim_latency.flush_lock.release()
+
+
+async def aflush_claim_latency(*, wait: float) -> bool:
+    """``flush_claim_latency`` on the event loop (a scrape): the wait for a flush under way
+    polls its lock, and the statement runs on the async pool."""
+    deadline = time.monotonic() + wait
+    while not claim_latency.flush_lock.acquire(blocking=False):
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.01)
+    try:
+        return await db.arun(_flush_plan())
+    finally:
+        claim_latency.flush_lock.release()
+
+
+def _flush_plan() -> Plan[bool]:
+    deltas = claim_latency.take()
+    if deltas is None:
+        return False
+    names, labels, values = zip(*deltas.rows(), strict=True)
+    try:
+        yield Fetch(
+            sql.ADD_COUNTERS,
+            {"names": list(names), "labels": list(labels), "values": list(values)},
+        )
+    except BaseException:
+        claim_latency.give_back(deltas)
+        raise
+    return True
 
 
 # ---------------------------------------------------------------------------------------
@@ -237,35 +252,17 @@ class Snapshot:
     sweeper_lag_seconds: float | None = None  # None: no pass has finished yet
 
 
-def read_snapshot() -> Snapshot:
+def read_snapshot_plan() -> Plan[Snapshot]:
+    """What a scrape reports, in four statements that do not grow with the rows: the counter
+    rows (a handful: outcomes, histogram buckets), todos by state, the deliveries still to
+    send (the outbox's partial index of due rows), and the sweeper's last pass."""
     snapshot = Snapshot()
-    # 1. Every counter row: a handful (outcomes, histogram buckets).
-    for name, label, value in MetricCounter.objects.values_list("name", "label", "value"):
+    for name, label, value in (yield Fetch(sql.METRIC_COUNTERS, {})):
         snapshot.counters[(name, label)] = value
-    # 2. Todos by state: one count over todos (index-only where the visibility map allows).
-    snapshot.todos_by_state = dict(
-        Todo.objects.order_by()
-        .values_list("state")
-        .annotate(n=Count("*"))
-        .values_list("state", "n")
-    )
-    # 3. Deliveries still to send, from the outbox's partial index of due rows.
-    snapshot.outbox_pending = dict(
-        Delivery.objects.filter(delivered_at__isnull=True, gave_up_at__isnull=True)
-        .order_by()
-        .values_list("kind")
-        .annotate(n=Count("*"))
-        .values_list("kind", "n")
-    )
-    # 4. The sweeper's last pass, its lag by the database clock.
-    status = (
-        SweeperStatus.objects.filter(pk=1)
-        .annotate(lag=ExpressionWrapper(Now() - F("last_finished_at"), DurationField()))
-        .values_list("passes", "lag")
-        .first()
-    )
-    if status is not None:
-        snapshot.sweeper_passes = status[0]
-        if status[1] is not None:
-            snapshot.sweeper_lag_seconds = max(0.0, status[1].total_seconds())
+    snapshot.todos_by_state = dict((yield Fetch(sql.TODOS_BY_STATE, {})))
+    snapshot.outbox_pending = dict((yield Fetch(sql.OUTBOX_PENDING, {})))
+    for passes, lag in (yield Fetch(sql.SWEEPER_LAG, {})):
+        snapshot.sweeper_passes = passes
+        if lag is not None:
+            snapshot.sweeper_lag_seconds = max(0.0, lag)
     return snapshot

@@ -1,9 +1,9 @@
 """The ASGI application ``switchboard serve`` runs (gunicorn with uvicorn workers).
 
-Two parts: the agents' paths (``/api/``, ``/mcp``, ``/metrics``) go to ``agents.asgi.app``,
-which answers on the event loop (a long-poll holds no thread); everything else (the Board,
-admin, sign-in, static files, /healthz) goes to Django's own ASGI handler, whose sync views and
-middleware run in threads (docs/deploy.md). The lifespan starts this process's doorbell (one
+Two parts: the agents' paths (``/api/``, ``/mcp``, ``/metrics`` while a metrics token is set)
+go to their front door, ``agents.front.app``, which answers on the event loop (a long-poll
+holds no thread); everything else (the Board, admin, sign-in, static files, /healthz) goes to
+Django's own ASGI handler, whose sync views and middleware run in threads (docs/deploy.md). The lifespan starts this process's doorbell (one
 LISTEN connection) and closes the async pool on shutdown.
 
 A request body for the site must also arrive within SWITCHBOARD_BODY_TIMEOUT_SECONDS: a slow
@@ -26,7 +26,7 @@ django_app = get_asgi_application()  # runs django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from agents import asgi as agents_asgi  # noqa: E402
+from agents import front  # noqa: E402
 from agents.doorbell import async_doorbell  # noqa: E402
 from queues import db  # noqa: E402
 
@@ -42,8 +42,8 @@ warnings.filterwarnings(
 async def application(scope, receive, send) -> None:
     kind = scope["type"]
     if kind == "http":
-        if scope["path"].startswith(agents_asgi.PREFIXES):
-            await agents_asgi.app(scope, receive, send)
+        if front.handles(scope):
+            await front.app(scope, receive, send)
         else:
             await _site(scope, receive, send)
     elif kind == "lifespan":

@@ -1,15 +1,11 @@
 """Gunicorn settings for ``switchboard serve``: the one place the web server is configured.
 
-By default (``SWITCHBOARD_SERVER=asgi``) gunicorn runs uvicorn workers serving the ASGI
-application (switchboard/asgi.py): the agents' verbs answer on the event loop and a waiting
+Gunicorn runs uvicorn workers serving the ASGI application (switchboard/asgi.py), the one
+front door: the agents' verbs, MCP and /metrics answer on the event loop and a waiting
 long-poll holds no thread, so one process holds thousands of waiting agents; the Board's and
 admin's sync views run in threads. Workers default to one per core (each is one event loop:
-more than the cores only adds processes to switch between).
-
-``SWITCHBOARD_SERVER=wsgi`` is the threaded server of earlier releases (gthread workers,
-SWITCHBOARD_WEB_THREADS threads each, a thread per waiting long-poll), kept for the
-benchmark's comparison and as a fallback. Also usable directly: ``gunicorn -c
-switchboard/gunicorn_conf.py`` (binds SWITCHBOARD_BIND then).
+more than the cores only adds processes to switch between). Also usable directly:
+``gunicorn -c switchboard/gunicorn_conf.py`` (binds SWITCHBOARD_BIND then).
 """
 
 import os
@@ -26,21 +22,13 @@ def _whole(name: str, default: int) -> int:
     return value
 
 
-SERVER = os.environ.get("SWITCHBOARD_SERVER", "asgi").strip().lower() or "asgi"
-if SERVER not in ("asgi", "wsgi"):
-    raise SystemExit(f"SWITCHBOARD_SERVER must be asgi or wsgi, not {SERVER!r}")
+if os.environ.get("SWITCHBOARD_SERVER", "asgi").strip().lower() not in ("", "asgi"):
+    # The threaded (WSGI) server of earlier releases is retired: refused, not ignored.
+    raise SystemExit("SWITCHBOARD_SERVER is retired: switchboard serve is ASGI only; unset it.")
 bind = [os.environ.get("SWITCHBOARD_BIND", "127.0.0.1:8000")]  # `serve --host/--port` override
-# Threads: under ASGI, the pool that runs sync views (the Board, admin, MCP, /metrics); under
-# WSGI, gthread's threads per worker.
-threads = _whole("SWITCHBOARD_WEB_THREADS", 32)
-if SERVER == "asgi":
-    wsgi_app = "switchboard.asgi:application"
-    worker_class = "switchboard.workers.Worker"
-    workers = _whole("SWITCHBOARD_WEB_WORKERS", max(2, os.cpu_count() or 2))
-else:
-    wsgi_app = "switchboard.wsgi:application"
-    worker_class = "gthread"
-    workers = _whole("SWITCHBOARD_WEB_WORKERS", 4)
+wsgi_app = "switchboard.asgi:application"
+worker_class = "switchboard.workers.Worker"
+workers = _whole("SWITCHBOARD_WEB_WORKERS", max(2, os.cpu_count() or 2))
 # The worker heartbeat, not a request limit; above the longest long-poll (claim_next waits at
 # most 30 s).
 timeout = 60

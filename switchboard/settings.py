@@ -313,9 +313,6 @@ SWITCHBOARD_HEADER_TIMEOUT_SECONDS = env_int("SWITCHBOARD_HEADER_TIMEOUT_SECONDS
 SWITCHBOARD_SEARCH_TIMEOUT_SECONDS = env_int("SWITCHBOARD_SEARCH_TIMEOUT_SECONDS", 3, minimum=1)
 SWITCHBOARD_SEARCHES_PER_USER = env_int("SWITCHBOARD_SEARCHES_PER_USER", 3, minimum=1)
 SWITCHBOARD_PAGE_TIMEOUT_SECONDS = env_int("SWITCHBOARD_PAGE_TIMEOUT_SECONDS", 10, minimum=0)
-# Threads of a web process that run sync views under ASGI (MCP tool calls, /metrics); also
-# gunicorn_conf.py's threads per worker under SWITCHBOARD_SERVER=wsgi.
-SWITCHBOARD_WEB_THREADS = env_int("SWITCHBOARD_WEB_THREADS", 32, minimum=1)
 SWITCHBOARD_METRICS_TOKEN = os.environ.get("SWITCHBOARD_METRICS_TOKEN", "")
 # The hot statements of queues/sql.py run as server-side prepared statements (planned once
 # per connection). Turn off behind a pooler that cannot keep them (pgbouncer < 1.21 in

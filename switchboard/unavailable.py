@@ -32,9 +32,9 @@ from queues.db.availability import breaker, is_connection_failure
 log = logging.getLogger("switchboard.database")
 
 RETRY_AFTER_SECONDS = 5
-# Paths whose statements are not a page's: the agents' verbs (under SWITCHBOARD_SERVER=wsgi;
-# ASGI sends them elsewhere) and the health check, which probes with its own short bound.
-UNBOUNDED_PREFIXES = ("/api/", "/mcp", "/metrics", "/healthz")
+# Paths whose statements are not a page's: the health check, which probes with its own short
+# bound.
+UNBOUNDED_PREFIXES = ("/healthz",)
 
 
 def unavailable_page() -> HttpResponse:

@@ -10,7 +10,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
-    path("", include("agents.urls")),
     path("", include("board.urls")),
 ]
 handler500 = "switchboard.unavailable.server_error"

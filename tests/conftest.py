@@ -53,8 +53,14 @@ def endpoint(make_endpoint):
 
 @pytest.fixture
 def make_todo(endpoint):
-    def make(title: str = "rebuild docs", *, on=None, **kwargs):
-        todo, _ = transitions.create_todo(endpoint=on or endpoint, title=title, **kwargs)
+    """A todo on ``on``'s queue (the endpoint's, by default), made by that endpoint or, with
+    ``requester``, sent by another endpoint of its team."""
+
+    def make(title: str = "rebuild docs", *, on=None, requester=None, **kwargs):
+        queue = on or endpoint
+        todo, _ = transitions.create_todo(
+            Actor.agent(requester or queue), endpoint=queue, title=title, **kwargs
+        )
         return todo
 
     return make
@@ -80,15 +86,6 @@ def live_server(django_db_setup, django_db_blocker):
         server = AsgiLiveServer()
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _doorbell_stops_before_the_test_database_goes(django_db_setup, django_db_blocker):
-    """The doorbell's LISTEN connection would keep the test database from being dropped."""
-    yield
-    from agents.doorbell import doorbell
-
-    doorbell.stop()
 
 
 @pytest.fixture

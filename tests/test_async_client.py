@@ -135,7 +135,7 @@ def test_a_canceled_job_is_released(live_server, token):
 @live
 def test_a_job_released_by_a_person_is_lost(live_server, vend, user):
     endpoint, token = vend("async-agent")
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="taken back")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="taken back")
 
     def release_by_hand() -> None:  # from the Board, on a thread with its own connection
         try:

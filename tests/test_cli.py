@@ -24,6 +24,7 @@ from django.db import connection
 
 from queues import endpoints, transitions
 from queues.models import Endpoint, Membership, Team, Todo, TodoAttempt
+from queues.transitions import Actor
 from switchboard import dburl
 from tests.queues.helpers import lapse_lease
 
@@ -176,7 +177,7 @@ def test_adduser_applies_the_password_rules(switchboard, db):
 
 def test_sweep_once_reaps_a_lapsed_lease_and_prints_the_counts(switchboard, endpoint, make_todo):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     lapse_lease(todo.id)
 
     result = switchboard("sweep", "--once")
@@ -258,7 +259,7 @@ def _refuses_connections(port: int) -> bool:
 
 def test_serve_answers_the_login_page(cli_env, tmp_path, db):
     port = _free_port()
-    env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1", "SWITCHBOARD_WEB_THREADS": "2"}
+    env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1"}
     with _serving(["serve"], port, env, tmp_path / "serve.log"):
         pass  # it answered the login page
     assert _refuses_connections(port)
@@ -300,7 +301,7 @@ def _sign_in(base: str, username: str, password: str) -> str:
 def test_up_makes_a_first_user_serves_and_stops_its_children(cli_env, tmp_path, real_hashers):
     port = _free_port()
     base = f"http://127.0.0.1:{port}/"
-    env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1", "SWITCHBOARD_WEB_THREADS": "2"}
+    env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1"}
     log = tmp_path / "up.log"
     with _serving(["up", "--no-demo"], port, env, log):
         with urllib.request.urlopen(f"{base}static/board/board.css") as css:
@@ -346,7 +347,7 @@ def test_up_on_a_busy_port_says_so_before_touching_anything(switchboard, db):
 
 def test_up_on_an_empty_database_starts_the_demo_and_stops_it(cli_env, tmp_path):
     port = _free_port()
-    env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1", "SWITCHBOARD_WEB_THREADS": "16"}
+    env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1"}
     log = tmp_path / "up.log"
     with _serving(["up"], port, env, log):
         _wait_for_banner(log)

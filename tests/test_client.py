@@ -14,6 +14,7 @@ import pytest
 
 from queues import transitions
 from queues.models import TodoAttempt
+from queues.transitions import Actor
 from switchboard.client import LONG_POLL_MARGIN_SECONDS, Client, read_timeout
 from tests.unanswered import first_connection_unanswered
 
@@ -64,7 +65,7 @@ def test_the_docs_mcp_example_runs_as_written_and_outlives_httpx2s_default_timeo
         assert ran.returncode == 0, ran.stderr
         return ran
 
-    transitions.create_todo(endpoint=endpoint, title="for the mcp example")
+    transitions.create_todo(Actor.agent(endpoint), title="for the mcp example")
     assert "for the mcp example" in run_example().stdout
     assert TodoAttempt.objects.get().claimant == "mcp/run-1"
 

@@ -34,7 +34,7 @@ def served(django_db_setup, tmp_path_factory):
         "SWITCHBOARD_HEADER_TIMEOUT_SECONDS": str(HEADER_TIMEOUT),
     }
     try:
-        _server, base = procs.serve(env, workers=1, threads=2)
+        _server, base = procs.serve(env, workers=1)
         yield base
     finally:
         procs.close()

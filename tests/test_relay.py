@@ -171,7 +171,10 @@ def test_a_relay_attempt_fails_the_next_dies_and_the_third_reads_both_and_comple
     endpoint, token = vend("relay-agent")
     body = "make html\n```\nnot the end of the fence\n"
     todo, _ = transitions.create_todo(
-        endpoint=endpoint, title="rebuild the docs", body=body, max_attempts=5
+        Actor.agent(endpoint),
+        title="rebuild the docs",
+        body=body,
+        max_attempts=5,
     )
     url = live_server.url
     outputs: list[str] = []
@@ -275,7 +278,7 @@ def test_a_relay_fenced_out_by_a_person_stops_its_command_and_reports_nothing(
     live_server, proxy, vend, user, relay_env, out
 ):
     endpoint, token = vend("relay-agent")
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="long job")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="long job")
     relay = start_relay(
         proxy.url, relay_env(token, STUB_MODE="hang"), "--max-todos", "1", *fast(**{"--grace": "5"})
     )
@@ -320,7 +323,7 @@ def test_a_signal_to_the_relay_stops_its_command_and_releases(
     live_server, vend, relay_env, out, signum
 ):
     endpoint, token = vend("relay-agent")
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="interrupted")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="interrupted")
     # No --max-todos: it would run until stopped. The stub ignores SIGTERM: SIGKILL after grace.
     relay = start_relay(
         live_server.url, relay_env(token, STUB_MODE="stubborn"), *fast(**{"--grace": "1"})
@@ -350,7 +353,7 @@ def test_a_command_that_dies_of_the_relays_own_stop_signal_is_released(
     """As systemd's default KillMode does: one SIGTERM to the relay and its command at once.
     The stub exits 0 on it; that is no verdict on the todo, so the relay releases it."""
     endpoint, token = vend("relay-agent")
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="stopped with its unit")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="stopped with its unit")
     relay = start_relay(live_server.url, relay_env(token, STUB_MODE="hang"), *fast())
     pid_file = out / f"pid-{todo.id}-1"
     wait_for(pid_file, relay)
@@ -397,7 +400,7 @@ def test_the_commands_exit_status_says_how_the_attempt_ends(
     live_server, vend, relay_env, exit_status, state, closed, failures
 ):
     endpoint, token = vend("relay-agent")
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="judged", max_attempts=5)
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="judged", max_attempts=5)
     status, _, stderr = run_relay(
         live_server.url,
         relay_env(token, STUB_MODE="exit", STUB_EXIT=str(exit_status)),
@@ -416,7 +419,7 @@ def test_the_commands_exit_status_says_how_the_attempt_ends(
 @relay_db
 def test_concurrency_three_runs_three_commands_at_once(live_server, vend, relay_env, out):
     endpoint, token = vend("relay-agent")
-    todos = [transitions.create_todo(endpoint=endpoint, title=f"part {n}")[0] for n in range(3)]
+    todos = [transitions.create_todo(Actor.agent(endpoint), title=f"part {n}")[0] for n in range(3)]
     # Each command waits until three are running (alone it fails after 15 s): all three
     # complete only if they overlapped.
     status, _, stderr = run_relay(
@@ -444,7 +447,7 @@ def test_once_works_what_is_there_keeps_the_folders_and_exits(
     live_server, vend, relay_env, tmp_path
 ):
     endpoint, token = vend("relay-agent")
-    todos = [transitions.create_todo(endpoint=endpoint, title=f"cron {n}")[0] for n in range(2)]
+    todos = [transitions.create_todo(Actor.agent(endpoint), title=f"cron {n}")[0] for n in range(2)]
     workdir = tmp_path / "work"
     status, stdout, stderr = run_relay(
         live_server.url,
@@ -476,7 +479,7 @@ def test_the_command_cannot_read_the_token_from_the_relays_environment(
 ):
     """The command ran as the same user and read the token from /proc/<relay pid>/environ."""
     endpoint, token = vend("relay-agent")
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="look around")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="look around")
     relay = start_relay(live_server.url, relay_env(token), "--max-todos", "1", *fast())
     try:
         wait_for(out / f"parent-environ-{todo.id}-1", relay)
@@ -503,7 +506,7 @@ def test_a_shared_workdir_never_follows_a_folder_someone_made_first(
     """A predictable folder created with exist_ok: another user's symlink there received the
     context, and their result.json and summary.txt completed the todo."""
     endpoint, token = vend("relay-agent")
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="shared machine")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="shared machine")
     workdir, theirs = tmp_path / "shared", tmp_path / "mallory"
     workdir.mkdir()
     theirs.mkdir()
@@ -525,7 +528,7 @@ def test_a_shared_workdir_never_follows_a_folder_someone_made_first(
 @relay_db
 def test_control_characters_in_the_commands_output_reach_no_terminal(live_server, vend, relay_env):
     endpoint, token = vend("relay-agent")
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="print escapes")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="print escapes")
     status, stdout, stderr = run_relay(
         live_server.url, relay_env(token, STUB_MODE="escapes"), "--max-todos", "1", *fast()
     )
@@ -540,9 +543,13 @@ def test_control_characters_in_the_commands_output_reach_no_terminal(live_server
 @relay_db
 def test_the_docs_claude_example_runs_under_the_relay(live_server, vend, relay_env):
     endpoint, token = vend("claude-agent")
-    doable, _ = transitions.create_todo(endpoint=endpoint, title="write the changelog", priority=1)
+    doable, _ = transitions.create_todo(
+        Actor.agent(endpoint), title="write the changelog", priority=1
+    )
     hopeless, _ = transitions.create_todo(
-        endpoint=endpoint, title="square the circle", body="an impossible todo"
+        Actor.agent(endpoint),
+        title="square the circle",
+        body="an impossible todo",
     )
     env = relay_env(token)
     env["PATH"] = f"{HERE / 'relay' / 'bin'}{os.pathsep}{env['PATH']}"  # the stand-in claude

@@ -15,6 +15,7 @@ from board.scope import board_scope
 from queues import transitions
 from queues.arguments import id_from_text
 from queues.errors import Conflict, Invalid, Unauthorized
+from queues.transitions import Actor
 
 
 @login_required
@@ -33,13 +34,13 @@ def todo_new(request: HttpRequest) -> HttpResponse:
     data = form.cleaned_data
     try:
         todo, _ = transitions.create_todo(
+            Actor.human(request.user),
             endpoint=data["endpoint"],
             title=data["title"],
             body=data["body"],
             priority=data["priority"],
             max_attempts=data["max_attempts"],
             not_before=data["not_before"],
-            created_by=request.user,
         )
     except (Invalid, Unauthorized, Conflict) as exc:  # e.g. revoked since the form loaded
         form.add_error(None, exc.message)

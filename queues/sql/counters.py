@@ -78,3 +78,33 @@ SELECT d.name, d.label, d.value
 """,
     why="increment-on-conflict for many rows",
 )
+
+# A scrape's four reads (queues/counters.py read_snapshot_plan): statements, so that the
+# scrape runs on the async pool like the verbs.
+METRIC_COUNTERS = Statement(
+    "metric_counters",
+    "SELECT c.name, c.label, c.value FROM metric_counters c",
+    why="run on the async pool with the verbs (the ORM runs on Django's connection only)",
+)
+TODOS_BY_STATE = Statement(
+    "todos_by_state",
+    "SELECT t.state, count(*) FROM todos t GROUP BY t.state",
+    why="run on the async pool with the verbs",
+)
+OUTBOX_PENDING = Statement(
+    "outbox_pending",
+    """
+SELECT d.kind, count(*) FROM outbox d
+ WHERE d.delivered_at IS NULL AND d.gave_up_at IS NULL
+ GROUP BY d.kind
+""",
+    why="run on the async pool with the verbs (the outbox's partial index of due rows)",
+)
+SWEEPER_LAG = Statement(
+    "sweeper_lag",
+    """
+SELECT s.passes, EXTRACT(EPOCH FROM statement_timestamp() - s.last_finished_at)::float8
+  FROM sweeper_status s WHERE s.id = 1
+""",
+    why="run on the async pool with the verbs; the lag by the database clock",
+)

@@ -12,7 +12,7 @@ from queues.arguments import todo_id as checked_todo_id
 from queues.bounds import bound_claimant, bound_mcp_session_id
 from queues.db import Atomic, Fetch, Plan
 from queues.errors import Conflict, Invalid
-from queues.models import Endpoint, EventKind, TodoState
+from queues.models import EventKind, TodoState
 from queues.records import AttemptRecord, Claim, TodoRecord
 from queues.transitions._common import (
     Actor,
@@ -32,8 +32,8 @@ MAX_STALE_SNAPSHOT_RETRIES = 5
 
 
 def claim_next_plan(
+    actor: Actor,
     *,
-    endpoint: Endpoint,
     lease_seconds: int | None = None,
     require_fence: bool = False,
     claimant: str | None = None,
@@ -43,8 +43,11 @@ def claim_next_plan(
     claimable), or None when there is none. Each run of the claim statement is its own
     transaction: a lapsed lease dead-lettered at the cap is committed, and the next run looks
     further (under an admission limit they share the admission's transaction). A paused
-    endpoint (as the request read it) claims nothing: None, with no statement run."""
-    actor = Actor.agent(endpoint)
+    endpoint (as the request read it) claims nothing: None, with no statement run. Only an
+    agent claims the next todo (a person claims the one they chose)."""
+    endpoint = actor.endpoint
+    if endpoint is None:
+        raise Invalid("Only an agent claims the next todo of its queue.")
     check_active(endpoint)
     params, token = _claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
     if endpoint.paused:
@@ -68,8 +71,8 @@ def claim_next_plan(
     return (yield from admitted(actor, claiming))
 
 
-def claim_next(**arguments) -> Claim | None:
-    return db.run(claim_next_plan(**arguments))
+def claim_next(actor: Actor, **arguments) -> Claim | None:
+    return db.run(claim_next_plan(actor, **arguments))
 
 
 def claim_plan(

@@ -18,22 +18,29 @@ from queues.transitions._common import Actor, check_active, event, read_todo, ri
 
 
 def create_todo_plan(
+    actor: Actor,
     *,
-    endpoint: Endpoint,
+    endpoint: Endpoint | None = None,
     title: str,
     body: str = "",
     priority: int = 0,
     max_attempts: int | None = None,
     not_before: datetime | None = None,
     idempotency_key: str | None = None,
-    requester: Endpoint | None = None,
-    created_by=None,
 ) -> Plan[tuple[TodoRecord, bool]]:
-    """Put a todo on ``endpoint``'s queue. Returns (todo, created). The same idempotency key
-    from the same sender (``requester``, or none: the endpoint itself or a person) on the same
-    queue returns the existing todo with created False; keys are scoped by sender, so a
-    sender only ever gets back a todo it made."""
+    """Put a todo on ``endpoint``'s queue (an agent's own, without one): by that endpoint, by
+    another endpoint of its team (an agent-to-agent send: the sender is the requester) or by
+    a person (audited). Returns (todo, created). The same idempotency key from the same
+    sender (the requester, or none: the endpoint itself or a person) on the same queue
+    returns the existing todo with created False; keys are scoped by sender, so a sender
+    only ever gets back a todo it made."""
+    if endpoint is None:
+        if actor.endpoint is None:
+            raise Invalid("A person creates a todo on an endpoint's queue: name the endpoint.")
+        endpoint = actor.endpoint
     check_active(endpoint)
+    requester = actor.endpoint if actor.endpoint not in (None, endpoint) else None
+    created_by = actor.user
     if requester is not None:
         check_active(requester)
     params = {
@@ -55,8 +62,8 @@ def create_todo_plan(
     return (yield Atomic(_create(params, endpoint, created_by)))
 
 
-def create_todo(**arguments) -> tuple[TodoRecord, bool]:
-    return db.run(create_todo_plan(**arguments))
+def create_todo(actor: Actor, **arguments) -> tuple[TodoRecord, bool]:
+    return db.run(create_todo_plan(actor, **arguments))
 
 
 def _create(params: dict, endpoint: Endpoint, created_by) -> Plan[tuple[TodoRecord, bool]]:

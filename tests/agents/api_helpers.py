@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 
 import httpx
 import msgspec
 
 from agents import schemas
+from agents.verbs import REGISTRY
 
 
 def post(
@@ -28,6 +31,25 @@ def post(
 
 def check_shape(verb: str, response: httpx.Response) -> dict:
     """Every response must match the schema the OpenAPI document publishes for it."""
-    out = schemas.VERBS[verb][1] if response.status_code == 200 else schemas.ErrorOut
+    out = REGISTRY[verb].output if response.status_code == 200 else schemas.ErrorOut
     msgspec.json.decode(response.content, type=out)  # raises on any mismatch
     return response.json()
+
+
+@contextlib.contextmanager
+def statements_run(monkeypatch) -> Iterator[list[str]]:
+    """The names of the statements the async executor runs meanwhile, in order: the live
+    server runs in this process (tests/asgi_server.py), so this counts what a request asks
+    of the database, as django_assert_num_queries does for Django's connection."""
+    from queues.db import executor
+
+    names: list[str] = []
+    real = executor._async_fetch
+
+    async def counting(conn, step):
+        names.append(step.statement.name)
+        return await real(conn, step)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(executor, "_async_fetch", counting)
+        yield names

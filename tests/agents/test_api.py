@@ -13,6 +13,7 @@ import pytest
 
 from queues import transitions
 from queues.models import Todo, TodoAttempt, TodoEvent
+from queues.transitions import Actor
 from switchboard.client import Client, SwitchboardError
 from tests.agents.api_helpers import check_shape, post
 from tests.queues.helpers import lapse_lease, make_retry_due
@@ -351,7 +352,7 @@ def test_a_waiter_whose_token_is_rotated_claims_nothing_with_it(live_server, ven
     endpoint, token = vend("rotating")
     with _a_waiting_claim_next(live_server.url, token) as answer:
         endpoints.rotate(endpoint)
-        todo, _ = transitions.create_todo(endpoint=endpoint, title="for the new token only")
+        todo, _ = transitions.create_todo(Actor.agent(endpoint), title="for the new token only")
 
     response = answer["response"]
     assert response.status_code == 401 and response.json()["error"]["code"] == "unauthorized"

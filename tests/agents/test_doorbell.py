@@ -7,7 +7,6 @@ import psycopg
 import pytest
 from django.db import connection
 
-from agents.doorbell import Doorbell
 from queues import endpoints, transitions
 from queues.sql import DOORBELL_CHANNEL
 from queues.transitions import Actor
@@ -34,32 +33,32 @@ def rings():
 def test_every_way_a_todo_becomes_claimable_rings(team, user, rings):
     endpoint, _ = endpoints.vend(team, "bell")
     agent = Actor.agent(endpoint)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="t", max_attempts=10)
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="t", max_attempts=10)
     assert rings() == [endpoint.pk]  # created
 
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     assert rings() == []  # a claim makes nothing claimable
     transitions.release(agent, todo.id)  # the holder's fast path
     assert rings() == [endpoint.pk]
 
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     lapse_lease(todo.id)
     transitions.reap_lapsed()
     assert rings() == [endpoint.pk]
 
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     transitions.fail(agent, todo.id)
     assert rings() == []  # waiting to retry is not claimable yet
     make_retry_due(todo.id)
     transitions.requeue_due_retries()
     assert rings() == [endpoint.pk]
 
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     transitions.fail(agent, todo.id)
     transitions.retry_now(user, todo.id)
     assert rings() == [endpoint.pk]
 
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     transitions.complete(agent, todo.id)
     assert rings() == []
     transitions.rerun(user, todo.id)
@@ -67,32 +66,35 @@ def test_every_way_a_todo_becomes_claimable_rings(team, user, rings):
 
 
 def test_the_listener_wakes_a_waiter_of_that_endpoint_only(team):
-    import threading
+    """The real LISTEN connection: a todo created on one endpoint wakes that endpoint's waiter
+    and not another's."""
+    import asyncio
 
-    bell = Doorbell()
-    try:
-        endpoint, _ = endpoints.vend(team, "woken")
-        other, _ = endpoints.vend(team, "asleep")
-        mine, theirs = bell.ticket(endpoint.pk), bell.ticket(other.pk)
-        assert bell.listening.wait(10)
-        mine, theirs = bell.ticket(endpoint.pk), bell.ticket(other.pk)
-        results = {}
+    from agents.doorbell import AsyncDoorbell
 
-        def wait(name, endpoint_id, ticket):
-            results[name] = bell.wait(endpoint_id, ticket, timeout=3)
+    endpoint, _ = endpoints.vend(team, "woken")
+    other, _ = endpoints.vend(team, "asleep")
 
-        waiters = [
-            threading.Thread(target=wait, args=("mine", endpoint.pk, mine)),
-            threading.Thread(target=wait, args=("theirs", other.pk, theirs)),
-        ]
-        for w in waiters:
-            w.start()
-        transitions.create_todo(endpoint=endpoint, title="for the first")
-        for w in waiters:
-            w.join(10)
-        assert results == {"mine": True, "theirs": False}
-    finally:
-        bell.stop()
+    def create() -> None:  # in a thread of its own, whose connection is closed after
+        try:
+            transitions.create_todo(Actor.agent(endpoint), title="first")
+        finally:
+            connection.close()
+
+    async def go() -> dict[str, bool]:
+        bell = AsyncDoorbell()
+        try:
+            bell.ensure_listening()
+            await asyncio.wait_for(bell.listening.wait(), 10)
+            mine = asyncio.create_task(bell.wait(endpoint.pk, bell.ticket(endpoint.pk), 3))
+            theirs = asyncio.create_task(bell.wait(other.pk, bell.ticket(other.pk), 3))
+            await asyncio.sleep(0)
+            await asyncio.to_thread(create)
+            return {"mine": await mine, "theirs": await theirs}
+        finally:
+            await bell.stop()
+
+    assert asyncio.run(go()) == {"mine": True, "theirs": False}
 
 
 # --- The asyncio doorbell: a ring wakes one waiter, the longest waiting --------------------

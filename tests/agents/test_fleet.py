@@ -16,6 +16,7 @@ import pytest
 
 from queues import endpoints, transitions
 from queues.models import Todo, TodoAttempt
+from queues.transitions import Actor
 from tests.crash.conftest import base_env
 from tests.crash.harness import Procs
 
@@ -37,7 +38,7 @@ def served(tmp_path, test_db_url):
         "SWITCHBOARD_WAITERS_PER_ENDPOINT": "5000",
     }
     try:
-        _server, base = procs.serve(env, workers=1, threads=4)
+        _server, base = procs.serve(env, workers=1)
         yield base, procs
     finally:
         procs.close()
@@ -154,7 +155,7 @@ def test_a_new_todo_wakes_exactly_one_of_its_endpoints_waiters(served, team):
             theirs = [asyncio.create_task(_claim_next(client, other_token, 5)) for _ in range(20)]
             await asyncio.sleep(1.5)
             created_at = time.monotonic()
-            await asyncio.to_thread(transitions.create_todo, endpoint=endpoint, title="one")
+            await asyncio.to_thread(transitions.create_todo, Actor.agent(endpoint), title="one")
             done, _ = await asyncio.wait(mine + theirs, timeout=3, return_when="FIRST_COMPLETED")
             first_answer = time.monotonic() - created_at
             rest = await asyncio.gather(*mine, *theirs)
@@ -188,7 +189,7 @@ def test_a_waiter_whose_client_left_claims_nothing_over_http(served, vend):
     time.sleep(1.0)  # parked on the doorbell
     sock.close()  # the client goes away
     time.sleep(0.5)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="nobody to give it to")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="nobody to give it to")
     time.sleep(1.5)
     assert Todo.objects.get(pk=todo.id).state == "pending"
     assert not TodoAttempt.objects.filter(todo_id=todo.id).exists()
@@ -232,7 +233,7 @@ def test_a_waiter_whose_client_left_claims_nothing_over_mcp(served, vend):
     time.sleep(1.0)
     sock.close()
     time.sleep(0.5)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="nobody over mcp")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="nobody over mcp")
     time.sleep(1.5)
     assert Todo.objects.get(pk=todo.id).state == "pending"
     assert not TodoAttempt.objects.filter(todo_id=todo.id).exists()
@@ -253,7 +254,7 @@ def test_an_mcp_long_poll_waits_and_claims_when_a_todo_comes(served, vend):
             )
             await asyncio.sleep(1.0)
             todo, _ = await asyncio.to_thread(
-                transitions.create_todo, endpoint=endpoint, title="for mcp"
+                transitions.create_todo, Actor.agent(endpoint), title="for mcp"
             )
             response = await call
             return todo, response

@@ -28,12 +28,12 @@ def teammates(vend):
     a2, a2_token = vend("a2")
     _, sender_token = vend("sender", verbs="create_todo")
     own, _ = transitions.create_todo(
-        endpoint=a2,
+        Actor.agent(a2),
         title="a2's secret deploy",
         body="password=hunter2",
         idempotency_key="deploy-42",
     )
-    claimed = transitions.claim_next(endpoint=a2)
+    claimed = transitions.claim_next(Actor.agent(a2))
     transitions.complete(Actor.agent(a2), own.id, result={"token": "s3cr3t"})
     assert claimed.todo.id == own.id
     return a2, own, sender_token
@@ -102,13 +102,22 @@ def test_two_senders_with_one_key_get_a_todo_each(vend):
     one, _ = vend("one")
     two, _ = vend("two")
     first, created_first = transitions.create_todo(
-        endpoint=target, title="a", idempotency_key="k", requester=one
+        Actor.agent(one),
+        endpoint=target,
+        title="a",
+        idempotency_key="k",
     )
     second, created_second = transitions.create_todo(
-        endpoint=target, title="b", idempotency_key="k", requester=two
+        Actor.agent(two),
+        endpoint=target,
+        title="b",
+        idempotency_key="k",
     )
     again, created_again = transitions.create_todo(
-        endpoint=target, title="c", idempotency_key="k", requester=one
+        Actor.agent(one),
+        endpoint=target,
+        title="c",
+        idempotency_key="k",
     )
     assert created_first and created_second and not created_again
     assert first.id != second.id and again.id == first.id

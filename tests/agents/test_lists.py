@@ -24,13 +24,23 @@ def _literal(annotation) -> set[str]:
 
 
 def test_every_surface_has_the_same_verbs_in_the_same_order():
-    assert tuple(schemas.VERBS) == VERBS
-    assert tuple(verbs.HANDLERS) == VERBS
+    assert tuple(verbs.REGISTRY) == VERBS
     assert tuple(client.VERBS) == VERBS
     assert set(mcp.server._tools) == set(VERBS)  # django-mcpz keeps its tools by name
     paths = openapi.document()["paths"]
     assert [p.removeprefix("/api/v1/") for p in paths] == list(VERBS)
     assert openapi.capabilities()["verbs"] == list(VERBS)
+
+
+def test_a_system_check_says_when_the_declared_verbs_and_the_ledgers_disagree(monkeypatch):
+    from django.core import checks
+
+    from queues import models
+
+    assert [m for m in checks.run_checks() if m.id == "agents.E001"] == []
+    monkeypatch.setattr(models, "VERBS", (*VERBS, "snooze_forever"))
+    [error] = [m for m in checks.run_checks() if m.id == "agents.E001"]
+    assert "snooze_forever" in error.hint
 
 
 def test_states_outcomes_and_dispositions_come_from_the_models():
@@ -40,7 +50,7 @@ def test_states_outcomes_and_dispositions_come_from_the_models():
 
 
 def _property(verb: str, name: str) -> dict:
-    params = schemas.VERBS[verb][0]
+    params = verbs.REGISTRY[verb].params
     doc = openapi.document()["components"]["schemas"][params.__name__]["properties"][name]
     return next((option for option in doc.get("anyOf", [doc]) if option.get("type")), doc)
 

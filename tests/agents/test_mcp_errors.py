@@ -36,7 +36,7 @@ def served(django_db_setup, tmp_path_factory):
     procs = Procs(tmp_path_factory.mktemp("served"))
     env = {**base_env(), "DATABASE_URL": dburl.build(connection.settings_dict)}
     try:
-        _server, base = procs.serve(env, workers=1, threads=4)
+        _server, base = procs.serve(env, workers=1)
         yield base
     finally:
         procs.close()
@@ -186,9 +186,9 @@ def test_bad_arguments_are_tool_errors_with_the_http_error_body(served, vend):
 def test_not_found_and_conflict_are_tool_errors_in_the_same_shape(served, vend):
     endpoint, token = vend("agent-a")
     other, _ = vend("agent-b")
-    foreign, _ = transitions.create_todo(endpoint=other, title="theirs")
-    pending, _ = transitions.create_todo(endpoint=endpoint, title="not claimed")
-    held, _ = transitions.create_todo(endpoint=endpoint, title="held, fenced")
+    foreign, _ = transitions.create_todo(Actor.agent(other), title="theirs")
+    pending, _ = transitions.create_todo(Actor.agent(endpoint), title="not claimed")
+    held, _ = transitions.create_todo(Actor.agent(endpoint), title="held, fenced")
     transitions.claim(Actor.agent(endpoint), held.id, require_fence=True)
     calls = {
         "foreign": ("get_todo", {"todo_id": foreign.id}),

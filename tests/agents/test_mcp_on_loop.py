@@ -1,6 +1,6 @@
-"""A plain MCP tools/call runs on the ASGI front's event loop (agents/mcp.py, ``arun_tool``)
-rather than in django-mcpz's synchronous view: the answer must be the view's, byte for byte,
-and everything that is not a plain call must still reach the view."""
+"""MCP is answered on the event loop (agents/mcp.py): a plain tools/call without django-mcpz's
+view (``run_plain_call``), whose answer must be the view's byte for byte, and everything else
+through the view, run on the loop itself (no thread), in its own words."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from django.test import RequestFactory
 from django_mcpz.server import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
 
-from agents import asgi, mcp
+from agents import mcp
 from queues import db
-from queues.transitions import create_todo
+from queues.models import Todo
+from queues.transitions import Actor, create_todo
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,11 +43,30 @@ def _raw(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
     return [(name.lower().encode(), value.encode()) for name, value in headers.items()]
 
 
-def _on_loop(endpoint, call: mcp.ToolCall) -> bytes:
-    async def go() -> bytes:
+def _scope(headers: dict[str, str]) -> dict:
+    return {
+        "type": "http",
+        "method": "POST",
+        "path": "/mcp",
+        "query_string": b"",
+        "headers": _raw(headers),
+        "server": ("testserver", 80),
+        "scheme": "http",
+    }
+
+
+def _both_ways(headers: dict[str, str], body: bytes) -> tuple[bytes, bytes]:
+    """The answer without the view, and through it."""
+
+    async def go() -> tuple[bytes, bytes]:
+        scope = _scope(headers)
+        call = mcp.plain_tool_call(scope["headers"], body)
+        assert call is not None
         try:
-            response = await mcp.arun_tool(endpoint, call, mcp_session_id=None, gone=None)
-            return response.content
+            plain = await mcp.run_plain_call(scope, body, call, watch_disconnect=None)
+            viewed = await mcp.through_view(scope, body, watch_disconnect=None)
+            assert plain is not None
+            return plain.content, viewed.content
         finally:
             await db.close_async_pool()
 
@@ -56,7 +75,7 @@ def _on_loop(endpoint, call: mcp.ToolCall) -> bytes:
 
 def test_a_plain_call_answers_what_the_view_answers_byte_for_byte(vend):
     endpoint, token = vend("loop-agent")
-    todo, _ = create_todo(endpoint=endpoint, title="the same either way")
+    todo, _ = create_todo(Actor.agent(endpoint), title="the same either way")
     todo_id = todo.id
     calls = [
         ("get_todo", {"todo_id": todo_id}),  # ok
@@ -67,18 +86,15 @@ def test_a_plain_call_answers_what_the_view_answers_byte_for_byte(vend):
         ("heartbeat", {"todo_id": todo_id, "attempt_seq": 3}),  # not held
         ("complete", {"todo_id": "seven", "attempt_seq": 1}),
     ]
-    factory = RequestFactory()
     for verb, arguments in calls:
-        body = _body(verb, arguments)
-        headers = _headers(verb, token)
-        call = mcp.plain_tool_call(_raw(headers), body)
-        assert call is not None, (verb, arguments)
-        on_loop = _on_loop(endpoint, call)
-        request = factory.post("/mcp", data=body, content_type="application/json", headers=headers)
-        in_view = mcp.view(request).content
-        assert on_loop == in_view, (verb, arguments, on_loop, in_view)
+        plain, viewed = _both_ways(_headers(verb, token), _body(verb, arguments))
+        assert plain == viewed, (verb, arguments, plain, viewed)
     # The answers were the tools' (not a protocol error): a success and the refusals.
-    assert json.loads(on_loop)["result"]["isError"] is True
+    assert json.loads(plain)["result"]["isError"] is True
+    # Each way runs the verb once: a create through the view's two passes makes one todo.
+    plain, viewed = _both_ways(_headers("create_todo", token), _body("create_todo", {"title": "t"}))
+    assert plain != viewed  # two todos, two ids
+    assert Todo.objects.filter(title="t").count() == 2
 
 
 @pytest.mark.parametrize(
@@ -119,19 +135,23 @@ def test_bodies_that_are_not_a_plain_call_are_not_plain():
     assert mcp.plain_tool_call(twice, _body("get_todo", {"todo_id": 1})) is None
 
 
-def test_over_http_plain_calls_stay_on_the_loop_and_the_rest_reach_the_view(
+def test_over_http_plain_calls_skip_the_view_and_the_rest_run_it_on_the_loop(
     live_server, vend, make_user, monkeypatch
 ):
     _, token = vend("loop-served")
     _, reader = vend("loop-reader", verbs="list_todos,get_todo")
-    threaded: list[object] = []
-    real = asgi._in_thread
+    viewed: list[bool] = []
+    real = mcp._view
 
-    async def counting(view, request):
-        threaded.append(view)
-        return await real(view, request)
+    def counting(request):
+        try:
+            asyncio.get_running_loop()  # called from the loop's own thread: no thread hop
+            viewed.append(True)
+        except RuntimeError:
+            viewed.append(False)
+        return real(request)
 
-    monkeypatch.setattr(asgi, "_in_thread", counting)
+    monkeypatch.setattr(mcp, "_view", counting)
     url = f"{live_server.url}/mcp"
 
     def ask(verb, arguments, token=token, **change):
@@ -150,14 +170,14 @@ def test_over_http_plain_calls_stay_on_the_loop_and_the_rest_reach_the_view(
     assert "structuredContent" not in missing.json()["result"]
     # Another team's todo answers as an unknown one does, word for word.
     elsewhere, _ = vend("loop-elsewhere", team=make_user("mallory").teams.get())
-    foreign, _ = create_todo(endpoint=elsewhere, title="not yours")
+    foreign, _ = create_todo(Actor.agent(elsewhere), title="not yours")
     theirs = ask("get_todo", {"todo_id": foreign.id})
     unknown = ask("get_todo", {"todo_id": foreign.id + 10_000_000})
     assert theirs.json()["result"] == unknown.json()["result"]
     assert "not yours" not in theirs.text
-    assert threaded == []  # none of those ran django-mcpz's view
+    assert viewed == []  # none of those ran django-mcpz's view
 
-    # The view answers the rest, in its own words.
+    # The view answers the rest, in its own words, on the loop.
     mismatch = ask("get_todo", {"todo_id": todo["id"]}, **{"Mcp-Name": "list_todos"})
     assert mismatch.status_code == 400 and "Mcp-Name" in mismatch.json()["error"]["message"]
     wrong_token = ask("get_todo", {"todo_id": todo["id"]}, token="sb_not-a-token")
@@ -165,12 +185,28 @@ def test_over_http_plain_calls_stay_on_the_loop_and_the_rest_reach_the_view(
     assert wrong_token.json()["error"]["data"]["error"]["code"] == "unauthorized"
     not_in_its_set = ask("create_todo", {"title": "no"}, token=reader)
     assert "Unknown tool" in not_in_its_set.json()["error"]["message"]
-    assert len(threaded) == 3
+    listed = httpx.post(
+        url,
+        content=json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/list",
+                "params": {
+                    "_meta": {META_PROTOCOL_VERSION: PROTOCOL_VERSION, META_CLIENT_CAPABILITIES: {}}
+                },
+            }
+        ).encode(),
+        headers={**_headers("x", reader), "Mcp-Method": "tools/list"},
+        timeout=30,
+    )
+    assert [t["name"] for t in listed.json()["result"]["tools"]] == ["list_todos", "get_todo"]
+    assert viewed == [True] * 4
 
 
 def test_a_legacy_clients_long_poll_still_waits_in_the_view_and_claims(live_server, vend):
-    """A 2025-revision client is not a plain call: django-mcpz's view answers it, and the
-    front still does the waiting of its claim_next between the view's tries."""
+    """A 2025-revision client is not a plain call: django-mcpz's view answers it, and its
+    claim_next waits on the loop between the view's two passes."""
     endpoint, token = vend("legacy-waiter")
     body = json.dumps(
         {
@@ -193,7 +229,7 @@ def test_a_legacy_clients_long_poll_still_waits_in_the_view_and_claims(live_serv
         )
         time.sleep(0.5)
         assert not answer.done()  # waiting
-        todo, _ = create_todo(endpoint=endpoint, title="for a legacy client")
+        todo, _ = create_todo(Actor.agent(endpoint), title="for a legacy client")
         response = answer.result(timeout=10)
     assert response.status_code == 200, response.text
     claimed = response.json()["result"]["structuredContent"]

@@ -3,6 +3,7 @@ that agrees with the first."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -14,14 +15,16 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import httpx
 import pytest
 from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from prometheus_client.parser import text_string_to_metric_families
 
 from queues import counters, endpoints, sweeper, transitions
 from queues.models import MetricCounter, Outcome, TodoState
+from queues.transitions import Actor
 from switchboard import dburl
+from tests.agents.api_helpers import statements_run
 from tests.queues.helpers import lapse_lease
 
 TOKEN = "metrics-token-for-tests-5b1e"
@@ -35,6 +38,16 @@ def metrics_on(settings, monkeypatch):
     counters.claim_latency.take()  # other tests' claims are not this test's
     yield
     counters.claim_latency.take()
+
+
+pytestmark = pytest.mark.django_db(transaction=True)  # the live server reads committed rows
+
+
+@pytest.fixture
+def client(live_server):
+    """The served front (the metrics are the agents' front door's, on the event loop)."""
+    with httpx.Client(base_url=live_server.url, timeout=30) as served:
+        yield served
 
 
 def scrape(client, token: str = TOKEN):
@@ -55,8 +68,8 @@ def closed(values: dict, outcome: str) -> float:
 
 
 def _reaped_attempt(endpoint) -> None:
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="dies mid-lease")
-    transitions.claim_next(endpoint=endpoint)
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="dies mid-lease")
+    transitions.claim_next(Actor.agent(endpoint))
     lapse_lease(todo.id)
     assert len(transitions.reap_lapsed()) == 1
 
@@ -65,7 +78,7 @@ def _reaped_attempt(endpoint) -> None:
 # The token
 
 
-def test_without_a_token_setting_metrics_is_an_unknown_url(client, settings, db):
+def test_without_a_token_setting_metrics_is_an_unknown_url(client, settings):
     settings.SWITCHBOARD_METRICS_TOKEN = ""
     unknown = client.get("/no-such-page-at-all")
 
@@ -73,13 +86,12 @@ def test_without_a_token_setting_metrics_is_an_unknown_url(client, settings, db)
         response = client.get("/metrics", headers=headers)
         assert response.status_code == 404 == unknown.status_code
         assert response.content == unknown.content
-        assert response["Content-Type"] == unknown["Content-Type"]
+        assert response.headers["Content-Type"] == unknown.headers["Content-Type"]
 
 
-@pytest.mark.django_db(transaction=True)
 def test_without_a_token_setting_the_served_metrics_is_an_unknown_url(live_server, settings):
-    """Served (the ASGI front, outside Django's handler), the view's Http404 escaped as a
-    500; it is the same 404 page as any unknown URL."""
+    """Unset, /metrics is the site's, which has no such page: the same 404 page as any
+    unknown URL (once, the front's Http404 escaped as a 500)."""
     settings.SWITCHBOARD_METRICS_TOKEN = ""
     unknown = _get(f"{live_server.url}/no-such-page-at-all")
     for token in ("", "anything"):
@@ -90,20 +102,20 @@ def test_without_a_token_setting_the_served_metrics_is_an_unknown_url(live_serve
 @pytest.mark.parametrize(
     "authorization", [None, "Bearer wrong-token", f"Basic {TOKEN}", "Bearer", f"Bearer {TOKEN}x"]
 )
-def test_without_the_right_token_metrics_are_refused(client, metrics_on, db, authorization):
+def test_without_the_right_token_metrics_are_refused(client, metrics_on, authorization):
     headers = {"Authorization": authorization} if authorization else {}
     response = client.get("/metrics", headers=headers)
     assert response.status_code == 401
-    assert response["WWW-Authenticate"] == 'Bearer realm="metrics"'
+    assert response.headers["WWW-Authenticate"] == 'Bearer realm="metrics"'
     assert b"switchboard_" not in response.content
 
 
-def test_with_the_token_every_metric_is_there_zeros_included(client, metrics_on, db):
+def test_with_the_token_every_metric_is_there_zeros_included(client, metrics_on):
     response = scrape(client)
 
     assert response.status_code == 200
-    assert response["Content-Type"].startswith("text/plain; version=")
-    assert response["Cache-Control"] == "no-store"
+    assert response.headers["Content-Type"].startswith("text/plain; version=")
+    assert response.headers["Cache-Control"] == "no-store"
     values = samples(response.content.decode())
     for outcome in Outcome.values:
         assert closed(values, outcome) == 0
@@ -171,8 +183,7 @@ def test_claims_are_timed_into_buckets_and_flushed_in_one_statement(
     counters.claim_latency.observe(0.003)
     counters.claim_latency.observe(7.0)  # over the largest bound: +Inf only
 
-    # one statement (inside the test's transaction a write runs in a savepoint: 1 + 2)
-    with django_assert_num_queries(1 + 2):
+    with django_assert_num_queries(1):  # one statement
         assert counters.flush_claim_latency() is True
     assert counters.flush_claim_latency() is False  # nothing left
 
@@ -188,34 +199,40 @@ def test_claims_are_timed_into_buckets_and_flushed_in_one_statement(
     assert counts == 3 and total == pytest.approx(7.004)
 
 
-def test_claim_latency_adds_no_query_to_a_claim(client, settings, metrics_on, vend):
+def test_claim_latency_adds_no_query_to_a_claim(client, settings, metrics_on, vend, monkeypatch):
     endpoint, token = vend("timed")
-    headers = {"Authorization": f"Bearer {token}"}
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 
-    def claim_next_queries() -> int:
-        transitions.create_todo(endpoint=endpoint, title="work")
-        with CaptureQueriesContext(connection) as captured:
-            response = client.post(
-                "/api/v1/claim_next", data="{}", content_type="application/json", headers=headers
-            )
+    def claim_next_statements() -> list[str]:
+        transitions.create_todo(Actor.agent(endpoint), title="work")
+        with statements_run(monkeypatch) as names:
+            response = client.post("/api/v1/claim_next", content=b"{}", headers=headers)
         assert response.status_code == 200 and response.json()["todo"] is not None
-        return len(captured)
+        return names
 
     settings.SWITCHBOARD_METRICS_TOKEN = ""
-    off = claim_next_queries()
+    off = claim_next_statements()
     settings.SWITCHBOARD_METRICS_TOKEN = TOKEN
-    on = claim_next_queries()
+    on = claim_next_statements()
 
-    assert on == off
+    assert on == off == ["endpoint_by_token", "claim_next"]
     assert counters.claim_latency.pending  # observed, in memory
 
 
-@pytest.mark.django_db(transaction=True)  # a long-poll gives its connection back while waiting
 def test_a_long_poll_is_one_observation_without_its_waiting(metrics_on, endpoint, agent):
     from agents import schemas, waiting
+    from agents.verbs import REGISTRY
+    from queues import db
+
+    async def long_poll() -> dict:
+        try:
+            params = schemas.ClaimNext(wait_seconds=1)
+            return await waiting.call(endpoint, REGISTRY["claim_next"], params)
+        finally:
+            await db.close_async_pool()
 
     started = time.monotonic()
-    answer = waiting.call(endpoint, "claim_next", schemas.ClaimNext(wait_seconds=1))
+    answer = asyncio.run(long_poll())
     waited = time.monotonic() - started
 
     assert answer["todo"] is None and waited >= 1
@@ -225,25 +242,26 @@ def test_a_long_poll_is_one_observation_without_its_waiting(metrics_on, endpoint
 
 
 def test_metrics_query_count_does_not_grow_with_rows(
-    client, metrics_on, endpoint, agent, make_todo, django_assert_num_queries
+    client, metrics_on, endpoint, agent, make_todo, monkeypatch
 ):
     sweeper.sweep_once()
-    # counters; todos by state; outbox backlog; sweeper status
-    with django_assert_num_queries(4):
+    scrape_reads = ["metric_counters", "todos_by_state", "outbox_pending", "sweeper_lag"]
+    with statements_run(monkeypatch) as names:
         scrape(client)
+    assert names == scrape_reads
     for _ in range(30):
         todo = make_todo()
         transitions.claim(agent, todo.id)
         transitions.complete(agent, todo.id)
     sweeper.sweep_once()
-    with django_assert_num_queries(4):
+    with statements_run(monkeypatch) as names:
         response = scrape(client)
+    assert names == scrape_reads
     assert closed(samples(response.content.decode()), "completed") == 30
     counters.claim_latency.observe(0.002)
-    # and the flush of this process's claim latency (in the test's transaction a write runs in
-    # a savepoint: + 2)
-    with django_assert_num_queries(5 + 2):
+    with statements_run(monkeypatch) as names:  # and the flush of this process's claims
         scrape(client)
+    assert names == ["add_counters", *scrape_reads]
 
 
 # ---------------------------------------------------------------------------------------
@@ -280,7 +298,6 @@ def second_process(django_db_setup, django_db_blocker, tmp_path_factory):
         SWITCHBOARD_DEV="1",
         SWITCHBOARD_METRICS_TOKEN=TOKEN,
         SWITCHBOARD_WEB_WORKERS="1",
-        SWITCHBOARD_WEB_THREADS="2",
     )
     port = _free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
@@ -316,7 +333,6 @@ def second_process(django_db_setup, django_db_blocker, tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.django_db(transaction=True)
 def test_a_fresh_second_process_reports_the_same_reaped_count(
     client, metrics_on, team, second_process
 ):
@@ -334,7 +350,6 @@ def test_a_fresh_second_process_reports_the_same_reaped_count(
 
 
 @pytest.mark.slow
-@pytest.mark.django_db(transaction=True)
 def test_claim_latency_over_http_agrees_in_a_second_process(
     metrics_on, team, live_server, second_process
 ):
@@ -345,7 +360,7 @@ def test_claim_latency_over_http_agrees_in_a_second_process(
 
     claims = 5
     for n in range(claims):
-        transitions.create_todo(endpoint=endpoint, title=f"work {n}")
+        transitions.create_todo(Actor.agent(endpoint), title=f"work {n}")
         request = urllib.request.Request(
             f"{live_server.url}/api/v1/claim_next",
             data=b"{}",

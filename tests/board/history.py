@@ -12,7 +12,7 @@ XSS_SUMMARY = '<script>window.__pwned = 1</script><img src=x onerror="window.__p
 def mixed_history(endpoint, *, title: str = "rebuild docs") -> int:
     """failed → died (reaped) → an open fenced attempt. Returns the todo id (claimed)."""
     agent = Actor.agent(endpoint)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title=title, max_attempts=5)
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title=title, max_attempts=5)
     transitions.claim(agent, todo.id, claimant="harness/buildbox/ci-fixer/run-41")
     transitions.fail(
         agent, todo.id, summary=XSS_SUMMARY, result={"exit": 1}, artifact="mcp://cairn/r-41"

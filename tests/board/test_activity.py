@@ -68,7 +68,7 @@ def test_activity_is_scoped_and_pages(make_user, endpoint, user):
     alice.force_login(user)
     agent = Actor.agent(endpoint)
     for n in range(55):
-        todo, _ = transitions.create_todo(endpoint=endpoint, title=f"bulk {n}")
+        todo, _ = transitions.create_todo(Actor.agent(endpoint), title=f"bulk {n}")
         transitions.claim(agent, todo.id)
         transitions.complete(agent, todo.id)
     first = alice.get("/activity/").content.decode()
@@ -106,7 +106,7 @@ def test_a_requesters_cancel_is_told_once_and_credited_to_the_requester(
     signed_in, endpoint, make_endpoint
 ):
     sender = make_endpoint("sender")
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="sent over", requester=sender)
+    todo, _ = transitions.create_todo(Actor.agent(sender), endpoint=endpoint, title="sent over")
     transitions.claim(Actor.agent(endpoint), todo.id, claimant="run-5")
     transitions.cancel(Actor.agent(sender), todo.id)
     page = _text(signed_in.get("/activity/").content.decode())

@@ -91,7 +91,7 @@ def test_hostile_summary_is_text_and_nothing_runs(page, user, endpoint):
 def test_artifacts_only_link_when_https_and_whole(page, user, endpoint):
     todo_id = mixed_history(endpoint)  # try 1 has an mcp:// handle
     agent = Actor.agent(endpoint)
-    cut, _ = transitions.create_todo(endpoint=endpoint, title="long artifact")
+    cut, _ = transitions.create_todo(Actor.agent(endpoint), title="long artifact")
     transitions.claim(agent, cut.id)
     transitions.complete(agent, cut.id, artifact="https://example.com/" + "a" * 600)
     with pytest.raises(Invalid):

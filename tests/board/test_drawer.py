@@ -46,7 +46,7 @@ def test_only_an_untruncated_https_artifact_is_a_link(signed_in, endpoint, user)
     page = signed_in.get(f"/todos/{todo_id}/?attempt=4").content.decode()
     assert '<a href="https://ci.example.com/builds/43" rel="noopener noreferrer nofollow"' in page
     agent = Actor.agent(endpoint)
-    other, _ = transitions.create_todo(endpoint=endpoint, title="long artifact")
+    other, _ = transitions.create_todo(Actor.agent(endpoint), title="long artifact")
     transitions.claim(agent, other.id)
     long_url = "https://example.com/" + "a" * 600
     transitions.complete(agent, other.id, artifact=long_url)
@@ -97,7 +97,7 @@ def test_a_history_cap_over_fifty_shows_every_kept_attempt_in_the_same_queries(
 ):
     settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO = 60
     agent = Actor.agent(endpoint)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="churn")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="churn")
     for _ in range(55):
         transitions.claim(agent, todo.id)
         transitions.release(agent, todo.id)

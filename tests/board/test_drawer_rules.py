@@ -19,7 +19,7 @@ def signed_in_client(client, user):
 
 def _released_many(endpoint, user, n: int) -> int:
     agent = Actor.agent(endpoint)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="churn")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="churn")
     for _ in range(n):
         transitions.claim(agent, todo.id)
         transitions.release(agent, todo.id)
@@ -57,7 +57,7 @@ def test_rounds_newest_first_and_the_selection_follows_the_round(endpoint, user)
 
 def test_result_of_record_is_the_completing_tries_result(endpoint, user):
     agent = Actor.agent(endpoint)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="r")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="r")
     transitions.claim(agent, todo.id)
     transitions.fail(agent, todo.id, result={"try": 1})
     make_retry_due(todo.id)
@@ -100,7 +100,7 @@ def test_a_todo_never_tried_says_so_not_try_0(signed_in_client, make_todo):
 
 def test_the_budget_tells_failed_and_died_tries_apart(endpoint, user):
     agent = Actor.agent(endpoint)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="b", max_attempts=5)
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="b", max_attempts=5)
     transitions.claim(agent, todo.id)
     transitions.fail(agent, todo.id)
     make_retry_due(todo.id)
@@ -120,7 +120,7 @@ def test_the_budget_tells_failed_and_died_tries_apart(endpoint, user):
 
 def test_actions_follow_the_open_attempt_the_todo_names(endpoint, user):
     agent = Actor.agent(endpoint)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="held")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="held")
     transitions.claim(agent, todo.id)
     detail = board_todo(user, todo.id)
     d = drawer.build(detail, user=user)

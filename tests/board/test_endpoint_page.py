@@ -15,6 +15,7 @@ from board import charts
 from queues import endpoints, sql, teams, transitions
 from queues.endpoint_health import endpoint_health
 from queues.models import Endpoint, Membership, TodoEvent
+from queues.transitions import Actor
 from tests.board.conftest import sign_in
 from tests.queues.helpers import lapse_lease
 
@@ -353,7 +354,7 @@ def test_the_endpoint_page_in_a_browser(page, user, endpoint, agent, make_todo):
     page.get_by_role("button", name="Pause claims").click()
     expect(page.locator(".banner.paused")).to_contain_text("Paused")
     expect(page.locator(".flash")).to_contain_text("agent-a paused")
-    assert transitions.claim_next(endpoint=Endpoint.objects.get(pk=endpoint.pk)) is None
+    assert transitions.claim_next(Actor.agent(Endpoint.objects.get(pk=endpoint.pk))) is None
     page.goto(f"/?endpoint={endpoint.pk}")
     expect(page.locator(".banner.paused")).to_contain_text("agent-a is paused")
     page.get_by_role("link", name="its page").click()

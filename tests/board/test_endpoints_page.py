@@ -57,7 +57,7 @@ def test_list_shows_live_counts_and_last_activity(logged_in, endpoint, make_todo
     make_todo("one")
     make_todo("two")
     done = make_todo("three")
-    transitions.claim_next(endpoint=endpoint)  # one of them claimed
+    transitions.claim_next(Actor.agent(endpoint))  # one of them claimed
     transitions.cancel(Actor.agent(endpoint), done.id)
     response = logged_in.get(reverse("endpoint-list"))
     [row] = response.context["endpoints"]
@@ -79,7 +79,7 @@ def test_list_follows_the_team_switcher(logged_in, make_endpoint, shared_team, v
 def _endpoints_with_todos(team, n: int) -> None:
     for i in range(n):
         endpoint, _ = endpoints.vend(team, f"counted-{i}")
-        transitions.create_todo(endpoint=endpoint, title=f"todo {i}")
+        transitions.create_todo(Actor.agent(endpoint), title=f"todo {i}")
 
 
 # session, user (with their teams, board_scope's), endpoints with their aggregates

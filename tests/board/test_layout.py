@@ -46,7 +46,7 @@ def busy_board(user, make_user, endpoint):
     Membership.objects.create(team=other, user=user, role=Membership.Role.OWNER)
     for n in range(3):
         mixed_history(endpoint, title=f"a todo whose title is long enough to be cut {n}")
-    todo = transitions.create_todo(endpoint=endpoint, title="taken over")[0]
+    todo = transitions.create_todo(Actor.agent(endpoint), title="taken over")[0]
     agent = Actor.agent(endpoint)
     transitions.claim(agent, todo.id, claimant="harness/buildbox/ci-fixer/run-1")
     lapse_lease(todo.id)

@@ -154,7 +154,7 @@ def test_every_try_of_a_twelve_try_run_is_reachable(page, user, endpoint, make_t
 
 def test_times_read_in_the_browsers_zone_with_utc_on_hover(browser, live_server, user, endpoint):
     agent = Actor.agent(endpoint)
-    todo = transitions.create_todo(endpoint=endpoint, title="when was it")[0]
+    todo = transitions.create_todo(Actor.agent(endpoint), title="when was it")[0]
     transitions.claim(agent, todo.id, claimant="run-1")
     transitions.complete(agent, todo.id)
     user.is_staff = user.is_superuser = True

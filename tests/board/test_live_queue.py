@@ -88,7 +88,7 @@ def test_rows_hold_their_place_while_new_todos_wait_behind_the_bar(
         make_todo(f"arrived {n}")
     # A state whose badge is wider than "pending": the column must not move.
     transitions.claim(Actor.agent(endpoint), todos[3].id, claimant="run-9")
-    todo = transitions.create_todo(endpoint=endpoint, title="failing")[0]
+    todo = transitions.create_todo(Actor.agent(endpoint), title="failing")[0]
     transitions.claim(Actor.agent(endpoint), todo.id)
     transitions.fail(Actor.agent(endpoint), todo.id)  # a retry wait, arrived too
     show = page.locator("[data-live-show]")

@@ -162,7 +162,7 @@ def test_shown_ids_of_another_team_read_as_missing(signed_in, make_user, make_to
 
     mallory = make_user("mallory")
     theirs, _ = endpoints.vend(mallory.teams.get(), "theirs")
-    foreign = transitions.create_todo(endpoint=theirs, title="not yours")[0].id
+    foreign = transitions.create_todo(Actor.agent(theirs), title="not yours")[0].id
     mine = make_todo("mine").id
     fragment = signed_in.get(f"/?shown={foreign},{mine},x,,-3", **REFRESH).content.decode()
     assert _ids(fragment) == [mine] and "not yours" not in fragment
@@ -183,7 +183,7 @@ def test_a_refresh_of_a_search_tests_the_rows_shown_and_not_another_teams(
     titled, plain = make_todo("quokka census").id, make_todo("unrelated").id
     mallory = make_user("mallory")
     theirs, _ = endpoints.vend(mallory.teams.get(), "theirs")
-    foreign = transitions.create_todo(endpoint=theirs, title="quokka too")[0].id
+    foreign = transitions.create_todo(Actor.agent(theirs), title="quokka too")[0].id
     shown = f"{foreign},{plain},{titled},{summarized.id}"
     fragment = signed_in.get(f"/?q=quokka&shown={shown}", **REFRESH).content.decode()
     assert _ids(fragment) == [plain, titled, summarized.id] and "quokka too" not in fragment
@@ -266,7 +266,7 @@ def test_a_small_teams_queue_never_walks_a_big_teams_todos(signed_in, make_user,
             [busy.pk],
         )
         for n in range(12):
-            transitions.create_todo(endpoint=endpoint, title=f"small chore {n}")
+            transitions.create_todo(Actor.agent(endpoint), title=f"small chore {n}")
         for table in ("todos", "endpoints", "teams"):
             cursor.execute(f"ANALYZE {table}")
     mine = [endpoint.team_id]

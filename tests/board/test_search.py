@@ -57,9 +57,11 @@ def test_search_is_scoped_to_the_readers_teams(signed_in, make_user, make_todo, 
     mine = make_todo("rotate the signing keys").id
     mallory = make_user("mallory")
     theirs_endpoint, _ = endpoints.vend(mallory.teams.get(), "their-agent", verbs="all")
-    theirs, _ = transitions.create_todo(endpoint=theirs_endpoint, title="rotate the signing keys")
+    theirs, _ = transitions.create_todo(
+        Actor.agent(theirs_endpoint), title="rotate the signing keys"
+    )
     agent = Actor.agent(theirs_endpoint)
-    reported, _ = transitions.create_todo(endpoint=theirs_endpoint, title="unrelated")
+    reported, _ = transitions.create_todo(Actor.agent(theirs_endpoint), title="unrelated")
     transitions.claim(agent, reported.id)
     transitions.complete(agent, reported.id, summary="rotated the signing keys")
     assert _ids(signed_in, "signing keys") == [mine]

@@ -429,7 +429,7 @@ def test_24_concurrent_sign_ins_on_a_pool_of_one_never_answer_500(
         "SWITCHBOARD_SIGNIN_FAILURES_PER_USER": "1000",
         "SWITCHBOARD_SIGNIN_FAILURES_PER_ADDRESS": "1000",
     }
-    _server, base = procs.serve(env, workers=1, threads=24)
+    _server, base = procs.serve(env, workers=1)
     cookie, token = _csrf(base)
 
     # A third each: the right password, a wrong one, a name nobody has.

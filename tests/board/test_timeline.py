@@ -45,7 +45,9 @@ def test_peoples_actions_stand_in_place_among_the_tries(endpoint, user, make_use
     bob = make_user("bob")
     teams.add_member(user.teams.get(), bob)
     agent = Actor.agent(endpoint)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="worked by people", max_attempts=5)
+    todo, _ = transitions.create_todo(
+        Actor.agent(endpoint), title="worked by people", max_attempts=5
+    )
     transitions.claim(agent, todo.id, claimant="run-1")
     transitions.fail(agent, todo.id, summary="flaky")  # try 1 failed: retry wait
     transitions.retry_now(user, todo.id)  # alice: retry now
@@ -73,7 +75,7 @@ def test_peoples_actions_stand_in_place_among_the_tries(endpoint, user, make_use
 
 def test_an_act_breaks_a_collapsed_run(endpoint, user):
     agent = Actor.agent(endpoint)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="churn")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="churn")
     for n in range(12):
         transitions.claim(agent, todo.id)
         if n == 6:
@@ -116,7 +118,7 @@ def test_a_past_round_is_read_only_and_says_so(signed_in, endpoint, user):
 
 def test_holding_a_lease_keeps_it_alive_while_reading_a_past_round(signed_in, endpoint, user):
     agent = Actor.agent(endpoint)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="two rounds")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="two rounds")
     transitions.claim(agent, todo.id)
     transitions.complete(agent, todo.id)
     transitions.rerun(user, todo.id)
@@ -132,13 +134,13 @@ def test_activity_filters_by_todo_endpoint_and_person(signed_in, endpoint, make_
     teams.add_member(user.teams.get(), bob)
     other = make_endpoint("agent-b")
     agent = Actor.agent(endpoint)
-    a, _ = transitions.create_todo(endpoint=endpoint, title="alpha todo")
+    a, _ = transitions.create_todo(Actor.agent(endpoint), title="alpha todo")
     transitions.claim(agent, a.id, claimant="run-a")
     transitions.release(Actor.human(user), a.id)
-    b, _ = transitions.create_todo(endpoint=other, title="beta todo")
+    b, _ = transitions.create_todo(Actor.agent(other), title="beta todo")
     transitions.claim(Actor.agent(other), b.id, claimant="run-b")
     transitions.cancel(Actor.human(bob), b.id)
-    c, _ = transitions.create_todo(endpoint=endpoint, title="gamma todo", max_attempts=3)
+    c, _ = transitions.create_todo(Actor.agent(endpoint), title="gamma todo", max_attempts=3)
     transitions.claim(agent, c.id, claimant="run-c")
     transitions.fail(agent, c.id)
     make_retry_due(c.id)

@@ -30,7 +30,7 @@ def signed_in(client, user):
 
 def failed_out(endpoint, title="always fails", *, tries=5, summary="exit 1"):
     agent = Actor.agent(endpoint)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title=title, max_attempts=tries)
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title=title, max_attempts=tries)
     for n in range(tries):
         if n:
             make_retry_due(todo.id)
@@ -41,7 +41,7 @@ def failed_out(endpoint, title="always fails", *, tries=5, summary="exit 1"):
 
 def not_retryable(endpoint, title="bad input"):
     agent = Actor.agent(endpoint)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title=title, max_attempts=5)
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title=title, max_attempts=5)
     transitions.claim(agent, todo.id)
     transitions.fail(agent, todo.id, retryable=False, summary=XSS_SUMMARY)
     return todo.id
@@ -49,7 +49,7 @@ def not_retryable(endpoint, title="bad input"):
 
 def died_out(endpoint, title="keeps dying", *, tries=3):
     agent = Actor.agent(endpoint)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title=title, max_attempts=tries)
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title=title, max_attempts=tries)
     for _ in range(tries):
         transitions.claim(agent, todo.id)
         lapse_lease(todo.id)
@@ -73,7 +73,7 @@ def test_each_dead_letter_says_why_exactly_with_its_last_summary(
     once = not_retryable(endpoint)
     died = died_out(endpoint, tries=3)
     doomed = make_endpoint("doomed")
-    revoked, _ = transitions.create_todo(endpoint=doomed, title="left behind")
+    revoked, _ = transitions.create_todo(Actor.agent(doomed), title="left behind")
     transitions.revoke_endpoint(doomed)
     page = signed_in.get("/?state=dead").content.decode()
     assert "failed 5 of 5" in _row(page, five) and "exit 1 (try 5)" in _row(page, five)

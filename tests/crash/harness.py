@@ -100,14 +100,10 @@ class Procs:
     def agent(self, name: str, *args: str, env: dict[str, str]) -> Proc:
         return self.start(name, [sys.executable, "-u", AGENT, *args], env)
 
-    def serve(self, env: dict[str, str], *, workers: int = 2, threads: int = 8) -> tuple[Proc, str]:
+    def serve(self, env: dict[str, str], *, workers: int = 2) -> tuple[Proc, str]:
         """``switchboard serve`` on a free port; returns it and its base URL once it answers."""
         port = free_port()
-        env = {
-            **env,
-            "SWITCHBOARD_WEB_WORKERS": str(workers),
-            "SWITCHBOARD_WEB_THREADS": str(threads),
-        }
+        env = {**env, "SWITCHBOARD_WEB_WORKERS": str(workers)}
         server = self.switchboard("serve", "serve", "--port", str(port), env=env)
         base = f"http://127.0.0.1:{port}"
         wait_until(

@@ -19,6 +19,7 @@ from django.db import connection
 
 from queues import outbox, teams, transitions
 from queues.models import Delivery, Todo, TodoAttempt
+from queues.transitions import Actor
 from tests.crash.harness import SWITCHBOARD, wait_until
 from tests.queues.helpers import lapse_lease
 from tests.queues.receivers import QuietHandler, serve_on_loopback
@@ -77,7 +78,7 @@ def _copy_todo(template_id: int, count: int, **overrides: str) -> list[int]:
 
 
 def _seed(endpoint, agent) -> dict[str, set[int]]:
-    lapsed_template, _ = transitions.create_todo(endpoint=endpoint, title="lapsed")
+    lapsed_template, _ = transitions.create_todo(Actor.agent(endpoint), title="lapsed")
     transitions.claim(agent, lapsed_template.id, lease_seconds=60)
     lapse_lease(lapsed_template.id, seconds_ago=7200)
     lapsed = _copy_todo(
@@ -88,7 +89,7 @@ def _seed(endpoint, agent) -> dict[str, set[int]]:
         lease_expires_at="statement_timestamp() - interval '1 hour' + g * interval '1 ms'",
     )
 
-    done_template, _ = transitions.create_todo(endpoint=endpoint, title="done")
+    done_template, _ = transitions.create_todo(Actor.agent(endpoint), title="done")
     transitions.claim(agent, done_template.id)
     transitions.complete(agent, done_template.id, result={"ok": True})
     ago = f"statement_timestamp() - make_interval(days => {RETENTION_DAYS + 10})"
@@ -101,7 +102,7 @@ def _seed(endpoint, agent) -> dict[str, set[int]]:
 
     live_old = []
     for n in range(LIVE_OLD):
-        todo, _ = transitions.create_todo(endpoint=endpoint, title=f"waiting {n}")
+        todo, _ = transitions.create_todo(Actor.agent(endpoint), title=f"waiting {n}")
         live_old.append(todo.id)
     with connection.cursor() as cursor:
         cursor.execute(
@@ -328,7 +329,7 @@ def sink(team, settings):
 def _lapsed_at_the_cap(endpoint, agent, count: int, title: str) -> set[int]:
     """``count`` todos whose lease lapsed on their last allowed attempt: reaping one
     dead-letters it, which writes its dead-letter delivery in the same transaction."""
-    template, _ = transitions.create_todo(endpoint=endpoint, title=title, max_attempts=1)
+    template, _ = transitions.create_todo(Actor.agent(endpoint), title=title, max_attempts=1)
     transitions.claim(agent, template.id, lease_seconds=60)
     lapse_lease(template.id, seconds_ago=60)
     copies = _copy_todo(template.id, count - 1, title="t.title || ' ' || g")

@@ -15,6 +15,7 @@ from django.db.models.functions import Now
 
 from queues import transitions
 from queues.models import Todo, TodoAttempt
+from queues.transitions import Actor
 from switchboard.client import Client
 from tests.crash.harness import wait_until
 
@@ -33,7 +34,8 @@ TODOS = 12
 def test_workers_killed_mid_lease_are_reaped_as_died_and_nothing_is_lost(vend, procs, crash_env):
     endpoint, token = vend("crash-worker")
     todo_ids = {
-        transitions.create_todo(endpoint=endpoint, title=f"crash {n}")[0].id for n in range(TODOS)
+        transitions.create_todo(Actor.agent(endpoint), title=f"crash {n}")[0].id
+        for n in range(TODOS)
     }
     env = {**crash_env, "SWITCHBOARD_SWEEP_INTERVAL_SECONDS": str(SWEEP_INTERVAL_SECONDS)}
     server, base = procs.serve(env)

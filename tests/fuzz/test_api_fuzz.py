@@ -32,7 +32,6 @@ import hypothesis.strategies as st
 import msgspec
 import pytest
 import schemathesis
-from django.test import Client
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -46,7 +45,8 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from agents import schemas
+from agents import openapi, schemas, wire
+from agents.verbs import REGISTRY
 from queues import transitions
 from queues.transitions import Actor
 
@@ -86,11 +86,9 @@ TALLY: Counter[tuple[str, str, int]] = Counter()
 
 
 def _served_document() -> dict:
-    """The document as the server serves it, fetched in process at collection (the view reads
-    no table); test_the_fuzzed_document_is_the_one_the_live_server_serves closes the loop."""
-    response = Client().get(OPENAPI_PATH, HTTP_HOST="localhost")
-    assert response.status_code == 200, response.content
-    return response.json()
+    """The document as the server serves it (its JSON), made at collection (it reads no
+    table); test_the_fuzzed_document_is_the_one_the_live_server_serves closes the loop."""
+    return json.loads(wire.encode(openapi.document()))
 
 
 CONFIG = schemathesis.Config.from_dict(
@@ -184,8 +182,9 @@ def world(live_server, vend, make_user):
     stranger, _ = vend("stranger", team=make_user("bob").teams.get())
     agent = Actor.agent(endpoint)
 
-    def todo(title: str, *, on=endpoint, **kwargs) -> int:
-        return transitions.create_todo(endpoint=on, title=title, **kwargs)[0].id
+    def todo(title: str, *, on=endpoint, requester=None, **kwargs) -> int:
+        sender = Actor.agent(requester or on)
+        return transitions.create_todo(sender, endpoint=on, title=title, **kwargs)[0].id
 
     ids = [todo(f"pending {n}", priority=n) for n in range(4)]
     leases = []
@@ -365,7 +364,7 @@ def test_the_fuzzed_document_is_the_one_the_live_server_serves(live_server):
     assert served.status_code == 200
     assert served.headers["Content-Type"] == "application/json"
     assert served.json() == schema.raw_schema
-    assert {path.rsplit("/", 1)[-1] for path in schema.raw_schema["paths"]} == set(schemas.VERBS)
+    assert {path.rsplit("/", 1)[-1] for path in schema.raw_schema["paths"]} == set(REGISTRY)
 
 
 def test_the_world_has_a_todo_in_every_state(world):
@@ -427,12 +426,12 @@ def _schema_arguments(verb: str) -> st.SearchStrategy:
 
 
 def _tools_call() -> st.SearchStrategy:
-    names = st.sampled_from([*schemas.VERBS, "claim_everything"])
+    names = st.sampled_from([*REGISTRY, "claim_everything"])
     return names.flatmap(
         lambda name: st.fixed_dictionaries(
             {
                 "name": st.just(name),
-                "arguments": (_schema_arguments(name) if name in schemas.VERBS else _json_values())
+                "arguments": (_schema_arguments(name) if name in REGISTRY else _json_values())
                 | _json_values(),
             }
         )
@@ -503,4 +502,4 @@ def test_mcp_never_answers_with_a_server_error(world, message):
         and "structuredContent" in result
     ):
         name = message["params"]["name"]
-        msgspec.convert(result["structuredContent"], schemas.VERBS[name][1])
+        msgspec.convert(result["structuredContent"], REGISTRY[name].output)

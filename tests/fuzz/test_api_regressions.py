@@ -42,7 +42,7 @@ def agent_api(live_server, vend):
         )
 
     def held_todo() -> int:
-        todo, _ = transitions.create_todo(endpoint=endpoint, title="deep")
+        todo, _ = transitions.create_todo(Actor.agent(endpoint), title="deep")
         transitions.claim(Actor.agent(endpoint), todo.id)
         return todo.id
 

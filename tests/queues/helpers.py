@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from django.db import connection, connections
 
 from queues.models import TodoAttempt, TodoEvent
+from queues.transitions import Actor
 
 
 def backdate(update: str, params: list, *, rows: int = 1) -> None:
@@ -33,8 +34,8 @@ def a_lapsed_lease(endpoint, title: str = "work"):
     """A new todo of ``endpoint``'s, claimed, whose lease has lapsed."""
     from queues import transitions
 
-    todo, _ = transitions.create_todo(endpoint=endpoint, title=title)
-    transitions.claim_next(endpoint=endpoint)
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title=title)
+    transitions.claim_next(Actor.agent(endpoint))
     lapse_lease(todo.id)
     return todo
 

@@ -93,7 +93,7 @@ def seeded(user, team, settings):
     # A todo that failed once (fenced, labelled, with summary, artifact and result) and is
     # now claimed again, fenced: an open attempt with a live lease token.
     failed, _ = transitions.create_todo(
-        endpoint=endpoint,
+        Actor.agent(endpoint),
         title=MARKERS["title"],
         body=MARKERS["body"],
         idempotency_key=MARKERS["idempotency_key"],
@@ -111,13 +111,15 @@ def seeded(user, team, settings):
     live = transitions.claim(agent, failed.id, require_fence=True, claimant=MARKERS["claimant"])
 
     # A done todo whose result of record carries a marker, and a dead letter.
-    done, _ = transitions.create_todo(endpoint=endpoint, title=MARKERS["title"] + "-done")
+    done, _ = transitions.create_todo(Actor.agent(endpoint), title=MARKERS["title"] + "-done")
     claim = transitions.claim(agent, done.id, claimant=MARKERS["claimant"])
     transitions.complete(
         agent, done.id, attempt_seq=claim.attempt_seq, result={"r": MARKERS["todo_result"]}
     )
     dead, _ = transitions.create_todo(
-        endpoint=endpoint, title=MARKERS["title"] + "-dead", max_attempts=1
+        Actor.agent(endpoint),
+        title=MARKERS["title"] + "-dead",
+        max_attempts=1,
     )
     transitions.claim(agent, dead.id, claimant=MARKERS["claimant"])
     transitions.fail(
@@ -430,7 +432,7 @@ def busy(team, settings):
     two, _ = endpoints.vend(team, "two")
 
     def todo(endpoint, title, **kwargs):
-        created, _ = transitions.create_todo(endpoint=endpoint, title=title, **kwargs)
+        created, _ = transitions.create_todo(Actor.agent(endpoint), title=title, **kwargs)
         return created
 
     for endpoint in (one, two):
@@ -530,7 +532,9 @@ def test_queue_health_numbers_equal_counts_made_independently(signed_in, busy):
 def test_oldest_pending_counts_from_when_a_todo_became_claimable(signed_in, endpoint):
     # A not_before years in the past made the todo claimable when it was created, not then.
     transitions.create_todo(
-        endpoint=endpoint, title="scheduled long ago", not_before=_db_now() - timedelta(days=2526)
+        Actor.agent(endpoint),
+        title="scheduled long ago",
+        not_before=_db_now() - timedelta(days=2526),
     )
 
     health = signed_in.get(reverse("admin:queue-health")).context["health"]
@@ -562,7 +566,7 @@ def test_queue_health_query_count_does_not_grow_with_rows(
 
     three, _ = endpoints.vend(team, "three")
     for n in range(40):
-        todo, _ = transitions.create_todo(endpoint=three, title=f"more {n}")
+        todo, _ = transitions.create_todo(Actor.agent(three), title=f"more {n}")
         transitions.claim(Actor.agent(three), todo.id)
         transitions.complete(Actor.agent(three), todo.id)
     with django_assert_num_queries(7):
@@ -741,7 +745,7 @@ def test_an_operator_pauses_and_resumes_endpoints_as_metadata(
     client, operator, endpoint, make_endpoint, make_todo
 ):
     held = make_todo("held")
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     other = make_endpoint("agent-b")
     gone = make_endpoint("agent-gone")
     transitions.revoke_endpoint(gone)
@@ -761,7 +765,7 @@ def test_an_operator_pauses_and_resumes_endpoints_as_metadata(
     paused = dict(Endpoint.objects.values_list("agent_id", "paused_by"))
     assert paused == {"agent-a": operator.pk, "agent-b": operator.pk, "agent-gone": None}
     assert Todo.objects.get(pk=held.id).state == "claimed"  # the lease is kept
-    assert transitions.claim_next(endpoint=Endpoint.objects.get(pk=other.pk)) is None
+    assert transitions.claim_next(Actor.agent(Endpoint.objects.get(pk=other.pk))) is None
     assert list(TodoEvent.objects.filter(kind="pause").values_list("actor_user", flat=True)) == [
         operator.pk,
         operator.pk,
@@ -926,7 +930,7 @@ def test_an_id_filter_that_is_not_an_id_is_an_invalid_filter(signed_in, seeded, 
 
 def test_an_id_filter_still_filters(signed_in, seeded, make_endpoint, team):
     other = make_endpoint("other")
-    transitions.create_todo(endpoint=other, title="another")
+    transitions.create_todo(Actor.agent(other), title="another")
     response = signed_in.get(f"/admin/queues/todo/?endpoint={other.pk}")
     assert response.context["cl"].result_count == 1
     response = signed_in.get(f"/admin/queues/todo/?team={team.pk}")

@@ -35,10 +35,10 @@ def test_the_claim_over_the_limit_is_refused_and_writes_nothing(limit, endpoint,
     agent = Actor.agent(endpoint)
     for todo in todos[:2]:
         transitions.claim(agent, todo.id)
-    assert transitions.claim_next(endpoint=endpoint) is not None
+    assert transitions.claim_next(Actor.agent(endpoint)) is not None
     before = _ledger()
     with pytest.raises(RateLimited) as refused:
-        transitions.claim_next(endpoint=endpoint)
+        transitions.claim_next(Actor.agent(endpoint))
     assert 0 < refused.value.extra["retry_after"] <= 60
     with pytest.raises(RateLimited):
         transitions.claim(agent, todos[4].id)
@@ -49,7 +49,7 @@ def test_the_claim_over_the_limit_is_refused_and_writes_nothing(limit, endpoint,
 
 def test_only_committed_claims_are_charged(limit, endpoint, make_todo, user):
     agent = Actor.agent(endpoint)
-    assert transitions.claim_next(endpoint=endpoint) is None  # nothing to claim: free
+    assert transitions.claim_next(Actor.agent(endpoint)) is None  # nothing to claim: free
     todo = make_todo()
     transitions.claim(agent, todo.id)
     with pytest.raises(Conflict):
@@ -66,23 +66,23 @@ def test_a_new_minute_opens_a_new_window(limit, endpoint, make_todo):
     for n in range(4):
         make_todo(f"t{n}")
     for _ in range(3):
-        transitions.claim_next(endpoint=endpoint)
+        transitions.claim_next(Actor.agent(endpoint))
     with pytest.raises(RateLimited):
-        transitions.claim_next(endpoint=endpoint)
+        transitions.claim_next(Actor.agent(endpoint))
     with connection.cursor() as cursor:
         cursor.execute(
             "UPDATE endpoints SET admission_window_at = admission_window_at"
             " - interval '61 seconds' WHERE id = %s",
             [endpoint.pk],
         )
-    assert transitions.claim_next(endpoint=endpoint) is not None
+    assert transitions.claim_next(Actor.agent(endpoint)) is not None
     endpoint.refresh_from_db()
     assert endpoint.admission_claims == 1
 
 
 def test_off_by_default_writes_nothing_to_the_endpoint(endpoint, make_todo):
     make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     endpoint.refresh_from_db()
     assert (endpoint.admission_window_at, endpoint.admission_claims) == (None, 0)
 
@@ -116,7 +116,7 @@ def test_concurrent_claimers_get_exactly_the_limit(settings, vend, make_todo):
     def worker(_n: int) -> None:
         for _ in range(3):
             try:
-                claimed = transitions.claim_next(endpoint=endpoint)
+                claimed = transitions.claim_next(Actor.agent(endpoint))
                 outcomes.append("claimed" if claimed else "empty")
             except RateLimited:
                 outcomes.append("refused")

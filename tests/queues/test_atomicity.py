@@ -12,6 +12,7 @@ from django.db import DatabaseError, connection
 
 from queues import transitions
 from queues.models import Todo, TodoAttempt
+from queues.transitions import Actor
 from tests.queues.helpers import lapse_lease
 
 
@@ -47,7 +48,7 @@ def test_claim_that_cannot_open_its_attempt_leaves_the_todo_pending(
     attempt_writes_fail("INSERT")
 
     with pytest.raises(DatabaseError, match="injected failure"):
-        transitions.claim_next(endpoint=endpoint)
+        transitions.claim_next(Actor.agent(endpoint))
 
     assert state(todo.id) == before and before[0]["state"] == "pending"
 
@@ -56,7 +57,7 @@ def test_complete_that_cannot_close_its_attempt_leaves_both_unchanged(
     endpoint, agent, make_todo, attempt_writes_fail
 ):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     before = state(todo.id)
     attempt_writes_fail("UPDATE")
 
@@ -70,7 +71,7 @@ def test_fenced_fail_on_the_locked_path_is_atomic_too(
     endpoint, agent, make_todo, attempt_writes_fail
 ):
     todo = make_todo()
-    claim = transitions.claim_next(endpoint=endpoint, require_fence=True)
+    claim = transitions.claim_next(Actor.agent(endpoint), require_fence=True)
     before = state(todo.id)
     attempt_writes_fail("UPDATE")
 
@@ -83,7 +84,7 @@ def test_fenced_fail_on_the_locked_path_is_atomic_too(
 @pytest.mark.parametrize(
     "close_lapsed",
     [
-        pytest.param(lambda endpoint: transitions.claim_next(endpoint=endpoint), id="takeover"),
+        pytest.param(lambda endpoint: transitions.claim_next(Actor.agent(endpoint)), id="takeover"),
         pytest.param(lambda endpoint: transitions.reap_lapsed(), id="reap"),
     ],
 )
@@ -93,7 +94,7 @@ def test_closing_a_lapsed_attempt_that_cannot_be_written_changes_nothing(
     """A claim that takes over a lapsed lease, and the sweeper's reap, both close the lapsed
     attempt in the statement that moves the todo."""
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     lapse_lease(todo.id)
     before = state(todo.id)
     attempt_writes_fail("UPDATE")

@@ -27,7 +27,7 @@ def test_claim_heartbeat_fail_backoff_requeue_claim_records_two_attempts(
     settings, endpoint, agent, make_todo
 ):
     todo = make_todo(max_attempts=3)
-    first = transitions.claim_next(endpoint=endpoint, claimant="relay/run-1")
+    first = transitions.claim_next(Actor.agent(endpoint), claimant="relay/run-1")
     transitions.heartbeat(agent, todo.id, attempt_seq=first.attempt_seq)
     failed = transitions.fail(
         agent,
@@ -41,7 +41,7 @@ def test_claim_heartbeat_fail_backoff_requeue_claim_records_two_attempts(
     assert transitions.requeue_due_retries() == 1
     assert Todo.objects.get(pk=todo.id).state == "pending"
 
-    second = transitions.claim_next(endpoint=endpoint, claimant="relay/run-2")
+    second = transitions.claim_next(Actor.agent(endpoint), claimant="relay/run-2")
 
     assert [(a.seq, a.outcome) for a in attempts_of(todo.id)] == [(1, "failed"), (2, "")]
     [prior] = second.prior_attempts
@@ -52,12 +52,12 @@ def test_claim_heartbeat_fail_backoff_requeue_claim_records_two_attempts(
 
 def test_reaped_attempt_is_marked_died_and_listed_on_the_next_claim(endpoint, agent, make_todo):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     transitions.heartbeat(agent, todo.id)
     lapse_lease(todo.id)
     transitions.reap_lapsed()
 
-    claim = transitions.claim_next(endpoint=endpoint)
+    claim = transitions.claim_next(Actor.agent(endpoint))
 
     [prior] = claim.prior_attempts
     assert prior.outcome == "reaped" and prior.died and prior.disposition == "requeued"
@@ -66,10 +66,10 @@ def test_reaped_attempt_is_marked_died_and_listed_on_the_next_claim(endpoint, ag
 
 def test_takeover_attempt_is_lease_expired_and_died(endpoint, make_todo):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     lapse_lease(todo.id)
 
-    claim = transitions.claim_next(endpoint=endpoint)
+    claim = transitions.claim_next(Actor.agent(endpoint))
 
     [prior] = claim.prior_attempts
     assert prior.outcome == "lease_expired" and prior.died
@@ -80,7 +80,7 @@ def test_takeover_attempt_is_lease_expired_and_died(endpoint, make_todo):
 def test_foreign_todo_is_not_found_exactly_like_an_unknown_one(make_endpoint, make_todo):
     a, b = make_endpoint("endpoint-a"), make_endpoint("endpoint-b")
     todo = make_todo(on=a)
-    transitions.claim_next(endpoint=a)
+    transitions.claim_next(Actor.agent(a))
 
     with pytest.raises(NotFound) as foreign:
         selectors.get_todo_for_endpoint(b, todo.id)
@@ -140,7 +140,7 @@ def test_fenced_complete_without_or_with_another_token_is_conflict(endpoint, age
 
 def test_lease_token_is_stored_only_as_its_hash(endpoint, agent, make_todo):
     todo = make_todo()
-    claim = transitions.claim_next(endpoint=endpoint, require_fence=True)
+    claim = transitions.claim_next(Actor.agent(endpoint), require_fence=True)
     attempt = TodoAttempt.objects.get(todo_id=todo.id)
     assert len(claim.lease_token) >= 22  # >= 128 bits of urlsafe base64
     assert attempt.lease_token_hash and claim.lease_token not in attempt.lease_token_hash
@@ -192,7 +192,7 @@ def test_a_five_kilobyte_multibyte_summary_is_truncated_on_a_character_boundary(
     endpoint, agent, make_todo
 ):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint, claimant="ü" * 100)  # 200 bytes
+    transitions.claim_next(Actor.agent(endpoint), claimant="ü" * 100)  # 200 bytes
     summary = "€" * 1707  # 3 bytes each: 5121 bytes
 
     transitions.complete(agent, todo.id, summary=summary, artifact="https://x.test/" + "a" * 600)
@@ -208,7 +208,7 @@ def test_a_five_kilobyte_multibyte_summary_is_truncated_on_a_character_boundary(
 
 def test_oversize_result_is_stored_as_a_marked_prefix(endpoint, agent, make_todo):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     transitions.complete(agent, todo.id, result={"log": "x" * 100_000})
     attempt = TodoAttempt.objects.get(todo_id=todo.id)
     assert attempt.result["truncated"] is True and attempt.result["bytes"] > 100_000
@@ -233,9 +233,9 @@ def test_summary_from_result_is_off_by_default_and_derived_when_on(
 
 def test_stale_unfenced_worker_with_its_seq_cannot_fail_the_new_attempt(endpoint, agent, make_todo):
     todo = make_todo()
-    a = transitions.claim_next(endpoint=endpoint, claimant="worker-a")
+    a = transitions.claim_next(Actor.agent(endpoint), claimant="worker-a")
     lapse_lease(todo.id)
-    b = transitions.claim_next(endpoint=endpoint, claimant="worker-b")
+    b = transitions.claim_next(Actor.agent(endpoint), claimant="worker-b")
     before = snapshot(todo.id)
 
     with pytest.raises(Conflict):
@@ -248,9 +248,9 @@ def test_stale_unfenced_worker_with_its_seq_cannot_fail_the_new_attempt(endpoint
 
 def test_stale_fenced_worker_is_refused(endpoint, agent, make_todo):
     todo = make_todo()
-    a = transitions.claim_next(endpoint=endpoint, require_fence=True)
+    a = transitions.claim_next(Actor.agent(endpoint), require_fence=True)
     lapse_lease(todo.id)
-    b = transitions.claim_next(endpoint=endpoint, require_fence=True)
+    b = transitions.claim_next(Actor.agent(endpoint), require_fence=True)
 
     with pytest.raises(Conflict):
         transitions.complete(agent, todo.id, lease_token=a.lease_token)
@@ -264,7 +264,7 @@ def test_repeating_a_close_returns_the_recorded_result_and_writes_nothing(
     endpoint, agent, make_todo
 ):
     todo = make_todo()
-    claim = transitions.claim_next(endpoint=endpoint, require_fence=True)
+    claim = transitions.claim_next(Actor.agent(endpoint), require_fence=True)
     fence = {"attempt_seq": claim.attempt_seq, "lease_token": claim.lease_token}
     first = transitions.complete(agent, todo.id, **fence, result={"n": 1})
     before = snapshot(todo.id)
@@ -282,7 +282,7 @@ def test_repeating_a_close_returns_the_recorded_result_and_writes_nothing(
 
 def test_repeat_without_seq_replays_the_latest_closed_attempt(endpoint, agent, make_todo):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     transitions.release(agent, todo.id)
     again = transitions.release(agent, todo.id)
     assert again.replayed and again.attempt.seq == 1
@@ -301,7 +301,7 @@ def test_closing_a_todo_nobody_holds_is_conflict(endpoint, agent, make_todo):
 
 def test_claiming_a_claimed_todo_is_conflict(endpoint, agent, make_todo):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     with pytest.raises(Conflict):
         transitions.claim(agent, todo.id)
     assert open_attempts(todo.id) == 1
@@ -325,7 +325,7 @@ def test_artifact_with_another_scheme_is_invalid_and_nothing_is_written(
     endpoint, agent, make_todo, artifact
 ):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     before = snapshot(todo.id)
     with pytest.raises(Invalid):
         transitions.complete(agent, todo.id, summary="x", artifact=artifact)
@@ -337,7 +337,7 @@ def test_lease_seconds_out_of_range_is_invalid(endpoint, agent, make_todo, lease
     todo = make_todo()
     before = snapshot(todo.id)
     with pytest.raises(Invalid):
-        transitions.claim_next(endpoint=endpoint, lease_seconds=lease_seconds)
+        transitions.claim_next(Actor.agent(endpoint), lease_seconds=lease_seconds)
     with pytest.raises(Invalid):
         transitions.claim(agent, todo.id, lease_seconds=lease_seconds)
     assert snapshot(todo.id) == before
@@ -345,7 +345,7 @@ def test_lease_seconds_out_of_range_is_invalid(endpoint, agent, make_todo, lease
 
 def test_wrong_types_are_invalid(endpoint, agent, make_todo):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     before = snapshot(todo.id)
     bad_calls = [
         lambda: transitions.complete(agent, "1"),
@@ -355,8 +355,8 @@ def test_wrong_types_are_invalid(endpoint, agent, make_todo):
         lambda: transitions.complete(agent, todo.id, summary=["not", "text"]),
         lambda: transitions.complete(agent, todo.id, result={"bad": float("nan")}),
         lambda: transitions.fail(agent, todo.id, retryable="no"),
-        lambda: transitions.claim_next(endpoint=endpoint, require_fence="yes"),
-        lambda: transitions.claim_next(endpoint=endpoint, claimant=42),
+        lambda: transitions.claim_next(Actor.agent(endpoint), require_fence="yes"),
+        lambda: transitions.claim_next(Actor.agent(endpoint), claimant=42),
     ]
     for call in bad_calls:
         with pytest.raises(Invalid):
@@ -366,9 +366,9 @@ def test_wrong_types_are_invalid(endpoint, agent, make_todo):
 
 def test_a_stale_attempt_seq_is_conflict(endpoint, agent, make_todo):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     transitions.release(agent, todo.id)
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     before = snapshot(todo.id)
     with pytest.raises(Conflict):
         transitions.complete(agent, todo.id, attempt_seq=1)
@@ -396,17 +396,21 @@ def test_create_todo_validates_and_writes_nothing_on_bad_input(endpoint):
     ]
     for kwargs in bad:
         with pytest.raises(Invalid):
-            transitions.create_todo(endpoint=endpoint, **kwargs)
+            transitions.create_todo(Actor.agent(endpoint), **kwargs)
     assert Todo.objects.count() == 0
 
 
 def test_idempotency_key_returns_the_existing_todo(endpoint, make_endpoint):
-    first, created = transitions.create_todo(endpoint=endpoint, title="a", idempotency_key="k1")
+    first, created = transitions.create_todo(Actor.agent(endpoint), title="a", idempotency_key="k1")
     again, created_again = transitions.create_todo(
-        endpoint=endpoint, title="b", idempotency_key="k1"
+        Actor.agent(endpoint),
+        title="b",
+        idempotency_key="k1",
     )
     other, _ = transitions.create_todo(
-        endpoint=make_endpoint("elsewhere"), title="c", idempotency_key="k1"
+        Actor.agent(make_endpoint("elsewhere")),
+        title="c",
+        idempotency_key="k1",
     )
     assert created and not created_again and again.id == first.id and again.title == "a"
     assert other.id != first.id
@@ -418,9 +422,11 @@ def test_not_before_holds_a_todo_back(endpoint):
     from django.utils import timezone
 
     later, _ = transitions.create_todo(
-        endpoint=endpoint, title="later", not_before=timezone.now() + timedelta(hours=1)
+        Actor.agent(endpoint),
+        title="later",
+        not_before=timezone.now() + timedelta(hours=1),
     )
-    assert transitions.claim_next(endpoint=endpoint) is None
+    assert transitions.claim_next(Actor.agent(endpoint)) is None
     with pytest.raises(Conflict):
         transitions.claim(Actor.agent(endpoint), later.id)
 
@@ -430,16 +436,16 @@ def test_claim_next_takes_highest_priority_then_oldest(endpoint, make_todo):
     old = make_todo("old")
     new = make_todo("new")
     high = make_todo("high", priority=50)
-    order = [transitions.claim_next(endpoint=endpoint).todo.id for _ in range(4)]
+    order = [transitions.claim_next(Actor.agent(endpoint)).todo.id for _ in range(4)]
     assert order == [high.id, old.id, new.id, low.id]
-    assert transitions.claim_next(endpoint=endpoint) is None
+    assert transitions.claim_next(Actor.agent(endpoint)) is None
 
 
 def test_one_open_attempt_is_enforced_by_the_database(endpoint, make_todo):
     from django.db import IntegrityError, transaction
 
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     with pytest.raises(IntegrityError), transaction.atomic():
         with connection.cursor() as cursor:
             cursor.execute(
@@ -456,9 +462,9 @@ def test_one_open_attempt_is_enforced_by_the_database(endpoint, make_todo):
 
 
 def test_a_long_mcp_session_id_is_truncated_and_marked_not_cut_silently(endpoint):
-    transitions.create_todo(endpoint=endpoint, title="via mcp")
+    transitions.create_todo(Actor.agent(endpoint), title="via mcp")
     session = "s" * 120 + "é" * 50  # 220 bytes
-    claim = transitions.claim_next(endpoint=endpoint, mcp_session_id=session)
+    claim = transitions.claim_next(Actor.agent(endpoint), mcp_session_id=session)
     attempt = TodoAttempt.objects.get(todo_id=claim.todo.id)
     assert attempt.mcp_session_id_truncated and attempt.mcp_session_id_bytes == 220
     assert len(attempt.mcp_session_id.encode()) <= 128

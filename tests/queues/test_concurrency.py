@@ -50,7 +50,7 @@ def test_eight_connections_drain_two_thousand_todos_each_claimed_once(team):
 
     def drain(n: int) -> None:
         agent = Actor.agent(endpoint)
-        while (claim := transitions.claim_next(endpoint=endpoint)) is not None:
+        while (claim := transitions.claim_next(Actor.agent(endpoint))) is not None:
             claimed_by[n].append(claim.todo.id)
             transitions.complete(
                 agent, claim.todo.id, attempt_seq=claim.attempt_seq, result={"by": n}
@@ -85,7 +85,7 @@ def test_racing_takeovers_and_reaps_never_open_two_attempts(team):
                 transitions.requeue_due_retries()
             return
         for i in range(400):
-            claim = transitions.claim_next(endpoint=endpoint, lease_seconds=1)
+            claim = transitions.claim_next(Actor.agent(endpoint), lease_seconds=1)
             if claim is None:
                 break
             kind = (claim.todo.id + i + n) % 4
@@ -151,7 +151,7 @@ def test_a_claim_that_waited_for_the_row_lock_rereads_the_attempts(team):
     import time
 
     endpoint, _ = endpoints.vend(team, "waiter")
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="contended", max_attempts=10)
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="contended", max_attempts=10)
     agent = Actor.agent(endpoint)
     transitions.claim(agent, todo.id)
     lapse = (
@@ -228,7 +228,7 @@ def test_claim_next_racing_releases_of_the_same_todos_opens_each_attempt_once(te
         agent = Actor.agent(endpoint)
         mine = 0
         for _ in range(5000):
-            claim = transitions.claim_next(endpoint=endpoint)
+            claim = transitions.claim_next(Actor.agent(endpoint))
             if claim is None:
                 continue  # both are held by others at this instant
             with lock:

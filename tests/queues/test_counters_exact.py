@@ -117,7 +117,7 @@ def test_claims_that_prune_while_folds_run_count_every_close_once(settings, make
     endpoint = make_endpoint("racer")
     agent = Actor.agent(endpoint)
     todos = [
-        transitions.create_todo(endpoint=endpoint, title=f"t{n}", max_attempts=1000)[0]
+        transitions.create_todo(Actor.agent(endpoint), title=f"t{n}", max_attempts=1000)[0]
         for n in range(4)
     ]
     rounds, stop = 40, threading.Event()
@@ -158,7 +158,7 @@ def test_a_claim_open_across_a_fold_is_counted_once(settings, make_endpoint, fol
     settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO = 1
     endpoint = make_endpoint("first")
     agent = Actor.agent(endpoint)
-    todo = transitions.create_todo(endpoint=endpoint, title="t", max_attempts=10)[0]
+    todo = transitions.create_todo(Actor.agent(endpoint), title="t", max_attempts=10)[0]
     if folded_before:
         counters.fold_attempt_endings(lag_seconds=0)  # a mark before the failure below
     _claim_and_fail(agent, todo.id, 1)

@@ -29,9 +29,9 @@ def arun(plan):
 
 
 def test_a_claim_and_a_fenced_complete_run_the_same_on_the_async_pool(endpoint):
-    todo, created = arun(transitions.create_todo_plan(endpoint=endpoint, title="async"))
+    todo, created = arun(transitions.create_todo_plan(Actor.agent(endpoint), title="async"))
     assert created
-    claim = arun(transitions.claim_next_plan(endpoint=endpoint, require_fence=True))
+    claim = arun(transitions.claim_next_plan(Actor.agent(endpoint), require_fence=True))
     assert claim.todo.id == todo.id and claim.lease_token
     agent = Actor.agent(endpoint)
     with pytest.raises(Conflict):  # the fence, decided by the same plan code
@@ -48,7 +48,7 @@ def test_a_claim_and_a_fenced_complete_run_the_same_on_the_async_pool(endpoint):
 
 
 def test_an_error_in_an_atomic_part_rolls_it_back_on_both_executors(endpoint):
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="x")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="x")
 
     def plan():
         # A harmless write (no row moves: the todo is not waiting to retry).
@@ -96,9 +96,9 @@ def todo_events_of(todo_id: int) -> list:
 def test_both_executors_read_a_row_alike(endpoint):
     """Results that are JSON strings, numbers and nulls, and timestamps, decode the same
     (the async pool takes Django's adapters)."""
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="json")
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="json")
     for result in ("a plain string", 7, None, ["x"], {"k": "v"}):
-        claim = transitions.claim_next(endpoint=endpoint)
+        claim = transitions.claim_next(Actor.agent(endpoint))
         transitions.complete(Actor.agent(endpoint), todo.id, result=result)
         read_sync = db.run(db.one(sql.SELECT_TODO, {"todo_id": todo.id}))
         read_async = arun(db.one(sql.SELECT_TODO, {"todo_id": todo.id}))

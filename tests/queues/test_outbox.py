@@ -49,7 +49,7 @@ def _make_due() -> None:
 def _kill(endpoint, agent, make_todo, *, summary="ran out of disk", artifact="mcp://cairn/r-7"):
     """A todo dead-lettered by a fail at the cap; returns its id."""
     todo = make_todo(max_attempts=1)
-    transitions.claim_next(endpoint=endpoint, claimant="buildbox/run-9")
+    transitions.claim_next(Actor.agent(endpoint), claimant="buildbox/run-9")
     transitions.fail(agent, todo.id, summary=summary, artifact=artifact, result={"disk": 0})
     return todo.id
 
@@ -60,7 +60,7 @@ def _kill(endpoint, agent, make_todo, *, summary="ran out of disk", artifact="mc
 def _fail_at_cap(endpoint, agent, human, make_todo):
     todo = make_todo(max_attempts=2)
     for _ in range(2):
-        claim = transitions.claim_next(endpoint=endpoint, claimant="run-1")
+        claim = transitions.claim_next(Actor.agent(endpoint), claimant="run-1")
         transitions.fail(
             agent, todo.id, attempt_seq=claim.attempt_seq, summary="no disk", artifact="mcp://a/1"
         )
@@ -72,7 +72,7 @@ def _fail_at_cap(endpoint, agent, human, make_todo):
 
 def _fail_not_retryable(endpoint, agent, human, make_todo):
     todo = make_todo(max_attempts=5)
-    transitions.claim_next(endpoint=endpoint, claimant="run-1")
+    transitions.claim_next(Actor.agent(endpoint), claimant="run-1")
     transitions.fail(agent, todo.id, summary="bad input", retryable=False)
     return todo.id, {"outcome": "failed", "summary": "bad input", "died": False}
 
@@ -86,7 +86,7 @@ def _fail_by_hand_at_cap(endpoint, agent, human, make_todo):
 
 def _reap_at_cap(endpoint, agent, human, make_todo):
     todo = make_todo(max_attempts=1)
-    transitions.claim_next(endpoint=endpoint, claimant="run-1")
+    transitions.claim_next(Actor.agent(endpoint), claimant="run-1")
     lapse_lease(todo.id)
     transitions.reap_lapsed()
     return todo.id, {"outcome": "reaped", "died": True, "summary": None}
@@ -94,9 +94,9 @@ def _reap_at_cap(endpoint, agent, human, make_todo):
 
 def _claim_takeover_at_cap(endpoint, agent, human, make_todo):
     todo = make_todo(max_attempts=1)
-    transitions.claim_next(endpoint=endpoint, claimant="run-1")
+    transitions.claim_next(Actor.agent(endpoint), claimant="run-1")
     lapse_lease(todo.id)
-    assert transitions.claim_next(endpoint=endpoint, claimant="run-2") is None
+    assert transitions.claim_next(Actor.agent(endpoint), claimant="run-2") is None
     return todo.id, {"outcome": "lease_expired", "died": True, "claimant": "run-1"}
 
 
@@ -104,7 +104,7 @@ def _claimed_then_revoked(endpoint, make_todo, close=None) -> int:
     """A todo claimed, its attempt closed by ``close(todo_id)`` (if given), then its endpoint
     revoked; returns its id."""
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint, claimant="run-1")
+    transitions.claim_next(Actor.agent(endpoint), claimant="run-1")
     if close is not None:
         close(todo.id)
     transitions.revoke_endpoint(endpoint)
@@ -238,7 +238,7 @@ def test_a_todo_of_another_team_reaches_only_its_own_sinks(
     bob = make_user("bob")
     bobs = make_endpoint("bobs-agent", team=bob.teams.get())
     todo = make_todo(on=bobs, max_attempts=1)
-    transitions.claim_next(endpoint=bobs)
+    transitions.claim_next(Actor.agent(bobs))
     transitions.fail(Actor.agent(bobs), todo.id)
     assert _dead_letters() == []
 
@@ -542,7 +542,7 @@ def ringing(allowed, endpoint, user, receiver):
 def _claimed(endpoint, make_todo):
     """A new todo, claimed (a claim does not ring)."""
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     return todo
 
 
@@ -554,7 +554,7 @@ def _create_rings(endpoint, agent, human, make_todo):
 def _release_rings(endpoint, agent, human, make_todo):
     todo = make_todo()
     Delivery.objects.all().delete()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     assert _doorbells() == []  # a claim does not ring
     transitions.release(agent, todo.id)
     return todo.id
@@ -656,14 +656,14 @@ def test_a_ring_while_the_doorbell_is_in_flight_sends_it_again(allowed, endpoint
             # Another todo becomes claimable while the receiver is still answering.
             if not later:
                 try:
-                    todo, _ = transitions.create_todo(endpoint=endpoint, title="later")
+                    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="later")
                     later.append(todo.id)
                 finally:
                     connection.close()
 
         server = start(on_request=ring_again_once)
         endpoints.set_notify_url(endpoint, server.url, user=user)
-        first, _ = transitions.create_todo(endpoint=endpoint, title="first")
+        first, _ = transitions.create_todo(Actor.agent(endpoint), title="first")
 
         assert outbox.deliver_due() == 1
         sent, again = _doorbells()

@@ -10,6 +10,7 @@ from django.db import IntegrityError, connection, transaction
 
 from queues import transitions
 from queues.models import ClaimerKind, Disposition, Outcome, Todo, TodoAttempt, TodoState
+from queues.transitions import Actor
 
 # A todo's rules: each a change that breaks exactly one (the old constraint's name beside it).
 TODO_BREAKS = {
@@ -66,7 +67,7 @@ def test_a_todo_that_breaks_a_rule_is_refused_and_left_as_it_was(make_todo, chan
 @pytest.mark.parametrize("change", ATTEMPT_BREAKS.values(), ids=ATTEMPT_BREAKS.keys())
 def test_an_attempt_that_breaks_a_rule_is_refused_and_left_as_it_was(endpoint, make_todo, change):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     attempt = TodoAttempt.objects.get(todo_id=todo.id)
     before = TodoAttempt.objects.filter(pk=attempt.pk).values().get()
     message = _refused(f"UPDATE todo_attempts SET {change} WHERE id = %s", [attempt.pk])
@@ -111,7 +112,7 @@ def test_the_functions_accept_every_value_of_the_model_s_enums_and_nothing_else(
 def test_a_close_writes_the_summary_s_words_and_search_finds_them(endpoint, agent, make_todo):
     said, silent = make_todo(), make_todo()
     for todo, summary in ((said, "Rotated the SIGNING keys"), (silent, None)):
-        transitions.claim_next(endpoint=endpoint)
+        transitions.claim_next(Actor.agent(endpoint))
         transitions.complete(agent, todo.id, summary=summary)
     with connection.cursor() as cursor:
         cursor.execute(

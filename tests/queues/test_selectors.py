@@ -41,7 +41,7 @@ def test_get_todo_reports_next_retry_and_dead_letter(endpoint, agent, make_todo)
 
 def test_open_attempt_shows_the_live_lease(endpoint, agent, make_todo):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint, lease_seconds=60)
+    transitions.claim_next(Actor.agent(endpoint), lease_seconds=60)
     expires = transitions.heartbeat(agent, todo.id, lease_seconds=900).lease_expires_at
     [attempt] = selectors.get_todo_for_endpoint(endpoint, todo.id).attempts
     assert attempt.lease_expires_at == expires and attempt.last_heartbeat_at is not None
@@ -57,7 +57,7 @@ def test_attempts_limit_is_bounded(endpoint, make_todo, limit):
 def test_requester_sees_state_and_result_without_attempts(make_endpoint, make_todo):
     worker, sender = make_endpoint("worker"), make_endpoint("sender")
     todo = make_todo(on=worker, requester=sender)
-    transitions.claim_next(endpoint=worker)
+    transitions.claim_next(Actor.agent(worker))
     transitions.complete(Actor.agent(worker), todo.id, result={"answer": 42}, summary="s")
 
     api = selectors.get_todo_for_endpoint(sender, todo.id).as_api()
@@ -112,8 +112,8 @@ def test_unknown_ids_out_of_range_are_not_found(endpoint):
 def test_query_counts_are_pinned(django_assert_num_queries, endpoint, agent, make_todo):
     for n in range(30):
         make_todo(f"t{n}")
-    transitions.claim_next(endpoint=endpoint)
-    todo_id = transitions.claim_next(endpoint=endpoint).todo.id
+    transitions.claim_next(Actor.agent(endpoint))
+    todo_id = transitions.claim_next(Actor.agent(endpoint)).todo.id
     transitions.release(agent, todo_id)
 
     # Each transition is one durable transaction; inside the test's own transaction it runs
@@ -121,18 +121,18 @@ def test_query_counts_are_pinned(django_assert_num_queries, endpoint, agent, mak
     # claim_next of the released todo: the claim statement (pick, freshness, move, open), then
     # its prior attempts (read only when the todo keeps one)
     with django_assert_num_queries(2 + 2):
-        claim = transitions.claim_next(endpoint=endpoint)
+        claim = transitions.claim_next(Actor.agent(endpoint))
     assert claim.todo.id == todo_id and len(claim.prior_attempts) == 1
     # claim_next of a todo never claimed: the claim statement alone
     with django_assert_num_queries(1 + 2):
-        fresh = transitions.claim_next(endpoint=endpoint)
+        fresh = transitions.claim_next(Actor.agent(endpoint))
     assert fresh.prior_attempts == []
     transitions.release(agent, fresh.todo.id)
     # complete by the unfenced holder: the one close statement
     with django_assert_num_queries(1 + 2):
         transitions.complete(agent, claim.todo.id, attempt_seq=claim.attempt_seq)
     # heartbeat by the unfenced holder: one UPDATE
-    other = transitions.claim_next(endpoint=endpoint)
+    other = transitions.claim_next(Actor.agent(endpoint))
     with django_assert_num_queries(1 + 2):
         transitions.heartbeat(agent, other.todo.id)
     # get_todo: the todo, then its attempts

@@ -1,9 +1,10 @@
 from queues import selectors, transitions
+from queues.transitions import Actor
 
 
 def test_claim_complete_round_trip(endpoint, agent, make_todo):
     todo = make_todo()
-    claim = transitions.claim_next(endpoint=endpoint)
+    claim = transitions.claim_next(Actor.agent(endpoint))
     assert claim.todo.id == todo.id and claim.todo.state == "claimed"
     assert claim.attempt_seq == 1 and claim.prior_attempts == []
     closed = transitions.complete(agent, todo.id, result={"ok": 1}, summary="did it")

@@ -14,13 +14,16 @@ from bench import nohist, writeonce
 from queues import db, sql, transitions
 from queues.models import TodoAttempt, TodoState
 from queues.sql import claim, close, fragments
+from queues.transitions import Actor
 
 
 def test_the_default_builders_make_exactly_the_product_statements():
     held = "t.id = %(todo_id)s AND " + fragments.SCOPE_ENDPOINT
     agent = {"attempt_filter": close._HELD_BY_AGENT}
     why = sql.CLAIM_NEXT.why
-    assert claim._claim("claim_next", fragments.SCOPE_ENDPOINT, "SKIP LOCKED", why) == sql.CLAIM_NEXT
+    assert (
+        claim._claim("claim_next", fragments.SCOPE_ENDPOINT, "SKIP LOCKED", why) == sql.CLAIM_NEXT
+    )
     assert close._close(
         sql.CLOSE_HELD_BY_AGENT.name, held, sql.CLOSE_HELD_BY_AGENT.why, holder_names=True, **agent
     ) == (sql.CLOSE_HELD_BY_AGENT)
@@ -58,7 +61,9 @@ def test_the_product_plans_with_the_variants_move_the_todo_and_write_no_attempt(
     todo = make_todo()
     twins = nohist.statements()
 
-    claimed = db.run(nohist.swapped(transitions.claim_next_plan(endpoint=agent.endpoint), twins))
+    claimed = db.run(
+        nohist.swapped(transitions.claim_next_plan(Actor.agent(agent.endpoint)), twins)
+    )
     assert claimed.todo.id == todo.id and claimed.todo.state == TodoState.CLAIMED
     assert claimed.prior_attempts == []
     lease = db.run(nohist.swapped(transitions.heartbeat_plan(agent, todo.id, attempt_seq=1), twins))
@@ -77,7 +82,7 @@ def test_the_product_plans_with_the_variants_move_the_todo_and_write_no_attempt(
 
 
 def _writeonce_loop(agent, todo_id, twins, *, claimant=""):
-    plan = transitions.claim_next_plan(endpoint=agent.endpoint, claimant=claimant)
+    plan = transitions.claim_next_plan(Actor.agent(agent.endpoint), claimant=claimant)
     claimed = db.run(nohist.swapped(plan, twins) if twins else plan)
     assert claimed.todo.id == todo_id
     for plan in (
@@ -129,7 +134,7 @@ def test_the_write_once_heartbeat_checks_the_holder_as_the_product_does(
         writeonce.add_lease_columns(cursor)
     twins = writeonce.statements(nohist.statements())
     todo = make_todo()
-    db.run(nohist.swapped(transitions.claim_next_plan(endpoint=agent.endpoint), twins))
+    db.run(nohist.swapped(transitions.claim_next_plan(Actor.agent(agent.endpoint)), twins))
     beat = twins["heartbeat_held_by_agent"]
     params = {
         "todo_id": todo.id,

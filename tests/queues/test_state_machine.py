@@ -335,11 +335,11 @@ class LedgerMachine(RuleBasedStateMachine):
         created = self.call(
             expect,
             transitions.create_todo,
+            Actor.agent(self.endpoints[requester or on]),
             endpoint=self.endpoints[on],
             title=f"todo {len(self.model.todos) + 1}",
             max_attempts=max_attempts,
             priority=priority,
-            requester=self.endpoints[requester] if requester else None,
         )
         if created is None:
             return
@@ -397,7 +397,7 @@ class LedgerMachine(RuleBasedStateMachine):
         key = self.claimable_since()
         expect = self.model.claim_next(who, fence=fence, key=lambda t: key[t.id])
         claim = self.call(
-            expect, transitions.claim_next, endpoint=self.endpoints[who], require_fence=fence
+            expect, transitions.claim_next, Actor.agent(self.endpoints[who]), require_fence=fence
         )
         if expect.error is None:
             self.check_claim(expect, claim, fence=fence)
@@ -843,8 +843,8 @@ def test_the_ledger_follows_the_state_table_with_a_small_history_cap(settings, w
 
 def test_a_holder_cannot_replay_a_cancel_its_requester_made(world):
     worker, sender = world.endpoints["A"], world.endpoints["B"]
-    todo, _ = transitions.create_todo(endpoint=worker, title="sent", requester=sender)
-    claim = transitions.claim_next(endpoint=worker)
+    todo, _ = transitions.create_todo(Actor.agent(sender), endpoint=worker, title="sent")
+    claim = transitions.claim_next(Actor.agent(worker))
     transitions.cancel(Actor.agent(sender), todo.id)
 
     # The holder never canceled attempt 1: conflict, not a replay of "its" cancel.
@@ -854,8 +854,8 @@ def test_a_holder_cannot_replay_a_cancel_its_requester_made(world):
 
 def test_a_requester_repeating_its_cancel_with_the_seq_replays(world):
     worker, sender = world.endpoints["A"], world.endpoints["B"]
-    todo, _ = transitions.create_todo(endpoint=worker, title="sent", requester=sender)
-    transitions.claim_next(endpoint=worker)
+    todo, _ = transitions.create_todo(Actor.agent(sender), endpoint=worker, title="sent")
+    transitions.claim_next(Actor.agent(worker))
     first = transitions.cancel(Actor.agent(sender), todo.id)
 
     again = transitions.cancel(Actor.agent(sender), todo.id, attempt_seq=first.attempt.seq)

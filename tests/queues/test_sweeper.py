@@ -36,7 +36,7 @@ def _folds_count_up_to_now(monkeypatch):
 
 def _claimed(make_todo, endpoint, title: str = "work", **kwargs):
     todo = make_todo(title, on=endpoint, **kwargs)
-    claim = transitions.claim_next(endpoint=endpoint)
+    claim = transitions.claim_next(Actor.agent(endpoint))
     assert claim is not None and claim.todo.id == todo.id
     return todo
 
@@ -246,7 +246,7 @@ def test_cap_counts_a_locked_newest_todo_as_kept(team, settings):
     agent = Actor.agent(endpoint)
     done = []
     for n in range(4):
-        todo, _ = transitions.create_todo(endpoint=endpoint, title=f"done {n}")
+        todo, _ = transitions.create_todo(Actor.agent(endpoint), title=f"done {n}")
         transitions.claim(agent, todo.id)
         transitions.complete(agent, todo.id)
         done.append(todo)
@@ -297,8 +297,8 @@ def test_two_sweepers_at_once_reap_each_lapsed_lease_exactly_once(team):
     endpoint, _ = endpoints.vend(team, "crowded")
     count = 120
     for n in range(count):
-        transitions.create_todo(endpoint=endpoint, title=f"t{n}")
-        assert transitions.claim_next(endpoint=endpoint) is not None
+        transitions.create_todo(Actor.agent(endpoint), title=f"t{n}")
+        assert transitions.claim_next(Actor.agent(endpoint)) is not None
     backdate(
         "UPDATE todos SET lease_expires_at = statement_timestamp() - interval '1 second'"
         " WHERE endpoint_id = %s",

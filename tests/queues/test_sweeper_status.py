@@ -29,14 +29,14 @@ def _db_now():
 def _closed_attempts(endpoint, count: int) -> None:
     agent = Actor.agent(endpoint)
     for n in range(count):
-        todo, _ = transitions.create_todo(endpoint=endpoint, title=f"t{n}")
+        todo, _ = transitions.create_todo(Actor.agent(endpoint), title=f"t{n}")
         transitions.claim(agent, todo.id)
         transitions.complete(agent, todo.id)
 
 
 def test_each_pass_records_its_times_count_and_report(endpoint, make_todo):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     lapse_lease(todo.id)
     assert not SweeperStatus.objects.exists()
     before = _db_now()

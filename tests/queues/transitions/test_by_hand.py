@@ -7,6 +7,7 @@ import pytest
 from queues import transitions
 from queues.errors import Conflict
 from queues.models import Todo
+from queues.transitions import Actor
 from tests.queues.helpers import (
     attempts_of,
     events_of,
@@ -15,7 +16,7 @@ from tests.queues.helpers import (
 
 def test_retry_now_is_pending_at_once_same_round(user, endpoint, agent, make_todo):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     transitions.fail(agent, todo.id)
 
     again = transitions.retry_now(user, todo.id)
@@ -29,7 +30,7 @@ def test_retry_now_is_pending_at_once_same_round(user, endpoint, agent, make_tod
 
 def test_rerun_opens_a_new_round_and_clears_the_result(user, endpoint, agent, make_todo):
     todo = make_todo(max_attempts=1)
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     transitions.fail(agent, todo.id, result={"err": 1})
     assert Todo.objects.get(pk=todo.id).state == "dead"
 
@@ -38,7 +39,7 @@ def test_rerun_opens_a_new_round_and_clears_the_result(user, endpoint, agent, ma
     assert rerun.state == "pending" and rerun.round == 2
     assert (rerun.attempt, rerun.failures, rerun.result) == (0, 0, None)
     assert rerun.dead_letter_reason == "" and rerun.ended_at is None
-    claim = transitions.claim_next(endpoint=endpoint)
+    claim = transitions.claim_next(Actor.agent(endpoint))
     assert claim.attempt_seq == 2 and claim.todo.attempt == 1 and claim.todo.round == 2
     new = attempts_of(todo.id)[-1]
     assert (new.seq, new.round, new.attempt) == (2, 2, 1)

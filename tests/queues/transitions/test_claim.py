@@ -23,7 +23,7 @@ def test_claim_opens_an_attempt_and_leases_by_the_database_clock(endpoint, make_
     todo = make_todo()
     assert Todo.objects.get(pk=todo.id).state == "pending"
 
-    claim = transitions.claim_next(endpoint=endpoint, lease_seconds=120, claimant="run-1")
+    claim = transitions.claim_next(Actor.agent(endpoint), lease_seconds=120, claimant="run-1")
 
     assert claim.todo.state == "claimed" and claim.todo.attempt == 1
     assert claim.todo.owner == "agent:agent-a"
@@ -38,20 +38,20 @@ def test_claim_opens_an_attempt_and_leases_by_the_database_clock(endpoint, make_
 def test_due_retry_is_claimable_before_the_sweeper_runs(settings, endpoint, agent, make_todo):
     settings.SWITCHBOARD_RETRY_BASE_SECONDS = 0
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     assert transitions.fail(agent, todo.id).todo.state == "retry_wait"
 
-    again = transitions.claim_next(endpoint=endpoint)
+    again = transitions.claim_next(Actor.agent(endpoint))
 
     assert again.todo.id == todo.id and again.attempt_seq == 2 and again.todo.attempt == 2
 
 
 def test_takeover_of_a_lapsed_lease_closes_it_as_lease_expired(endpoint, make_todo):
     todo = make_todo(max_attempts=3)
-    first = transitions.claim_next(endpoint=endpoint, claimant="worker-1")
+    first = transitions.claim_next(Actor.agent(endpoint), claimant="worker-1")
     lapse_lease(todo.id)
 
-    second = transitions.claim_next(endpoint=endpoint, claimant="worker-2")
+    second = transitions.claim_next(Actor.agent(endpoint), claimant="worker-2")
 
     assert second.todo.id == todo.id and second.attempt_seq == 2
     assert second.todo.failures == 1 and second.todo.attempt == 2
@@ -65,10 +65,10 @@ def test_takeover_of_a_lapsed_lease_closes_it_as_lease_expired(endpoint, make_to
 def test_takeover_at_cap_dead_letters_and_claim_next_moves_on(endpoint, make_todo):
     doomed = make_todo("doomed", max_attempts=1, priority=5)
     other = make_todo("other")
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     lapse_lease(doomed.id)
 
-    claim = transitions.claim_next(endpoint=endpoint)
+    claim = transitions.claim_next(Actor.agent(endpoint))
 
     assert claim.todo.id == other.id
     dead = Todo.objects.get(pk=doomed.id)
@@ -78,7 +78,7 @@ def test_takeover_at_cap_dead_letters_and_claim_next_moves_on(endpoint, make_tod
 
 def test_takeover_at_cap_by_id_is_conflict_and_the_dead_letter_stays(endpoint, agent, make_todo):
     todo = make_todo(max_attempts=1)
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     lapse_lease(todo.id)
 
     with pytest.raises(Conflict):

@@ -20,7 +20,7 @@ from tests.queues.helpers import (
 
 def test_complete_is_done_completed_done(endpoint, agent, make_todo):
     todo = make_todo()
-    claim = transitions.claim_next(endpoint=endpoint)
+    claim = transitions.claim_next(Actor.agent(endpoint))
 
     closed = transitions.complete(
         agent, todo.id, attempt_seq=claim.attempt_seq, result={"pages": 12}, summary="rebuilt"
@@ -39,7 +39,7 @@ def test_the_closed_attempt_names_its_claimer_and_closer_on_either_path(
     # The agent's own close (the fast path) takes the names from the todo's endpoint row; a
     # close that goes through the checks joins them. Both must say who claimed and who ended.
     own = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     mine = transitions.complete(agent, own.id).attempt
     assert (mine.claimer_kind, mine.endpoint, mine.user, mine.ended_by) == (
         "endpoint",
@@ -48,7 +48,7 @@ def test_the_closed_attempt_names_its_claimer_and_closer_on_either_path(
         None,
     )
     fenced = make_todo()
-    transitions.claim_next(endpoint=endpoint, require_fence=True)
+    transitions.claim_next(Actor.agent(endpoint), require_fence=True)
     theirs = transitions.release(human, fenced.id).attempt
     assert (theirs.endpoint, theirs.user, theirs.ended_by) == (
         endpoint.agent_id,
@@ -69,7 +69,7 @@ def test_the_closed_attempt_names_its_claimer_and_closer_on_either_path(
 
 def test_fail_below_cap_waits_to_retry_with_backoff(endpoint, agent, make_todo):
     todo = make_todo(max_attempts=3)
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
 
     closed = transitions.fail(agent, todo.id, result={"err": "flaky"}, summary="timed out")
 
@@ -86,7 +86,9 @@ def test_backoff_grows_with_failures_and_respects_the_max(settings, endpoint, ag
     todo = make_todo(max_attempts=10)
     delays = []
     for _ in range(4):
-        transitions.claim(agent, todo.id) if delays else transitions.claim_next(endpoint=endpoint)
+        transitions.claim(agent, todo.id) if delays else transitions.claim_next(
+            Actor.agent(endpoint)
+        )
         closed = transitions.fail(agent, todo.id)
         delays.append((closed.todo.next_retry_at - closed.attempt.ended_at).total_seconds())
         make_retry_due(todo.id)
@@ -109,7 +111,7 @@ def test_fail_at_cap_is_dead_lettered(endpoint, agent, make_todo):
 
 def test_fail_not_retryable_dead_letters_at_once(endpoint, agent, make_todo):
     todo = make_todo(max_attempts=5)
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
 
     closed = transitions.fail(agent, todo.id, retryable=False)
 
@@ -119,19 +121,19 @@ def test_fail_not_retryable_dead_letters_at_once(endpoint, agent, make_todo):
 
 def test_release_requeues_without_spending_the_budget(endpoint, agent, make_todo):
     todo = make_todo(max_attempts=1)
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
 
     closed = transitions.release(agent, todo.id, summary="shutting down")
 
     assert closed.todo.state == "pending" and closed.todo.failures == 0
     assert outcomes(todo.id) == [("released", "requeued")]
     # max_attempts=1 and still claimable: a release passes no verdict
-    assert transitions.claim_next(endpoint=endpoint).todo.id == todo.id
+    assert transitions.claim_next(Actor.agent(endpoint)).todo.id == todo.id
 
 
 def test_cancel_by_holder(endpoint, agent, make_todo):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
 
     closed = transitions.cancel(agent, todo.id)
 
@@ -151,7 +153,7 @@ def test_cancel_of_a_pending_todo_writes_an_event_not_an_attempt(endpoint, agent
 def test_cancel_by_the_requester_of_a_claimed_todo(make_endpoint, make_todo):
     worker, sender = make_endpoint("worker"), make_endpoint("sender")
     todo = make_todo(on=worker, requester=sender)
-    transitions.claim_next(endpoint=worker, require_fence=True)
+    transitions.claim_next(Actor.agent(worker), require_fence=True)
 
     closed = transitions.cancel(Actor.agent(sender), todo.id)
 
@@ -179,7 +181,7 @@ def test_human_close_of_an_agents_fenced_lease_is_recorded(
     verb, state, outcome, disposition, user, human, endpoint, make_todo
 ):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint, require_fence=True)
+    transitions.claim_next(Actor.agent(endpoint), require_fence=True)
 
     closed = getattr(transitions, verb)(human, todo.id)
 
@@ -191,7 +193,7 @@ def test_human_close_of_an_agents_fenced_lease_is_recorded(
 
 def test_human_cannot_complete_an_agents_lease(human, endpoint, make_todo):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     with pytest.raises(Conflict):
         transitions.complete(human, todo.id)
     assert Todo.objects.get(pk=todo.id).state == "claimed"

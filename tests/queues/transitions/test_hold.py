@@ -19,7 +19,7 @@ from tests.queues.helpers import (
 
 def test_heartbeat_extends_and_works_past_expiry_while_open(endpoint, agent, make_todo):
     todo = make_todo()
-    claim = transitions.claim_next(endpoint=endpoint, lease_seconds=30)
+    claim = transitions.claim_next(Actor.agent(endpoint), lease_seconds=30)
     lapse_lease(todo.id)
 
     lease = transitions.heartbeat(agent, todo.id, attempt_seq=claim.attempt_seq, lease_seconds=600)
@@ -52,7 +52,7 @@ def test_a_human_cannot_extend_someone_elses_lease_or_a_foreign_todo(
     make_user, human, endpoint, make_todo
 ):
     todo = make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     with pytest.raises(Conflict):
         transitions.heartbeat(human, todo.id)
     outsider = Actor.human(make_user("mallory"))

@@ -29,14 +29,14 @@ def test_a_paused_endpoint_claims_nothing_by_either_verb(user, endpoint, agent, 
     assert endpoints.pause(endpoint, user=user) is True
     before = _ledger()
 
-    assert transitions.claim_next(endpoint=endpoint) is None
+    assert transitions.claim_next(Actor.agent(endpoint)) is None
     assert transitions.claim(agent, todo.id) is None
     assert transitions.claim(agent, 999_999) is None  # nothing is looked up at all
     assert _ledger() == before
 
     assert endpoints.resume(endpoint, user=user) is True
     assert transitions.claim(agent, todo.id).todo.id == todo.id
-    assert transitions.claim_next(endpoint=endpoint).todo.id == held.todo.id
+    assert transitions.claim_next(Actor.agent(endpoint)).todo.id == held.todo.id
 
 
 def test_holders_keep_working_and_everything_else_works(user, endpoint, agent, make_todo):
@@ -48,7 +48,7 @@ def test_holders_keep_working_and_everything_else_works(user, endpoint, agent, m
     assert transitions.heartbeat(agent, first.id).attempt_seq == 1
     assert transitions.complete(agent, first.id, result={"ok": True}).todo.state == "done"
     assert transitions.fail(agent, second.id).todo.state == "retry_wait"
-    made, created = transitions.create_todo(endpoint=endpoint, title="while paused")
+    made, created = transitions.create_todo(Actor.agent(endpoint), title="while paused")
     assert created and made.state == "pending"
     assert transitions.cancel(agent, third.id).todo.state == "canceled"
     # A person may still claim by hand: a pause holds back the endpoint's agents only.
@@ -68,7 +68,7 @@ def test_a_pause_charges_no_admission_and_leaves_the_limit_as_it_was(
     todos = [make_todo(f"t{n}") for n in range(3)]
     endpoints.pause(endpoint, user=user)
     for _ in range(5):
-        assert transitions.claim_next(endpoint=endpoint) is None
+        assert transitions.claim_next(Actor.agent(endpoint)) is None
     assert Endpoint.objects.get(pk=endpoint.pk).admission_claims == 0
     endpoints.resume(endpoint, user=user)
 

@@ -7,6 +7,7 @@ import pytest
 from queues import transitions
 from queues.errors import Unauthorized
 from queues.models import Todo
+from queues.transitions import Actor
 from tests.queues.helpers import (
     attempts_of,
     events_of,
@@ -29,4 +30,4 @@ def test_revoking_an_endpoint_dead_letters_its_live_todos(user, endpoint, agent,
     assert attempts_of(waiting.id) == [] and events_of(waiting.id) == ["revoke_dead_letter"]
     assert Todo.objects.get(pk=done.id).state == "done"
     with pytest.raises(Unauthorized):
-        transitions.claim_next(endpoint=endpoint)
+        transitions.claim_next(Actor.agent(endpoint))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from queues import transitions
+from queues.transitions import Actor
 from tests.queues.helpers import (
     lapse_lease,
     outcomes,
@@ -11,7 +12,7 @@ from tests.queues.helpers import (
 
 def test_reap_below_cap_requeues_and_marks_the_attempt_died(endpoint, make_todo):
     todo = make_todo(max_attempts=2)
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     lapse_lease(todo.id)
 
     [reaped] = transitions.reap_lapsed()
@@ -23,7 +24,7 @@ def test_reap_below_cap_requeues_and_marks_the_attempt_died(endpoint, make_todo)
 
 def test_reap_at_cap_dead_letters(endpoint, make_todo):
     todo = make_todo(max_attempts=1)
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     lapse_lease(todo.id)
 
     [reaped] = transitions.reap_lapsed()
@@ -34,5 +35,5 @@ def test_reap_at_cap_dead_letters(endpoint, make_todo):
 
 def test_reap_leaves_live_leases_alone(endpoint, make_todo):
     make_todo()
-    transitions.claim_next(endpoint=endpoint)
+    transitions.claim_next(Actor.agent(endpoint))
     assert transitions.reap_lapsed() == []

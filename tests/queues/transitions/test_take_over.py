@@ -99,21 +99,21 @@ def test_a_take_over_makes_nothing_claimable_and_rings_nothing(user, endpoint, a
     transitions.take_over(user, todo.id)
 
     assert not Delivery.objects.filter(kind="doorbell").exists()  # never pending
-    assert transitions.claim_next(endpoint=endpoint) is None
+    assert transitions.claim_next(Actor.agent(endpoint)) is None
 
 
 @pytest.mark.django_db(transaction=True)
 def test_a_racing_agent_claim_loses(team, user, make_endpoint):
     endpoint = make_endpoint("racer")
     agent = Actor.agent(endpoint)
-    todo, _ = transitions.create_todo(endpoint=endpoint, title="contested", max_attempts=5)
+    todo, _ = transitions.create_todo(Actor.agent(endpoint), title="contested", max_attempts=5)
     transitions.claim(agent, todo.id)
     lapse_lease(todo.id)  # claimable by a takeover claim: the race is real
     results: dict = {}
 
     def agent_claims() -> None:
         try:
-            results["claim_next"] = transitions.claim_next(endpoint=endpoint)  # skips our lock
+            results["claim_next"] = transitions.claim_next(Actor.agent(endpoint))  # skips our lock
             try:
                 transitions.claim(agent, todo.id)  # waits for our lock, then re-checks
                 results["claim"] = "claimed"
