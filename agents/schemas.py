@@ -179,12 +179,40 @@ class Cancel(AttemptCall):
     pass
 
 
-class Release(AttemptCall):
+class Ending(AttemptCall):
     summary: Summary | None = None
     artifact: Artifact | None = None
 
 
-class Complete(Release):
+class Release(Ending):
+    """A release with ``not_before`` or ``delay_seconds`` is a snooze: the todo is given back
+    without a try spent and is not claimed again before then."""
+
+    not_before: (
+        Annotated[
+            datetime,
+            Meta(
+                tz=True,
+                description="Snooze: not to be claimed again before this instant (RFC 3339,"
+                " with a time zone).",
+            ),
+        ]
+        | None
+    ) = None
+    delay_seconds: (
+        Annotated[
+            float,
+            Meta(
+                gt=0,
+                le=bounds.SNOOZE_SECONDS_MAX,
+                description="Snooze: not to be claimed again for this many seconds.",
+            ),
+        ]
+        | None
+    ) = None
+
+
+class Complete(Ending):
     result: ResultIn = None
 
 
@@ -228,6 +256,8 @@ class AttemptOut(Out):
     claimant_bytes: int = 0
     artifact_bytes: int = 0
     mcp_session_id_truncated: bool = False
+    # A release with a wake time (a snooze): the todo was not to be claimed before this.
+    not_before: datetime | None = None
 
 
 class TodoOut(Out):

@@ -13,6 +13,7 @@ from board.reasons import dead_letter_reason
 from queues.arguments import id_from_text
 from queues.models import ClaimerKind, EventKind, Outcome, TodoState
 from queues.records import AttemptRecord, EventRecord, TodoDetail, TodoRecord
+from queues.transitions import by_hand
 
 # Outcome → (marker kind, glyph, words). Shape, glyph and colour all come from the kind.
 MARKERS = {
@@ -168,7 +169,7 @@ class Drawer:
 
 def seen_stamp(todo: TodoRecord) -> str:
     """What a form saw: an action is stale when the todo's state, attempt or round moved."""
-    return f"{todo.state}.{todo.last_attempt_seq}.{todo.round}"
+    return by_hand.seen_stamp(todo.state, todo.last_attempt_seq, todo.round)
 
 
 def span(seconds: float) -> str:

@@ -49,6 +49,7 @@ from queues.models import (
     Todo,
     TodoState,
 )
+from queues.transitions import Actor
 
 
 def _count(queryset, group_by: str) -> Coalesce:
@@ -386,7 +387,7 @@ class EndpointAdmin(ReadOnlyAdmin):
         revoked = dead_lettered = 0
         for endpoint in active:
             try:
-                killed = transitions.revoke_endpoint(endpoint, user=request.user)
+                killed = transitions.revoke_endpoint(Actor.human(request.user), endpoint)
             except Conflict:  # revoked by someone else since the page was shown
                 continue
             revoked += 1

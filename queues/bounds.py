@@ -22,6 +22,8 @@ IDEMPOTENCY_KEY_MAX_CHARS = 200
 # A lease a claim or heartbeat may ask for, in seconds; and the long-poll's longest wait.
 LEASE_SECONDS_MAX = 86_400
 WAIT_SECONDS_MAX = 30
+# A snoozed release (release with delay_seconds) wakes at most this far ahead: 30 days.
+SNOOZE_SECONDS_MAX = 30 * 86_400
 ATTEMPT_SEQ_MAX = 2**31 - 1
 LEASE_TOKEN_MAX_CHARS = 200
 # A request to the agents' API: its whole body, over HTTP and MCP.

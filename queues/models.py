@@ -481,6 +481,8 @@ class TodoAttempt(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     outcome = models.CharField(max_length=16, choices=Outcome, blank=True)
     disposition = models.CharField(max_length=16, choices=Disposition, blank=True)
+    # A release with a wake time (a snooze): the todo was not to be claimed again before it.
+    not_before = models.DateTimeField(null=True, blank=True)
     # A human who ended someone else's attempt from the Board (release, cancel).
     ended_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,

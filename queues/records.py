@@ -54,6 +54,7 @@ class AttemptRecord:
     ended_at: datetime | None
     outcome: str
     disposition: str
+    not_before: datetime | None
     summary: str | None
     summary_truncated: bool
     summary_bytes: int
@@ -109,6 +110,7 @@ class AttemptRecord:
             "ended_at": _iso(self.ended_at),
             "outcome": self.outcome or None,
             "disposition": self.disposition or None,
+            "not_before": _iso(self.not_before),
             "died": self.died,
             "summary": self.summary,
             "summary_truncated": self.summary_truncated,
@@ -246,6 +248,7 @@ ATTEMPT_SOURCE = {
     "ended_at": "{a}.ended_at",
     "outcome": "{a}.outcome",
     "disposition": "{a}.disposition",
+    "not_before": "{a}.not_before",
     "summary": "{a}.summary",
     "summary_truncated": "{a}.summary_truncated",
     "summary_bytes": "{a}.summary_bytes",

@@ -39,6 +39,7 @@ from queues.models import (
     Endpoint,
     TodoState,
 )
+from queues.transitions import Actor
 
 OWNERS_ONLY = "Only an owner of {team} may {action} its endpoints."
 
@@ -279,7 +280,7 @@ def endpoint_revoke(request: HttpRequest, endpoint_id: int) -> HttpResponse:
     if not _owns_team(request.user, endpoint.team_id):
         return _refuse(request, endpoint, "revoke")
     try:
-        killed = transitions.revoke_endpoint(endpoint, user=request.user)
+        killed = transitions.revoke_endpoint(Actor.human(request.user), endpoint)
     except Conflict:
         messages.info(request, f"{endpoint.agent_id} was already revoked; nothing changed.")
     else:

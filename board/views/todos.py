@@ -165,15 +165,15 @@ def _act(request, detail: TodoDetail, action: str) -> None:
                 actor, todo.id, attempt_seq=_open(open_seq), summary=_text(post, "summary")
             )
         case "cancel" if todo.state == TodoState.DEAD:
-            transitions.cancel_dead_letter(request.user, todo.id)
+            transitions.cancel_dead_letter(Actor.human(request.user), todo.id)
         case "cancel":
             transitions.cancel(actor, todo.id, attempt_seq=open_seq)
         case "retry-now":
-            transitions.retry_now(request.user, todo.id)
+            transitions.retry_now(Actor.human(request.user), todo.id)
         case "rerun":
-            transitions.rerun(request.user, todo.id)
+            transitions.rerun(Actor.human(request.user), todo.id)
         case "take-over":
-            transitions.take_over(request.user, todo.id, attempt_seq=_open(open_seq))
+            transitions.take_over(Actor.human(request.user), todo.id, attempt_seq=_open(open_seq))
 
 
 def _open(seq: int | None) -> int:

@@ -1,11 +1,15 @@
 """Ending an attempt (complete, fail, release, cancel, reap, revoke), keeping it alive
-(heartbeat), and the locked read behind every slow path.
+(heartbeat), and the reads behind them: the locked read of every slow path, the failure
+budget of the agent's fast path and of the sweeper's reap.
 
-Why raw SQL: a close moves the todo and closes its open attempt in one statement, deciding the
-new state under the row lock (``ok_state``, unless the outcome spends the last of the failure
-budget, or ``force_dead``: then dead; the disposition follows from the new state, the backoff
-of a retry is computed here with full jitter). The ORM would need a locked read, two updates
-and the decision in Python between them: three round trips on the hottest path.
+Why raw SQL: a close moves the todo and closes its open attempt in one statement, applying
+what the transition decided in Python (queues/transitions/decide.py: the state, the
+disposition, the retry's delay or the wake time, the dead-letter reason) as parameters; it
+decides nothing. ``failures_seen``, when given, guards the decision: it was made on that
+failure count, and a todo whose count moved since (it cannot, while its attempt is open,
+but the read that found it took no lock) is not closed: no row comes back, and the caller
+takes the locked path. The ORM would need a locked read and two updates: three round trips
+on the hottest path.
 
 Triggers they rely on (migration 0007, re-made in 0012): ``todos_outbox_dead_letter`` writes
 the dead-letter outbox row (with the attempt this statement closed as ``final_attempt``) when
@@ -16,7 +20,6 @@ it becomes pending again.
 from __future__ import annotations
 
 from queues.db.plans import Statement
-from queues.records import ATTEMPT_SOURCE
 from queues.sql.fragments import (
     SCOPE_ENDPOINT,
     SCOPE_USER,
@@ -26,64 +29,52 @@ from queues.sql.fragments import (
     todo_joins,
 )
 
-_CLOSE = """
+# When a todo is claimable again after a snoozed release: an instant, or seconds from now by
+# the database's clock (NULL for a plain release: not_before stays as it was).
+_WAKE = (
+    "COALESCE(%(wake_at)s::timestamptz,"
+    " statement_timestamp() + make_interval(secs => %(wake_in)s::float8))"
+)
+
+_CLOSE = f"""
 WITH cur AS (
-    SELECT t.id,{attempt_id} t.last_heartbeat_at, t.lease_expires_at,
-           t.failures,
-           CASE WHEN %(force_dead)s OR (%(counts_failure)s AND t.failures + 1 >= t.max_attempts)
-                THEN 'dead' ELSE %(ok_state)s END AS new_state
-      FROM todos t{attempt_join}
+    SELECT t.id, a.id AS attempt_id, t.last_heartbeat_at, t.lease_expires_at
+      FROM todos t
+      JOIN todo_attempts a
+        ON a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL
      WHERE t.state = 'claimed'
-       AND {cur_filter}{attempt_filter}
-     {cur_tail}
+       AND (%(failures_seen)s::int IS NULL OR t.failures = %(failures_seen)s::int)
+       AND {{cur_filter}}{{attempt_filter}}
+     {{cur_tail}}
 ),
 moved AS (
     UPDATE todos t
-       SET state = cur.new_state,
-           failures = t.failures + %(counts_failure)s::int,
+       SET state = %(state)s,
+           failures = t.failures + %(spends)s::int,
            owner = '',
            claimed_at = NULL,
            last_heartbeat_at = NULL,
            lease_expires_at = NULL,
-           next_retry_at = CASE WHEN cur.new_state = 'retry_wait' THEN
-               statement_timestamp() + make_interval(secs => random() * LEAST(
-                   %(retry_max)s::float8, %(retry_base)s::float8 * power(2, LEAST(cur.failures, 40))))
-               END,
+           next_retry_at = statement_timestamp() + make_interval(secs => %(retry_in)s::float8),
+           not_before = COALESCE({_WAKE}, t.not_before),
            result = CASE WHEN %(sets_result)s THEN %(result)s::jsonb ELSE t.result END,
-           dead_letter_reason = CASE WHEN cur.new_state = 'dead' THEN %(outcome)s ELSE '' END,
-           ended_at = CASE WHEN cur.new_state IN ('done', 'dead', 'canceled') THEN statement_timestamp() END,
+           dead_letter_reason = %(dead_letter_reason)s,
+           ended_at = CASE WHEN %(ends)s THEN statement_timestamp() END,
            updated_at = statement_timestamp()
       FROM cur
      WHERE t.id = cur.id
  RETURNING t.*
-){closed}
-SELECT {todo_cols}, {attempt_cols}
-  FROM moved m{closed_join}
-  {todo_joins}
-  {attempt_joins}
-"""
-
-
-# The attempt arms: the open attempt the close joins to (and the caller's checks on it),
-# and closing it. ``_close(..., history=False)`` leaves them out.
-_CLOSE_ATTEMPT_JOIN = """
-      JOIN todo_attempts a
-        ON a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL"""
-_CLOSE_CLOSED = """,
+),
 closed AS (
     UPDATE todo_attempts a
        SET ended_at = statement_timestamp(),
            outcome = %(outcome)s,
-           disposition = CASE cur.new_state
-               WHEN 'done' THEN 'done'
-               WHEN 'retry_wait' THEN 'retry_scheduled'
-               WHEN 'pending' THEN 'requeued'
-               WHEN 'dead' THEN 'dead_lettered'
-               WHEN 'canceled' THEN 'canceled' END,
+           disposition = %(disposition)s,
            last_heartbeat_at = cur.last_heartbeat_at,
            lease_expires_at = cur.lease_expires_at,
-           ended_by_id = {ended_by},
-           ended_by_endpoint_id = {ended_by_endpoint},
+           not_before = {_WAKE},
+           ended_by_id = {{ended_by}},
+           ended_by_endpoint_id = {{ended_by_endpoint}},
            summary = %(summary)s,
            -- the summary's words for the Board's search (the row's CHECK holds them to it)
            summary_document = CASE WHEN %(summary)s::text > ''
@@ -97,7 +88,13 @@ closed AS (
       FROM cur
      WHERE a.id = cur.attempt_id
  RETURNING a.*
-)"""
+)
+SELECT {{todo_cols}}, {{attempt_cols}}
+  FROM moved m
+  JOIN closed c ON c.todo_id = m.id
+  {{todo_joins}}
+  {{attempt_joins}}
+"""
 
 # The agent's fast path: it holds the open, unfenced attempt, of the seq it names (or any).
 # That attempt's names need no joins (``holder_names``): its endpoint is the todo's own (both
@@ -118,39 +115,21 @@ def _close(
     *,
     attempt_filter: str = "",
     holder_names: bool = False,
-    history: bool = True,
 ) -> Statement:
     """The close statement for one way of finding the todo (``cur_filter`` on the todo,
     ``attempt_filter`` on its open attempt ``a``). ``holder_names``: the caller is the agent
     that holds the attempt and closes it itself (no one else is recorded as its closer), and
-    the attempt's names come from the todo's endpoint row. ``history=False`` (bench/ only: the
-    ADR-0039 bar's reference, docs/benchmarks.md) is the same statement without its attempt
-    arms: the todo moves exactly as it does here; no attempt is joined, checked or closed
-    (the attempt columns come back NULL)."""
-    if history:
-        arms = {
-            "attempt_id": " a.id AS attempt_id,",
-            "attempt_join": _CLOSE_ATTEMPT_JOIN,
-            "attempt_filter": attempt_filter,
-            "closed": _CLOSE_CLOSED.format(
-                ended_by="NULL" if holder_names else "%(ended_by)s",
-                ended_by_endpoint="NULL" if holder_names else "%(ended_by_endpoint)s",
-            ),
-            "closed_join": "\n  JOIN closed c ON c.todo_id = m.id",
-            "attempt_cols": attempt_columns("c", **(_HOLDER_NAMES if holder_names else {})),
-            "attempt_joins": "" if holder_names else attempt_joins("c"),
-        }
-    else:
-        arms = dict.fromkeys(
-            ("attempt_id", "attempt_join", "attempt_filter", "closed", "closed_join"), ""
-        )
-        arms |= {"attempt_cols": ", ".join("NULL" for _ in ATTEMPT_SOURCE), "attempt_joins": ""}
+    the attempt's names come from the todo's endpoint row."""
     text = _CLOSE.format(
         cur_filter=cur_filter,
         cur_tail=cur_tail,
+        attempt_filter=attempt_filter,
+        ended_by="NULL" if holder_names else "%(ended_by)s",
+        ended_by_endpoint="NULL" if holder_names else "%(ended_by_endpoint)s",
         todo_cols=todo_columns("m"),
+        attempt_cols=attempt_columns("c", **(_HOLDER_NAMES if holder_names else {})),
         todo_joins=todo_joins("m"),
-        **arms,
+        attempt_joins="" if holder_names else attempt_joins("c"),
     )
     return Statement(name, text, why=why, prepare=True)
 
@@ -169,17 +148,46 @@ CLOSE_CHECKED = _close(
     "after LOCK_TODO and the checks in Python (scope, holder, seq, fence): close that attempt",
     attempt_filter=" AND a.seq = %(attempt_seq)s",
 )
-CLOSE_LAPSED = _close(
-    "close_lapsed",
-    "t.lease_expires_at <= statement_timestamp()",
-    "the sweeper's reap: a batch of lapsed leases across all endpoints (no caller scope: it"
-    " reads nothing out and moves no row between tenants)",
-    "ORDER BY t.lease_expires_at LIMIT %(batch)s FOR UPDATE OF t SKIP LOCKED",
+CLOSE_MANY = _close(
+    "close_many",
+    "t.id = ANY(%(todo_ids)s::bigint[])",
+    "the sweeper's reap of the lapsed leases LAPSED_LEASES locked, one statement for each"
+    " decision (no caller scope: it reads nothing out and moves no row between tenants)",
 )
 CLOSE_ALL_OF_ENDPOINT = _close(
     "close_all_of_endpoint",
     "t.endpoint_id = %(endpoint_id)s",
     "revocation: every claimed todo of the endpoint",
+)
+
+# The failure budget of the attempt an agent holds (its fast path's read for a close that
+# spends the budget: a fail). No lock: the close statement is guarded by the count read here.
+BUDGET_HELD_BY_AGENT = Statement(
+    "budget_held_by_agent",
+    f"""
+SELECT t.failures, t.max_attempts
+  FROM todos t
+  JOIN todo_attempts a
+    ON a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL
+ WHERE t.state = 'claimed' AND t.id = %(todo_id)s AND {SCOPE_ENDPOINT}{_HELD_BY_AGENT}
+""",
+    why="the same join as CLOSE_HELD_BY_AGENT's, read before deciding",
+    prepare=True,
+)
+
+# The sweeper's batch of lapsed leases, locked for its transaction (SKIP LOCKED: several
+# sweepers share the work), with each one's budget for the decision.
+LAPSED_LEASES = Statement(
+    "lapsed_leases",
+    """
+SELECT t.id, t.failures, t.max_attempts
+  FROM todos t
+ WHERE t.state = 'claimed' AND t.lease_expires_at <= statement_timestamp()
+ ORDER BY t.lease_expires_at
+ LIMIT %(batch)s
+   FOR UPDATE OF t SKIP LOCKED
+""",
+    why="FOR UPDATE SKIP LOCKED in the database's clock, by the todos_sweep_due index",
 )
 
 # ---------------------------------------------------------------------------------------
@@ -192,29 +200,18 @@ UPDATE todos t
    SET last_heartbeat_at = statement_timestamp(),
        lease_expires_at = GREATEST(t.lease_expires_at,
                                    statement_timestamp() + make_interval(secs => %(lease_seconds)s)),
-       updated_at = statement_timestamp(){attempts}
- WHERE t.state = 'claimed'{attempt_match}
+       updated_at = statement_timestamp()
+  FROM todo_attempts a
+ WHERE t.state = 'claimed'
+   AND a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL
    AND {filter}{attempt_filter}
 RETURNING t.lease_expires_at, t.last_attempt_seq
 """
 
-_HEARTBEAT_ATTEMPTS = """
-  FROM todo_attempts a"""
-_HEARTBEAT_ATTEMPT_MATCH = """
-   AND a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL"""
 
-
-def _heartbeat(
-    name: str, where: str, why: str, *, attempt_filter: str = "", history: bool = True
-) -> Statement:
-    """``history=False`` (bench/ only, as ``_close``): the same update of the todo, without
-    the join to its open attempt (and ``attempt_filter``'s checks on it)."""
-    arms = {
-        "attempts": _HEARTBEAT_ATTEMPTS if history else "",
-        "attempt_match": _HEARTBEAT_ATTEMPT_MATCH if history else "",
-        "attempt_filter": attempt_filter if history else "",
-    }
-    return Statement(name, _HEARTBEAT.format(filter=where, **arms), why=why, prepare=True)
+def _heartbeat(name: str, where: str, why: str, *, attempt_filter: str = "") -> Statement:
+    text = _HEARTBEAT.format(filter=where, attempt_filter=attempt_filter)
+    return Statement(name, text, why=why, prepare=True)
 
 
 HEARTBEAT_HELD_BY_AGENT = _heartbeat(
@@ -235,7 +232,8 @@ HEARTBEAT_CHECKED = _heartbeat(
 # attempt if any, and the attempt a call names (attempt_seq, else the newest closed one).
 
 _LOCK_TODO = """
-SELECT t.id, t.state, t.endpoint_id, t.last_attempt_seq, le.team_id
+SELECT t.id, t.state, t.endpoint_id, t.last_attempt_seq, le.team_id, t.failures,
+       t.max_attempts
   FROM todos t
   JOIN endpoints le ON le.id = t.endpoint_id
  WHERE t.id = %(todo_id)s AND ({scope})

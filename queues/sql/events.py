@@ -23,18 +23,7 @@ SELECT COALESCE(%(team_id)s::bigint,
     prepare=True,
 )
 
-RECORD_EVENTS_FOR_TODOS = Statement(
-    "record_events_for_todos",
-    """
-INSERT INTO todo_events (team_id, todo_id, actor_user_id, actor_endpoint_id, kind, detail,
-                         created_at)
-SELECT %(team_id)s, t, %(user_id)s, NULL, %(kind)s, %(detail)s::jsonb, statement_timestamp()
-  FROM unnest(%(todo_ids)s::bigint[]) AS t
-""",
-    why="one audit row for each of many todos, in one statement",
-)
-
-# A person's act on many todos at once (a bulk rerun or cancel from the Board): one audit
+# An act on many todos at once (a person's bulk rerun or cancel, a revocation): one audit
 # row each, with its own detail, its team read from its todo, in one statement.
 RECORD_EVENTS = Statement(
     "record_events",

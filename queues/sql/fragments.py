@@ -6,6 +6,7 @@ input."""
 
 from __future__ import annotations
 
+from queues.models import LIVE_STATES, TodoState
 from queues.records import ATTEMPT_SOURCE, TODO_SOURCE
 
 
@@ -54,3 +55,11 @@ SCOPE_ENDPOINT = "t.endpoint_id = %(scope_endpoint)s"
 SCOPE_USER = """t.endpoint_id IN (
     SELECT se.id FROM endpoints se JOIN team_members sm ON sm.team_id = se.team_id
     WHERE sm.user_id = %(scope_user)s)"""
+
+
+def states(members) -> str:
+    """A state list for SQL, from the enum's members (never written out by hand)."""
+    return "(" + ", ".join(f"'{TodoState(member).value}'" for member in members) + ")"
+
+
+LIVE = states(LIVE_STATES)

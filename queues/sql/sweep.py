@@ -1,7 +1,7 @@
 """The sweeper's batches (queues/sweeper.py): due retries, retention by age and by cap, stale
 statistics, its one status row, and the outbox's pruning. Each batch is its own short
 transaction that takes its rows with ``FOR UPDATE SKIP LOCKED``, so several sweepers split
-the work. (Reaping lapsed leases is close.CLOSE_LAPSED.)
+the work. (Reaping lapsed leases is close.LAPSED_LEASES and close.CLOSE_MANY.)
 
 Triggers they rely on (migration 0007): ``todos_outbox_doorbell_pending`` rings the
 endpoint's notify URL for each requeued retry.

@@ -6,9 +6,10 @@ nothing else writes ``state``. Transitions never call each other; shared steps a
 package's private helpers (``_common``). One module per family:
 
 - ``create``: a new todo;             - ``claim``: claim_next, claim;
-- ``hold``: heartbeat;                - ``close``: complete, fail, release, cancel (``Close``);
-- ``by_hand``: retry now, rerun, cancel a dead letter (and rerun or cancel many dead letters
-  a caller holds locked, in its transaction: the Board's bulk actions, the same statements);
+- ``hold``: heartbeat;                - ``close``: complete, fail, release, cancel;
+- ``decide``: how an attempt ends (``Close``) and what that does to its todo (``decide``);
+- ``by_hand``: a person's retry now, rerun, cancel of a dead letter and take over, and the
+  rerun or cancel of many todos a person confirmed (the Board's bulk actions);
 - ``revoke``: an endpoint's revocation;
 - ``sweep``: reap lapsed leases, requeue due retries;  - ``admission``: the claim limit.
 
@@ -20,12 +21,11 @@ agent (an endpoint) or a person (a user acting from the Board).
 
 from queues.transitions._common import Actor
 from queues.transitions.by_hand import (
+    act_on_confirmed,
     cancel_dead_letter,
     cancel_dead_letter_plan,
-    cancel_dead_letters_seen_plan,
     rerun,
     rerun_plan,
-    rerun_seen_plan,
     retry_now,
     retry_now_plan,
     take_over,
@@ -33,7 +33,6 @@ from queues.transitions.by_hand import (
 )
 from queues.transitions.claim import claim, claim_next, claim_next_plan, claim_plan
 from queues.transitions.close import (
-    Close,
     cancel,
     cancel_plan,
     complete,
@@ -44,17 +43,21 @@ from queues.transitions.close import (
     release_plan,
 )
 from queues.transitions.create import create_todo, create_todo_plan
+from queues.transitions.decide import Budget, Close, CloseKind, Decision, decide
 from queues.transitions.hold import heartbeat, heartbeat_plan
 from queues.transitions.revoke import dead_letter_revoked_leftovers, revoke_endpoint
 from queues.transitions.sweep import reap_lapsed, requeue_due_retries
 
 __all__ = [
     "Actor",
+    "act_on_confirmed",
+    "Budget",
     "Close",
+    "CloseKind",
+    "Decision",
     "cancel",
     "cancel_dead_letter",
     "cancel_dead_letter_plan",
-    "cancel_dead_letters_seen_plan",
     "cancel_plan",
     "claim",
     "claim_next",
@@ -65,6 +68,7 @@ __all__ = [
     "create_todo",
     "create_todo_plan",
     "dead_letter_revoked_leftovers",
+    "decide",
     "fail",
     "fail_plan",
     "heartbeat",
@@ -75,7 +79,6 @@ __all__ = [
     "requeue_due_retries",
     "rerun",
     "rerun_plan",
-    "rerun_seen_plan",
     "retry_now",
     "retry_now_plan",
     "revoke_endpoint",

@@ -76,6 +76,8 @@ class Locked:
     endpoint_id: int
     last_attempt_seq: int
     team_id: int
+    failures: int
+    max_attempts: int
 
 
 @dataclass(frozen=True, slots=True)

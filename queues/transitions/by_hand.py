@@ -1,13 +1,19 @@
 """What only a person does, from the Board: retry now (a waiting retry, same round), rerun
-(a finished todo, a new round) and setting a dead letter aside (canceled, without running it
-again). Scarab's in-place retry and rerun; see docs/decisions/0056-rounds.md."""
+(a finished todo, a new round), setting a dead letter aside (canceled, without running it
+again), taking a todo from the agent holding it, and rerunning or canceling many todos a
+person confirmed at once (``act_on_confirmed``). Scarab's in-place retry and rerun; see
+docs/decisions/0056-rounds.md. The actor is a person: an agent is refused (Forbidden)."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import DatabaseError
 
 from queues import audit, db, sql
 from queues.arguments import todo_id as checked_todo_id
 from queues.db import Atomic, Fetch, Plan
-from queues.errors import Conflict
+from queues.errors import Conflict, Forbidden, Invalid, NotFound
 from queues.models import ClaimerKind, EventKind, TodoState
 from queues.records import Claim, TodoRecord
 from queues.transitions._common import (
@@ -20,13 +26,21 @@ from queues.transitions._common import (
     optional_seq,
     read_todo,
 )
+from queues.transitions.close import end
+from queues.transitions.decide import Close
 
 
-def retry_now_plan(user, todo_id: int) -> Plan[TodoRecord]:
+def _person(actor: Actor) -> Actor:
+    if actor.is_agent:
+        raise Forbidden("Only a person does this, from the Board.")
+    return actor
+
+
+def retry_now_plan(actor: Actor, todo_id: int) -> Plan[TodoRecord]:
     """A waiting retry (retry_wait) goes to pending at once: same round, counters kept."""
     return (
         yield from _requeue(
-            user,
+            actor,
             todo_id,
             sql.RETRY_NOW,
             EventKind.RETRY_NOW,
@@ -36,12 +50,12 @@ def retry_now_plan(user, todo_id: int) -> Plan[TodoRecord]:
     )
 
 
-def rerun_plan(user, todo_id: int) -> Plan[TodoRecord]:
+def rerun_plan(actor: Actor, todo_id: int) -> Plan[TodoRecord]:
     """A finished todo (dead, done or canceled) runs again in a new round: pending, round+1,
     attempt and failures reset, the result of record cleared (each attempt keeps its own)."""
     return (
         yield from _requeue(
-            user,
+            actor,
             todo_id,
             sql.RERUN,
             EventKind.RERUN,
@@ -51,12 +65,12 @@ def rerun_plan(user, todo_id: int) -> Plan[TodoRecord]:
     )
 
 
-def cancel_dead_letter_plan(user, todo_id: int) -> Plan[TodoRecord]:
+def cancel_dead_letter_plan(actor: Actor, todo_id: int) -> Plan[TodoRecord]:
     """A dead letter a person decided not to run again: canceled, its round and counters as
     they were. The audit row (``cancel``) keeps the dead-letter reason it had."""
     return (
         yield from _requeue(
-            user,
+            actor,
             todo_id,
             sql.CANCEL_DEAD_LETTER,
             EventKind.CANCEL,
@@ -68,29 +82,30 @@ def cancel_dead_letter_plan(user, todo_id: int) -> Plan[TodoRecord]:
     )
 
 
-def retry_now(user, todo_id: int) -> TodoRecord:
-    return db.run(retry_now_plan(user, todo_id))
+def retry_now(actor: Actor, todo_id: int) -> TodoRecord:
+    return db.run(retry_now_plan(actor, todo_id))
 
 
-def rerun(user, todo_id: int) -> TodoRecord:
-    return db.run(rerun_plan(user, todo_id))
+def rerun(actor: Actor, todo_id: int) -> TodoRecord:
+    return db.run(rerun_plan(actor, todo_id))
 
 
-def cancel_dead_letter(user, todo_id: int) -> TodoRecord:
-    return db.run(cancel_dead_letter_plan(user, todo_id))
+def cancel_dead_letter(actor: Actor, todo_id: int) -> TodoRecord:
+    return db.run(cancel_dead_letter_plan(actor, todo_id))
 
 
-def _requeue(user, todo_id, statement, kind, *, from_states, message, **how) -> Plan[TodoRecord]:
+def _requeue(actor, todo_id, statement, kind, *, from_states, message, **how) -> Plan[TodoRecord]:
+    actor = _person(actor)
     todo_id = checked_todo_id(todo_id)
     return (
-        yield Atomic(_requeue_locked(user, todo_id, statement, kind, from_states, message, **how))
+        yield Atomic(_requeue_locked(actor, todo_id, statement, kind, from_states, message, **how))
     )
 
 
 def _requeue_locked(
-    user, todo_id, statement, kind, from_states, message, *, rings=True, keeps_reason=False
+    actor, todo_id, statement, kind, from_states, message, *, rings=True, keeps_reason=False
 ) -> Plan[TodoRecord]:
-    locked = yield from lock(Actor.human(user), todo_id)
+    locked = yield from lock(actor, todo_id)
     if locked.state not in from_states:
         raise Conflict(message)
     reasons = None
@@ -98,44 +113,15 @@ def _requeue_locked(
         before = yield from read_todo(todo_id)
         reasons = {todo_id: before.dead_letter_reason}
     moved = yield from _requeue_seen(
-        user, statement, kind, [(todo_id, locked.state)], rings=rings, reasons=reasons
+        actor, statement, kind, [(todo_id, locked.state)], rings=rings, reasons=reasons
     )
     if not moved:
         raise Conflict("That todo moved on; read it again.")
     return (yield from read_todo(todo_id))
 
 
-# ---------------------------------------------------------------------------------------
-# Many todos at once (the Board's bulk rerun and cancel, board/triage.py): the same
-# statements as for one todo, given every todo of a chunk, inside the caller's transaction
-# and under the row locks it took (queues/sql/by_hand.py LOCK_TODOS_FOR_BULK). Each todo is
-# guarded by the state the caller saw, gets its own audit row with the person as actor, and
-# its endpoint's doorbell rings once. Returns the ids that moved; one the statement did not
-# move (impossible under the caller's lock) is not audited.
-
-
-def rerun_seen_plan(user, seen: list[tuple[int, str]]) -> Plan[set[int]]:
-    """Rerun each (todo id, state seen under the lock): a done, dead or canceled todo."""
-    return (yield from _requeue_seen(user, sql.RERUN, EventKind.RERUN, seen, rings=True))
-
-
-def cancel_dead_letters_seen_plan(user, seen: list[tuple[int, str, str]]) -> Plan[set[int]]:
-    """Set each dead letter (todo id, state, dead-letter reason seen under the lock) aside:
-    canceled, its reason kept in its audit row."""
-    return (
-        yield from _requeue_seen(
-            user,
-            sql.CANCEL_DEAD_LETTER,
-            EventKind.CANCEL,
-            [(todo_id, state) for todo_id, state, _ in seen],
-            rings=False,
-            reasons={todo_id: reason for todo_id, _, reason in seen},
-        )
-    )
-
-
 def _requeue_seen(
-    user,
+    actor: Actor,
     statement,
     kind: EventKind,
     seen: list[tuple[int, str]],
@@ -158,14 +144,14 @@ def _requeue_seen(
             detail["dead_letter_reason"] = reasons.get(todo_id, "")
         details.append(detail)
     yield from audit.record_for_todos(
-        kind, user=user, todo_ids=[todo_id for todo_id, _ in acted], details=details
+        kind, user=actor.user, todo_ids=[todo_id for todo_id, _ in acted], details=details
     )
     if rings and endpoints:
         yield Fetch(sql.RING_DOORBELLS, {"endpoint_ids": sorted(set(endpoints.values()))})
     return set(endpoints)
 
 
-def take_over_plan(user, todo_id: int, *, attempt_seq: int | None = None) -> Plan[Claim]:
+def take_over_plan(actor: Actor, todo_id: int, *, attempt_seq: int | None = None) -> Plan[Claim]:
     """A person takes a todo from the agent holding it: in one transaction (one statement
     under the row lock, queues/sql/by_hand.py TAKE_OVER) the agent's open attempt ends as
     released, ended by the person (its fence passed, like "release their lease"), and the
@@ -173,17 +159,17 @@ def take_over_plan(user, todo_id: int, *, attempt_seq: int | None = None) -> Pla
     ever sees it claimable; the agent's next heartbeat, complete or fail is a conflict.
     ``attempt_seq``, when given, is the attempt the person saw: a later one is not taken.
     Audited (``take_over``)."""
+    actor = _person(actor)
     todo_id = checked_todo_id(todo_id)
     attempt_seq = optional_seq(attempt_seq)
-    return (yield Atomic(_take_over_locked(user, todo_id, attempt_seq)))
+    return (yield Atomic(_take_over_locked(actor, todo_id, attempt_seq)))
 
 
-def take_over(user, todo_id: int, **arguments) -> Claim:
-    return db.run(take_over_plan(user, todo_id, **arguments))
+def take_over(actor: Actor, todo_id: int, **arguments) -> Claim:
+    return db.run(take_over_plan(actor, todo_id, **arguments))
 
 
-def _take_over_locked(user, todo_id: int, attempt_seq: int | None) -> Plan[Claim]:
-    actor = Actor.human(user)
+def _take_over_locked(actor: Actor, todo_id: int, attempt_seq: int | None) -> Plan[Claim]:
     locked = yield from lock(actor, todo_id)
     check = yield from attempts_for_check(todo_id, None)
     held = check.open
@@ -198,7 +184,7 @@ def _take_over_locked(user, todo_id: int, attempt_seq: int | None) -> Plan[Claim
         {
             "todo_id": todo_id,
             "from_seq": held.seq,
-            "user_id": user.pk,
+            "user_id": actor.user.pk,
             "owner": actor.lease_label,
             "lease_seconds": lease_seconds(None, default_lease(actor)),
         },
@@ -219,3 +205,122 @@ def _take_over_locked(user, todo_id: int, attempt_seq: int | None) -> Plan[Claim
         },
     )
     return Claim(todo=todo, attempt_seq=opened_seq)
+
+
+# ---------------------------------------------------------------------------------------
+# Many todos a person confirmed at once (the Board's bulk rerun and cancel, board/triage.py)
+#
+# The person saw a confirmation that named each todo with the stamp it had then
+# (``seen_stamp``: state, last attempt, round). The todos are worked in chunks of CHUNK, each
+# one transaction that first locks the chunk's rows (LOCK_TODOS_FOR_BULK, in id order, scoped
+# by the person's teams) and then acts: a todo whose stamp differs moved on in between and is
+# skipped and counted, never forced. The reruns of a chunk (and its dead letters set aside)
+# are one statement for all of them, the very statement a single rerun runs, each guarded by
+# the state the lock read and audited on its own row; any other cancel is a single cancel's
+# own close (``close.end``), in a savepoint. A todo outside the person's teams reads as
+# missing, exactly like an unknown id.
+
+# Todos per transaction: their row locks are held while the chunk runs (well under a second).
+CHUNK = 100
+# What each bulk action acts on.
+BULK_STATES = {
+    "rerun": (TodoState.DONE, TodoState.DEAD, TodoState.CANCELED),
+    "cancel": (TodoState.PENDING, TodoState.CLAIMED, TodoState.RETRY_WAIT, TodoState.DEAD),
+}
+BULK_TAKES = {
+    "rerun": "Rerun takes done, dead and canceled todos",
+    "cancel": "Cancel takes pending, claimed, retry-wait and dead todos",
+}
+
+
+def seen_stamp(state: str, last_attempt_seq: int, round_no: int) -> str:
+    """What a person saw of a todo, to be acted on only if it still is so."""
+    return f"{state}.{last_attempt_seq}.{round_no}"
+
+
+@dataclass(frozen=True, slots=True)
+class Acted:
+    todo_id: int
+    kind: str  # "done", "moved" (moved on since the confirmation), "refused", "missing"
+    state: str | None = None  # the todo's state now (None for a missing or acted one)
+    why: str = ""
+
+
+def act_on_confirmed(actor: Actor, action: str, items: list[tuple[int, str]]) -> list[Acted]:
+    """Rerun or cancel (``action``) each confirmed (id, seen stamp), chunk by chunk (see
+    above). Returns what happened to each, in the order given."""
+    actor = _person(actor)
+    if action not in BULK_STATES:
+        raise Invalid(f"No such bulk action: {action!r}.")
+    acted: list[Acted] = []
+    for start in range(0, len(items), CHUNK):
+        chunk = items[start : start + CHUNK]
+        try:
+            acted += db.run(_chunk(actor, action, chunk))
+        except DatabaseError as exc:
+            # The chunk's transaction rolled back whole (a deadlock, a lost connection):
+            # nothing of it was written, and each todo says so.
+            why = f"not changed: the database refused this batch ({type(exc).__name__}); try again"
+            acted += [Acted(todo_id, "refused", None, why) for todo_id, _ in chunk]
+    return acted
+
+
+def _chunk(actor: Actor, action: str, chunk: list[tuple[int, str]]) -> Plan[list[Acted]]:
+    return (yield Atomic(_chunk_locked(actor, action, chunk)))
+
+
+def _chunk_locked(actor: Actor, action: str, chunk: list[tuple[int, str]]) -> Plan[list[Acted]]:
+    rows = yield Fetch(
+        sql.LOCK_TODOS_FOR_BULK,
+        {"todo_ids": [todo_id for todo_id, _ in chunk], "scope_user": actor.user.pk},
+    )
+    now = {row[0]: row for row in rows}
+    acted: dict[int, Acted] = {}
+    together: list[tuple[int, str, str]] = []  # rerun, or a dead letter set aside: one statement
+    one_by_one: list[tuple[int, str, int]] = []  # any other cancel: its own transition
+    for todo_id, seen in chunk:
+        row = now.get(todo_id)
+        if row is None:  # unknown, or not in the person's teams: the same answer
+            acted[todo_id] = Acted(todo_id, "missing")
+            continue
+        _, state, last_seq, round_no, reason = row
+        if seen_stamp(state, last_seq, round_no) != seen:
+            acted[todo_id] = Acted(todo_id, "moved", state, "moved on since you confirmed")
+        elif state not in BULK_STATES[action]:
+            acted[todo_id] = Acted(todo_id, "refused", state, BULK_TAKES[action])
+        elif action == "rerun" or state == TodoState.DEAD:
+            together.append((todo_id, state, reason))
+        else:
+            one_by_one.append((todo_id, state, last_seq))
+    if together:
+        seen_states = [(todo_id, state) for todo_id, state, _ in together]
+        if action == "rerun":
+            moved = yield from _requeue_seen(
+                actor, sql.RERUN, EventKind.RERUN, seen_states, rings=True
+            )
+        else:
+            moved = yield from _requeue_seen(
+                actor,
+                sql.CANCEL_DEAD_LETTER,
+                EventKind.CANCEL,
+                seen_states,
+                rings=False,
+                reasons={todo_id: reason for todo_id, _, reason in together},
+            )
+        for todo_id, state, _ in together:
+            acted[todo_id] = (
+                Acted(todo_id, "done")
+                if todo_id in moved
+                else Acted(todo_id, "moved", state, "moved on since you confirmed")
+            )
+    for todo_id, state, last_seq in one_by_one:
+        open_seq = last_seq if state == TodoState.CLAIMED else None
+        try:
+            yield from end(actor, Close.cancel(), todo_id, attempt_seq=open_seq)
+        except (Conflict, Invalid) as exc:
+            acted[todo_id] = Acted(todo_id, "refused", state, str(exc))
+        except NotFound:
+            acted[todo_id] = Acted(todo_id, "missing")
+        else:
+            acted[todo_id] = Acted(todo_id, "done")
+    return [acted[todo_id] for todo_id, _ in chunk]

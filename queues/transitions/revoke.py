@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
-from queues import db, sql
+from queues import audit, db, sql
 from queues.db import Atomic, Fetch, Plan
 from queues.errors import Conflict
 from queues.models import Endpoint, EventKind
 from queues.transitions._common import Actor, event
-from queues.transitions.close import Close
+from queues.transitions.decide import Close, decide
 
 
-def revoke_endpoint(endpoint: Endpoint, *, user=None) -> int:
-    """End an endpoint; returns how many of its todos died. Audited."""
+def revoke_endpoint(actor: Actor | None, endpoint: Endpoint) -> int:
+    """End an endpoint; returns how many of its todos died. Audited, with the person who
+    revoked it (a team's owner on the Board, an operator in admin; None: nobody named)."""
+    user = actor.user if actor is not None else None
     killed = db.run(_revoke_all(endpoint, user))
     endpoint.refresh_from_db(fields=["revoked_at"])
     return killed
@@ -51,24 +53,26 @@ def _leftovers(endpoint_id: int, team_id: int) -> Plan[int]:
 
 
 def _dead_letter_live_todos(endpoint_id: int, team_id: int, *, user) -> Plan[int]:
-    params = {**Close.revoke().params(), "endpoint_id": endpoint_id}
+    close = Close.revoke()
+    params = {
+        **close.written(),
+        **decide(close, None).params(),
+        "endpoint_id": endpoint_id,
+        "ended_by": None,
+        "ended_by_endpoint": None,
+    }
     # Until none is left: a claim that committed after this statement's snapshot is invisible
     # to its join (see queues/sql/claim.py), so look again until a pass finds nothing.
     closed = 0
     while rows := (yield Fetch(sql.CLOSE_ALL_OF_ENDPOINT, params)):
         closed += len(rows)
     unclaimed = yield Fetch(sql.DEAD_LETTER_UNCLAIMED_OF_ENDPOINT, {"endpoint_id": endpoint_id})
-    if unclaimed:
-        yield Fetch(
-            sql.RECORD_EVENTS_FOR_TODOS,
-            {
-                "team_id": team_id,
-                "todo_ids": [todo_id for (todo_id,) in unclaimed],
-                "user_id": getattr(user, "pk", None),
-                "kind": EventKind.REVOKE_DEAD_LETTER,
-                "detail": '{"reason": "endpoint revoked", "open_attempt": false}',
-            },
-        )
+    yield from audit.record_for_todos(
+        EventKind.REVOKE_DEAD_LETTER,
+        user=user,
+        todo_ids=[todo_id for (todo_id,) in unclaimed],
+        details=[{"reason": "endpoint revoked", "open_attempt": False}] * len(unclaimed),
+    )
     return closed + len(unclaimed)
 
 

@@ -8,7 +8,7 @@ from queues import db, sql
 from queues.db import Atomic, Fetch, Plan
 from queues.records import Closed, split_row
 from queues.transitions._common import ring
-from queues.transitions.close import Close
+from queues.transitions.decide import Budget, Close, decide
 
 
 def reap_lapsed(*, batch: int = 100) -> list[Closed]:
@@ -27,8 +27,27 @@ def _atomic(plan: Plan) -> Plan:
 
 
 def _reap(batch: int) -> Plan[list[Closed]]:
-    rows = yield Fetch(sql.CLOSE_LAPSED, {**Close.reap().params(), "batch": batch})
-    reaped = [Closed(*split_row(row)) for row in rows]
+    """Lock a batch of lapsed leases, decide each (pending below the cap, dead at it), and
+    close them: one statement for each decision."""
+    close = Close.reap()
+    by_decision: dict[tuple, list[int]] = {}
+    decisions = {}
+    for todo_id, failures, max_attempts in (yield Fetch(sql.LAPSED_LEASES, {"batch": batch})):
+        decision = decide(close, Budget(failures, max_attempts))
+        key = (decision.state, decision.dead_letter_reason)
+        decisions[key] = decision
+        by_decision.setdefault(key, []).append(todo_id)
+    reaped = []
+    for key, todo_ids in by_decision.items():
+        params = {
+            **close.written(),
+            **decisions[key].params(),
+            "failures_seen": None,  # each row is locked by this transaction
+            "todo_ids": todo_ids,
+            "ended_by": None,
+            "ended_by_endpoint": None,
+        }
+        reaped += [Closed(*split_row(row)) for row in (yield Fetch(sql.CLOSE_MANY, params))]
     for endpoint_id in sorted({c.todo.endpoint_id for c in reaped if c.todo.state == "pending"}):
         yield from ring(endpoint_id)
     return reaped

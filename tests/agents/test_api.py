@@ -203,7 +203,7 @@ def test_revoked_and_rotated_tokens_are_unauthorized(live_server, vend):
     new_token = endpoints.rotate(endpoint)
     assert post(base, "list_todos", {}, token=token).status_code == 401
     assert post(base, "list_todos", {}, token=new_token).status_code == 200
-    transitions.revoke_endpoint(endpoint)
+    transitions.revoke_endpoint(None, endpoint)
     response = post(base, "list_todos", {}, token=new_token)
     assert response.status_code == 401 and response.json()["error"]["code"] == "unauthorized"
     assert response.headers["WWW-Authenticate"].startswith("Bearer")
@@ -363,5 +363,5 @@ def test_a_waiter_whose_token_is_rotated_claims_nothing_with_it(live_server, ven
 def test_a_waiter_of_a_revoked_endpoint_claims_nothing(live_server, vend):
     endpoint, token = vend("revoked-while-waiting")
     with _a_waiting_claim_next(live_server.url, token) as answer:
-        transitions.revoke_endpoint(endpoint)
+        transitions.revoke_endpoint(None, endpoint)
     assert answer["response"].status_code == 401

@@ -51,7 +51,7 @@ def world(live_server, vend):
     _, other_token = vend("agent-b")
     narrow, narrow_token = vend("narrow", verbs="get_todo")
     revoked, revoked_token = vend("gone")
-    transitions.revoke_endpoint(revoked)
+    transitions.revoke_endpoint(None, revoked)
     todo, _ = transitions.create_todo(Actor.agent(endpoint), title="held")
     claim = transitions.claim_next(Actor.agent(endpoint), require_fence=True)
     foreign, _ = transitions.create_todo(Actor.agent(narrow), title="theirs")

@@ -55,13 +55,13 @@ def test_every_way_a_todo_becomes_claimable_rings(team, user, rings):
 
     transitions.claim_next(Actor.agent(endpoint))
     transitions.fail(agent, todo.id)
-    transitions.retry_now(user, todo.id)
+    transitions.retry_now(Actor.human(user), todo.id)
     assert rings() == [endpoint.pk]
 
     transitions.claim_next(Actor.agent(endpoint))
     transitions.complete(agent, todo.id)
     assert rings() == []
-    transitions.rerun(user, todo.id)
+    transitions.rerun(Actor.human(user), todo.id)
     assert rings() == [endpoint.pk]
 
 

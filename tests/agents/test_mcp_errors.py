@@ -127,7 +127,7 @@ def test_a_refused_token_on_a_body_without_an_id_answers_id_null(served):
 @writes
 def test_a_revoked_endpoint_says_so_over_mcp(served, vend):
     endpoint, token = vend("gone")
-    transitions.revoke_endpoint(endpoint)
+    transitions.revoke_endpoint(None, endpoint)
 
     async def connect():
         async with client(served, token) as mcp:

@@ -50,9 +50,9 @@ def test_a_died_try_reads_as_a_sentence(signed_in, endpoint, user):
 
 def test_rerun_and_revocation_are_told(signed_in, endpoint, user, make_todo):
     todo_id = done_with_history(endpoint, user)
-    transitions.rerun(user, todo_id)
+    transitions.rerun(Actor.human(user), todo_id)
     make_todo("left pending")
-    transitions.revoke_endpoint(endpoint, user=user)
+    transitions.revoke_endpoint(Actor.human(user), endpoint)
     page = _text(signed_in.get("/activity/").content.decode())
     assert f"alice reran #{todo_id} ‘rebuild docs’ — a new round" in page
     assert "alice revoked endpoint agent-a; 2 todos dead-lettered" in page

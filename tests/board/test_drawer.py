@@ -76,7 +76,7 @@ def test_drawer_query_count_does_not_grow_with_attempts(
     small = done_with_history(endpoint, user, title="small")
     big = done_with_history(endpoint, user, title="big")
     agent = Actor.agent(endpoint)
-    transitions.rerun(user, big)
+    transitions.rerun(Actor.human(user), big)
     for _ in range(6):
         transitions.claim(agent, big)
         transitions.release(agent, big)

@@ -41,7 +41,7 @@ def test_a_long_run_of_one_outcome_collapses_around_the_selection(endpoint, user
 
 def test_rounds_newest_first_and_the_selection_follows_the_round(endpoint, user):
     todo_id = _released_many(endpoint, user, 1)
-    transitions.rerun(user, todo_id)
+    transitions.rerun(Actor.human(user), todo_id)
     transitions.claim(Actor.human(user), todo_id)
     d = drawer.build(board_todo(user, todo_id), user=user)
     assert [(r.number, r.tries, r.live) for r in d.rounds] == [(2, 1, True), (1, 2, False)]
@@ -79,9 +79,9 @@ def test_a_collapsed_run_names_its_tries_and_opens_whole_on_request(endpoint, us
 
 def test_every_round_is_on_the_rail_even_one_without_tries(endpoint, user):
     todo_id = _released_many(endpoint, user, 1)  # round 1: released, completed
-    transitions.rerun(user, todo_id)  # round 2: canceled before anyone claimed it
+    transitions.rerun(Actor.human(user), todo_id)  # round 2: canceled before anyone claimed it
     transitions.cancel(Actor.human(user), todo_id)
-    transitions.rerun(user, todo_id)  # round 3, pending
+    transitions.rerun(Actor.human(user), todo_id)  # round 3, pending
     d = drawer.build(board_todo(user, todo_id), user=user)
     assert [(r.number, r.tries) for r in d.rounds] == [(3, 0), (2, 0), (1, 2)]
     assert d.selected is None and d.timeline is None

@@ -289,7 +289,7 @@ def test_a_repeated_pause_or_resume_changes_nothing_and_says_so(logged_in, endpo
 
 
 def test_a_revoked_endpoint_offers_no_pause_and_refuses_one(logged_in, endpoint):
-    transitions.revoke_endpoint(endpoint)
+    transitions.revoke_endpoint(None, endpoint)
     detail = reverse("endpoint-detail", args=[endpoint.pk])
     assert "Pause claims" not in logged_in.get(detail).content.decode()
     response = logged_in.post(reverse("endpoint-pause", args=[endpoint.pk]))

@@ -171,7 +171,7 @@ def test_rotate_retires_the_old_token_and_shows_the_new_one_once(logged_in, vend
 
 
 def test_rotate_of_a_revoked_endpoint_is_a_message(logged_in, endpoint):
-    transitions.revoke_endpoint(endpoint)
+    transitions.revoke_endpoint(None, endpoint)
     response = logged_in.post(reverse("endpoint-rotate", args=[endpoint.pk]))
     assert response.status_code == 302
     assert any("revoked" in m for m in messages(response))

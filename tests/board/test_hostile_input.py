@@ -87,7 +87,7 @@ def worked(user, endpoint, make_todo):
     todo = make_todo()
     transitions.claim(agent, todo.id, claimant="run-1")
     transitions.fail(agent, todo.id, summary="flaky", retryable=False)
-    transitions.rerun(user, todo.id)
+    transitions.rerun(Actor.human(user), todo.id)
     transitions.claim(agent, todo.id, claimant="run-2")
     return todo
 

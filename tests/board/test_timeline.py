@@ -50,12 +50,12 @@ def test_peoples_actions_stand_in_place_among_the_tries(endpoint, user, make_use
     )
     transitions.claim(agent, todo.id, claimant="run-1")
     transitions.fail(agent, todo.id, summary="flaky")  # try 1 failed: retry wait
-    transitions.retry_now(user, todo.id)  # alice: retry now
+    transitions.retry_now(Actor.human(user), todo.id)  # alice: retry now
     transitions.claim(agent, todo.id, claimant="run-2")
     transitions.release(Actor.human(bob), todo.id)  # bob releases the agent's try 2
     transitions.claim(Actor.human(user), todo.id)  # alice claims by hand: try 3
     transitions.complete(Actor.human(user), todo.id, summary="done by hand")
-    transitions.rerun(bob, todo.id)  # round 2
+    transitions.rerun(Actor.human(bob), todo.id)  # round 2
     transitions.claim(agent, todo.id, claimant="run-4")
     transitions.cancel(Actor.human(user), todo.id)  # alice cancels the agent's try
     d = drawer.build(board_todo(user, todo.id), user=user, round_param="1")
@@ -97,7 +97,7 @@ def test_the_drawer_page_shows_the_people(signed_in, endpoint, user):
 
 def test_a_past_round_is_read_only_and_says_so(signed_in, endpoint, user):
     todo_id = done_with_history(endpoint, user)
-    transitions.rerun(user, todo_id)  # round 2, pending: claim and cancel offered there
+    transitions.rerun(Actor.human(user), todo_id)  # round 2, pending: claim and cancel offered
     live = signed_in.get(f"/todos/{todo_id}/", **HTMX).content.decode()
     assert 'data-action="claim"' in live and 'data-action="cancel"' in live
     past = signed_in.get(f"/todos/{todo_id}/?round=1", **HTMX).content.decode()
@@ -121,7 +121,7 @@ def test_holding_a_lease_keeps_it_alive_while_reading_a_past_round(signed_in, en
     todo, _ = transitions.create_todo(Actor.agent(endpoint), title="two rounds")
     transitions.claim(agent, todo.id)
     transitions.complete(agent, todo.id)
-    transitions.rerun(user, todo.id)
+    transitions.rerun(Actor.human(user), todo.id)
     transitions.claim(Actor.human(user), todo.id)
     d = drawer.build(board_todo(user, todo.id), user=user, round_param="1")
     assert d.read_only and d.keepalive and not d.actions.mine

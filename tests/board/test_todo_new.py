@@ -36,7 +36,7 @@ def test_form_offers_active_endpoints_and_preselects_from_the_query(
 ):
     other = make_endpoint("agent-b")
     gone = make_endpoint("agent-gone")
-    transitions.revoke_endpoint(gone)
+    transitions.revoke_endpoint(None, gone)
     response = logged_in.get(f"{reverse('todo-new')}?endpoint={other.pk}")
     form = response.context["form"]
     assert set(form.fields["endpoint"].queryset) == {endpoint, other}
@@ -81,7 +81,7 @@ def test_an_endpoint_of_another_team_is_refused(logged_in, make_user, vend):
 
 
 def test_a_revoked_endpoint_is_refused(logged_in, endpoint):
-    transitions.revoke_endpoint(endpoint)
+    transitions.revoke_endpoint(None, endpoint)
     response = logged_in.post(reverse("todo-new"), _form(endpoint))
     assert response.status_code == 400 and "endpoint" in response.context["form"].errors
     assert not Todo.objects.exists()

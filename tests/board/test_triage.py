@@ -15,7 +15,7 @@ from django.test import Client
 from board import triage
 from queues import transitions
 from queues.models import EventKind, Todo, TodoEvent
-from queues.transitions import Actor
+from queues.transitions import Actor, by_hand
 from tests.board.history import XSS_SUMMARY
 from tests.queues.helpers import lapse_lease, make_retry_due
 
@@ -74,7 +74,7 @@ def test_each_dead_letter_says_why_exactly_with_its_last_summary(
     died = died_out(endpoint, tries=3)
     doomed = make_endpoint("doomed")
     revoked, _ = transitions.create_todo(Actor.agent(doomed), title="left behind")
-    transitions.revoke_endpoint(doomed)
+    transitions.revoke_endpoint(None, doomed)
     page = signed_in.get("/?state=dead").content.decode()
     assert "failed 5 of 5" in _row(page, five) and "exit 1 (try 5)" in _row(page, five)
     assert "said not retryable" in _row(page, once)
@@ -98,8 +98,8 @@ def test_a_mixed_selection_where_some_move_on_before_the_post(signed_in, endpoin
     assert Todo.objects.filter(pk__in=picks, state="dead").count() == 5  # nothing yet
     # Between the confirmation and the POST: another person reruns one; a rerun one is
     # claimed by an agent.
-    transitions.rerun(user, rerun_by_someone)
-    transitions.rerun(user, claimed_meanwhile)
+    transitions.rerun(Actor.human(user), rerun_by_someone)
+    transitions.rerun(Actor.human(user), claimed_meanwhile)
     transitions.claim(Actor.agent(endpoint), claimed_meanwhile)
     before = set(TodoEvent.objects.values_list("pk", flat=True))
     result = signed_in.post("/triage/", {"do": "rerun", "items": _items(confirm)})
@@ -246,7 +246,7 @@ def test_a_chunk_of_dead_letters_costs_the_same_few_statements_whatever_its_size
     from django.test.utils import CaptureQueriesContext
 
     counts = {}
-    for n in (3, triage.CHUNK):
+    for n in (3, by_hand.CHUNK):
         ids = _dead_letters(endpoint, n, reason=f"reason of {n}")
         items = triage.encode_items((i, "dead.0.1") for i in ids)
         with CaptureQueriesContext(connection) as queries:
@@ -269,7 +269,7 @@ def test_a_chunk_of_dead_letters_costs_the_same_few_statements_whatever_its_size
             assert details[todo_id]["from_state"] == "dead"
             if do == "cancel":
                 assert details[todo_id]["dead_letter_reason"] == f"reason of {n}"
-    assert counts[triage.CHUNK] == counts[3], counts
+    assert counts[by_hand.CHUNK] == counts[3], counts
 
 
 def test_items_are_bounded_and_malformed_parts_dropped():

@@ -220,7 +220,7 @@ def world(live_server, vend, make_user):
     ids.append(todo("sent to the peer", on=peer, requester=endpoint))
     ids.append(todo("a foreign team's", on=stranger))
     ids.append(todo("left on a revoked endpoint", on=gone))
-    transitions.revoke_endpoint(gone)
+    transitions.revoke_endpoint(None, gone)
     ids.append(2**62)  # unknown
 
     WORLD = World(

@@ -370,7 +370,7 @@ def test_revoke_action_asks_then_dead_letters_the_endpoints_live_todos(
 
 
 def test_revoke_action_leaves_a_revoked_endpoint_alone(signed_in, endpoint, make_todo):
-    transitions.revoke_endpoint(endpoint)
+    transitions.revoke_endpoint(None, endpoint)
     response = signed_in.post(
         reverse("admin:queues_endpoint_changelist"),
         {"action": "revoke_endpoints", "_selected_action": [str(endpoint.pk)], "confirmed": "yes"},
@@ -748,7 +748,7 @@ def test_an_operator_pauses_and_resumes_endpoints_as_metadata(
     transitions.claim_next(Actor.agent(endpoint))
     other = make_endpoint("agent-b")
     gone = make_endpoint("agent-gone")
-    transitions.revoke_endpoint(gone)
+    transitions.revoke_endpoint(None, gone)
     client.force_login(operator)
     changelist = reverse("admin:queues_endpoint_changelist")
     page = client.get(changelist).content.decode()

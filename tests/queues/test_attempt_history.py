@@ -115,7 +115,7 @@ def test_foreign_todo_is_not_found_on_the_board_path(make_user, make_todo):
             act(Actor.human(outsider), todo.id)
     for act in (transitions.retry_now, transitions.rerun):
         with pytest.raises(NotFound):
-            act(outsider, todo.id)
+            act(Actor.human(outsider), todo.id)
     assert Todo.objects.get(pk=todo.id).state == "pending"
 
 

@@ -73,7 +73,9 @@ HOT = (
     sql.CLAIM_ONE_USER,
     sql.CLOSE_HELD_BY_AGENT,
     sql.CLOSE_CHECKED,
-    sql.CLOSE_LAPSED,
+    sql.CLOSE_MANY,
+    sql.LAPSED_LEASES,
+    sql.BUDGET_HELD_BY_AGENT,
     sql.HEARTBEAT_HELD_BY_AGENT,
     sql.HEARTBEAT_CHECKED,
     sql.ATTEMPT_FOR_CHECK,
@@ -150,5 +152,5 @@ def test_hot_plans_over_200k_attempts_scan_indexes_only(endpoint):
         r"\s*Index Cond: \(\(todo_id = \$1\) AND \(seq < \$2\)",
         plans["prior_attempts"],
     ), plans["prior_attempts"]
-    for name in ("close_held_by_agent", "close_checked", "close_lapsed"):
+    for name in ("close_held_by_agent", "close_checked", "close_many", "budget_held_by_agent"):
         assert "todo_attempts_one_open" in plans[name], (name, plans[name])

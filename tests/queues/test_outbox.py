@@ -107,7 +107,7 @@ def _claimed_then_revoked(endpoint, make_todo, close=None) -> int:
     transitions.claim_next(Actor.agent(endpoint), claimant="run-1")
     if close is not None:
         close(todo.id)
-    transitions.revoke_endpoint(endpoint)
+    transitions.revoke_endpoint(None, endpoint)
     return todo.id
 
 
@@ -134,7 +134,7 @@ def _revoke_while_waiting_to_retry(endpoint, agent, human, make_todo):
 
 def _revoke_never_claimed(endpoint, agent, human, make_todo):
     todo = make_todo()
-    transitions.revoke_endpoint(endpoint)
+    transitions.revoke_endpoint(None, endpoint)
     return todo.id, None
 
 
@@ -582,7 +582,7 @@ def _retry_now_rings(endpoint, agent, human, make_todo):
     todo = _claimed(endpoint, make_todo)
     transitions.fail(agent, todo.id)
     Delivery.objects.all().delete()
-    transitions.retry_now(human.user, todo.id)
+    transitions.retry_now(Actor.human(human.user), todo.id)
     return todo.id
 
 
@@ -591,7 +591,7 @@ def _rerun_rings(endpoint, agent, human, make_todo):
     Delivery.objects.all().delete()
     transitions.complete(agent, todo.id)
     assert _doorbells() == []  # done is not claimable
-    transitions.rerun(human.user, todo.id)
+    transitions.rerun(Actor.human(human.user), todo.id)
     return todo.id
 
 
@@ -679,7 +679,7 @@ def test_a_ring_while_the_doorbell_is_in_flight_sends_it_again(allowed, endpoint
 
 def test_a_revoked_endpoint_rings_no_more(ringing, endpoint, make_todo):
     todo = make_todo()
-    transitions.revoke_endpoint(endpoint)
+    transitions.revoke_endpoint(None, endpoint)
     Delivery.objects.all().delete()
     # The race the sweeper's leftovers pass cleans up: a todo of a revoked endpoint pending
     # again (written here directly; no transition does it).
@@ -702,7 +702,7 @@ def test_a_doorbell_whose_endpoint_stopped_listening_is_given_up(
     if change == "clear":
         endpoints.set_notify_url(endpoint, "", user=user)
     else:
-        transitions.revoke_endpoint(endpoint)
+        transitions.revoke_endpoint(None, endpoint)
 
     assert outbox.deliver_due() == 0
 

@@ -588,7 +588,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def retry_now(self, i: int, aim: str, who: str) -> None:
         todo = self.todo(i, aim, lambda t: t.state == "retry_wait")
         expect = self.model.retry_now(who, todo)
-        record = self.call(expect, transitions.retry_now, self.actors[who].user, todo.id)
+        record = self.call(expect, transitions.retry_now, self.actors[who], todo.id)
         if record is not None:
             assert record.state == "pending" and record.next_retry_at is None
 
@@ -597,7 +597,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def rerun(self, i: int, aim: str, who: str) -> None:
         todo = self.todo(i, aim, lambda t: t.state in TERMINAL)
         expect = self.model.rerun(who, todo)
-        record = self.call(expect, transitions.rerun, self.actors[who].user, todo.id)
+        record = self.call(expect, transitions.rerun, self.actors[who], todo.id)
         if record is not None:
             assert record.state == "pending" and record.result is None
             assert (record.round, record.attempt, record.failures) == (todo.round, 0, 0)
@@ -609,9 +609,9 @@ class LedgerMachine(RuleBasedStateMachine):
     def revoke(self, who: str) -> None:
         self.touched = set(self.model.todos)
         expect, killed = self.model.revoke(who)
-        assert transitions.revoke_endpoint(self.endpoints[who]) == killed
+        assert transitions.revoke_endpoint(None, self.endpoints[who]) == killed
         again, _ = self.model.revoke(who)
-        self.call(again, transitions.revoke_endpoint, self.endpoints[who])
+        self.call(again, transitions.revoke_endpoint, None, self.endpoints[who])
         assert expect.error is None
 
     # -- invariants ----------------------------------------------------------------------
@@ -785,12 +785,12 @@ FOREIGN_ACTS = (
     transitions.fail,
     transitions.release,
     lambda actor, pk: (
-        transitions.rerun(actor.user, pk)
+        transitions.rerun(actor, pk)
         if not actor.is_agent
         else transitions.claim(actor, pk, require_fence=True)
     ),
     lambda actor, pk: (
-        transitions.retry_now(actor.user, pk)
+        transitions.retry_now(actor, pk)
         if not actor.is_agent
         else transitions.cancel(actor, pk, attempt_seq=1)
     ),

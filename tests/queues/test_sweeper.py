@@ -369,7 +369,7 @@ def test_a_todo_claimed_after_its_endpoint_was_revoked_is_dead_lettered(endpoint
     """A claim in flight during a revocation can commit after it (it authenticated first);
     the sweeper dead-letters what such a race leaves live."""
     todo = make_todo()
-    transitions.revoke_endpoint(endpoint)
+    transitions.revoke_endpoint(None, endpoint)
     with connection.cursor() as cursor:  # the late claim, as it would land
         cursor.execute(
             "UPDATE todos SET state = 'pending', dead_letter_reason = '', ended_at = NULL"

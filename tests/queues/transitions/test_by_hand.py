@@ -19,13 +19,13 @@ def test_retry_now_is_pending_at_once_same_round(user, endpoint, agent, make_tod
     transitions.claim_next(Actor.agent(endpoint))
     transitions.fail(agent, todo.id)
 
-    again = transitions.retry_now(user, todo.id)
+    again = transitions.retry_now(Actor.human(user), todo.id)
 
     assert again.state == "pending" and again.next_retry_at is None
     assert (again.round, again.attempt, again.failures) == (1, 1, 1)
     assert events_of(todo.id) == ["retry_now"]
     with pytest.raises(Conflict):
-        transitions.retry_now(user, todo.id)
+        transitions.retry_now(Actor.human(user), todo.id)
 
 
 def test_rerun_opens_a_new_round_and_clears_the_result(user, endpoint, agent, make_todo):
@@ -34,7 +34,7 @@ def test_rerun_opens_a_new_round_and_clears_the_result(user, endpoint, agent, ma
     transitions.fail(agent, todo.id, result={"err": 1})
     assert Todo.objects.get(pk=todo.id).state == "dead"
 
-    rerun = transitions.rerun(user, todo.id)
+    rerun = transitions.rerun(Actor.human(user), todo.id)
 
     assert rerun.state == "pending" and rerun.round == 2
     assert (rerun.attempt, rerun.failures, rerun.result) == (0, 0, None)
@@ -51,4 +51,4 @@ def test_rerun_opens_a_new_round_and_clears_the_result(user, endpoint, agent, ma
 def test_rerun_refuses_a_live_todo(user, make_todo):
     todo = make_todo()
     with pytest.raises(Conflict):
-        transitions.rerun(user, todo.id)
+        transitions.rerun(Actor.human(user), todo.id)

@@ -96,7 +96,7 @@ def test_pause_and_resume_are_audited_once_and_say_when_nothing_changed(user, en
 
 
 def test_a_revoked_endpoint_is_not_paused(user, endpoint):
-    transitions.revoke_endpoint(endpoint)
+    transitions.revoke_endpoint(None, endpoint)
     endpoint.refresh_from_db()
     with pytest.raises(Conflict):
         endpoints.pause(endpoint, user=user)

@@ -21,7 +21,7 @@ def test_revoking_an_endpoint_dead_letters_its_live_todos(user, endpoint, agent,
     transitions.complete(agent, done.id)
     transitions.claim(agent, held.id)
 
-    assert transitions.revoke_endpoint(endpoint, user=user) == 2
+    assert transitions.revoke_endpoint(Actor.human(user), endpoint) == 2
 
     assert Todo.objects.get(pk=held.id).state == "dead"
     assert Todo.objects.get(pk=held.id).dead_letter_reason == "revoked"

@@ -22,7 +22,7 @@ def test_the_agents_try_ends_released_and_the_persons_opens(user, endpoint, agen
     todo = make_todo(max_attempts=3)
     claimed = transitions.claim(agent, todo.id, require_fence=True, claimant="buildbox/1")
 
-    taken = transitions.take_over(user, todo.id, attempt_seq=claimed.attempt_seq)
+    taken = transitions.take_over(Actor.human(user), todo.id, attempt_seq=claimed.attempt_seq)
 
     assert taken.attempt_seq == 2 and taken.todo.state == "claimed"
     assert taken.todo.owner == f"user:{user.pk}" and taken.todo.failures == 0
@@ -53,8 +53,8 @@ def test_the_agents_late_calls_are_conflicts_and_the_person_finishes(
     plain = make_todo("plain")
     lease = transitions.claim(agent, fenced.id, require_fence=True).lease_token
     transitions.claim(agent, plain.id)
-    transitions.take_over(user, fenced.id)
-    transitions.take_over(user, plain.id)
+    transitions.take_over(Actor.human(user), fenced.id)
+    transitions.take_over(Actor.human(user), plain.id)
 
     for todo_id, token in ((fenced.id, lease), (plain.id, None)):
         with pytest.raises(Conflict):
@@ -72,20 +72,20 @@ def test_the_agents_late_calls_are_conflicts_and_the_person_finishes(
 def test_only_an_agents_open_lease_is_taken(user, make_user, endpoint, agent, make_todo):
     waiting = make_todo("pending")
     with pytest.raises(Conflict):
-        transitions.take_over(user, waiting.id)
+        transitions.take_over(Actor.human(user), waiting.id)
     by_hand = make_todo("by hand")
     transitions.claim(Actor.human(user), by_hand.id)
     with pytest.raises(Conflict):
-        transitions.take_over(user, by_hand.id)
+        transitions.take_over(Actor.human(user), by_hand.id)
     moved = make_todo("moved on")
     transitions.claim(agent, moved.id)
     transitions.release(agent, moved.id)
     transitions.claim(agent, moved.id)
     with pytest.raises(Conflict):  # the try the person saw (seq 1) has ended
-        transitions.take_over(user, moved.id, attempt_seq=1)
+        transitions.take_over(Actor.human(user), moved.id, attempt_seq=1)
     stranger = make_user("mallory")
     with pytest.raises(NotFound):  # another team's todo: unknown and foreign alike
-        transitions.take_over(stranger, moved.id)
+        transitions.take_over(Actor.human(stranger), moved.id)
     assert events_of(moved.id) == [] and open_attempts(moved.id) == 1
 
 
@@ -96,7 +96,7 @@ def test_a_take_over_makes_nothing_claimable_and_rings_nothing(user, endpoint, a
     transitions.claim(agent, todo.id)
     lapse_lease(todo.id)  # even a lapsed lease goes to the person, not to the queue
 
-    transitions.take_over(user, todo.id)
+    transitions.take_over(Actor.human(user), todo.id)
 
     assert not Delivery.objects.filter(kind="doorbell").exists()  # never pending
     assert transitions.claim_next(Actor.agent(endpoint)) is None
@@ -123,7 +123,7 @@ def test_a_racing_agent_claim_loses(team, user, make_endpoint):
             connections.close_all()
 
     with transaction.atomic():
-        taken = db.run(transitions.take_over_plan(user, todo.id))
+        taken = db.run(transitions.take_over_plan(Actor.human(user), todo.id))
         racer = threading.Thread(target=agent_claims)
         racer.start()
         _until_a_lock_waiter()

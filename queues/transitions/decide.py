@@ -1,0 +1,266 @@
+"""How an attempt ends, and what that does to its todo: River's ``reportError`` and
+``JobSetState*`` are the model. A ``Close`` is built by one named constructor per kind
+(``Close.complete(...)``, ``Close.fail(retryable=...)``, ``Close.release(not_before=...)``
+…); ``decide`` turns it, and the failure budget the locked read found, into a ``Decision``:
+the todo's next state, the attempt's disposition, the retry's delay or the wake time, and the
+dead-letter reason. The close statement applies the decision as parameters and decides
+nothing (queues/sql/close.py).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import random
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from queues.bounds import (
+    NOTHING,
+    SNOOZE_SECONDS_MAX,
+    Bounded,
+    bound_artifact,
+    bound_result,
+    bound_summary,
+    summary_from_result,
+)
+from queues.errors import Invalid
+from queues.models import TERMINAL_STATES, Disposition, EventKind, Outcome, TodoState
+
+
+class CloseKind(enum.Enum):
+    """Each way an attempt ends: its outcome, where the todo goes while the failure budget
+    allows, whether it spends the budget, whether the closer reports a result, the audit
+    kind of a person's close, and who may end an attempt they do not hold this way (a person
+    of the team; the agent that sent the todo). Each member is the verb's name."""
+
+    #         outcome             todo goes to        spends reports event     person requester
+    COMPLETE = (Outcome.COMPLETED, TodoState.DONE, False, True, EventKind.COMPLETE, False, False)
+    FAIL = (Outcome.FAILED, TodoState.RETRY_WAIT, True, True, EventKind.FAIL, False, False)
+    RELEASE = (Outcome.RELEASED, TodoState.PENDING, False, False, EventKind.RELEASE, True, False)
+    CANCEL = (Outcome.CANCELED, TodoState.CANCELED, False, False, EventKind.CANCEL, True, True)
+    REAP = (Outcome.REAPED, TodoState.PENDING, True, False, None, False, False)
+    REVOKE = (Outcome.REVOKED, TodoState.DEAD, False, False, None, False, False)
+
+    def __init__(
+        self,
+        outcome: Outcome,
+        goes_to: TodoState,
+        spends_budget: bool,
+        reports: bool,
+        event: EventKind | None,
+        person_may_end: bool,
+        requester_may_end: bool,
+    ) -> None:
+        self.outcome = outcome
+        self.goes_to = goes_to
+        self.spends_budget = spends_budget
+        self.reports = reports
+        self.event = event
+        self.person_may_end = person_may_end
+        self.requester_may_end = requester_may_end
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Close:
+    """How one attempt ends, with what its closer wrote. Built by the constructors below."""
+
+    kind: CloseKind
+    result: Any = None
+    summary: Bounded = NOTHING
+    artifact: Bounded = NOTHING
+    retryable: bool = True  # fail: false is dead at once, whatever the budget
+    # release (a snooze): claimable again from this instant, or this many seconds from now by
+    # the database's clock.
+    not_before: datetime | None = None
+    delay_seconds: float | None = None
+
+    @classmethod
+    def complete(cls, *, result: Any = None, summary=None, artifact=None) -> Close:
+        """The work is done: the todo is done, the attempt completed."""
+        return cls._reporting(CloseKind.COMPLETE, result, summary, artifact)
+
+    @classmethod
+    def fail(cls, *, result: Any = None, summary=None, artifact=None, retryable=True) -> Close:
+        """The work failed: retried with backoff while the budget allows, dead at the cap, or
+        at once when ``retryable`` is false."""
+        if not isinstance(retryable, bool):
+            raise Invalid("retryable must be true or false.")
+        close = cls._reporting(CloseKind.FAIL, result, summary, artifact)
+        return close if retryable else replace(close, retryable=False)
+
+    @classmethod
+    def release(cls, *, summary=None, artifact=None, not_before=None, delay_seconds=None) -> Close:
+        """No verdict: back to pending, the budget untouched. With ``not_before`` or
+        ``delay_seconds`` a snooze: claimable again only from then (an agent waiting on
+        something outside, a CI run or a person's answer, gives the todo back for later
+        without spending a try)."""
+        return cls(
+            kind=CloseKind.RELEASE,
+            summary=bound_summary(summary),
+            artifact=bound_artifact(artifact),
+            not_before=_wake_time(not_before),
+            delay_seconds=_delay(delay_seconds, given_time=not_before is not None),
+        )
+
+    @classmethod
+    def cancel(cls) -> Close:
+        """Stop the work for good: canceled."""
+        return cls(kind=CloseKind.CANCEL)
+
+    @classmethod
+    def reap(cls) -> Close:
+        """The sweeper found the lease lapsed: the holder died. Back to pending, or dead at
+        the cap (a death spends the budget as a failure does)."""
+        return cls(kind=CloseKind.REAP)
+
+    @classmethod
+    def revoke(cls) -> Close:
+        """The todo's endpoint was revoked: dead, whatever the budget."""
+        return cls(kind=CloseKind.REVOKE)
+
+    @classmethod
+    def _reporting(cls, kind: CloseKind, result, summary, artifact) -> Close:
+        stored = bound_result(result)
+        summary_b = bound_summary(summary)
+        if summary_b is NOTHING and settings.SWITCHBOARD_ATTEMPT_SUMMARY_FROM_RESULT:
+            summary_b = summary_from_result(stored)
+        return cls(kind=kind, result=stored, summary=summary_b, artifact=bound_artifact(artifact))
+
+    @property
+    def needs_budget(self) -> bool:
+        """Does the decision depend on the failure budget (read before deciding)?"""
+        return self.kind.spends_budget and self.retryable
+
+    def written(self) -> dict:
+        """What the closer wrote, as the close statement's parameters."""
+        return {
+            "outcome": self.kind.outcome,
+            "sets_result": self.kind.reports,
+            "result": json.dumps(self.result)
+            if self.kind.reports and self.result is not None
+            else None,
+            "summary": self.summary.text,
+            "summary_truncated": self.summary.truncated,
+            "summary_bytes": self.summary.bytes,
+            "artifact": self.artifact.text,
+            "artifact_truncated": self.artifact.truncated,
+            "artifact_bytes": self.artifact.bytes,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """The failure budget as the locked read found it."""
+
+    failures: int
+    max_attempts: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """What a close does to its todo, for the one statement that applies it."""
+
+    state: TodoState
+    disposition: Disposition
+    spends: bool  # failures + 1
+    retry_in: float | None = None  # retry_wait: seconds from now (by the database's clock)
+    wake_at: datetime | None = None  # a snoozed release: claimable from this instant...
+    wake_in: float | None = None  # ...or this many seconds from now
+    dead_letter_reason: str = ""
+    budget_seen: int | None = None  # the failures it was decided on: the statement's guard
+
+    def params(self) -> dict:
+        return {
+            "state": self.state,
+            "disposition": self.disposition,
+            "spends": int(self.spends),
+            "retry_in": self.retry_in,
+            "wake_at": self.wake_at,
+            "wake_in": self.wake_in,
+            "dead_letter_reason": self.dead_letter_reason,
+            "ends": self.state in TERMINAL_STATES,
+            "failures_seen": self.budget_seen,
+        }
+
+
+DISPOSITION = {
+    TodoState.DONE: Disposition.DONE,
+    TodoState.RETRY_WAIT: Disposition.RETRY_SCHEDULED,
+    TodoState.PENDING: Disposition.REQUEUED,
+    TodoState.DEAD: Disposition.DEAD_LETTERED,
+    TodoState.CANCELED: Disposition.CANCELED,
+}
+
+
+def decide(close: Close, budget: Budget | None) -> Decision:
+    """What ending an attempt with ``close`` does, given the budget (None for a close whose
+    decision does not depend on it: ``close.needs_budget`` is false).
+
+    - A close that spends the budget (fail, reap) kills the todo when it is the last failure
+      the todo may have (``failures + 1 >= max_attempts``); so does a fail that is not
+      retryable, and a revocation, whatever the budget.
+    - Otherwise the todo goes where the kind says: a failure to ``retry_wait`` after a
+      backoff (exponential in the failures so far, capped, with full jitter), a release to
+      ``pending`` (not claimable before its wake time, for a snooze).
+    - The disposition follows from the state; a dead todo's reason is the outcome.
+    """
+    kind = close.kind
+    if close.needs_budget and budget is None:
+        raise ValueError(f"deciding a {kind.name.lower()} needs the failure budget")
+    dies = (
+        kind is CloseKind.REVOKE
+        or (kind is CloseKind.FAIL and not close.retryable)
+        or (
+            kind.spends_budget and budget is not None and budget.failures + 1 >= budget.max_attempts
+        )
+    )
+    state = TodoState.DEAD if dies else kind.goes_to
+    return Decision(
+        state=state,
+        disposition=DISPOSITION[state],
+        spends=kind.spends_budget,
+        retry_in=backoff(budget.failures) if state == TodoState.RETRY_WAIT and budget else None,
+        wake_at=close.not_before if state == TodoState.PENDING else None,
+        wake_in=close.delay_seconds if state == TodoState.PENDING else None,
+        dead_letter_reason=kind.outcome if dies else "",
+        budget_seen=budget.failures if budget is not None else None,
+    )
+
+
+def backoff(failures: int) -> float:
+    """Seconds before a failed todo may be claimed again: full jitter over an exponential
+    (SWITCHBOARD_RETRY_BASE_SECONDS doubling per failure so far, capped at
+    SWITCHBOARD_RETRY_MAX_SECONDS; a base of 0 retries at once)."""
+    ceiling = min(
+        float(settings.SWITCHBOARD_RETRY_MAX_SECONDS),
+        float(settings.SWITCHBOARD_RETRY_BASE_SECONDS) * 2.0 ** min(failures, 40),
+    )
+    return random.uniform(0.0, ceiling)
+
+
+def _wake_time(value: object) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime) or timezone.is_naive(value):
+        raise Invalid("not_before must be a timestamp with a time zone.")
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise Invalid("not_before is out of range.") from None
+
+
+def _delay(value: object, *, given_time: bool) -> float | None:
+    if value is None:
+        return None
+    if given_time:
+        raise Invalid("Give not_before or delay_seconds, not both.")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise Invalid("delay_seconds must be a number.")
+    if not 0 < value <= SNOOZE_SECONDS_MAX:
+        raise Invalid(f"delay_seconds must be more than 0 and at most {SNOOZE_SECONDS_MAX}.")
+    return float(value)
