@@ -162,3 +162,15 @@ def test_no_module_imports_one_that_imports_it_back():
 def test_the_circle_finder_finds_a_circle():
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_state_lists_in_sql_come_from_the_enums():
+    """A list of states in a statement is made from the models' enums (queues/sql/fragments.py
+    ``states``), never written out in the SQL by hand."""
+    by_hand = re.compile(r"IN\s*\(\s*'(pending|claimed|retry_wait|done|dead|canceled)'")
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "queues" / "sql").glob("*.py")
+        if by_hand.search(path.read_text())
+    ]
+    assert offenders == []

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from queues.db.plans import Statement
 from queues.sql.fragments import (
+    LIVE,
     SCOPE_ENDPOINT,
     SCOPE_USER,
     attempt_columns,
@@ -44,7 +45,7 @@ WITH pick AS (
            (t.state = 'claimed' AND t.failures + 1 >= t.max_attempts) AS dies
       FROM todos t
      WHERE {pick_filter}
-       AND t.state IN ('pending', 'retry_wait', 'claimed')
+       AND t.state IN {live}
        AND {claimable_at} <= statement_timestamp()
      ORDER BY t.priority DESC, {claimable_at}, t.id
      LIMIT 1
@@ -78,9 +79,9 @@ SELECT f.ok, f.slow, f.id, {todo_cols}
 """
 
 # The attempt arms: the snapshot-freshness read of the newest attempt, closing a lapsed one,
-# pruning (and carrying pruned counts to the metrics fold) and opening the new attempt.
-# ``_claim(..., history=False)`` leaves them out. The prior attempts are read by
-# PRIOR_ATTEMPTS below, after the claim and only when the todo has any.
+# pruning (and carrying pruned counts to the metrics fold) and opening the new attempt. The
+# prior attempts are read by PRIOR_ATTEMPTS below, after the claim and only when the todo
+# has any.
 _CLAIM_ATTEMPT_ARMS = """newest AS (
     -- The todo's newest attempt in this statement's snapshot, for the freshness check: one
     -- backward probe of the (todo_id, seq) index keyed by an InitPlan parameter.
@@ -181,33 +182,16 @@ opened AS (
 # per todo is a unique index, checked as each row goes in (migration 0017).
 _AFTER_LAPSED = """
        AND (SELECT count(*) FROM lapsed) >= 0"""
-_CLAIM_WITHOUT_ATTEMPTS = """fresh AS (
-    SELECT pick.*, true AS ok, false AS slow FROM pick
-),
-"""
-
-
 def _claim(
-    name: str,
-    pick_filter: str,
-    lock_mode: str,
-    why: str,
-    *,
-    history: bool = True,
-    takeover: bool = False,
+    name: str, pick_filter: str, lock_mode: str, why: str, *, takeover: bool = False
 ) -> Statement:
     """The claim statement for one pick.
 
     By default the fast claim: the freshness check and the new attempt, and nothing else; a
     pick that needs more (a lapsed lease, history over the cap) comes back ``slow`` with
     nothing written. ``takeover=True`` adds the arms that close a lapsed attempt, prune and
-    carry pruned counts. ``history=False`` (bench/ only: the ADR-0039 bar's reference,
-    docs/benchmarks.md) is the same statement without any attempt arm: the todo moves exactly
-    as it does here (a lapsed lease included), and no attempt is read, closed, pruned or
-    opened."""
-    if not history:
-        arms = {"history_arms": _CLAIM_WITHOUT_ATTEMPTS, "pruned_count": "0", "opened": ""}
-    elif takeover:
+    carry pruned counts."""
+    if takeover:
         arms = {
             "history_arms": _CLAIM_ATTEMPT_ARMS,
             "pruned_count": "(SELECT count(*) FROM pruned)",
@@ -222,6 +206,7 @@ def _claim(
     return Statement(
         name,
         _CLAIM.format(
+            live=LIVE,
             pick_filter=pick_filter,
             lock_mode=lock_mode,
             claimable_at=claimable_at("t"),

@@ -6,7 +6,7 @@ input."""
 
 from __future__ import annotations
 
-from queues.models import LIVE_STATES, TodoState
+from queues.models import LIVE_STATES, TERMINAL_STATES, TodoState
 from queues.records import ATTEMPT_SOURCE, TODO_SOURCE
 
 
@@ -63,3 +63,5 @@ def states(members) -> str:
 
 
 LIVE = states(LIVE_STATES)
+TERMINAL = states(TERMINAL_STATES)
+UNCLAIMED = states((TodoState.PENDING, TodoState.RETRY_WAIT))

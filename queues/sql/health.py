@@ -21,7 +21,7 @@ its agents').
 from __future__ import annotations
 
 from queues.db.plans import Statement
-from queues.sql.fragments import claimable_at
+from queues.sql.fragments import LIVE, claimable_at
 
 __all__ = ["ENDPOINT_ENDINGS", "ENDPOINT_QUEUE_NOW"]
 
@@ -49,7 +49,7 @@ SELECT count(*) FILTER (WHERE t.claimable_at <= statement_timestamp()) AS claima
                {claimable_at("t")} AS claimable_at
           FROM todos t
          WHERE t.endpoint_id = %(endpoint_id)s
-           AND t.state IN ('pending', 'retry_wait', 'claimed')) t
+           AND t.state IN {LIVE}) t
 """,
     why="FILTERed counts and maxima of the live todos, in one pass",
 )

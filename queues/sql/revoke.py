@@ -10,6 +10,7 @@ outbox row (``final_attempt`` null for a todo that had no open attempt).
 from __future__ import annotations
 
 from queues.db.plans import Statement
+from queues.sql.fragments import LIVE, UNCLAIMED
 
 REVOKE_ENDPOINT = Statement(
     "revoke_endpoint",
@@ -20,10 +21,10 @@ REVOKE_ENDPOINT = Statement(
 
 DEAD_LETTER_UNCLAIMED_OF_ENDPOINT = Statement(
     "dead_letter_unclaimed_of_endpoint",
-    """
+    f"""
 WITH live AS (
     SELECT t.id FROM todos t
-     WHERE t.endpoint_id = %(endpoint_id)s AND t.state IN ('pending', 'retry_wait')
+     WHERE t.endpoint_id = %(endpoint_id)s AND t.state IN {UNCLAIMED}
        FOR UPDATE
 )
 UPDATE todos t
@@ -38,10 +39,10 @@ RETURNING t.id
 
 REVOKED_ENDPOINTS_WITH_LIVE_TODOS = Statement(
     "revoked_endpoints_with_live_todos",
-    """
+    f"""
 SELECT DISTINCT e.id, e.team_id
   FROM endpoints e JOIN todos t ON t.endpoint_id = e.id
- WHERE e.revoked_at IS NOT NULL AND t.state IN ('pending', 'claimed', 'retry_wait')
+ WHERE e.revoked_at IS NOT NULL AND t.state IN {LIVE}
 """,
     why="the sweeper's safety net (a claim that committed after a revocation)",
 )

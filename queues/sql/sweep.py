@@ -10,7 +10,7 @@ endpoint's notify URL for each requeued retry.
 from __future__ import annotations
 
 from queues.db.plans import Statement
-from queues.sql.fragments import claimable_at
+from queues.sql.fragments import TERMINAL, claimable_at
 
 REQUEUE_DUE_RETRIES = Statement(
     "requeue_due_retries",
@@ -43,7 +43,7 @@ RETENTION_BY_AGE = Statement(
     f"""
 WITH old AS (
     SELECT t.id FROM todos t
-     WHERE t.state IN ('done', 'dead', 'canceled')
+     WHERE t.state IN {TERMINAL}
        AND t.ended_at < statement_timestamp() - make_interval(days => %(days)s)
        AND {_FOLDED}
      LIMIT %(batch)s
@@ -58,10 +58,10 @@ RETURNING t.id
 # Endpoints whose terminal todos exceed the cap, and then the oldest beyond it, per endpoint.
 ENDPOINTS_OVER_TERMINAL_CAP = Statement(
     "endpoints_over_terminal_cap",
-    """
+    f"""
 SELECT t.endpoint_id
   FROM todos t
- WHERE t.state IN ('done', 'dead', 'canceled')
+ WHERE t.state IN {TERMINAL}
  GROUP BY t.endpoint_id
 HAVING count(*) > %(cap)s
 """,
@@ -76,14 +76,14 @@ WITH cutoff AS (
     -- SKIP LOCKED in the same scan, a locked newer row would not count toward the OFFSET
     -- and one older todo too many would go.
     SELECT t.ended_at, t.id FROM todos t
-     WHERE t.endpoint_id = %(endpoint_id)s AND t.state IN ('done', 'dead', 'canceled')
+     WHERE t.endpoint_id = %(endpoint_id)s AND t.state IN {TERMINAL}
      ORDER BY t.ended_at DESC, t.id DESC
     OFFSET %(cap)s - 1
      LIMIT 1
 ),
 beyond AS (
     SELECT t.id FROM todos t, cutoff c
-     WHERE t.endpoint_id = %(endpoint_id)s AND t.state IN ('done', 'dead', 'canceled')
+     WHERE t.endpoint_id = %(endpoint_id)s AND t.state IN {TERMINAL}
        AND (t.ended_at, t.id) < (c.ended_at, c.id)
        AND {_FOLDED}
      ORDER BY t.ended_at, t.id
