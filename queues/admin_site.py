@@ -1,6 +1,6 @@
 """Django's admin site with the queue health page among its own URLs (``admin:queue-health``),
 behind the site's staff check. Made the default site by ``queues.apps.SwitchboardAdminConfig``,
-so ``admin.site`` is this site. Apart from queues/admin.py, whose registrations need the site
+so ``admin.site`` is this site. Apart from queues/admin/, whose registrations need the site
 to exist first."""
 
 from __future__ import annotations

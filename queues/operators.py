@@ -1,7 +1,7 @@
 """The Operators group: what a ``switchboard adduser --staff`` user may see and do in admin.
 
 Operators run the service; they do not read the work (docs/operators.md). The group holds
-view permissions on every admin page of ``queues/admin.py`` (which show counts, states and
+view permissions on every admin page of ``queues/admin/`` (which show counts, states and
 metadata only), the endpoint revoke action's own permission, and the queue health page's.
 It is made by a ``post_migrate`` handler rather than a migration (like Django's own
 ``create_permissions``), so every ``migrate`` makes it, or puts it back, idempotently: the

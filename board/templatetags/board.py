@@ -1,7 +1,7 @@
 """Small formatting tags and filters for the Board. All return plain strings (autoescaped
 later) or markup built with format_html from values, never from user text unescaped.
 
-Times: every time on the Board (and in admin, queues/admin.py) is a ``<time datetime>``
+Times: every time on the Board (and in admin, queues/admin/) is a ``<time datetime>``
 whose text, without JavaScript, is the full date and time in UTC ("2026-12-01 08:14:05
 UTC"); static/board/time.js rewrites it in the browser's time zone ("2026-12-01 00:14:05
 PST") with UTC on hover, and keeps relative ones ("in 4m 12s", "3m ago") ticking.

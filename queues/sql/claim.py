@@ -182,6 +182,8 @@ opened AS (
 # per todo is a unique index, checked as each row goes in (migration 0017).
 _AFTER_LAPSED = """
        AND (SELECT count(*) FROM lapsed) >= 0"""
+
+
 def _claim(
     name: str, pick_filter: str, lock_mode: str, why: str, *, takeover: bool = False
 ) -> Statement:

@@ -7,12 +7,13 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from queues import selectors, transitions
+from queues import transitions
 from queues.errors import Invalid
 from queues.models import TodoAttempt
 from queues.transitions import Actor
 from tests.board.conftest import sign_in
 from tests.board.history import done_with_history, mixed_history
+from tests.queues.helpers import get_todo_for_endpoint
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -114,7 +115,7 @@ def test_a_human_claim_is_an_owner_attempt_and_completes_with_a_summary(
     drawer = _open_drawer(page, "write release notes")
     drawer.get_by_role("button", name="Claim it myself").click()
     expect(drawer.locator(".notice")).to_contain_text("You hold this todo now")
-    seen_by_agent = selectors.get_todo_for_endpoint(endpoint, todo.id).as_api()["todo"]
+    seen_by_agent = get_todo_for_endpoint(endpoint, todo.id).as_api()["todo"]
     assert seen_by_agent["state"] == "claimed"
     assert seen_by_agent["attempts"][0]["claimer_kind"] == "owner"
     assert seen_by_agent["attempts"][0]["user"] == "alice"

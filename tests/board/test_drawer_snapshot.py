@@ -12,6 +12,7 @@ from django.test import Client
 
 from board import drawer
 from queues import db, selectors, transitions
+from queues.selectors import details
 from queues.transitions import Actor
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,13 +40,13 @@ def test_a_claim_committed_between_the_two_reads_is_not_half_seen(
     transitions.claim(agent, todo.id, claimant="run-1")
     transitions.release(Actor.human(user), todo.id)  # pending, try 1 released
 
-    reads = selectors._attempts
+    reads = details._attempts
 
     def attempts_after_a_claim(record, limit):
         _claim_in_another_connection(endpoint, todo.id)  # commits between the two reads
         return (yield from reads(record, limit))
 
-    monkeypatch.setattr(selectors, "_attempts", attempts_after_a_claim)
+    monkeypatch.setattr(details, "_attempts", attempts_after_a_claim)
     detail = selectors.board_todo(user, todo.id)
     monkeypatch.undo()
 
@@ -63,7 +64,7 @@ def test_a_claim_committed_between_the_two_reads_is_not_half_seen(
 def test_without_the_snapshot_the_same_race_is_half_seen(monkeypatch, user, endpoint, make_todo):
     """The test above can fail: the same two reads, each in its own transaction, disagree."""
     todo = make_todo("raced")
-    reads = selectors._attempts
+    reads = details._attempts
 
     def attempts_after_a_claim(record, limit):
         _claim_in_another_connection(endpoint, todo.id)
@@ -73,9 +74,9 @@ def test_without_the_snapshot_the_same_race_is_half_seen(monkeypatch, user, endp
     agent = Actor.agent(endpoint)
     transitions.claim(agent, todo.id)
     transitions.release(agent, todo.id)
-    monkeypatch.setattr(selectors, "_attempts", attempts_after_a_claim)
+    monkeypatch.setattr(details, "_attempts", attempts_after_a_claim)
     # Two autocommit reads, as board_todo made before the snapshot.
-    detail = db.run(selectors._detail_for_user(user, todo.id, 50))
+    detail = db.run(selectors.get_todo_for_user_plan(user, todo.id, attempts_limit=50))
     assert detail.todo.state == "pending"
     assert [a.seq for a in detail.attempts] == [2, 1] and detail.attempts[0].is_open
 

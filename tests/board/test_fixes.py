@@ -12,7 +12,7 @@ from django.test import Client
 
 from board.templatetags.board import when
 from queues import transitions
-from queues.admin import time_html
+from queues.admin.common import time_html
 from queues.bounds import BODY_MAX_BYTES
 from queues.models import Membership, Todo
 from queues.transitions import Actor

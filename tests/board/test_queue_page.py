@@ -217,9 +217,9 @@ def test_a_tab_counts_exactly_up_to_its_cap_and_says_so_beyond(
     past it (so a page never counts every done todo of a busy team); "All" is the sum with a
     "+" when any state is past the cap; "all N matching" is not offered on a capped count
     (the confirmation page counts them itself)."""
-    from queues import selectors
+    from queues.selectors import queue
 
-    monkeypatch.setattr(selectors, "TAB_COUNT_CAP", 3)
+    monkeypatch.setattr(queue, "TAB_COUNT_CAP", 3)
     agent = Actor.agent(endpoint)
     for n in range(4):
         todo = make_todo(f"done {n}")
@@ -233,7 +233,7 @@ def test_a_tab_counts_exactly_up_to_its_cap_and_says_so_beyond(
     done = signed_in.get("/?state=done").content.decode()
     assert " all matching this filter" in done and not re.search(r"all \d+\+? matching", done)
     assert "all 1 matching this filter" in signed_in.get("/?state=pending").content.decode()
-    monkeypatch.setattr(selectors, "TAB_COUNT_CAP", 10_000)
+    monkeypatch.setattr(queue, "TAB_COUNT_CAP", 10_000)
     tabs = dict(
         re.findall(
             r'data-state="(\w+)">[^<]*<span class="count">([^<]*)</span>',
@@ -252,7 +252,7 @@ def test_a_small_teams_queue_never_walks_a_big_teams_todos(signed_in, make_user,
     from django.db import connection
 
     from queues import endpoints
-    from queues.selectors import _board_todos
+    from queues.selectors.queue import _board_todos
 
     big = make_user("big-co").teams.get()
     busy, _ = endpoints.vend(big, "busy-agent", verbs="all")

@@ -13,7 +13,8 @@ from django.test import Client
 
 from queues import transitions
 from queues.models import Todo
-from queues.selectors import QueueFilters, _board_todos, _filter_q, search_tsquery
+from queues.selectors.queue import QueueFilters, _board_todos, _filter_q
+from queues.selectors.search import search_tsquery
 from queues.transitions import Actor
 from tests.board.pages import slow_queue_reads
 
@@ -170,7 +171,7 @@ def test_a_search_walks_then_looks_window_by_window_and_finds_what_one_look_woul
     many windows gives the same pages, in the same order, as one look over every id, whether
     the walk checks 1 todo, 5 or all of them; a match in the oldest window is found, and
     "before" pages on from there."""
-    from queues import selectors
+    from queues.selectors import queue as selectors
 
     agent = Actor.agent(endpoint)
     made = []
@@ -206,7 +207,7 @@ def test_the_match_just_past_the_walk_is_found(make_todo, team, monkeypatch, wal
     """The GIN look starts right below the last todo the walk checked: a match that is the
     first todo past the walk is on the page, and no walked todo is shown twice (the newest
     todo is a match too)."""
-    from queues import selectors
+    from queues.selectors import queue as selectors
 
     ids = [make_todo("kiwi" if n in (0, 4 - walk, 4) else "chore").id for n in range(5)][::-1]
     monkeypatch.setattr(selectors, "SEARCH_WALK", walk)
@@ -221,7 +222,7 @@ def test_the_walk_checks_rows_and_reads_no_gin_index(team, endpoint):
     sequential scan of every attempt's words) and no sequential scan of todo_attempts."""
     from django.test.utils import CaptureQueriesContext
 
-    from queues import selectors
+    from queues.selectors import queue as selectors
 
     _many_analyzed_todos(endpoint)
     with CaptureQueriesContext(connection) as queries:
@@ -250,7 +251,7 @@ def test_a_search_leaves_out_a_todo_that_moved_on_before_its_row_was_read(
     """The page's ids are found first and its rows read after: a todo claimed in between no
     longer passes "pending" and is left out, and the older page still starts below the
     page's last id."""
-    from queues import selectors
+    from queues.selectors import queue as selectors
 
     agent = Actor.agent(endpoint)
     ids = [make_todo(f"kiwi {n}").id for n in range(4)][::-1]
@@ -361,7 +362,7 @@ def test_a_search_of_too_many_word_parts_is_refused_and_says_why(signed_in, make
 def test_the_lexeme_count_is_never_below_postgresqls(words):
     """The cap counts what PostgreSQL would look up, or more: never fewer (a count below
     PostgreSQL's would let a costly search through)."""
-    from queues.selectors import _WORDISH, SEARCH_LEXEMES_MAX, _lexemes
+    from queues.selectors.search import _WORDISH, SEARCH_LEXEMES_MAX, _lexemes
 
     terms = [term for term in words.split() if _WORDISH.search(term)]
     ours = sum(_lexemes(term) for term in terms)

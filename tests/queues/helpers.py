@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 from django.db import connection, connections
 
+from queues import db, selectors
 from queues.models import TodoAttempt, TodoEvent
 from queues.transitions import Actor
 
@@ -142,3 +143,18 @@ def sweeper_running(interval: float = 0.05) -> Iterator[threading.Thread]:
     finally:
         stop.set()
         thread.join(timeout=10)
+
+
+def get_todo_for_endpoint(endpoint, todo_id, **arguments):
+    """get_todo on the agent path, run on Django's connection (the test's transaction)."""
+    return db.run(selectors.get_todo_for_endpoint_plan(endpoint, todo_id, **arguments))
+
+
+def get_todo_for_user(user, todo_id, **arguments):
+    """get_todo on the Board path, run on Django's connection."""
+    return db.run(selectors.get_todo_for_user_plan(user, todo_id, **arguments))
+
+
+def list_todos(endpoint, **arguments):
+    """list_todos, run on Django's connection."""
+    return db.run(selectors.list_todos_plan(endpoint, **arguments))

@@ -6,11 +6,18 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from queues import selectors, transitions
+from queues import transitions
 from queues.errors import Conflict, Invalid, NotFound
 from queues.models import Todo, TodoAttempt
 from queues.transitions import Actor
-from tests.queues.helpers import attempts_of, lapse_lease, make_retry_due, open_attempts
+from tests.queues.helpers import (
+    attempts_of,
+    get_todo_for_endpoint,
+    get_todo_for_user,
+    lapse_lease,
+    make_retry_due,
+    open_attempts,
+)
 
 
 def snapshot(todo_id: int) -> tuple:
@@ -73,7 +80,7 @@ def test_takeover_attempt_is_lease_expired_and_died(endpoint, make_todo):
 
     [prior] = claim.prior_attempts
     assert prior.outcome == "lease_expired" and prior.died
-    detail = selectors.get_todo_for_endpoint(endpoint, todo.id)
+    detail = get_todo_for_endpoint(endpoint, todo.id)
     assert [(a.seq, a.died) for a in detail.attempts] == [(2, False), (1, True)]
 
 
@@ -83,9 +90,9 @@ def test_foreign_todo_is_not_found_exactly_like_an_unknown_one(make_endpoint, ma
     transitions.claim_next(Actor.agent(a))
 
     with pytest.raises(NotFound) as foreign:
-        selectors.get_todo_for_endpoint(b, todo.id)
+        get_todo_for_endpoint(b, todo.id)
     with pytest.raises(NotFound) as unknown:
-        selectors.get_todo_for_endpoint(b, 987_654_321)
+        get_todo_for_endpoint(b, 987_654_321)
 
     assert foreign.value.as_dict() == unknown.value.as_dict()
     for verb in (
@@ -106,9 +113,9 @@ def test_foreign_todo_is_not_found_on_the_board_path(make_user, make_todo):
     todo = make_todo()
     outsider = make_user("mallory")
     with pytest.raises(NotFound) as foreign:
-        selectors.get_todo_for_user(outsider, todo.id)
+        get_todo_for_user(outsider, todo.id)
     with pytest.raises(NotFound) as unknown:
-        selectors.get_todo_for_user(outsider, 987_654_321)
+        get_todo_for_user(outsider, 987_654_321)
     assert foreign.value.as_dict() == unknown.value.as_dict()
     for act in (transitions.claim, transitions.release, transitions.cancel):
         with pytest.raises(NotFound):
@@ -157,7 +164,7 @@ def test_sixty_claims_keep_fifty_rows_and_count_ten_pruned(endpoint, agent, make
     assert TodoAttempt.objects.filter(todo_id=todo.id).count() == 50
     assert row.attempts_pruned == 10 and row.attempts_total == 50
     assert min(a.seq for a in attempts_of(todo.id)) == 11
-    detail = selectors.get_todo_for_endpoint(endpoint, todo.id, attempts_limit=50)
+    detail = get_todo_for_endpoint(endpoint, todo.id, attempts_limit=50)
     assert detail.todo.attempts_total == 50 and len(detail.attempts) == 50
 
 

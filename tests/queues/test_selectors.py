@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from queues import bounds, selectors, transitions
+from queues import bounds, transitions
 from queues.errors import Invalid, NotFound
 from queues.transitions import Actor
+from tests.queues.helpers import get_todo_for_endpoint, list_todos
 
 
 def test_get_todo_returns_attempts_newest_first_with_totals(endpoint, agent, make_todo):
@@ -16,7 +17,7 @@ def test_get_todo_returns_attempts_newest_first_with_totals(endpoint, agent, mak
         transitions.release(agent, todo.id)
     transitions.claim(agent, todo.id)
 
-    detail = selectors.get_todo_for_endpoint(endpoint, todo.id, attempts_limit=2)
+    detail = get_todo_for_endpoint(endpoint, todo.id, attempts_limit=2)
 
     assert [a.seq for a in detail.attempts] == [4, 3]
     assert detail.attempts[0].is_open and detail.attempts[0].outcome == ""
@@ -31,11 +32,11 @@ def test_get_todo_reports_next_retry_and_dead_letter(endpoint, agent, make_todo)
     todo = make_todo(max_attempts=2)
     transitions.claim(agent, todo.id)
     transitions.fail(agent, todo.id, result={"e": 1})
-    waiting = selectors.get_todo_for_endpoint(endpoint, todo.id).as_api()["todo"]
+    waiting = get_todo_for_endpoint(endpoint, todo.id).as_api()["todo"]
     assert waiting["next_retry_at"] and waiting["dead_letter"] is False
     assert waiting["result"] == {"e": 1}
     transitions.cancel(agent, todo.id)
-    canceled = selectors.get_todo_for_endpoint(endpoint, todo.id).as_api()["todo"]
+    canceled = get_todo_for_endpoint(endpoint, todo.id).as_api()["todo"]
     assert canceled["state"] == "canceled" and canceled["next_retry_at"] is None
 
 
@@ -43,7 +44,7 @@ def test_open_attempt_shows_the_live_lease(endpoint, agent, make_todo):
     todo = make_todo()
     transitions.claim_next(Actor.agent(endpoint), lease_seconds=60)
     expires = transitions.heartbeat(agent, todo.id, lease_seconds=900).lease_expires_at
-    [attempt] = selectors.get_todo_for_endpoint(endpoint, todo.id).attempts
+    [attempt] = get_todo_for_endpoint(endpoint, todo.id).attempts
     assert attempt.lease_expires_at == expires and attempt.last_heartbeat_at is not None
 
 
@@ -51,7 +52,7 @@ def test_open_attempt_shows_the_live_lease(endpoint, agent, make_todo):
 def test_attempts_limit_is_bounded(endpoint, make_todo, limit):
     todo = make_todo()
     with pytest.raises(Invalid):
-        selectors.get_todo_for_endpoint(endpoint, todo.id, attempts_limit=limit)
+        get_todo_for_endpoint(endpoint, todo.id, attempts_limit=limit)
 
 
 def test_requester_sees_state_and_result_without_attempts(make_endpoint, make_todo):
@@ -60,7 +61,7 @@ def test_requester_sees_state_and_result_without_attempts(make_endpoint, make_to
     transitions.claim_next(Actor.agent(worker))
     transitions.complete(Actor.agent(worker), todo.id, result={"answer": 42}, summary="s")
 
-    api = selectors.get_todo_for_endpoint(sender, todo.id).as_api()
+    api = get_todo_for_endpoint(sender, todo.id).as_api()
 
     assert api["todo"]["state"] == "done" and api["todo"]["result"] == {"answer": 42}
     assert "attempts" not in api["todo"] and "untrusted_notice" not in api
@@ -71,9 +72,9 @@ def test_list_todos_pages_by_keyset_newest_first(endpoint, make_endpoint, make_t
     ids = [make_todo(f"t{n}").id for n in range(5)]
     make_todo("elsewhere", on=make_endpoint("other"))
 
-    page1, cursor = selectors.list_todos(endpoint, limit=2)
-    page2, cursor2 = selectors.list_todos(endpoint, limit=2, cursor=cursor)
-    page3, cursor3 = selectors.list_todos(endpoint, limit=2, cursor=cursor2)
+    page1, cursor = list_todos(endpoint, limit=2)
+    page2, cursor2 = list_todos(endpoint, limit=2, cursor=cursor)
+    page3, cursor3 = list_todos(endpoint, limit=2, cursor=cursor2)
 
     assert [t.id for t in page1 + page2 + page3] == ids[::-1]
     assert cursor3 is None
@@ -82,7 +83,7 @@ def test_list_todos_pages_by_keyset_newest_first(endpoint, make_endpoint, make_t
 def test_list_todos_filters_by_state(endpoint, make_todo):
     first, _second = make_todo("a"), make_todo("b")
     transitions.claim(Actor.agent(endpoint), first.id)
-    claimed, _ = selectors.list_todos(endpoint, state="claimed")
+    claimed, _ = list_todos(endpoint, state="claimed")
     assert [t.id for t in claimed] == [first.id]
 
 
@@ -99,14 +100,14 @@ def test_list_todos_filters_by_state(endpoint, make_todo):
 )
 def test_list_todos_rejects_bad_arguments(endpoint, kwargs):
     with pytest.raises(Invalid):
-        selectors.list_todos(endpoint, **kwargs)
+        list_todos(endpoint, **kwargs)
 
 
 def test_unknown_ids_out_of_range_are_not_found(endpoint):
     with pytest.raises(NotFound):
-        selectors.get_todo_for_endpoint(endpoint, 2**63)
+        get_todo_for_endpoint(endpoint, 2**63)
     with pytest.raises(Invalid):
-        selectors.get_todo_for_endpoint(endpoint, "7")
+        get_todo_for_endpoint(endpoint, "7")
 
 
 def test_query_counts_are_pinned(django_assert_num_queries, endpoint, agent, make_todo):
@@ -137,10 +138,10 @@ def test_query_counts_are_pinned(django_assert_num_queries, endpoint, agent, mak
         transitions.heartbeat(agent, other.todo.id)
     # get_todo: the todo, then its attempts
     with django_assert_num_queries(2):
-        selectors.get_todo_for_endpoint(endpoint, claim.todo.id)
+        get_todo_for_endpoint(endpoint, claim.todo.id)
     # list_todos: one keyset query, whatever the page size
     with django_assert_num_queries(1):
-        todos, _ = selectors.list_todos(endpoint, limit=200)
+        todos, _ = list_todos(endpoint, limit=200)
     assert len(todos) == 30
 
 
@@ -148,12 +149,12 @@ def test_a_list_page_ends_early_at_about_a_mebibyte_of_todo_text(endpoint, make_
     body = "x" * (60 * 1024)
     for n in range(40):  # 2.4 MB of bodies
         make_todo(f"big {n}", body=body)
-    first, cursor = selectors.list_todos(endpoint, limit=200)
+    first, cursor = list_todos(endpoint, limit=200)
     assert 1 <= len(first) < 40 and cursor is not None
     assert sum(len(t.body) for t in first) <= bounds.LIST_MAX_BYTES
     seen = [t.id for t in first]
     while cursor is not None:
-        page, cursor = selectors.list_todos(endpoint, limit=200, cursor=cursor)
+        page, cursor = list_todos(endpoint, limit=200, cursor=cursor)
         assert page
         seen += [t.id for t in page]
     assert len(seen) == len(set(seen)) == 40  # every todo once, newest first
@@ -166,5 +167,5 @@ def test_a_single_todo_over_the_budget_still_makes_a_page(endpoint, make_todo, s
     make_todo("one", body="y" * 1000)
     make_todo("two", body="y" * 1000)
     with mock.patch.object(bounds, "LIST_MAX_BYTES", 10):
-        page, cursor = selectors.list_todos(endpoint)
+        page, cursor = list_todos(endpoint)
     assert len(page) == 1 and cursor is not None

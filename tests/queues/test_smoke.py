@@ -1,5 +1,6 @@
-from queues import selectors, transitions
+from queues import transitions
 from queues.transitions import Actor
+from tests.queues.helpers import get_todo_for_endpoint
 
 
 def test_claim_complete_round_trip(endpoint, agent, make_todo):
@@ -9,5 +10,5 @@ def test_claim_complete_round_trip(endpoint, agent, make_todo):
     assert claim.attempt_seq == 1 and claim.prior_attempts == []
     closed = transitions.complete(agent, todo.id, result={"ok": 1}, summary="did it")
     assert closed.todo.state == "done" and closed.attempt.outcome == "completed"
-    detail = selectors.get_todo_for_endpoint(endpoint, todo.id)
+    detail = get_todo_for_endpoint(endpoint, todo.id)
     assert [a.outcome for a in detail.attempts] == ["completed"]

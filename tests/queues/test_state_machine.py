@@ -38,7 +38,12 @@ from queues import endpoints, selectors, teams, transitions
 from queues.errors import Conflict, DomainError, NotFound
 from queues.models import DIED_OUTCOMES, Endpoint, Todo, TodoAttempt
 from queues.transitions import Actor
-from tests.queues.helpers import lapse_lease, make_retry_due
+from tests.queues.helpers import (
+    get_todo_for_endpoint,
+    get_todo_for_user,
+    lapse_lease,
+    make_retry_due,
+)
 from tests.queues.model import (
     DIED,
     FENCED,
@@ -184,7 +189,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.last_close: tuple | None = None  # (verb, todo, caller, seq, token, extra)
         self.high_water: dict[int, int] = {}  # todo id: the highest last_attempt_seq seen
         with pytest.raises(NotFound) as unknown:
-            selectors.get_todo_for_endpoint(self.endpoints["X"], UNKNOWN_ID)
+            get_todo_for_endpoint(self.endpoints["X"], UNKNOWN_ID)
         self.not_found = unknown.value.as_dict()
 
     def teardown(self) -> None:
@@ -707,7 +712,7 @@ class LedgerMachine(RuleBasedStateMachine):
         """get_todo as a human of the team sees: counters, dead letter, each attempt's
         outcome and ``died`` (true exactly for lease_expired and reaped)."""
         for todo in self.touched_todos():
-            detail = selectors.get_todo_for_user(self.world.users["H"], todo.id, attempts_limit=50)
+            detail = get_todo_for_user(self.world.users["H"], todo.id, attempts_limit=50)
             data = detail.as_api()["todo"]
             assert (data["state"], data["attempt"], data["failures"], data["round"]) == (
                 todo.state,
@@ -745,8 +750,8 @@ class LedgerMachine(RuleBasedStateMachine):
         touched = self.touched_todos()
         for todo in touched:
             for probe, scope in (
-                (selectors.get_todo_for_endpoint, x.endpoint),
-                (selectors.get_todo_for_user, o.user),
+                (get_todo_for_endpoint, x.endpoint),
+                (get_todo_for_user, o.user),
             ):
                 with pytest.raises(NotFound) as foreign:
                     probe(scope, todo.id)
@@ -761,10 +766,10 @@ class LedgerMachine(RuleBasedStateMachine):
             other = self.endpoints[self.other(todo.endpoint)]
             if todo.requester is None:
                 with pytest.raises(NotFound) as foreign:
-                    selectors.get_todo_for_endpoint(other, todo.id)
+                    get_todo_for_endpoint(other, todo.id)
                 assert foreign.value.as_dict() == self.not_found
             else:
-                sent = selectors.get_todo_for_endpoint(other, todo.id)
+                sent = get_todo_for_endpoint(other, todo.id)
                 assert sent.as_requester and "attempts" not in sent.as_api()["todo"]
                 assert sent.todo.state == todo.state
 

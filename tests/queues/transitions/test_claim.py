@@ -116,7 +116,7 @@ def test_human_claim_does_not_spend_the_budget_and_agents_cannot_close_it(
 
 def test_deleting_a_user_keeps_their_owner_attempts_in_the_history(make_user, team, make_todo):
     from queues import teams
-    from queues.selectors import get_todo_for_user
+    from tests.queues.helpers import get_todo_for_user
 
     bob = make_user("bob")
     teams.add_member(team, bob)

@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 
-from queues import selectors, transitions
+from queues import transitions
 from queues.errors import Invalid
 from queues.models import Todo, TodoAttempt
 from queues.transitions import Actor
 from tests.agents.api_helpers import post
-from tests.queues.helpers import backdate, events_of
+from tests.queues.helpers import backdate, events_of, get_todo_for_user
 
 
 def _wake_now(todo_id: int) -> None:
@@ -62,7 +62,7 @@ def test_a_snooze_to_an_instant_and_the_drawer_says_until_when(
 
     assert Todo.objects.get(pk=todo.id).not_before == wake
     assert TodoAttempt.objects.get(todo_id=todo.id).not_before == wake
-    detail = selectors.get_todo_for_user(user, todo.id)
+    detail = get_todo_for_user(user, todo.id)
     assert detail.attempts[0].not_before == wake
     assert transitions.claim_next(agent) is None
     page = logged_in.get(f"/todos/{todo.id}/").content.decode()

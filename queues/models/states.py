@@ -1,0 +1,104 @@
+"""The ledger's words, as enums the database holds the tables to (the row rules, migration
+0021): a todo's states, an attempt's outcomes and dispositions, who holds an attempt, and
+what an audit row records."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class TodoState(models.TextChoices):
+    PENDING = "pending"
+    CLAIMED = "claimed"
+    RETRY_WAIT = "retry_wait"
+    DONE = "done"
+    DEAD = "dead"
+    CANCELED = "canceled"
+
+
+LIVE_STATES = (TodoState.PENDING, TodoState.CLAIMED, TodoState.RETRY_WAIT)
+TERMINAL_STATES = (TodoState.DONE, TodoState.DEAD, TodoState.CANCELED)
+
+
+class Outcome(models.TextChoices):
+    COMPLETED = "completed"
+    FAILED = "failed"
+    RELEASED = "released"
+    LEASE_EXPIRED = "lease_expired"
+    REAPED = "reaped"
+    CANCELED = "canceled"
+    REVOKED = "revoked"
+
+
+DIED_OUTCOMES = (Outcome.LEASE_EXPIRED, Outcome.REAPED)
+# How a person's own claim ends without that person's doing (their actions end it completed,
+# failed, released or canceled, each told by their event): the Activity feed tells these.
+LAPSED_OUTCOMES = (Outcome.LEASE_EXPIRED, Outcome.REAPED, Outcome.REVOKED)
+
+
+class Disposition(models.TextChoices):
+    DONE = "done"
+    RETRY_SCHEDULED = "retry_scheduled"
+    REQUEUED = "requeued"
+    DEAD_LETTERED = "dead_lettered"
+    CANCELED = "canceled"
+
+
+class ClaimerKind(models.TextChoices):
+    """Who holds an attempt: an agent, or a person from the Board. A person's claim is stored
+    as ``owner`` (the records' word, and the API's) but named PERSON here, apart from a team's
+    owner (Membership.Role.OWNER) and the lease label on the todo (``Todo.owner``)."""
+
+    ENDPOINT = "endpoint"
+    PERSON = "owner"
+
+
+class EventKind(models.TextChoices):
+    """What an audit row (``todo_events``) records. Written by queues/audit.py only; the
+    Board's Activity turns each into words by this enum (board/sentences.py)."""
+
+    # A person's actions on a todo (and a requester's cancel).
+    CREATE = "create"
+    CLAIM = "claim"
+    EXTEND = "extend"
+    RELEASE = "release"
+    COMPLETE = "complete"
+    FAIL = "fail"
+    CANCEL = "cancel"
+    RETRY_NOW = "retry_now"
+    RERUN = "rerun"
+    # A person took a todo from the agent holding it (queues/transitions/by_hand.py).
+    TAKE_OVER = "take_over"
+    # A todo dead-lettered with no open attempt because its endpoint was revoked.
+    REVOKE_DEAD_LETTER = "revoke_dead_letter"
+    # Endpoints (team-level rows, no todo).
+    ENDPOINT_VEND = "vend"
+    ENDPOINT_ROTATE = "rotate"
+    ENDPOINT_REVOKE = "endpoint_revoke"
+    NOTIFY_URL = "notify_url"
+    NOTIFY_SECRET_ROTATE = "notify_secret_rotate"
+    ENDPOINT_PAUSE = "pause"
+    ENDPOINT_RESUME = "resume"
+    # Teams: members, invitations, dead-letter sinks.
+    MEMBER_ADD = "member_add"
+    MEMBER_REMOVE = "member_remove"
+    MEMBER_INVITE = "member_invite"
+    INVITE_ACCEPT = "invite_accept"
+    INVITE_DECLINE = "invite_decline"
+    INVITE_REVOKE = "invite_revoke"
+    SINK_ADD = "sink_add"
+    SINK_ACTIVATE = "sink_activate"
+    SINK_DEACTIVATE = "sink_deactivate"
+    SINK_REMOVE = "sink_remove"
+
+
+# The Board's search (issue 15): PostgreSQL's built-in full-text search with the 'simple'
+# configuration (words lowercased, no stemming and no stop words, so it reads any language the
+# same way). A todo's title and body are in TodoSearchDocument (made by a trigger, migration
+# 0018, with SearchVector("title", "body", config="simple")'s expression); an attempt's
+# summary words are stored on its row (TodoAttempt.summary_document: to_tsvector('simple',
+# summary), written with the summary and held to it by the row's CHECK, migration 0022), which
+# the summaries' GIN index is built on and the Board's search (queues.selectors) matches
+# against, so the two cannot drift apart.
+# Only attempts that wrote a summary have words, and only they are in the summary index: a
+# claim (an insert, no summary) and a close that reports none never touch it.

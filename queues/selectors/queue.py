@@ -1,0 +1,407 @@
+"""The Board's queue page: its filters, the page of rows (newest first, by keyset, with each
+row's holder and last outcome), the live refresh of the rows shown, the state tabs' counts and
+what a bulk action would act on. Scoped by team ids the caller took from the user's own
+memberships (board.scope); an id outside them reads as missing."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    Exists,
+    ExpressionWrapper,
+    F,
+    FilteredRelation,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.expressions import RawSQL
+from django.db.models.functions import Left
+
+from queues import db, sql
+from queues.models import (
+    DIED_OUTCOMES,
+    Outcome,
+    Todo,
+    TodoAttempt,
+    TodoState,
+)
+from queues.selectors.search import text_q, walked_text_q
+
+# ---------------------------------------------------------------------------------------
+# The Board's reads. Scoped by team ids that the caller took from the user's own
+# memberships (board.scope); an id outside them reads as missing.
+
+BOARD_PAGE = 50
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFilters:
+    state: str | None = None
+    endpoint_id: int | None = None
+    died: bool = False
+    text: str = ""
+
+    @property
+    def active(self) -> bool:
+        return bool(self.state or self.endpoint_id or self.died or self.text)
+
+
+# Characters of a dead letter's last summary the queue row reads (it shows fewer).
+DEAD_SUMMARY_CHARS = 240
+
+
+def _in_teams(team_ids: list[int], endpoint_ids: list[int] | None = None) -> Q:
+    """Todos of these teams. With the teams' endpoint ids (the queue page has them: its
+    endpoint filter) the todos' own column is filtered too, which PostgreSQL estimates from
+    its statistics: a small team's page reads its dozen todos by todos_endpoint_list, where
+    the join's filter alone let it walk every team's todos newest first looking for them
+    (a 12-todo team's queue page at 200 ms beside a team of 100,000, whose own took 60)."""
+    scoped = Q(endpoint__team_id__in=team_ids)
+    return scoped & Q(endpoint_id__in=endpoint_ids) if endpoint_ids is not None else scoped
+
+
+def _board_todos(team_ids: list[int], endpoint_ids: list[int] | None = None):
+    """The Board's todos of these teams, each with its open attempt's holder (``holder_*``)
+    and its newest closed attempt (``last_*``): index probes made only for the rows read.
+    A dead letter also carries what its row says about why (``dead_*``): its newest closed
+    attempt's summary (the start of it) and how many tries of its last round failed and died;
+    a CASE on the state, so these probes run for dead rows only."""
+    return _all_board_todos().filter(_in_teams(team_ids, endpoint_ids))
+
+
+@functools.cache
+def _all_board_todos() -> QuerySet[Todo]:
+    """``_board_todos`` for every team: built once per process and only ever filtered (a
+    filter clones it; it is never evaluated itself). Building its annotations took 4 ms of
+    each queue page, filtering the built one takes 0.05."""
+    newest_closed = TodoAttempt.objects.filter(
+        todo=OuterRef("pk"), ended_at__isnull=False
+    ).order_by("-seq")
+    dead = Q(state=TodoState.DEAD)
+    in_round = (
+        TodoAttempt.objects.filter(todo=OuterRef("pk"), round=OuterRef("round"))
+        .order_by()
+        .values("todo")
+    )
+
+    def round_count(outcomes) -> Case:
+        counted = in_round.annotate(n=Count("pk", filter=Q(outcome__in=outcomes))).values("n")
+        return Case(When(dead, then=Subquery(counted, output_field=IntegerField())))
+
+    return (
+        Todo.objects.only(*_QUEUE_FIELDS)
+        .annotate(
+            # The endpoint's name, not its row: 51 Endpoint instances were 1.5 ms a page.
+            endpoint_agent=F("endpoint__agent_id"),
+            open_attempt=FilteredRelation(
+                "attempts",
+                condition=Q(attempts__seq=F("last_attempt_seq"), attempts__ended_at__isnull=True),
+            ),
+            holder_kind=F("open_attempt__claimer_kind"),
+            holder_claimant=F("open_attempt__claimant"),
+            holder_user=F("open_attempt__user__username"),
+            holder_fenced=Q(open_attempt__lease_token_hash__isnull=False),
+            last_outcome=Subquery(newest_closed.values("outcome")[:1]),
+            last_seq=Subquery(newest_closed.values("seq")[:1]),
+            dead_summary=Case(
+                When(
+                    dead,
+                    then=Subquery(
+                        newest_closed.values(text=Left("summary", DEAD_SUMMARY_CHARS))[:1]
+                    ),
+                )
+            ),
+            dead_failed=round_count([Outcome.FAILED]),
+            dead_died=round_count(list(DIED_OUTCOMES)),
+        )
+        .order_by("-id")
+    )
+
+
+def _filter_q(
+    filters: QueueFilters,
+    *,
+    with_state: bool = True,
+    ids: tuple[int | None, int | None] = (None, None),
+    walk: bool = False,
+) -> Q:
+    """The queue's filters as one condition (a WHERE, an annotation or an aggregate's
+    FILTER alike). ``ids`` bounds the todo ids the search looks among, [low, high): the
+    search's own index scans are bounded too (see ``board_queue``). ``walk``: the search
+    checks each todo it is asked about, row by row, instead (``text_q``)."""
+    condition = Q()
+    if with_state and filters.state:
+        condition &= Q(state=filters.state)
+    if filters.endpoint_id:
+        condition &= Q(endpoint_id=filters.endpoint_id)
+    if filters.died:
+        condition &= Q(
+            Exists(TodoAttempt.objects.filter(todo=OuterRef("pk"), outcome__in=DIED_OUTCOMES))
+        )
+    if filters.text:
+        condition &= walked_text_q(filters.text) if walk else text_q(filters.text, ids=ids)
+    return condition
+
+
+# At most this many words of a search are used (a pasted paragraph is not a query plan).
+
+
+SEARCH_WALK = 512
+# Below them, it looks for the page's matches through the GIN indexes among this many todo
+# ids, then among eight times as many below them, and so on: each look reads only the
+# matches in its range from the tables.
+SEARCH_WINDOW = 4096
+
+
+def board_queue(
+    team_ids: list[int],
+    filters: QueueFilters,
+    *,
+    before_id: int | None = None,
+    endpoint_ids: list[int] | None = None,
+) -> tuple[list[Todo], int | None]:
+    """One page of the Board's queue, newest first, by keyset. Each todo carries its open
+    attempt's holder (``holder_*``) and its newest closed attempt (``last_*``). One query:
+    the per-row attempt reads are index probes made only for the rows on the page. With a
+    search (``_searched_ids``): one query for the ids of the newest ``SEARCH_WALK`` todos that
+    pass the other filters, one that tests them in turn, newest first, until the page is
+    full, then, if it is not, one per GIN window of ids below them (``SEARCH_WINDOW``) until
+    it is; then the page's rows."""
+    todos = _board_todos(team_ids, endpoint_ids)
+    if filters.text:
+        # The page's ids (one more than a page when there are more), each look a narrow
+        # query of ids; then the page's rows with their annotations in one query (building
+        # and planning those took 9 ms, each look once did). Its other filters are asked
+        # again as the rows are read: one that moved on in between is left out (its words
+        # stay: a todo's title, body and attempt summaries are written once).
+        ids = _searched_ids(team_ids, filters, before_id, endpoint_ids)
+        page = ids[:BOARD_PAGE]
+        others = _filter_q(replace(filters, text=""))
+        rows = list(todos.filter(others, _listed(page))) if page else []
+        next_before = page[-1] if len(ids) > BOARD_PAGE else None
+    else:
+        if before_id is not None:
+            todos = todos.filter(pk__lt=before_id)
+        rows = list(todos.filter(_filter_q(filters))[: BOARD_PAGE + 1])
+        next_before = rows[BOARD_PAGE - 1].pk if len(rows) > BOARD_PAGE else None
+    for row in rows:
+        row.matches = True
+    return rows[:BOARD_PAGE], next_before
+
+
+def _searched_ids(
+    team_ids: list[int],
+    filters: QueueFilters,
+    before_id: int | None,
+    endpoint_ids: list[int] | None = None,
+) -> list[int]:
+    """The ids of a search's page and one more, newest first (``board_queue``): the walk
+    over the newest ``SEARCH_WALK`` todos that pass the other filters, then the GIN windows
+    below them."""
+    scoped = Todo.objects.filter(_in_teams(team_ids, endpoint_ids)).order_by("-pk")
+    if before_id is not None:
+        scoped = scoped.filter(pk__lt=before_id)
+    passing = scoped.filter(_filter_q(replace(filters, text=""))).values_list("pk", flat=True)
+    # The walk: those todos' ids, then each tested in turn, newest first, by the primary key
+    # (an ordered scan of the listed ids), until the page is full.
+    newest = list(passing[:SEARCH_WALK])
+    walk = Todo.objects.filter(walked_text_q(filters.text), _listed(newest)).order_by("-pk")
+    ids = list(walk.values_list("pk", flat=True)[: BOARD_PAGE + 1]) if newest else []
+    if len(ids) > BOARD_PAGE or len(newest) < SEARCH_WALK:
+        return ids
+    upper = newest[-1]
+    # Below the walk: the GIN windows of ids, each reading only its own range's matches.
+    high, window = upper, SEARCH_WINDOW
+    while True:
+        low = high - window if high - window > 1 else None
+        found = scoped.filter(_filter_q(filters, ids=(low, high)), pk__lt=high)
+        if low is not None:
+            found = found.filter(pk__gte=low)
+        ids += found.values_list("pk", flat=True)[: BOARD_PAGE + 1 - len(ids)]
+        if len(ids) > BOARD_PAGE or low is None:
+            return ids
+        high, window = low, window * 8
+
+
+def _listed(ids: list[int]) -> Q:
+    """``todos.id`` is one of these ids, as one array parameter. Why raw SQL: the ORM's
+    ``pk__in`` binds each id as its own parameter, and 512 of them cost 4 ms of quoting,
+    parsing and planning; PostgreSQL also walks the primary key in order over ``= ANY``,
+    so the walk stops at the page's last match. For a queryset of ``todos`` itself."""
+    return Q(RawSQL('"todos"."id" = ANY(%s::bigint[])', [ids], output_field=BooleanField()))
+
+
+def board_queue_rows(
+    team_ids: list[int],
+    filters: QueueFilters,
+    ids: list[int],
+    *,
+    endpoint_ids: list[int] | None = None,
+) -> list[Todo]:
+    """The live queue's refresh: the rows a browser already shows (``ids``, at most a page),
+    as they are now, newest first, each with ``matches``: whether it still passes the
+    filters (a todo that moved on stays where the reader saw it, marked, until they ask for
+    the fresh page). An id outside the teams reads as missing. One query; a search is
+    checked row by row for these rows only."""
+    condition = _filter_q(filters, walk=True)
+    matches = (
+        ExpressionWrapper(condition, output_field=BooleanField()) if condition else Value(True)
+    )
+    rows = _board_todos(team_ids, endpoint_ids).filter(pk__in=ids[:BOARD_PAGE])
+    return list(rows.annotate(matches=matches))
+
+
+@dataclass(frozen=True, slots=True)
+class BulkStamp:
+    """A todo of a bulk selection as the confirmation shows it and stamps it."""
+
+    pk: int
+    state: str
+    last_attempt_seq: int
+    round: int
+
+
+@dataclass(frozen=True, slots=True)
+class BulkSelection:
+    stamps: list[BulkStamp]  # newest first, at most ``limit``: every todo it would act on
+    todos: list[Todo]  # the newest ``shown`` of them, with the queue rows' annotations
+    matching: int  # how many todos the selection names in all (beyond ``limit`` too)
+
+
+def board_bulk_selection(
+    team_ids: list[int],
+    filters: QueueFilters,
+    *,
+    ids: list[int] | None,
+    limit: int,
+    shown: int,
+) -> BulkSelection:
+    """What a bulk rerun or cancel would act on: the todos ``ids`` names (ticked rows), or,
+    with ``ids`` None, every todo passing ``filters`` ("all matching"), newest first, at most
+    ``limit``: each one's stamp, and the newest ``shown`` with the queue rows' annotations (a
+    dead letter's reason and summary) for the confirmation to list. Ids outside the teams are
+    simply not there. Three queries (the stamps, the rows shown, and the count only when the
+    stamps are full): the annotations are read for the rows shown, not for a thousand."""
+    scoped = Todo.objects.filter(endpoint__team_id__in=team_ids)
+    scoped = (
+        scoped.filter(pk__in=ids[:limit]) if ids is not None else scoped.filter(_filter_q(filters))
+    )
+    stamps = [
+        BulkStamp(*row)
+        for row in scoped.order_by("-pk").values_list("pk", "state", "last_attempt_seq", "round")[
+            : limit + 1
+        ]
+    ]
+    matching = len(stamps)
+    if matching > limit:
+        matching = (
+            Todo.objects.filter(endpoint__team_id__in=team_ids).filter(_filter_q(filters)).count()
+        )
+    stamps = stamps[:limit]
+    newest = [stamp.pk for stamp in stamps[:shown]]
+    todos = list(_board_todos(team_ids).filter(pk__in=newest)) if newest else []
+    return BulkSelection(stamps=stamps, todos=todos, matching=matching)
+
+
+def board_titles(team_ids: list[int], ids: list[int]) -> dict[int, tuple[str, str, str]]:
+    """Id → (title, state, agent id) of those of ``ids`` in the teams (a bulk action's
+    result page). One query."""
+    rows = Todo.objects.filter(pk__in=ids, endpoint__team_id__in=team_ids).values_list(
+        "pk", "title", "state", "endpoint__agent_id"
+    )
+    return {pk: (title, state, agent) for pk, title, state, agent in rows}
+
+
+def board_todo_exists(team_ids: list[int], todo_id: int) -> bool:
+    return Todo.objects.filter(pk=todo_id, endpoint__team_id__in=team_ids).exists()
+
+
+# A state tab counts its todos exactly up to this many and says "10,000+" beyond: counting
+# every done todo of a busy team walked 90,000 index entries for each page (30 to 40 ms of
+# the queue page's 100).
+TAB_COUNT_CAP = 10_000
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    # The teams' todos (of the endpoint filter) in each state, exact up to TAB_COUNT_CAP; a
+    # state with more says TAB_COUNT_CAP + 1.
+    by_state: dict[str, int]
+    newer: int  # todos that pass every filter with an id above ``newer_than``
+
+    def over_cap(self, state: str | None = None) -> bool:
+        """Is this state's count (None: any state's) past the cap?"""
+        states = [state] if state else list(self.by_state)
+        return any(self.by_state[s] > TAB_COUNT_CAP for s in states)
+
+    @property
+    def total(self) -> int:
+        """Every state's count summed (a lower bound when ``over_cap()``)."""
+        return sum(min(n, TAB_COUNT_CAP) for n in self.by_state.values())
+
+    def label(self, state: str | None = None) -> str:
+        """What a tab shows: "1,234", or "10,000+" past the cap ("All": the sum, with "+"
+        when any state is past it)."""
+        n = min(self.by_state[state], TAB_COUNT_CAP) if state else self.total
+        return f"{n:,}+" if self.over_cap(state) else f"{n:,}"
+
+
+def board_queue_counts(
+    team_ids: list[int],
+    filters: QueueFilters,
+    *,
+    newer_than: int | None,
+    endpoint_ids: list[int] | None = None,
+) -> QueueCounts:
+    """The state tabs' counts (todos of the teams and the endpoint filter, by state, each
+    exact up to ``TAB_COUNT_CAP``; the search and "has died attempts" do not narrow them)
+    and how many todos passing every filter arrived above ``newer_than`` (the newest row the
+    reader has seen). One statement for the tabs (each state a bounded walk of
+    todos_endpoint_state), one for the new arrivals (a walk of the ids above
+    ``newer_than``; its search bounded the same way)."""
+    rows = db.fetch(
+        sql.COUNT_TODOS_BY_STATE_CAPPED,
+        {
+            "team_ids": team_ids,
+            "endpoint_id": filters.endpoint_id,
+            "states": list(TodoState.values),
+            "cap": TAB_COUNT_CAP,
+        },
+    )
+    newer = 0
+    if newer_than is not None:
+        newer = (
+            Todo.objects.filter(_in_teams(team_ids, endpoint_ids), pk__gt=newer_than)
+            .filter(_filter_q(filters, ids=(newer_than + 1, None)))
+            .count()
+        )
+    return QueueCounts(by_state=dict(rows), newer=newer)
+
+
+_QUEUE_FIELDS = (
+    "id",
+    "title",
+    "state",
+    "priority",
+    "attempt",
+    "failures",
+    "max_attempts",
+    "round",
+    "owner",
+    "lease_expires_at",
+    "next_retry_at",
+    "not_before",
+    "dead_letter_reason",
+    "updated_at",
+    "last_attempt_seq",
+)
