@@ -14,6 +14,7 @@ from typing import Any
 from django.conf import settings
 
 from queues import audit, sql, tokens
+from queues.arguments import todo_id as checked_todo_id
 from queues.arguments import whole_number
 from queues.bounds import ATTEMPT_SEQ_MAX, LEASE_SECONDS_MAX, LEASE_TOKEN_MAX_CHARS
 from queues.db import Fetch, Plan
@@ -171,6 +172,17 @@ def ring(endpoint_id: int) -> Plan[None]:
 
 # ---------------------------------------------------------------------------------------
 # Plain checks
+
+
+def call_params(actor: Actor, todo_id, attempt_seq, lease_token) -> tuple[int, int | None, dict]:
+    """A call on an attempt (heartbeat, complete, fail, release, cancel): the caller still
+    active and its ids well formed, as (todo id, attempt seq, the statements' scope and ids)."""
+    actor.check_active()
+    todo_id = checked_todo_id(todo_id)
+    attempt_seq = optional_seq(attempt_seq)
+    optional_token(lease_token)
+    params = {**actor.scope_params(), "todo_id": todo_id, "attempt_seq": attempt_seq}
+    return todo_id, attempt_seq, params
 
 
 def holds(actor: Actor, attempt: CheckAttempt) -> bool:

@@ -12,7 +12,6 @@ newest closed attempt) with the same verb, that recorded result is returned unch
 from __future__ import annotations
 
 from queues import db, sql
-from queues.arguments import todo_id as checked_todo_id
 from queues.db import Atomic, Fetch, Plan
 from queues.errors import Conflict, NotFound
 from queues.models import EventKind, TodoState
@@ -22,13 +21,12 @@ from queues.transitions._common import (
     CheckAttempt,
     Locked,
     attempts_for_check,
+    call_params,
     check_fence,
     event,
     fence_ok,
     holds,
     lock,
-    optional_seq,
-    optional_token,
     read_attempt,
     read_todo,
     ring,
@@ -39,66 +37,42 @@ from queues.transitions.decide import Budget, Close, CloseKind, decide
 # The verbs
 
 
-def complete_plan(
-    actor: Actor,
-    todo_id: int,
-    *,
-    attempt_seq=None,
-    lease_token=None,
-    result=None,
-    summary=None,
-    artifact=None,
-) -> Plan[Closed]:
-    """The holder reports success: todo done, attempt completed/done."""
-    close = Close.complete(result=result, summary=summary, artifact=artifact)
-    return (yield from end(actor, close, todo_id, attempt_seq=attempt_seq, lease_token=lease_token))
+def _ending(constructor, doc: str):
+    """The plan of one verb that ends an attempt: the call's ids, and what its closer wrote
+    (the constructor's keyword arguments, e.g. ``result``, ``summary``, ``retryable``)."""
 
-
-def fail_plan(
-    actor: Actor,
-    todo_id: int,
-    *,
-    attempt_seq=None,
-    lease_token=None,
-    result=None,
-    summary=None,
-    artifact=None,
-    retryable=True,
-) -> Plan[Closed]:
-    """The holder reports failure: retry_wait with backoff below the cap, dead at the cap or
-    when ``retryable`` is false."""
-    close = Close.fail(result=result, summary=summary, artifact=artifact, retryable=retryable)
-    return (yield from end(actor, close, todo_id, attempt_seq=attempt_seq, lease_token=lease_token))
-
-
-def release_plan(
-    actor: Actor,
-    todo_id: int,
-    *,
-    attempt_seq=None,
-    lease_token=None,
-    summary=None,
-    artifact=None,
-    not_before=None,
-    delay_seconds=None,
-) -> Plan[Closed]:
-    """End the attempt without a verdict: back to pending, the budget untouched; with
-    ``not_before`` or ``delay_seconds``, not claimable before then (a snooze). The holder may
-    release; so may a person on any lease in their teams (passing its fence)."""
-    close = Close.release(
-        summary=summary, artifact=artifact, not_before=not_before, delay_seconds=delay_seconds
-    )
-    return (yield from end(actor, close, todo_id, attempt_seq=attempt_seq, lease_token=lease_token))
-
-
-def cancel_plan(actor: Actor, todo_id: int, *, attempt_seq=None, lease_token=None) -> Plan[Closed]:
-    """Stop the work for good: canceled. Allowed to the holder, the requester (an agent that
-    sent it), the todo's own endpoint while nobody holds it, and a person of the team."""
-    return (
-        yield from end(
-            actor, Close.cancel(), todo_id, attempt_seq=attempt_seq, lease_token=lease_token
+    def plan(
+        actor: Actor, todo_id: int, *, attempt_seq=None, lease_token=None, **written
+    ) -> Plan[Closed]:
+        close = constructor(**written)
+        return (
+            yield from end(actor, close, todo_id, attempt_seq=attempt_seq, lease_token=lease_token)
         )
-    )
+
+    plan.__doc__ = doc
+    plan.__name__ = plan.__qualname__ = f"{constructor.__name__}_plan"
+    return plan
+
+
+complete_plan = _ending(
+    Close.complete, "The holder reports success: todo done, attempt completed/done."
+)
+fail_plan = _ending(
+    Close.fail,
+    "The holder reports failure: retry_wait with backoff below the cap, dead at the cap or"
+    " when ``retryable`` is false.",
+)
+release_plan = _ending(
+    Close.release,
+    "End the attempt without a verdict: back to pending, the budget untouched; with"
+    " ``not_before`` or ``delay_seconds``, not claimable before then (a snooze). The holder"
+    " may release; so may a person on any lease in their teams (passing its fence).",
+)
+cancel_plan = _ending(
+    Close.cancel,
+    "Stop the work for good: canceled. Allowed to the holder, the requester (an agent that"
+    " sent it), the todo's own endpoint while nobody holds it, and a person of the team.",
+)
 
 
 def complete(actor: Actor, todo_id: int, **arguments) -> Closed:
@@ -121,18 +95,8 @@ def end(
     actor: Actor, close: Close, todo_id: int, *, attempt_seq=None, lease_token=None
 ) -> Plan[Closed]:
     """End the attempt a call means with ``close`` (the module docstring's rules)."""
-    actor.check_active()
-    todo_id = checked_todo_id(todo_id)
-    attempt_seq = optional_seq(attempt_seq)
-    optional_token(lease_token)
-    params = {
-        **actor.scope_params(),
-        **close.written(),
-        "todo_id": todo_id,
-        "attempt_seq": attempt_seq,
-        "ended_by": None,
-        "ended_by_endpoint": None,
-    }
+    todo_id, attempt_seq, params = call_params(actor, todo_id, attempt_seq, lease_token)
+    params |= {**close.written(), "ended_by": None, "ended_by_endpoint": None}
     if actor.is_agent and lease_token is None:
         # The fast path: the agent holds the open, unfenced attempt; one statement (and, for
         # a close that spends the budget, the read of it first).

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from queues import db, sql
-from queues.arguments import todo_id as checked_todo_id
 from queues.db import Atomic, Fetch, Plan
 from queues.errors import Conflict, NotFound
 from queues.models import EventKind
@@ -11,14 +10,13 @@ from queues.records import Lease
 from queues.transitions._common import (
     Actor,
     attempts_for_check,
+    call_params,
     check_fence,
     default_lease,
     event,
     holds,
     lease_seconds,
     lock,
-    optional_seq,
-    optional_token,
 )
 
 
@@ -35,16 +33,8 @@ def heartbeat_plan(
     shorter). Allowed past lease_expires_at while the attempt is still open. A person's
     heartbeat is an audited "extend", except the Board's keepalive while the drawer is open
     (``audited=False``), which would otherwise write a row every few minutes."""
-    actor.check_active()
-    todo_id = checked_todo_id(todo_id)
-    attempt_seq = optional_seq(attempt_seq)
-    optional_token(lease_token)
-    params = {
-        **actor.scope_params(),
-        "todo_id": todo_id,
-        "attempt_seq": attempt_seq,
-        "lease_seconds": _lease(actor, lease_seconds),
-    }
+    todo_id, attempt_seq, params = call_params(actor, todo_id, attempt_seq, lease_token)
+    params["lease_seconds"] = _lease(actor, lease_seconds)
     if actor.is_agent and lease_token is None:
         # The fast path: one statement, its own transaction.
         rows = yield Fetch(sql.HEARTBEAT_HELD_BY_AGENT, params)

@@ -1,33 +1,20 @@
-"""``switchboard demo``: simulated agents working a team's queues over the HTTP API.
-
-A newcomer's first look at the Board should show a queue that moves: todos arriving, leases
-held and heartbeated, work completed, failed, retried and dead-lettered, workers dying
-mid-lease and being taken over, a stale worker fenced out. This module sets up a team and a
-few endpoints through the ORM (it runs beside the server's database, like ``vend``), then
-drives everything else through ``switchboard.client`` exactly as a real agent would, so the
-demo also exercises the API it shows off.
-
-Each todo's fate is chosen when it is created (from the seeded random generator) and acted
-out over its attempts; todos the demo did not create (a human's, or an earlier run's) mostly
-complete. With ``--seed`` the todos and their fates repeat; thread timing does not.
+"""The demo's script: which simulated agents exist (one ``Role`` an endpoint), the todos they
+get and what they say about them, each todo's fate (most complete; some fail, are retried or
+dead-lettered; some workers die mid-lease or hang and are fenced out), and how an ``Agent``
+acts a claimed todo's fate out. Half the agents claim with a fence, two in three with a
+claimant label. The engine (``engine``) runs the agents; this module only says what they do.
 """
 
 from __future__ import annotations
 
 import random
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
+from typing import Protocol
 
-from django.contrib.auth import get_user_model
-from django.db import connections, transaction
-from django.utils.text import slugify
-
-from queues import endpoints, teams
-from queues.models import Endpoint, Membership, Team
 from switchboard.client import Client, Job, SwitchboardError
+from switchboard.demo.options import Options
 
 # How each demo todo plays out. The first todos seeded take every fate once, so even a short
 # run shows all of them; after that they are drawn with these weights.
@@ -42,27 +29,6 @@ FATES: dict[str, int] = {
 }
 # For todos the demo did not create: mostly done, never deliberately killed.
 FOREIGN_FATES: dict[str, int] = {"complete": 8, "flaky": 2, "release": 1}
-
-
-class DemoError(Exception):
-    """Something the person running the demo must fix (shown without a traceback)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Options:
-    url: str = "http://127.0.0.1:8000"
-    team: str = "demo"
-    agents: int = 6
-    todos: int = 12
-    duration: float = 0  # seconds; 0 runs until stopped
-    seed: int | None = None
-    lease: int = 10  # seconds; short, so deaths are noticed and reaped within seconds
-    pace: float = 6.0  # mean seconds an agent works on a todo; a new todo every 1.5 x pace
-    members: tuple[str, ...] = ()
-
-
-# ---------------------------------------------------------------------------------------
-# What the simulated agents work on
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,225 +178,88 @@ ROLES: tuple[Role, ...] = (
 )
 
 
-# ---------------------------------------------------------------------------------------
-# Setting up: the team, its members and the endpoints (the only part that uses the ORM)
+def role_for(agent_id: str) -> Role:
+    """ci-fixer-2 (a fresh name beside a revoked ci-fixer) plays ci-fixer."""
+    for role in ROLES:
+        if agent_id == role.agent_id or agent_id.startswith(f"{role.agent_id}-"):
+            return role
+    raise KeyError(agent_id)
 
 
-@dataclass(slots=True)
-class Setup:
-    team: Team
-    tokens: dict[str, str]  # agent_id -> token, one per role in play
-    new_team: bool = False
-    rotated: list[str] = field(default_factory=list)
+def draw(weights: dict[str, int], rng: random.Random) -> str:
+    return rng.choices(list(weights), weights=list(weights.values()))[0]
 
 
-def prepare(*, team_slug: str, roles: int, members: tuple[str, ...] = ()) -> Setup:
-    """Create (or reuse) the team and one endpoint per role; a rerun rotates the demo
-    endpoints' tokens instead of failing on the existing agent_ids (the old tokens, if an
-    earlier demo still runs, stop working at once)."""
-    User = get_user_model()
-    slug = slugify(team_slug)
-    if not slug:
-        raise DemoError(f"{team_slug!r} cannot be a team slug: use letters, digits, hyphens.")
-    wanted = []
-    for name in members:
-        user = User.objects.filter(**{User.USERNAME_FIELD: name}).first()
-        if user is None:
-            raise DemoError(f"No user named {name!r} (add one: `switchboard adduser {name}`).")
-        wanted.append(user)
-    with transaction.atomic():
-        new_team = not Team.objects.filter(slug=slug).exists()
-        team = teams.get_or_create_team(slug, name="Demo agents")
-        if new_team:
-            # The operators (`switchboard up`'s first user, `admin`, is one) see the demo
-            # on the Board. Only on creation: an existing team's membership is its owners'.
-            for user in User.objects.filter(is_superuser=True, is_active=True).order_by("pk"):
-                teams.add_member(team, user, role=Membership.Role.OWNER)
-        for user in wanted:
-            teams.add_member(team, user)
-        setup = Setup(team=team, tokens={}, new_team=new_team)
-        for role in ROLES[:roles]:
-            agent_id, token, rotated = _endpoint_for(team, role)
-            setup.tokens[agent_id] = token
-            if rotated:
-                setup.rotated.append(agent_id)
-    return setup
+def short(text: str, width: int = 50) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _endpoint_for(team: Team, role: Role) -> tuple[str, str, bool]:
-    """The role's endpoint, vended or rotated; a revoked one is left alone for a fresh name."""
-    for n in range(1, 100):
-        agent_id = role.agent_id if n == 1 else f"{role.agent_id}-{n}"
-        existing = Endpoint.objects.filter(team=team, agent_id=agent_id).first()
-        if existing is None:
-            _, token = endpoints.vend(team, agent_id, name=role.name)
-            return agent_id, token, False
-        if existing.revoked_at is None:
-            return agent_id, endpoints.rotate(existing), True
-    raise DemoError(f"Too many revoked {role.agent_id} endpoints in team {team.slug}.")
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """A todo about to be created: on ``agent_id``'s queue, sent by ``sender``."""
+
+    agent_id: str
+    sender: str
+    arguments: dict
+    fate: str
+
+
+def draft_todo(rng: random.Random, agent_ids: list[str], fate: str | None = None) -> Draft:
+    """One new todo with a realistic title, on a role's own queue or, now and then, sent
+    there by another role's agent (an A2A send with ``to``); its fate drawn unless given."""
+    fate = fate or draw(FATES, rng)
+    agent_id = rng.choice(agent_ids)
+    role = role_for(agent_id)
+    title, body = (_fill(part, rng) for part in rng.choice(role.todos))
+    arguments: dict = {"title": title, "body": body}
+    if rng.random() < 0.35:
+        arguments["priority"] = rng.choice([-10, 10, 20, 50])
+    if fate == "doomed":
+        arguments["max_attempts"] = 2
+    sender = agent_id
+    others = [other for other in agent_ids if other != agent_id]
+    if others and rng.random() < 0.25:
+        sender = rng.choice(others)
+        arguments["to"] = agent_id
+    return Draft(agent_id=agent_id, sender=sender, arguments=arguments, fate=fate)
 
 
 # ---------------------------------------------------------------------------------------
-# Running
+# How an agent acts
 
 
-class Demo:
-    def __init__(
-        self,
-        options: Options,
-        setup: Setup,
-        *,
-        stop: threading.Event,
-        say: Callable[[str], None],
-    ) -> None:
-        self.options = options
-        self.setup = setup
-        self.stop = stop
-        self._say = say
-        self._say_lock = threading.Lock()
-        master = random.Random(options.seed)
-        self.rng = random.Random(master.getrandbits(64))
-        self.agent_seeds = [master.getrandbits(64) for _ in range(options.agents)]
-        self.clients = {
-            agent_id: Client(options.url, token, timeout=60)
-            for agent_id, token in setup.tokens.items()
-        }
-        self.roles = {role.agent_id: role for role in ROLES}
-        # Held across a create and the recording of its fate, so an agent that claims the
-        # new todo before create_todo has even answered still learns its fate.
-        self._fates_lock = threading.Lock()
-        self._fates: dict[int, str] = {}
-        # Long-polls are cut short so a stop is noticed within a few seconds.
-        self.poll_seconds = min(3.0, max(1.0, options.pace))
+class Stage(Protocol):
+    """What an agent uses of the run it plays in (``engine.Demo``)."""
 
-    def say(self, text: str) -> None:
-        with self._say_lock:
-            self._say(_stamped(text))
+    options: Options
+    stop: threading.Event
+    poll_seconds: float
 
-    def fate_of(self, todo_id: int, rng: random.Random) -> str:
-        with self._fates_lock:
-            fate = self._fates.get(todo_id)
-        return fate or _draw(FOREIGN_FATES, rng)
+    def say(self, text: str) -> None: ...
 
-    # --- todos ---
-
-    def create(self, fate: str | None = None) -> None:
-        """One new todo with a realistic title, on a role's own queue or, now and then,
-        sent there by another role's agent (an A2A send with ``to``)."""
-        rng = self.rng
-        fate = fate or _draw(FATES, rng)
-        agent_id = rng.choice(list(self.clients))
-        role = self.roles[_role_id(agent_id)]
-        title, body = (_fill(part, rng) for part in rng.choice(role.todos))
-        arguments: dict = {"title": title, "body": body}
-        if rng.random() < 0.35:
-            arguments["priority"] = rng.choice([-10, 10, 20, 50])
-        if fate == "doomed":
-            arguments["max_attempts"] = 2
-        sender = agent_id
-        others = [other for other in self.clients if other != agent_id]
-        if others and rng.random() < 0.25:
-            sender = rng.choice(others)
-            arguments["to"] = agent_id
-        with self._fates_lock:
-            todo = self.clients[sender].create_todo(**arguments)["todo"]
-            self._fates[todo["id"]] = fate
-        via = f" (sent by {sender})" if sender != agent_id else ""
-        self.say(f"{agent_id:<9} new #{todo['id']} {_short(title)}{via}")
-
-    def keep_creating(self) -> None:
-        # A little slower than the agents work, so the queue drains and refills.
-        mean = 1.5 * self.options.pace
-        while not self.stop.wait(self.rng.expovariate(1 / mean)):
-            try:
-                self.create()
-            except Exception as exc:  # a demo keeps going; the next create may work
-                if not self.stop.is_set():
-                    self.say(f"could not create a todo: {exc}")
-                    self.stop.wait(2)
-
-    # --- the whole run ---
-
-    def run(self) -> None:
-        self.wait_for_server()
-        fates = list(FATES)
-        self.rng.shuffle(fates)
-        for i in range(self.options.todos):
-            if self.stop.is_set():
-                return
-            self.create(fates[i] if i < len(fates) else None)
-        roster = list(self.clients)
-        workers = [
-            threading.Thread(
-                target=Agent(self, i, roster[i % len(roster)]).run,
-                name=f"demo-agent-{i}",
-                daemon=True,
-            )
-            for i in range(self.options.agents)
-        ]
-        creator = threading.Thread(target=self.keep_creating, name="demo-creator", daemon=True)
-        for thread in [*workers, creator]:
-            thread.start()
-        self.say(
-            f"{len(workers)} agents on {len(roster)} endpoints in team {self.setup.team.slug} "
-            f"at {self.options.url}"
-        )
-        self.stop.wait(self.options.duration or None)
-        self.stop.set()
-        # An agent notices the stop after its current long-poll or unit of work, and hands
-        # back what it holds. Daemon threads: one stuck on a dead server cannot hang the exit.
-        deadline = time.monotonic() + self.poll_seconds + 10
-        for thread in [*workers, creator]:
-            thread.join(timeout=max(0.1, deadline - time.monotonic()))
-        self.say("demo stopped")
-
-    def wait_for_server(self, seconds: float = 15) -> None:
-        client = next(iter(self.clients.values()))
-        deadline = time.monotonic() + seconds
-        told = False
-        while True:
-            try:
-                client.list_todos(limit=1)
-                return
-            except OSError as exc:
-                if time.monotonic() > deadline or self.stop.is_set():
-                    raise DemoError(
-                        f"Nothing answers at {self.options.url} ({exc}). Start Switchboard "
-                        "first (`switchboard up`), or point --url at it."
-                    ) from exc
-                if not told:
-                    self.say(f"waiting for {self.options.url} to answer…")
-                    told = True
-                self.stop.wait(0.5)
-            except SwitchboardError as exc:
-                if exc.code == "unavailable" and time.monotonic() < deadline:
-                    self.stop.wait(0.5)
-                    continue
-                raise DemoError(
-                    f"{self.options.url} refused the demo's token ({exc}). Is that server "
-                    "using this database? The demo vends its endpoints in the database it "
-                    "runs against."
-                ) from exc
+    def fate_of(self, todo_id: int, rng: random.Random) -> str: ...
 
 
 class Agent:
     """One simulated worker on one endpoint (several may share an endpoint and its token).
     Its "process" can die; it then comes back as a new run with a new claimant label."""
 
-    def __init__(self, demo: Demo, index: int, agent_id: str) -> None:
-        self.demo = demo
+    def __init__(
+        self, stage: Stage, *, index: int, agent_id: str, client: Client, seed: int
+    ) -> None:
+        self.stage = stage
         self.agent_id = agent_id
-        self.client = demo.clients[agent_id]
-        self.role = demo.roles[_role_id(agent_id)]
-        self.rng = random.Random(demo.agent_seeds[index])
+        self.client = client
+        self.role = role_for(agent_id)
+        self.rng = random.Random(seed)
         self.index = index
         # Fixed per agent rather than drawn, so every run of the demo has fenced and unfenced
         # workers, and labelled and unlabelled ones.
         self.fence = index % 2 == 0
         self.style = index % 3  # 0: a harness label, 1: a host label, 2: no label
         self.run_no = self.rng.randint(10, 90)
-        self.stop = demo.stop
-        self.options = demo.options
+        self.stop = stage.stop
+        self.options = stage.options
 
     @property
     def claimant(self) -> str | None:
@@ -445,36 +274,14 @@ class Agent:
         return f"{self.agent_id:<9} {self.claimant or f'worker {self.index}'}"
 
     def say(self, text: str) -> None:
-        self.demo.say(f"{self.who}: {text}")
+        self.stage.say(f"{self.who}: {text}")
 
     def text(self, templates: tuple[str, ...]) -> str:
         return _fill(self.rng.choice(templates), self.rng)
 
-    def run(self) -> None:
-        # Stagger the first claims so the agents do not all start in the same instant.
-        self.stop.wait(self.rng.uniform(0, min(2.0, self.options.pace)))
-        while not self.stop.is_set():
-            try:
-                self.work_one()
-            except SwitchboardError as exc:
-                if exc.code == "unauthorized":
-                    self.say("token refused (rotated by another demo run?); this agent stops")
-                    return
-                if not self.stop.is_set():
-                    self.say(f"unexpected answer: {exc}")
-                    self.stop.wait(2)
-            except OSError as exc:
-                if not self.stop.is_set():
-                    self.say(f"cannot reach the server ({exc}); retrying")
-                    self.stop.wait(2)
-            except Exception as exc:  # e.g. a proxy's HTML error page: keep the demo going
-                if not self.stop.is_set():
-                    self.say(f"unexpected {type(exc).__name__}: {exc}")
-                    self.stop.wait(2)
-
     def claim_next(self) -> Job | None:
         claimed = self.client.claim_next(
-            wait_seconds=self.demo.poll_seconds,
+            wait_seconds=self.stage.poll_seconds,
             lease_seconds=self.options.lease,
             require_fence=self.fence,
             claimant=self.claimant,
@@ -495,7 +302,7 @@ class Agent:
         if previous is not None and previous["died"]:
             by = previous["claimant"] or previous["endpoint"] or "a worker"
             self.say(f"took over #{todo['id']} from {by} ({previous['outcome']})")
-        fate = self.demo.fate_of(todo["id"], self.rng)
+        fate = self.stage.fate_of(todo["id"], self.rng)
         first_try = todo["failures"] == 0 and todo["attempt"] == 1
         if fate == "abandon" and todo["failures"] == 0:
             self.die(job)
@@ -520,7 +327,7 @@ class Agent:
                     return
                 if verdict == "complete":
                     job.complete(**self.completion(job))
-                    self.say(f"completed #{todo['id']} {_short(todo['title'])}")
+                    self.say(f"completed #{todo['id']} {short(todo['title'])}")
                 elif verdict == "release":
                     job.release(summary="handing back: this runner has no credentials for staging")
                     self.say(f"released #{todo['id']} (no credentials here)")
@@ -531,7 +338,7 @@ class Agent:
                         result={"exit_code": 1 if retryable else 2},
                         retryable=retryable,
                     )
-                    self.say(f"failed #{todo['id']}: {_short(summary, 60)}{_after_fail(done)}")
+                    self.say(f"failed #{todo['id']}: {short(summary, 60)}{_after_fail(done)}")
         except SwitchboardError as exc:
             if exc.code != "conflict":
                 raise
@@ -624,62 +431,3 @@ def _after_fail(done: dict) -> str:
     if todo["state"] == "dead":
         return f" -> dead letter after {todo['failures']} failure(s)"
     return " -> retry scheduled"
-
-
-def _draw(weights: dict[str, int], rng: random.Random) -> str:
-    return rng.choices(list(weights), weights=list(weights.values()))[0]
-
-
-def _role_id(agent_id: str) -> str:
-    """ci-fixer-2 (a fresh name beside a revoked ci-fixer) plays ci-fixer."""
-    for role in ROLES:
-        if agent_id == role.agent_id or agent_id.startswith(f"{role.agent_id}-"):
-            return role.agent_id
-    raise KeyError(agent_id)
-
-
-def _stamped(text: str) -> str:
-    return f"{datetime.now():%H:%M:%S}  {text}"  # noqa: DTZ005 (the terminal's local time)
-
-
-def _short(text: str, width: int = 50) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def run(options: Options, *, stop: threading.Event, say: Callable[[str], None]) -> None:
-    """Set up in the calling thread, then run the agents until ``stop`` is set or the
-    duration is over. The waiting is done in a worker thread: the caller's thread only
-    joins it, so a signal handler there may set ``stop`` without ever contending for a lock
-    the demo holds (as ``switchboard sweep`` does)."""
-    if options.agents < 1 or options.todos < 0 or options.duration < 0:
-        raise DemoError("--agents must be at least 1; --todos and --duration not negative.")
-    if not 1 <= options.lease <= 86400 or options.pace <= 0:
-        raise DemoError("--lease must be 1..86400 seconds and --pace above 0.")
-    try:
-        setup = prepare(
-            team_slug=options.team,
-            roles=min(options.agents, len(ROLES)),
-            members=options.members,
-        )
-    finally:
-        # From here on everything goes over HTTP; no database connection is kept idle.
-        connections.close_all()
-    rotated = f"; rotated the tokens of {', '.join(setup.rotated)}" if setup.rotated else ""
-    say(_stamped(f"team {setup.team.slug}{' (new)' if setup.new_team else ''}{rotated}"))
-    demo = Demo(options, setup, stop=stop, say=say)
-    failure: list[BaseException] = []
-
-    def main() -> None:
-        try:
-            demo.run()
-        except BaseException as exc:  # handed to the caller's thread below
-            failure.append(exc)
-        finally:
-            stop.set()
-
-    worker = threading.Thread(target=main, name="demo")
-    worker.start()
-    while worker.is_alive():
-        worker.join(timeout=0.5)
-    if failure:
-        raise failure[0]

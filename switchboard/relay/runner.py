@@ -1,0 +1,261 @@
+"""The relay's runner: ``Relay.run()`` checks the server, then works ``--concurrency`` slots,
+each claiming (with a fence and a claimant label, long-polling while the queue is empty) and
+running one ``Attempt`` at a time, until a signal, ``--once`` or ``--max-todos`` stops it."""
+
+from __future__ import annotations
+
+import heapq
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TextIO
+
+from switchboard.client import Client, SwitchboardError
+from switchboard.relay.attempt import Attempt
+from switchboard.relay.config import RELAY_ERROR, RELAY_OK, RELAY_REFUSED, Config
+
+# The caps a server without them in GET /api/v1/ is assumed to have.
+DEFAULT_LIMITS = {"summary_bytes": 2048, "result_bytes": 65536, "request_bytes": 1048576}
+
+
+class Refused(Exception):
+    """The server is not one the relay can work with: exit status 3."""
+
+
+class Relay:
+    """The runner: ``run()`` works until stopped and returns the relay's exit status."""
+
+    def __init__(
+        self, config: Config, *, stdout: TextIO | None = None, stderr: TextIO | None = None
+    ):
+        self.config = config
+        self.client = Client(config.url, config.token)
+        self.limits = dict(DEFAULT_LIMITS)
+        self.stopping = threading.Event()  # claim no more; stop commands; release
+        self.hurry = threading.Event()  # a second signal: no grace period, no waiting
+        self.stdout = stdout or sys.stdout
+        self.stderr = stderr or sys.stderr
+        self._print_lock = threading.Lock()
+        self._state_lock = threading.Lock()
+        self._fatal: str | None = None
+        self._numbers: list[int] = []  # claim numbers given back by claims that found nothing
+        self._last_number = 0
+        self._busy: set[int] = set()
+        self._workdir: Path | None = None
+        self._host = socket.gethostname()
+        self._wait = config.wait_seconds
+        self._stop_reason: str | None = None
+
+    # --- running ---------------------------------------------------------------------------
+
+    def run(self) -> int:
+        try:
+            self.check_server()
+        except Refused as exc:
+            self.say(f"refusing {self.config.url}: {exc}")
+            return RELAY_REFUSED
+        except OSError as exc:
+            self.say(f"cannot reach {self.config.url}: {exc}")
+            return RELAY_ERROR
+        temporary = self.config.workdir is None
+        if temporary:
+            self._workdir = Path(tempfile.mkdtemp(prefix="switchboard-relay-"))
+        else:
+            self._workdir = self.config.workdir
+            self._workdir.mkdir(parents=True, exist_ok=True)
+        restore = self._install_signal_handlers()
+        self.say(
+            f"working {self.config.url} with {self.config.concurrency} slot(s), "
+            f"lease {self.config.lease_seconds}s, claimant {self.config.claimant!r}"
+        )
+        slots = [
+            threading.Thread(target=self._slot, args=(n,), name=f"relay-slot-{n}", daemon=True)
+            for n in range(1, self.config.concurrency + 1)
+        ]
+        try:
+            for slot in slots:
+                slot.start()
+            announced = 0
+            while any(slot.is_alive() for slot in slots):
+                if self._stop_reason is not None and announced < 1:
+                    self.say(
+                        f"{self._stop_reason}: stopping; releasing what this relay holds "
+                        "(again to hurry)"
+                    )
+                    announced = 1
+                if self.hurry.is_set() and announced < 2:
+                    self.say("asked again: stopping commands now, without the grace period")
+                    announced = 2
+                # After a second signal, stop waiting for idle long-polls (slots holding
+                # no attempt); a claim one of them brings back then lapses and is reaped.
+                if self.hurry.is_set() and not self._busy:
+                    break
+                for slot in slots:
+                    slot.join(0.1)
+        finally:
+            restore()
+            if temporary:
+                shutil.rmtree(self._workdir, ignore_errors=True)
+        if self._fatal:
+            self.say(f"stopped: {self._fatal}")
+            return RELAY_ERROR
+        self.say("stopped")
+        return RELAY_OK
+
+    def stop(self, why: str = "asked to stop") -> None:
+        """Stop claiming, stop the commands and release; a second call skips the grace
+        period. Safe in a signal handler: it only sets events (``run`` says so)."""
+        if self._stop_reason is not None:
+            self.hurry.set()
+            return
+        self._stop_reason = why
+        self.stopping.set()
+
+    def check_server(self) -> None:
+        """Refuse (``Refused``) a server whose ``GET /api/v1/`` is missing or does not offer
+        attempt history and fences: without them a relay attempt learns nothing of the
+        ones before it and a stale one cannot be fenced out (the record: no fallback)."""
+        needs = "the relay needs a Switchboard with attempt history (GET /api/v1/ answering "
+        needs += "features.attempt_history: true)"
+        try:
+            document = self.client.capabilities()
+        except SwitchboardError as exc:
+            raise Refused(f"GET /api/v1/ answered {exc.status} {exc.code}; {needs}") from None
+        if not isinstance(document, dict) or document.get("name") != "switchboard":
+            raise Refused(f"GET /api/v1/ does not describe a Switchboard; {needs}")
+        features = document.get("features")
+        features = features if isinstance(features, dict) else {}
+        if features.get("attempt_history") is not True:
+            version = document.get("version", "unknown")
+            raise Refused(f"this server (version {version}) lacks attempt history; {needs}")
+        if features.get("fences") is not True:
+            raise Refused("this server lacks fences (require_fence); the relay claims with one")
+        limits = document.get("limits")
+        if isinstance(limits, dict):
+            self.limits.update(
+                {k: v for k, v in limits.items() if k in DEFAULT_LIMITS and isinstance(v, int)}
+            )
+        long_poll = features.get("long_poll")
+        if isinstance(long_poll, dict) and isinstance(long_poll.get("max_wait_seconds"), int):
+            self._wait = min(self._wait, long_poll["max_wait_seconds"])
+
+    def _install_signal_handlers(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        names = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
+        previous = {
+            signum: signal.signal(signum, lambda signum, _frame: self.stop(names[signum]))
+            for signum in names
+        }
+
+        def restore() -> None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+        return restore
+
+    def fatal(self, message: str) -> None:
+        with self._state_lock:
+            self._fatal = self._fatal or message
+        self.stopping.set()
+
+    # --- a slot: claim, run, report, again --------------------------------------------------
+
+    def _slot(self, slot: int) -> None:
+        errors = 0
+        while not self.stopping.is_set():
+            number = self._take_number()
+            if number is None:
+                return  # --max-todos reached
+            claimant = self.config.claimant.format(
+                host=self._host, pid=os.getpid(), attempt=number, slot=slot
+            )
+            try:
+                claimed = self.client.claim_next(
+                    wait_seconds=self._wait,
+                    require_fence=True,
+                    claimant=claimant,
+                    lease_seconds=self.config.lease_seconds,
+                )
+            except (SwitchboardError, OSError) as exc:
+                self._give_back(number)
+                errors += 1
+                if not self._claim_failed(exc, errors):
+                    return
+                continue
+            errors = 0
+            if claimed.get("todo") is None:
+                self._give_back(number)
+                if self.config.once:
+                    return
+                continue
+            with self._state_lock:
+                self._busy.add(slot)
+            try:
+                attempt = Attempt(self, claimed, claimant=claimant)
+                if self.stopping.is_set():
+                    attempt.release("the relay was stopping when this claim arrived; released")
+                    return
+                attempt.run()
+            finally:
+                with self._state_lock:
+                    self._busy.discard(slot)
+
+    def _claim_failed(self, exc: Exception, errors: int) -> bool:
+        """Say why a claim failed and wait before the next; False stops the slot."""
+        delay = min(30.0, 2.0 ** min(errors, 5))
+        if isinstance(exc, SwitchboardError):
+            if exc.code in ("unauthorized", "forbidden"):
+                self.fatal(f"claim_next answered {exc.code}: {exc.message}")
+                return False
+            if exc.code == "rate_limited":
+                retry_after = exc.extra.get("retry_after")
+                if isinstance(retry_after, int | float):
+                    delay = max(float(retry_after), 0.5)
+            elif exc.code != "unavailable" and exc.status < 500:
+                self.fatal(f"claim_next answered {exc.status} {exc.code}: {exc.message}")
+                return False
+            self.say(f"claim_next answered {exc.code}; trying again in {delay:g}s")
+        else:
+            self.say(f"claim_next failed ({type(exc).__name__}: {exc}); again in {delay:g}s")
+        self.stopping.wait(delay)
+        return True
+
+    def _take_number(self) -> int | None:
+        """The next claim's number for {attempt} (unique in this relay; one a claim that
+        found nothing gave back is reused), or None once --max-todos claims were made."""
+        with self._state_lock:
+            if self._numbers:
+                return heapq.heappop(self._numbers)
+            if self.config.max_todos is not None and self._last_number >= self.config.max_todos:
+                return None
+            self._last_number += 1
+            return self._last_number
+
+    def _give_back(self, number: int) -> None:
+        with self._state_lock:
+            heapq.heappush(self._numbers, number)
+
+    # --- output ---------------------------------------------------------------------------
+
+    def say(self, message: str) -> None:
+        self.emit(self.stderr, f"relay: {message}")
+
+    def emit(self, stream: TextIO, line: str) -> None:
+        with self._print_lock:
+            try:
+                stream.write(line + "\n")
+                stream.flush()
+            except (OSError, ValueError):
+                pass  # our own output is gone (a closed pipe); keep working
+
+    @property
+    def workdir(self) -> Path:
+        assert self._workdir is not None
+        return self._workdir
