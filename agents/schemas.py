@@ -34,6 +34,9 @@ LeaseToken = Annotated[
         description="The fence token a require_fence claim returned (once).",
     ),
 ]
+Claimant = Annotated[
+    str, Meta(description=f"A label for this worker, at most {bounds.CLAIMANT_MAX_BYTES} bytes.")
+]
 LeaseSeconds = Annotated[
     int, Meta(ge=1, le=bounds.LEASE_SECONDS_MAX, description="Lease length; default from settings.")
 ]
@@ -126,29 +129,13 @@ class Claim(Params):
     todo_id: TodoId
     lease_seconds: LeaseSeconds | None = None
     require_fence: bool = False
-    claimant: (
-        Annotated[
-            str,
-            Meta(
-                description=f"A label for this worker, at most {bounds.CLAIMANT_MAX_BYTES} bytes."
-            ),
-        ]
-        | None
-    ) = None
+    claimant: Claimant | None = None
 
 
 class ClaimNext(Params):
     lease_seconds: LeaseSeconds | None = None
     require_fence: bool = False
-    claimant: (
-        Annotated[
-            str,
-            Meta(
-                description=f"A label for this worker, at most {bounds.CLAIMANT_MAX_BYTES} bytes."
-            ),
-        ]
-        | None
-    ) = None
+    claimant: Claimant | None = None
     wait_seconds: (
         Annotated[
             float,

@@ -1,7 +1,7 @@
 """The agent verbs, each declared once: its parameters, its output, its description, how MCP
 clients should treat it, and the handler that calls the ledger. The HTTP API, the MCP tools,
 the OpenAPI document and the capability document read ``REGISTRY``; the ledger's own list of
-verb names (``queues.models.VERBS``, what a frozen verb set may hold) and the client's are
+verb names (``queues.verbs.VERBS``, what a frozen verb set may hold) and the client's are
 held to it by a system check (agents/checks.py) and a test.
 
 A handler takes the authenticated endpoint and the verb's decoded params (a struct of
@@ -103,7 +103,7 @@ PAUSED: dict = {**NO_TODO, "paused": True}
 
 
 # ---------------------------------------------------------------------------------------
-# The verbs, in the order of queues.models.VERBS
+# The verbs, in the order of queues.verbs.VERBS
 
 
 @verb(

@@ -5,7 +5,10 @@ also guard the Board and any other caller)."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from typing import Any
+
+from django.utils import timezone
 
 from queues.errors import Invalid, NotFound
 
@@ -26,6 +29,17 @@ def todo_id(value: Any) -> int:
     if not 1 <= value <= 2**63 - 1:
         raise NotFound()
     return value
+
+
+def instant(value: Any, name: str) -> datetime:
+    """A timestamp with a time zone, as the instant in UTC: PostgreSQL stores any instant but
+    not every offset (beyond +-15:59 it refuses one RFC 3339 allows)."""
+    if not isinstance(value, datetime) or timezone.is_naive(value):
+        raise Invalid(f"{name} must be a timestamp with a time zone.")
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise Invalid(f"{name} is out of range.") from None
 
 
 def id_from_text(text: object) -> int | None:

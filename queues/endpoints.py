@@ -121,12 +121,7 @@ def pause(endpoint: Endpoint, *, user=None) -> bool:
             pk=endpoint.pk, paused_at__isnull=True, revoked_at__isnull=True
         ).update(paused_at=Now(), paused_by=user)
         if changed:
-            audit.record_now(
-                EventKind.ENDPOINT_PAUSE,
-                team_id=endpoint.team_id,
-                user=user,
-                detail={"agent_id": endpoint.agent_id},
-            )
+            _record(EventKind.ENDPOINT_PAUSE, endpoint, user)
     _reload_pause(endpoint)
     if not changed and endpoint.revoked_at is not None:  # revoked since it was read
         raise Conflict("A revoked endpoint cannot be paused.")
@@ -142,12 +137,7 @@ def resume(endpoint: Endpoint, *, user=None) -> bool:
             paused_at=None, paused_by=None
         )
         if changed:
-            audit.record_now(
-                EventKind.ENDPOINT_RESUME,
-                team_id=endpoint.team_id,
-                user=user,
-                detail={"agent_id": endpoint.agent_id},
-            )
+            _record(EventKind.ENDPOINT_RESUME, endpoint, user)
             db.fetch(sql.RING_DOORBELL, {"endpoint_id": endpoint.pk})
     _reload_pause(endpoint)
     return bool(changed)

@@ -44,18 +44,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-VERBS = (
-    "create_todo",
-    "list_todos",
-    "get_todo",
-    "claim",
-    "claim_next",
-    "heartbeat",
-    "complete",
-    "fail",
-    "release",
-    "cancel",
-)
+from queues.verbs import VERBS  # plain Python, nothing of Django
 
 # Seconds a long-poll's read timeout exceeds its wait_seconds: the server answers at the end
 # of the wait (plus its own work and the network); this margin keeps a slow answer from

@@ -68,14 +68,19 @@ def base_url(request: HttpRequest) -> str:
     return request.build_absolute_uri("/").rstrip("/")
 
 
-def _token_page(request: HttpRequest, endpoint: Endpoint, token: str, *, rotated: bool):
-    response = render(
-        request,
-        "board/endpoint_token.html",
-        {"endpoint": endpoint, "token": token, "rotated": rotated, "base_url": base_url(request)},
-    )
-    add_never_cache_headers(response)  # no back-button or proxy copy of the token
+def shown_once(request: HttpRequest, template: str, context: dict) -> HttpResponse:
+    """A page that shows a credential once (a token, a signing secret): never cached, so
+    there is no back-button or proxy copy of it."""
+    response = render(request, template, context)
+    add_never_cache_headers(response)
     return response
+
+
+def _token_page(request: HttpRequest, endpoint: Endpoint, token: str, *, rotated: bool):
+    context = {"endpoint": endpoint, "token": token, "rotated": rotated}
+    return shown_once(
+        request, "board/endpoint_token.html", {**context, "base_url": base_url(request)}
+    )
 
 
 def _list_page(request: HttpRequest, form: VendForm, *, status: int = 200) -> HttpResponse:

@@ -21,13 +21,13 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.cache import add_never_cache_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
 from board import scope as board_scopes
 from board.forms import InviteMemberForm, SinkForm
 from board.scope import board_scope
+from board.views.endpoints import shown_once
 from queues import outbox, selectors, teams
 from queues.arguments import id_from_text
 from queues.errors import Conflict, Invalid, NotFound
@@ -220,13 +220,8 @@ def _add_sink(request, team: Team, memberships: list[Membership]) -> HttpRespons
     except Invalid as exc:  # the guard again, in the queue function
         form.add_error("url", exc.message)
         return _page(request, team, memberships, InviteMemberForm(), sink_form=form, status=400)
-    response = render(
-        request,
-        "board/webhook_secret.html",
-        {"sink": sink, "team": team, "secret": secret, "back_url": _team_url(team)},
-    )
-    add_never_cache_headers(response)  # no back-button or proxy copy of the secret
-    return response
+    context = {"sink": sink, "team": team, "secret": secret, "back_url": _team_url(team)}
+    return shown_once(request, "board/webhook_secret.html", context)
 
 
 def _host(sink: DeadLetterSink) -> str:

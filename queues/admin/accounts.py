@@ -8,7 +8,14 @@ from django.contrib.auth.admin import UserAdmin
 from django.db.models import OuterRef
 from django.http import HttpRequest
 
-from queues.admin.common import HostileQueryStringMixin, ReadOnlyAdmin, count_of, url_host, when
+from queues.admin.common import (
+    HostileQueryStringMixin,
+    ReadOnlyAdmin,
+    ViewOnly,
+    count_of,
+    url_host,
+    when,
+)
 from queues.admin.endpoints import TeamWithEndpointsFilter
 from queues.models import (
     DeadLetterSink,
@@ -21,7 +28,7 @@ from queues.models import (
 # Teams and memberships
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(ViewOnly, admin.TabularInline):
     model = Membership
     fields = ("user", "role", "created_at_when")
     readonly_fields = fields
@@ -29,15 +36,6 @@ class MembershipInline(admin.TabularInline):
     extra = 0
     can_delete = False
     show_change_link = False
-
-    def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
-        return False
 
     def get_queryset(self, request: HttpRequest):
         return super().get_queryset(request).select_related("user")

@@ -117,10 +117,9 @@ class HostileQueryStringMixin(admin.ModelAdmin):
         return super().get_search_results(request, queryset, search_term)
 
 
-class ReadOnlyAdmin(HostileQueryStringMixin, admin.ModelAdmin):
-    """Viewing only: nothing of the ledger is added, changed or deleted through admin."""
-
-    show_full_result_count = False  # one COUNT per changelist page, not two
+class ViewOnly:
+    """Viewing only: nothing of the ledger is added, changed or deleted through admin (a
+    page or an inline)."""
 
     def has_add_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
@@ -130,6 +129,12 @@ class ReadOnlyAdmin(HostileQueryStringMixin, admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj=None) -> bool:
         return False
+
+
+class ReadOnlyAdmin(ViewOnly, HostileQueryStringMixin, admin.ModelAdmin):
+    """A page of the ledger, viewing only, guarded against hostile query strings."""
+
+    show_full_result_count = False  # one COUNT per changelist page, not two
 
     def get_readonly_fields(self, request: HttpRequest, obj=None):
         return self.fields or ()

@@ -7,20 +7,9 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
+from queues.models.fields import reference
 from queues.models.teams import Team
-
-VERBS = (
-    "create_todo",
-    "list_todos",
-    "get_todo",
-    "claim",
-    "claim_next",
-    "heartbeat",
-    "complete",
-    "fail",
-    "release",
-    "cancel",
-)
+from queues.verbs import VERBS
 
 
 class EndpointQuerySet(models.QuerySet):
@@ -52,14 +41,7 @@ class Endpoint(models.Model):
     # nothing while set; every other verb works (queues/endpoints.py ``pause``). Read with the
     # token on every request, so a pause costs the claim path no query of its own.
     paused_at = models.DateTimeField(null=True, blank=True)
-    paused_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.DB_SET_NULL,
-        related_name="+",
-        db_index=False,  # a small table: deleting a user scans it
-    )
+    paused_by = reference(settings.AUTH_USER_MODEL, index=False)  # a small table
 
     objects = EndpointQuerySet.as_manager()
 

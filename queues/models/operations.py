@@ -9,6 +9,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 
 from queues.models.endpoints import Endpoint
+from queues.models.fields import reference
 from queues.models.teams import Team
 
 # ---------------------------------------------------------------------------------------
@@ -25,13 +26,7 @@ class DeadLetterSink(models.Model):
     secret = models.CharField(max_length=128)
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(db_default=Now())
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.DB_SET_NULL,
-        related_name="+",
-    )
+    created_by = reference(settings.AUTH_USER_MODEL)
 
     class Meta:
         db_table = "dead_letter_sinks"
@@ -51,12 +46,8 @@ class Delivery(models.Model):
 
     kind = models.CharField(max_length=16, choices=Kind)
     team = models.ForeignKey(Team, on_delete=models.DO_NOTHING, related_name="+", db_index=False)
-    sink = models.ForeignKey(
-        DeadLetterSink, null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="+"
-    )
-    endpoint = models.ForeignKey(
-        Endpoint, null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="+"
-    )
+    sink = reference(DeadLetterSink)
+    endpoint = reference(Endpoint)
     todo_id = models.BigIntegerField(null=True, blank=True)  # no FK: the todo may be gone
     url = models.CharField(max_length=500)
     payload = models.JSONField()

@@ -7,6 +7,8 @@ from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
 
+from queues.models.fields import reference
+
 
 class Team(models.Model):
     """An owner scope. Every user gets a personal team; members are managed by owners."""
@@ -69,24 +71,12 @@ class TeamInvitation(models.Model):
     team = models.ForeignKey(Team, on_delete=models.DB_CASCADE, related_name="invitations")
     username = models.CharField(max_length=150)
     role = models.CharField(max_length=16, choices=Membership.Role, default=Membership.Role.MEMBER)
-    invited_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.DB_SET_NULL,
-        related_name="+",
-    )
+    invited_by = reference(settings.AUTH_USER_MODEL)
     created_at = models.DateTimeField(db_default=Now())
     accepted_at = models.DateTimeField(null=True, blank=True)
     declined_at = models.DateTimeField(null=True, blank=True)
     # Who answered: several accounts may differ from the typed name by letter case only.
-    answered_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.DB_SET_NULL,
-        related_name="+",
-    )
+    answered_by = reference(settings.AUTH_USER_MODEL)
 
     objects = TeamInvitationQuerySet.as_manager()
 

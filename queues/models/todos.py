@@ -12,6 +12,7 @@ from django.db.models import Q
 from django.db.models.functions import Coalesce, Now
 
 from queues.models.endpoints import Endpoint
+from queues.models.fields import reference
 from queues.models.states import (
     DIED_OUTCOMES,
     LAPSED_OUTCOMES,
@@ -64,21 +65,9 @@ class Todo(models.Model):
         Endpoint, on_delete=models.DO_NOTHING, related_name="todos", db_index=False
     )
     # An agent-to-agent send records the sending endpoint; a Board create records the user.
-    requester = models.ForeignKey(
-        Endpoint,
-        null=True,
-        blank=True,
-        on_delete=models.DB_SET_NULL,
-        related_name="sent_todos",
-        db_index=False,  # partial index below: most todos have none
-    )
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.DB_SET_NULL,
-        db_index=False,  # partial index below
-    )
+    # Partial indexes below (most todos have neither).
+    requester = reference(Endpoint, index=False, related_name="sent_todos")
+    created_by = reference(settings.AUTH_USER_MODEL, index=False, related_name=None)
     title = models.CharField(max_length=500)
     body = models.TextField(blank=True)
     priority = models.SmallIntegerField(default=0)
@@ -240,22 +229,8 @@ class TodoAttempt(models.Model):
     claimer_kind = models.CharField(max_length=16, choices=ClaimerKind)
     # Endpoints are never deleted; the endpoint page reads its recent endings through the
     # partial index todo_attempts_endpoint_ended below (closed rows only).
-    endpoint = models.ForeignKey(
-        Endpoint,
-        null=True,
-        blank=True,
-        on_delete=models.DB_SET_NULL,
-        related_name="+",
-        db_index=False,
-    )
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.DB_SET_NULL,
-        related_name="+",
-        db_index=False,  # partial index below
-    )
+    endpoint = reference(Endpoint, index=False)
+    user = reference(settings.AUTH_USER_MODEL, index=False)  # partial index below
     mcp_session_id = models.CharField(max_length=200, blank=True)
     mcp_session_id_truncated = models.BooleanField(default=False)
     mcp_session_id_bytes = models.IntegerField(default=0)
@@ -273,24 +248,10 @@ class TodoAttempt(models.Model):
     # A release with a wake time (a snooze): the todo was not to be claimed again before it.
     not_before = models.DateTimeField(null=True, blank=True)
     # A human who ended someone else's attempt from the Board (release, cancel).
-    ended_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.DB_SET_NULL,
-        related_name="+",
-        db_index=False,  # partial index below
-    )
+    ended_by = reference(settings.AUTH_USER_MODEL, index=False)  # partial index below
     # A requester (the endpoint that sent the todo) that canceled the attempt it did not hold:
     # the closer a replayed cancel must match. Endpoints are revoked, never deleted.
-    ended_by_endpoint = models.ForeignKey(
-        Endpoint,
-        null=True,
-        blank=True,
-        on_delete=models.DB_SET_NULL,
-        related_name="+",
-        db_index=False,
-    )
+    ended_by_endpoint = reference(Endpoint, index=False)
 
     summary = models.TextField(null=True, blank=True)
     summary_truncated = models.BooleanField(default=False)
@@ -406,16 +367,8 @@ class TodoEvent(models.Model):
     todo = models.ForeignKey(
         Todo, null=True, blank=True, on_delete=models.DB_CASCADE, related_name="events"
     )
-    actor_user = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.DB_SET_NULL,
-        related_name="+",
-    )
-    actor_endpoint = models.ForeignKey(
-        Endpoint, null=True, blank=True, on_delete=models.DB_SET_NULL, related_name="+"
-    )
+    actor_user = reference(settings.AUTH_USER_MODEL)
+    actor_endpoint = reference(Endpoint)
     kind = models.CharField(max_length=32, choices=EventKind)
     detail = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(db_default=Now())

@@ -31,21 +31,10 @@ computed here compare on one timeline even inside a long transaction.
 
 from __future__ import annotations
 
+import sys
+from types import ModuleType
+
 from queues.db.plans import Statement
-from queues.sql import (
-    accounts,
-    activity,
-    by_hand,
-    claim,
-    close,
-    counters,
-    create,
-    events,
-    health,
-    reads,
-    revoke,
-    sweep,
-)
 from queues.sql.accounts import *  # noqa: F403
 from queues.sql.activity import *  # noqa: F403
 from queues.sql.board import *  # noqa: F403
@@ -60,27 +49,18 @@ from queues.sql.reads import *  # noqa: F403
 from queues.sql.revoke import *  # noqa: F403
 from queues.sql.sweep import *  # noqa: F403
 
-# The modules whose statements PREPARE takes (``board``'s SETs it cannot).
-_PREPARABLE = (
-    accounts,
-    activity,
-    by_hand,
-    claim,
-    close,
-    counters,
-    create,
-    events,
-    health,
-    reads,
-    revoke,
-    sweep,
-)
+# The modules whose statements PREPARE cannot take: ``board``'s SETs.
+_NOT_PREPARABLE = ("queues.sql.board",)
 
 
 def statements() -> list[Statement]:
     """Every preparable statement of the package (for the test that prepares each one)."""
     found = {}
-    for module in _PREPARABLE:
+    for module in list(vars(sys.modules[__name__]).values()):
+        if not isinstance(module, ModuleType) or not module.__name__.startswith(__name__ + "."):
+            continue
+        if module.__name__ in _NOT_PREPARABLE:
+            continue
         for value in vars(module).values():
             if isinstance(value, Statement):
                 found[value.name] = value

@@ -3,13 +3,12 @@ its team (an agent-to-agent send, the sender recorded as requester) or a person.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from django.conf import settings
-from django.utils import timezone
 
 from queues import bounds, db, sql
-from queues.arguments import whole_number
+from queues.arguments import instant, whole_number
 from queues.db import Atomic, Fetch, Plan
 from queues.errors import Conflict, Invalid
 from queues.models import Endpoint, EventKind
@@ -115,16 +114,7 @@ def _body(body) -> str:
 
 
 def _not_before(not_before) -> datetime | None:
-    if not_before is None:
-        return None
-    if not isinstance(not_before, datetime) or timezone.is_naive(not_before):
-        raise Invalid("not_before must be a timestamp with a time zone.")
-    # PostgreSQL stores any instant but not every offset (beyond +-15:59 it refuses one RFC
-    # 3339 allows): store the instant in UTC.
-    try:
-        return not_before.astimezone(UTC)
-    except OverflowError:
-        raise Invalid("not_before is out of range.") from None
+    return None if not_before is None else instant(not_before, "not_before")
 
 
 def _key(key) -> str | None:

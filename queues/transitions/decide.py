@@ -13,12 +13,12 @@ import enum
 import json
 import random
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.utils import timezone
 
+from queues.arguments import instant
 from queues.bounds import (
     NOTHING,
     SNOOZE_SECONDS_MAX,
@@ -244,14 +244,7 @@ def backoff(failures: int) -> float:
 
 
 def _wake_time(value: object) -> datetime | None:
-    if value is None:
-        return None
-    if not isinstance(value, datetime) or timezone.is_naive(value):
-        raise Invalid("not_before must be a timestamp with a time zone.")
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        raise Invalid("not_before is out of range.") from None
+    return None if value is None else instant(value, "not_before")
 
 
 def _delay(value: object, *, given_time: bool) -> float | None:

@@ -153,24 +153,30 @@ BAD_ARGUMENTS = {
 }
 
 
-@writes
-def test_bad_arguments_are_tool_errors_with_the_http_error_body(served, vend):
-    _, token = vend("careless")
+def _both_ways(served, token: str, calls: dict) -> tuple[dict, dict]:
+    """Each named (verb, arguments) call's error body over HTTP, and over MCP (where it must
+    be a tool error, its body as text and no structured content: see test_mcp_typescript)."""
     over_http = {
-        name: http_error(served, verb, args, token) for name, (verb, args) in BAD_ARGUMENTS.items()
+        name: http_error(served, verb, args, token) for name, (verb, args) in calls.items()
     }
 
     async def scenario():
         answers = {}
         async with client(served, token) as mcp:
-            for name, (verb, args) in BAD_ARGUMENTS.items():
+            for name, (verb, args) in calls.items():
                 result = await mcp.call_tool(verb, args)
                 assert result.is_error, name
-                assert result.structured_content is None, name  # see test_mcp_typescript
+                assert result.structured_content is None, name
                 answers[name] = json.loads(result.content[0].text)
         return answers
 
-    over_mcp = run(scenario())
+    return over_http, run(scenario())
+
+
+@writes
+def test_bad_arguments_are_tool_errors_with_the_http_error_body(served, vend):
+    _, token = vend("careless")
+    over_http, over_mcp = _both_ways(served, token, BAD_ARGUMENTS)
 
     assert over_mcp == over_http
     assert over_mcp["misspelt field"] == {
@@ -197,21 +203,7 @@ def test_not_found_and_conflict_are_tool_errors_in_the_same_shape(served, vend):
         "wrong fence": ("complete", {"todo_id": held.id, "lease_token": "sbl_wrong"}),
         "bad artifact": ("release", {"todo_id": held.id, "artifact": "ftp://nope"}),
     }
-    over_http = {
-        name: http_error(served, verb, args, token) for name, (verb, args) in calls.items()
-    }
-
-    async def scenario():
-        answers = {}
-        async with client(served, token) as mcp:
-            for name, (verb, args) in calls.items():
-                result = await mcp.call_tool(verb, args)
-                assert result.is_error, name
-                assert result.structured_content is None, name
-                answers[name] = json.loads(result.content[0].text)
-        return answers
-
-    over_mcp = run(scenario())
+    over_http, over_mcp = _both_ways(served, token, calls)
 
     assert over_mcp == over_http
     codes = {name: body["error"]["code"] for name, body in over_mcp.items()}

@@ -12,6 +12,13 @@ from urllib.parse import urlparse
 
 import pytest
 
+
+@pytest.fixture
+def signed_in(logged_in):
+    """Django's test client, signed in as alice (the root conftest's ``logged_in``)."""
+    return logged_in
+
+
 CHROMIUM = os.environ.get("SWITCHBOARD_CHROMIUM", "/usr/bin/chromium")
 PASSWORD = "pw-for-tests"
 

@@ -5,6 +5,17 @@ from __future__ import annotations
 from django.contrib.messages import get_messages
 from django.test import Client
 
+# A request as htmx sends it for the drawer.
+HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "drawer-panel"}
+
+
+def seen(user, todo_id: int) -> str:
+    """The stamp the drawer's forms carry: what the person saw of the todo."""
+    from board.drawer import seen_stamp
+    from queues.selectors import board_todo
+
+    return seen_stamp(board_todo(user, todo_id).todo)
+
 
 def messages(response) -> list[str]:
     """The flash messages a response left for the next page."""

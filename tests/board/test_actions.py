@@ -6,28 +6,16 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from board.drawer import seen_stamp
 from queues import transitions
 from queues.models import Todo, TodoAttempt, TodoEvent
-from queues.selectors import board_todo
 from queues.transitions import Actor
+from tests.board.pages import HTMX
+from tests.board.pages import seen as seen_by
 from tests.queues.helpers import events_of, make_retry_due, outcomes
-
-HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "drawer-panel"}
-
-
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
-
-
-def _seen(user, todo_id: int) -> str:
-    return seen_stamp(board_todo(user, todo_id).todo)
 
 
 def _post(client, user, todo_id, action, **data):
-    data.setdefault("seen", _seen(user, todo_id))
+    data.setdefault("seen", seen_by(user, todo_id))
     return client.post(f"/todos/{todo_id}/{action}/", data, **HTMX)
 
 
@@ -122,7 +110,7 @@ def test_extend_is_audited_and_the_keepalive_is_not(signed_in, user, make_todo):
 
 def test_stale_action_answers_409_with_the_fresh_drawer(signed_in, user, endpoint, make_todo):
     todo = make_todo()
-    seen = _seen(user, todo.id)
+    seen = seen_by(user, todo.id)
     transitions.claim(Actor.agent(endpoint), todo.id, claimant="run-9")
     before = _ledger(todo.id)
     for action in ("claim", "cancel", "rerun"):
@@ -159,13 +147,13 @@ def test_every_action_needs_csrf(user, make_todo, action):
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(user)
     before = _ledger(todo.id)
-    response = strict.post(f"/todos/{todo.id}/{action}/", {"seen": _seen(user, todo.id)})
+    response = strict.post(f"/todos/{todo.id}/{action}/", {"seen": seen_by(user, todo.id)})
     assert response.status_code == 403
     assert _ledger(todo.id) == before
 
 
 def test_no_js_action_redirects_back_to_the_drawer_page(signed_in, user, make_todo):
     todo = make_todo()
-    response = signed_in.post(f"/todos/{todo.id}/claim/", {"seen": _seen(user, todo.id)})
+    response = signed_in.post(f"/todos/{todo.id}/claim/", {"seen": seen_by(user, todo.id)})
     assert response.status_code == 302 and response["Location"] == f"/todos/{todo.id}/"
     assert "You hold this todo now" in signed_in.get(response["Location"]).content.decode()

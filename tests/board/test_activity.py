@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from datetime import UTC
 
-import pytest
 from django.db import connection
 from django.test import Client
 from django.utils import timezone
@@ -14,12 +13,6 @@ from queues import transitions
 from queues.models import TodoAttempt
 from queues.transitions import Actor
 from tests.board.history import done_with_history
-
-
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
 
 
 def _text(html: str) -> str:

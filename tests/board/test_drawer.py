@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from django.test import Client
 
 from queues import transitions
@@ -10,12 +9,6 @@ from queues.transitions import Actor
 from tests.board.history import XSS_SUMMARY, done_with_history, mixed_history
 
 HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "drawer"}
-
-
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
 
 
 def test_drawer_shows_every_attempt_outcome_and_the_died_sentence(signed_in, endpoint, user):

@@ -14,10 +14,9 @@ from board import drawer
 from queues import db, selectors, transitions
 from queues.selectors import details
 from queues.transitions import Actor
+from tests.board.pages import HTMX
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "drawer-panel"}
 
 
 def _claim_in_another_connection(endpoint, todo_id: int) -> None:

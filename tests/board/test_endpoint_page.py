@@ -21,12 +21,6 @@ from tests.queues.helpers import lapse_lease
 
 
 @pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
 def shared_team(user, team, make_user):
     """A team alice owns with carol as a plain member."""
     platform = teams.get_or_create_team("platform", name="Platform")

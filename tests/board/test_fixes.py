@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 import re
 
-import pytest
 from django.contrib.staticfiles import finders
 from django.test import Client
 
@@ -16,12 +15,6 @@ from queues.admin.common import time_html
 from queues.bounds import BODY_MAX_BYTES
 from queues.models import Membership, Todo
 from queues.transitions import Actor
-
-
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
 
 
 def test_the_favicon_is_linked_and_favicon_ico_answers_without_a_warning(

@@ -14,8 +14,7 @@ from board.drawer import seen_stamp
 from queues import transitions
 from queues.selectors import board_todo
 from queues.transitions import Actor
-
-HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "drawer-panel"}
+from tests.board.pages import HTMX
 
 # Raw, as they arrive in a query string: percent-escapes are left for Django to decode.
 HOSTILE_QUERY = {
@@ -72,12 +71,6 @@ def ledger() -> tuple:
             " (SELECT json_agg(o ORDER BY id) FROM outbox o)"
         )
         return cursor.fetchone()
-
-
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture

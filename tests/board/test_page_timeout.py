@@ -14,12 +14,6 @@ from tests.board.pages import slow_queue_reads
 pytestmark = pytest.mark.django_db(transaction=True)  # autocommit, as served
 
 
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def _timeout_now() -> str:
     with connection.cursor() as cursor:
         cursor.execute("SHOW statement_timeout")

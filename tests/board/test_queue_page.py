@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-import pytest
 from django.test import Client
 
 from queues import transitions
@@ -14,12 +13,6 @@ from tests.board.history import done_with_history, mixed_history
 from tests.queues.helpers import lapse_lease
 
 REFRESH = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "queue"}
-
-
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
 
 
 def _ids(page: str) -> list[int]:

@@ -21,12 +21,6 @@ from tests.board.pages import slow_queue_reads
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def _ids(client, q: str) -> list[int]:
     page = client.get("/", {"q": q}).content.decode()
     return [int(n) for n in re.findall(r'<tr id="todo-(\d+)"', page)]

@@ -8,26 +8,15 @@ import pytest
 from django.test import Client
 from playwright.sync_api import expect
 
-from board.drawer import seen_stamp
 from queues import transitions
 from queues.errors import Conflict
 from queues.models import Todo, TodoEvent
 from queues.selectors import board_todo
 from queues.transitions import Actor
 from tests.board.conftest import sign_in
+from tests.board.pages import HTMX
+from tests.board.pages import seen as seen_by
 from tests.queues.helpers import outcomes
-
-HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "drawer-panel"}
-
-
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
-
-
-def _seen(user, todo_id: int) -> str:
-    return seen_stamp(board_todo(user, todo_id).todo)
 
 
 def test_the_drawer_offers_take_over_only_on_an_agents_lease(signed_in, user, agent, make_todo):
@@ -46,7 +35,7 @@ def test_take_over_ends_their_try_and_gives_you_the_lease(signed_in, user, agent
     todo = make_todo()
     transitions.claim(agent, todo.id, require_fence=True)
     response = signed_in.post(
-        f"/todos/{todo.id}/take-over/", {"seen": _seen(user, todo.id)}, **HTMX
+        f"/todos/{todo.id}/take-over/", {"seen": seen_by(user, todo.id)}, **HTMX
     )
     assert response.status_code == 200
     body = response.content.decode()
@@ -66,7 +55,7 @@ def test_take_over_ends_their_try_and_gives_you_the_lease(signed_in, user, agent
 def test_a_stale_take_over_is_409_and_takes_nothing(signed_in, user, agent, make_todo):
     todo = make_todo()
     transitions.claim(agent, todo.id)
-    seen = _seen(user, todo.id)
+    seen = seen_by(user, todo.id)
     transitions.release(agent, todo.id)
     transitions.claim(agent, todo.id)  # another try since the drawer was drawn
     response = signed_in.post(f"/todos/{todo.id}/take-over/", {"seen": seen}, **HTMX)
@@ -74,7 +63,7 @@ def test_a_stale_take_over_is_409_and_takes_nothing(signed_in, user, agent, make
     assert Todo.objects.get(pk=todo.id).owner == "agent:agent-a"
     transitions.complete(agent, todo.id)
     response = signed_in.post(
-        f"/todos/{todo.id}/take-over/", {"seen": _seen(user, todo.id)}, **HTMX
+        f"/todos/{todo.id}/take-over/", {"seen": seen_by(user, todo.id)}, **HTMX
     )
     assert response.status_code == 409  # nobody holds it: nothing to take
     assert not TodoEvent.objects.filter(kind="take_over").exists()
@@ -86,7 +75,7 @@ def test_take_over_needs_csrf_and_a_visible_todo(user, make_user, agent, make_to
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(user)
     assert (
-        strict.post(f"/todos/{todo.id}/take-over/", {"seen": _seen(user, todo.id)}).status_code
+        strict.post(f"/todos/{todo.id}/take-over/", {"seen": seen_by(user, todo.id)}).status_code
         == 403
     )
     stranger = Client()

@@ -13,17 +13,10 @@ from queues.models import TodoEvent
 from queues.selectors import board_todo
 from queues.transitions import Actor
 from tests.board.history import done_with_history
+from tests.board.pages import HTMX
 from tests.queues.helpers import make_retry_due
 
 pytestmark = pytest.mark.django_db
-
-HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "drawer-panel"}
-
-
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
 
 
 def _strip(d) -> list[str]:

@@ -13,12 +13,6 @@ from queues import transitions
 from queues.models import Todo, TodoEvent
 
 
-@pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def _form(endpoint, **extra) -> dict:
     return {
         "endpoint": endpoint.pk,

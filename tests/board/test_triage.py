@@ -22,12 +22,6 @@ from tests.queues.helpers import lapse_lease, make_retry_due
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def failed_out(endpoint, title="always fails", *, tries=5, summary="exit 1"):
     agent = Actor.agent(endpoint)
     todo, _ = transitions.create_todo(Actor.agent(endpoint), title=title, max_attempts=tries)

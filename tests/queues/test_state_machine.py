@@ -34,7 +34,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from queues import endpoints, selectors, teams, transitions
+from queues import endpoints, teams, transitions
 from queues.errors import Conflict, DomainError, NotFound
 from queues.models import DIED_OUTCOMES, Endpoint, Todo, TodoAttempt
 from queues.transitions import Actor
