@@ -1,16 +1,10 @@
-"""The bench's database: always its own ``switchboard_bench``, never a developer's data.
-
-With ``DATABASE_URL`` set, the bench (re)creates ``switchboard_bench`` on that server; without
-it, a throwaway embedded PostgreSQL is started in a temporary folder (deleted at exit). Either
-way ``DATABASE_URL`` names ``switchboard_bench`` before Django is set up, so the worker
-processes spawned later inherit it. Also here: which code was measured (``git_state``) and
-the CPU of local processes from /proc.
-"""
+"""The bench's database, always its own ``switchboard_bench`` (on ``DATABASE_URL``'s server, or
+a throwaway embedded PostgreSQL in a temporary folder); which code was measured; the CPU of
+local processes, from /proc."""
 
 from __future__ import annotations
 
 import atexit
-import hashlib
 import os
 import shutil
 import subprocess
@@ -22,24 +16,18 @@ from urllib.parse import quote
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 BENCH_DB = "switchboard_bench"
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-def _django_environment() -> None:
-    os.environ["SWITCHBOARD_DEV"] = "1"
-    os.environ["DJANGO_SETTINGS_MODULE"] = "switchboard.settings"
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
+_TICK = os.sysconf("SC_CLK_TCK")
 
 
 def prepare_environment() -> dict:
-    """Pick the server, create the bench database, export DATABASE_URL (once, in the
-    parent, before Django). Returns facts for the ledger."""
-    _django_environment()
+    """Pick the server, (re)create the bench database and export DATABASE_URL naming it,
+    once, in the parent, before Django: every process spawned later inherits it."""
+    os.environ.update(SWITCHBOARD_DEV="1", DJANGO_SETTINGS_MODULE="switchboard.settings")
+    os.environ.setdefault("LOG_LEVEL", "WARNING")
     from switchboard import dburl
 
     url = os.environ.get("DATABASE_URL", "").strip()
-    embedded = not url
-    if embedded:
+    if embedded := not url:
         from switchboard import embedded as emb
 
         tmp = Path(tempfile.mkdtemp(prefix="switchboard-bench-"))
@@ -48,20 +36,12 @@ def prepare_environment() -> dict:
         atexit.register(shutil.rmtree, tmp, ignore_errors=True)
         url = emb.start(tmp / "pgdata", cleanup_mode="delete")
     settings = dburl.parse(url)
-    recreate(settings, "postgres" if settings["NAME"] == BENCH_DB else settings["NAME"])
+    recreate(BENCH_DB, settings)
     bench_url = dburl.build(settings, name=BENCH_DB)
-    # dburl.build drops query options other than a socket host; keep them.
-    extra = settings["OPTIONS"]
-    if extra and not settings["HOST"].startswith("/"):
+    if (extra := settings["OPTIONS"]) and not settings["HOST"].startswith("/"):
         bench_url += "?" + "&".join(f"{k}={quote(str(v))}" for k, v in extra.items())
     os.environ["DATABASE_URL"] = bench_url
     return {"embedded": embedded, "database": BENCH_DB}
-
-
-def server_settings() -> dict:
-    from switchboard import dburl
-
-    return dburl.parse(os.environ["DATABASE_URL"])
 
 
 def conninfo(dbname: str | None = None, settings: dict | None = None) -> str:
@@ -69,13 +49,15 @@ def conninfo(dbname: str | None = None, settings: dict | None = None) -> str:
     (or the server of Django-style ``settings``)."""
     from psycopg.conninfo import make_conninfo
 
-    settings = settings or server_settings()
-    kwargs = {"dbname": dbname or settings["NAME"]}
-    for key in ("USER", "PASSWORD", "HOST", "PORT"):
-        if settings.get(key):
-            kwargs[key.lower()] = settings[key]
-    kwargs.update(settings.get("OPTIONS") or {})
-    return make_conninfo(**kwargs)
+    from switchboard import dburl
+
+    settings = settings or dburl.parse(os.environ["DATABASE_URL"])
+    kwargs = {
+        k.lower(): settings[k] for k in ("USER", "PASSWORD", "HOST", "PORT") if settings.get(k)
+    }
+    return make_conninfo(
+        dbname=dbname or settings["NAME"], **kwargs, **(settings.get("OPTIONS") or {})
+    )
 
 
 def connect(dbname: str | None = None):
@@ -84,10 +66,10 @@ def connect(dbname: str | None = None):
     return psycopg.connect(conninfo(dbname), autocommit=True)
 
 
-def recreate(settings: dict, admin_db: str, name: str = BENCH_DB) -> None:
+def recreate(name: str, settings: dict | None = None) -> None:
     import psycopg
 
-    with psycopg.connect(conninfo(admin_db, settings), autocommit=True) as conn:
+    with psycopg.connect(conninfo("postgres", settings), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {name}")
 
@@ -102,21 +84,28 @@ def drop_database(name: str = BENCH_DB) -> None:
 
 
 def setup_django() -> None:
-    """django.setup() in this process (parent or worker); DATABASE_URL must be exported."""
-    _django_environment()
-    assert os.environ.get("DATABASE_URL", "").split("?")[0].endswith("/" + BENCH_DB), (
-        "the bench only ever runs against its own database"
-    )
+    """django.setup() in this process (parent or worker); DATABASE_URL names the bench's."""
+    assert os.environ["DATABASE_URL"].split("?")[0].endswith("/" + BENCH_DB)
     import django
 
     django.setup()
 
 
 def migrate() -> None:
+    """The product's migrations, and the bare loop's table (a plain one, without history)."""
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    with_cursor(BARE_DDL)
+    with_cursor(
+        """
+        CREATE TABLE IF NOT EXISTS bench_bare_jobs (
+            id bigserial PRIMARY KEY, endpoint_id bigint NOT NULL, state text NOT NULL,
+            priority smallint NOT NULL DEFAULT 0, lease_expires_at timestamptz,
+            created_at timestamptz NOT NULL DEFAULT now(), result jsonb);
+        CREATE INDEX IF NOT EXISTS bench_bare_jobs_pending ON bench_bare_jobs
+            (endpoint_id, priority DESC, created_at, id) WHERE state = 'pending';
+        """
+    )
 
 
 def with_cursor(statement: str, params=None):
@@ -133,82 +122,61 @@ def wal_lsn() -> int:
     return with_cursor("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")[0]
 
 
-# The bare loop's table (no history), and the calibration loop's: the bare table plus an
-# attempts table written by hand-written SQL, the shape the issue's 0.84-0.92 refers to.
-BARE_DDL = """
-CREATE TABLE IF NOT EXISTS bench_bare_jobs (
-    id bigserial PRIMARY KEY, endpoint_id bigint NOT NULL, priority smallint NOT NULL DEFAULT 0,
-    state text NOT NULL, lease_expires_at timestamptz,
-    created_at timestamptz NOT NULL DEFAULT now(), result jsonb);
-CREATE INDEX IF NOT EXISTS bench_bare_jobs_pending
-    ON bench_bare_jobs (endpoint_id, priority DESC, created_at, id) WHERE state = 'pending';
-CREATE TABLE IF NOT EXISTS bench_hand_jobs (
-    id bigserial PRIMARY KEY, endpoint_id bigint NOT NULL, priority smallint NOT NULL DEFAULT 0,
-    state text NOT NULL, attempt int NOT NULL DEFAULT 0, lease_expires_at timestamptz,
-    created_at timestamptz NOT NULL DEFAULT now(), result jsonb);
-CREATE INDEX IF NOT EXISTS bench_hand_jobs_pending
-    ON bench_hand_jobs (endpoint_id, priority DESC, created_at, id) WHERE state = 'pending';
-CREATE TABLE IF NOT EXISTS bench_hand_attempts (
-    id bigserial PRIMARY KEY,
-    job_id bigint NOT NULL REFERENCES bench_hand_jobs (id) ON DELETE CASCADE,
-    seq int NOT NULL, claimed_at timestamptz NOT NULL DEFAULT now(), ended_at timestamptz,
-    outcome text NOT NULL DEFAULT '', result jsonb, UNIQUE (job_id, seq));
-"""
-
-
 def server_facts() -> dict:
     names = ("server_version", "shared_buffers", "synchronous_commit", "fsync", "jit")
     return {name: with_cursor(f"SHOW {name}")[0] for name in names}
 
 
-def git_state(files: tuple[str, ...] = ("queues/sql/claim.py", "queues/sql/close.py")) -> dict:
-    """Which code was measured: HEAD, files changed under queues/ and switchboard/ but not
-    committed (others may be editing them), and short digests of ``files``."""
+def postgres_pids() -> list[int]:
+    """This database's backends and the server's background processes (when local)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() OR datname IS NULL"
+        )
+        return [row[0] for row in cursor.fetchall() if is_postgres(row[0])]
+
+
+def git_state() -> dict:
+    """HEAD, and the product's files changed but not committed (others may be editing)."""
 
     def git(*cmd: str) -> str:
         try:
-            run = subprocess.run(
-                ["git", *cmd], cwd=ROOT, capture_output=True, text=True, timeout=10
-            )
-            return run.stdout
-        except (OSError, subprocess.SubprocessError):
+            return subprocess.run(["git", *cmd], cwd=ROOT, capture_output=True, text=True).stdout
+        except OSError:
             return ""
 
     status = git("status", "--porcelain", "--", "queues", "switchboard", "agents", "board")
-    return {
-        "head": git("rev-parse", "HEAD").strip() or "?",
-        "dirty": [line[3:] for line in status.splitlines() if len(line) > 3],
-        "sha256_12": {
-            rel: hashlib.sha256((ROOT / rel).read_bytes()).hexdigest()[:12]
-            for rel in files
-            if (ROOT / rel).exists()
-        },
-    }
+    return {"head": git("rev-parse", "HEAD").strip() or "?", "dirty": len(status.splitlines())}
 
 
 def code_line(git: dict) -> str:
-    """'code 1a2b3c4d5e + uncommitted changes in agents/ (2 files)'."""
-    by_top: dict[str, int] = {}
-    for path in git.get("dirty") or []:
-        top = path.split("/", 1)[0] + "/"
-        by_top[top] = by_top.get(top, 0) + 1
-    dirty = ", ".join(f"{t} ({n} file{'s' if n > 1 else ''})" for t, n in by_top.items())
+    """'code 1a2b3c4d5e + 2 uncommitted files of the product'."""
+    dirty = git.get("dirty") or 0
     return f"code {git.get('head', '?')[:10]}" + (
-        f" + uncommitted changes in {dirty}" if dirty else ""
+        f" + {dirty} uncommitted file(s) of the product" if dirty else ""
     )
 
 
-# --- CPU of local processes, from /proc ------------------------------------------------------
-
-
-def proc_cpu(pid: int) -> float | None:
-    """utime + stime of a local process in seconds, or None (gone, or not on this machine)."""
+def _stat(pid: int) -> list[bytes] | None:
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _TICK
-    except (OSError, IndexError, ValueError):
+            return fh.read().rsplit(b")", 1)[1].split()
+    except OSError:
         return None
+
+
+def cpu_of(pids) -> dict[int, float]:
+    """utime + stime in seconds of each local process still there."""
+    return {pid: (int(s[11]) + int(s[12])) / _TICK for pid in pids if (s := _stat(pid))}
+
+
+def cpu_delta(before: dict[int, float] | None, after: dict[int, float] | None) -> float | None:
+    """CPU spent between two snapshots; a process that appeared in between counts whole."""
+    if before is None or after is None:
+        return None
+    return sum(v - before.get(pid, 0.0) for pid, v in after.items())
 
 
 def is_postgres(pid: int) -> bool:
@@ -220,38 +188,17 @@ def is_postgres(pid: int) -> bool:
 
 
 def children(pid: int) -> list[int]:
-    out = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as fh:
-                    if int(fh.read().rsplit(b")", 1)[1].split()[1]) == pid:
-                        out.append(int(entry))
-            except (OSError, IndexError, ValueError):
-                continue
-    return out
-
-
-def cpu_of(pids) -> dict[int, float]:
-    return {pid: v for pid in pids if (v := proc_cpu(pid)) is not None}
-
-
-def cpu_delta(before: dict[int, float] | None, after: dict[int, float] | None) -> float | None:
-    """CPU spent between two snapshots; a process that appeared in between counts whole."""
-    if before is None or after is None:
-        return None
-    return sum(v - before.get(pid, 0.0) for pid, v in after.items())
+    return [
+        int(e)
+        for e in os.listdir("/proc")
+        if e.isdigit() and (s := _stat(int(e))) and int(s[1]) == pid
+    ]
 
 
 def postmaster_pid() -> int | None:
     """The local server's postmaster (the parent of this session's backend), or None."""
-    backend = with_cursor("SELECT pg_backend_pid()")[0]
-    try:
-        with open(f"/proc/{backend}/stat", "rb") as fh:
-            ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return None
-    return ppid if is_postgres(ppid) else None
+    s = _stat(with_cursor("SELECT pg_backend_pid()")[0])
+    return int(s[1]) if s and is_postgres(int(s[1])) else None
 
 
 def server_cpu(postmaster: int | None) -> dict[int, float] | None:

@@ -1,10 +1,23 @@
-"""The one table renderer of the bench, and the number formats every section shares."""
+"""The bench's text: one table renderer, the number formats every section shares, the log."""
 
 from __future__ import annotations
 
 import re
+import statistics
+import sys
+import time
 
 _NUMERIC = re.compile(r"^[-+]?[\d.,]+")
+
+
+def ints(text: str) -> list[int]:
+    """'1,4,16' -> [1, 4, 16] (a command-line list)."""
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def log(msg: str) -> None:
+    """Progress, on stderr (stdout gets the tables)."""
+    print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
 def table(headers: list[str], rows: list[list], *, left: int = 1) -> list[str]:
@@ -35,6 +48,11 @@ def f2(x) -> str:
     return f(x, "{:.2f}")
 
 
+def pp(lat: dict) -> str:
+    """'p50/p95' of a latency summary (bench.ledger.latency)."""
+    return f"{f2(lat.get('p50_ms'))}/{f2(lat.get('p95_ms'))}"
+
+
 def spread(r: dict | None) -> str:
     """A ratio summary {median, min, max}: '0.82 (0.79-0.88)', or '0.82' for one run."""
     if not r:
@@ -46,8 +64,6 @@ def spread(r: dict | None) -> str:
 
 def all_of(values: list[float]) -> str:
     """'547 (536, 547, 584)': the median first, every run in brackets when more than one."""
-    import statistics
-
     if not values:
         return "-"
     head = f"{statistics.median(values):.0f}"

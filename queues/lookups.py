@@ -3,8 +3,8 @@
 
 Django's ``icontains`` on PostgreSQL is ``UPPER(col) LIKE UPPER(%s)``; the planner has no
 statistics for ``UPPER(col)`` and guesses that almost nothing matches, so a common word on
-the Board's queue page turned into a scan of every todo and a sort (bench/board.py: p95
-117 ms at 100,000 todos). With ``ILIKE`` on the column itself it estimates from the column's
+the Board's queue page turned into a scan of every todo and a sort (docs/benchmarks.md, the
+board section). With ``ILIKE`` on the column itself it estimates from the column's
 statistics and walks the newest-first index when the word is common. Escaping of ``%``, ``_``
 and ``\\`` is Django's (``prep_for_like_query``), as for ``icontains``.
 """

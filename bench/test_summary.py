@@ -1,0 +1,96 @@
+"""The summary table's rules (bench/summary.py): each row reads its section against its bar,
+MET only when all it stands for is. No database: the notes are made here."""
+
+from bench import fleet, summary
+from bench.ledger import Ledger
+
+TARGET = {"waiters": 2000, "p95_ms": 100.0, "wake_p95_ms": 100.0}
+
+
+def _rows(**notes) -> list[dict]:
+    ledger = Ledger({})
+    ledger.notes.update(notes)
+    return summary.rows(ledger)
+
+
+def _page(name: str, p95: float, status: int = 200, kind: str = "queue") -> dict:
+    target = 50.0 if kind == "drawer" else 100.0
+    return {"page": name, "kind": kind, "status": status, "p95_ms": p95, "target_ms": target}
+
+
+def _fleet(waiters: int, p95: float = 10.0, wake: float = 10.0, **errors) -> dict:
+    lat = {"p95_ms": p95}
+    return {
+        "waiters": waiters,
+        "with_fleet": {"list_todos": lat, "queue_page": lat},
+        "wake": {"p95_ms": wake},
+        "errors": errors,
+    }
+
+
+def test_a_board_row_is_met_only_when_every_page_of_its_kind_is():
+    [row] = _rows(board={"rows": [_page("queue", 40.0), _page("queue ?q=docs", 120.0)]})
+    assert row["note"] == "p95/target <= 1: NOT MET" and "(queue ?q=docs)" in row["measure"]
+
+
+def test_a_page_that_did_not_answer_200_fails_its_row_however_fast_the_others():
+    pages = [_page("drawer", 5.0, kind="drawer"), _page("drawer, page", 1.0, 500, kind="drawer")]
+    [row] = _rows(board={"rows": pages})
+    assert row["note"] == "p95/target <= 1: NOT MET; not 200: drawer, page"
+
+
+def test_the_http_rows_are_each_protocol_at_the_target_clients_judged_on_both_bars():
+    def cell(protocol: str, clients: int, per_s: float, p95: float) -> dict:
+        lat, cpu = {"p50_ms": 1.0, "p95_ms": p95}, {"total": 4.0}
+        return {
+            "protocol": protocol,
+            "clients": clients,
+            "todos_per_s": per_s,
+            "claim_next": lat,
+            "complete": lat,
+            "cpu_ms_per_todo": cpu,
+        }
+
+    cells = [cell("HTTP", 1, 150, 5), cell("HTTP", 4, 320, 30), cell("MCP", 4, 280, 10)]
+    target = {"clients": 4, "todos_per_s": 300.0, "p95_ms": 25.0}
+    notes = [r["note"] for r in _rows(http={"target": target, "cpus": 2, "cells": cells})]
+    http, mcp = notes  # HTTP at 1 client is not the target's row
+    assert http.startswith("throughput MET") and http.endswith("30.0 ms (< 25) NOT MET")
+    assert mcp.startswith("throughput NOT MET") and mcp.endswith("10.0 ms (< 25) MET")
+
+
+def test_growth_is_not_met_with_a_seq_scan_whatever_the_cpu():
+    def cell(history: int) -> dict:
+        ours = {"cpu_ms_per_todo": 1.0}
+        return {"section": "growth", "history": history, "workers": 4, "systems": {"ours": ours}}
+
+    ledger = Ledger({})
+    ledger.notes["plans"] = {"10000": {"summary": {"seq_scan_todo_attempts": True}}}
+    ledger.all_cells = [cell(10_000), cell(200_000)]
+    [row] = summary.rows(ledger)
+    assert row["ratio"] == "1.00" and "NOT MET" in row["note"]
+
+
+def test_the_peer_bar_is_for_ours_in_process_and_the_http_path_has_none():
+    def cell(system: str, jobs: float) -> dict:
+        vs = {"median": jobs / 500, "min": jobs / 500, "max": jobs / 500}
+        return {
+            "system": system,
+            "workers": 1,
+            "jobs_per_s": jobs,
+            "claim": {"p50_ms": 1.0},
+            "cpu_vs_procrastinate": 1.0,
+            "vs_procrastinate": vs,
+        }
+
+    cells = [cell("procrastinate", 500), cell("ours", 900), cell("ours-http", 300)]
+    notes = [r["note"] for r in _rows(peers={"jobs": 300, "cells": cells})]
+    assert [n.split(";")[0] for n in notes] == ["bar >= 2.00: NOT MET", "no bar (HTTP)"]
+
+
+def test_the_best_fleet_is_the_largest_meeting_every_bar_with_no_error():
+    fleets = [_fleet(1000), _fleet(2000), _fleet(3000, unwoken=1), _fleet(4000, wake=120.0)]
+    fleets += [_fleet(5000, p95=150.0), {"waiters": 6000, "failed": "RuntimeError"}]
+    assert fleet.best({"target": TARGET, "fleets": fleets}) == 2000
+    [row] = _rows(fleet={"fleets": fleets, "best": 2000, "target": TARGET})
+    assert (row["ours"], row["note"]) == ("2,000 waiters", "fleet >= target: MET")
