@@ -24,7 +24,7 @@ from queues.db.availability import log_failure
 
 log = logging.getLogger(__name__)
 
-# How often a waiting endpoint's longest waiter looks again although nothing rang (jittered),
+# How often a waiting endpoint's newest waiter looks again although nothing rang (jittered),
 # and how often the async doorbell checks which endpoints are due.
 RECHECK_SECONDS = 5.0
 RECHECK_TICK_SECONDS = 0.5
@@ -38,12 +38,16 @@ class _Waiter:
 
 
 class AsyncDoorbell:
-    """One per event loop (each ASGI worker process has one). A ring for endpoint E wakes the
-    longest-waiting waiter of E, not every waiter: N rings wake about N waiters, in the order
-    they started waiting. A waiter whose claim found work passes the ring on (``pass_on``) to
-    the next one, since PostgreSQL folds identical notifications of one transaction into one
-    (a transaction that makes three todos claimable rings once), and a woken waiter that finds
-    nothing stops the chain. A lost LISTEN connection wakes everyone (they look again)."""
+    """One per event loop (each ASGI worker process has one). A ring for endpoint E wakes one
+    waiter of E, not every waiter: N rings wake about N waiters, the newest first. Newest,
+    not longest-waiting: a client that went away behind a proxy that does not pass the
+    disconnect on leaves its long-poll open (a ghost, docs/deploy.md), and a ghost only ages,
+    while a live agent polls again after every todo; so a ring goes to a live agent first
+    whenever one began waiting after the ghost. A waiter whose claim found work passes the
+    ring on (``pass_on``) to the next one, since PostgreSQL folds identical notifications of
+    one transaction into one (a transaction that makes three todos claimable rings once), and
+    a woken waiter that finds nothing stops the chain. A lost LISTEN connection wakes everyone
+    (they look again)."""
 
     def __init__(self) -> None:
         self._waiters: dict[int, deque[_Waiter]] = defaultdict(deque)
@@ -100,10 +104,10 @@ class AsyncDoorbell:
         self.pass_on(endpoint_id)
 
     def pass_on(self, endpoint_id: int) -> None:
-        """Wake the longest-waiting waiter of this endpoint, if any."""
+        """Wake the newest waiter of this endpoint, if any."""
         queue = self._waiters.get(endpoint_id)
         while queue:
-            waiter = queue.popleft()
+            waiter = queue.pop()
             if not waiter.future.done():
                 waiter.future.set_result(None)
                 return
@@ -126,7 +130,7 @@ class AsyncDoorbell:
         """Todos also become claimable by the clock alone (not_before passing, a lease
         lapsing, a retry coming due), which rings nothing. So every RECHECK_SECONDS (with
         jitter, so thousands of waiters of many endpoints do not look in one instant) the
-        longest-waiting waiter of each endpoint is woken to look; if it finds work it passes
+        newest waiter of each endpoint is woken to look; if it finds work it passes
         the ring on. One look per endpoint, not one per waiter."""
         due: dict[int, float] = {}
         loop = asyncio.get_running_loop()
@@ -199,7 +203,10 @@ _async_doorbells: dict[int, AsyncDoorbell] = {}
 
 def async_doorbell() -> AsyncDoorbell:
     """The doorbell of the running event loop (one per loop: a worker process has one)."""
-    loop = asyncio.get_running_loop()
+    return async_doorbell_of(asyncio.get_running_loop())
+
+
+def async_doorbell_of(loop: asyncio.AbstractEventLoop) -> AsyncDoorbell:
     bell = _async_doorbells.get(id(loop))
     if bell is None:
         bell = _async_doorbells[id(loop)] = AsyncDoorbell()

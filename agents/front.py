@@ -171,7 +171,7 @@ class _Exchange:
         out = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
         out += [(name, value) for name, value in self.security_headers if name not in names]
         out.append((b"content-length", str(len(body)).encode()))
-        if self.close:
+        if self.close or waiting.drain.started:  # draining: the next request goes elsewhere
             out.append((b"connection", b"close"))
         self.started = True
         await self.send({"type": "http.response.start", "status": status, "headers": out})

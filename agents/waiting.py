@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 
 from django.conf import settings
 
-from agents.doorbell import async_doorbell
+from agents.doorbell import async_doorbell, async_doorbell_of
 from agents.verbs import REGISTRY, Verb
 from queues import counters, db, endpoints, transitions
 from queues.errors import RateLimited, Unavailable
@@ -145,11 +145,13 @@ async def awaiting[T](
             if found(result):
                 bell.pass_on(endpoint.pk)  # more work may have come with the same ring
                 return result
-            if remaining <= 0:
+            if remaining <= 0 or drain.started:
                 return result
             rang = await bell.wait(endpoint.pk, ticket, remaining, gone=gone)
             if gone is not None and gone.done():
                 raise ClientGone
+            if drain.started:
+                return result  # answered at once: the client polls another server
             if not rang:
                 # The wait ran out and nothing rang (a ring, or the recheck's look): the last
                 # look stands. Looking again, and checking the token first, was two
@@ -166,6 +168,25 @@ async def awaiting[T](
 
 # The first long-poll of a process waits this long at most for the LISTEN connection.
 LISTEN_START_SECONDS = 2.0
+
+
+class Drain:
+    """A server told to stop (SIGTERM: a deploy, a scale-down) drains: every waiting
+    long-poll is answered at once with what its last look found (``todo: null``), a new one
+    looks once and is answered without waiting, every answer closes its connection, and
+    ``/healthz`` says 503, so the proxy sends the clients' next polls to another server;
+    verbs in flight finish. Set from the worker's signal handler (switchboard/workers.py)."""
+
+    def __init__(self) -> None:
+        self.started = False
+
+    def begin(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Start draining: callable from a signal handler (the waiters wake on ``loop``)."""
+        self.started = True
+        loop.call_soon_threadsafe(async_doorbell_of(loop).wake_everyone)
+
+
+drain = Drain()
 
 
 async def release_unheard(endpoint: Endpoint, claim: dict) -> None:

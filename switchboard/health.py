@@ -1,22 +1,54 @@
-"""``/healthz``: for a load balancer. 200 when this process can reach PostgreSQL (one
-``SELECT 1``), 503 otherwise; plain text, no session, no user data."""
+"""``/healthz``: the truth about this process for a load balancer. 200 only while it can
+write to the ledger; 503, saying why in the body and in the log, while it drains (SIGTERM:
+agents.waiting.Drain), while PostgreSQL cannot be reached or the pool gives no connection,
+and while the database it reaches cannot take writes (a standby in recovery, or a read-only
+session: after a failover, a node whose host list still leads to the old primary).
+Plain text, no session, no user data."""
 
 from __future__ import annotations
+
+import logging
+import time
 
 from django.db import Error as DatabaseError
 from django.http import HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from queues import db
-from queues.db.availability import PING
+from agents.waiting import drain
+from queues import db, sql
+
+log = logging.getLogger("switchboard.health")
+
+# A reason is logged when it changes, and again at most this often while it lasts.
+LOG_EVERY_SECONDS = 30.0
+_last: dict[str, float] = {}
 
 
 @never_cache
 @require_GET
 def healthz(request):
+    reason = _unhealthy()
+    if reason is None:
+        _last.clear()
+        return HttpResponse("ok\n", content_type="text/plain")
+    now = time.monotonic()
+    if now - _last.get(reason, -LOG_EVERY_SECONDS) >= LOG_EVERY_SECONDS:
+        _last.clear()
+        _last[reason] = now
+        log.warning("/healthz answers 503: %s", reason)
+    return HttpResponse(f"{reason}\n", status=503, content_type="text/plain")
+
+
+def _unhealthy() -> str | None:
+    if drain.started:
+        return "draining: this server is stopping"
     try:
-        db.fetch(PING, {})
-    except DatabaseError:
-        return HttpResponse("database unavailable\n", status=503, content_type="text/plain")
-    return HttpResponse("ok\n", content_type="text/plain")
+        [(in_recovery, read_only)] = db.fetch(sql.WRITABLE, {})
+    except DatabaseError as exc:
+        return f"database unavailable ({type(exc).__name__})"
+    if in_recovery:
+        return "database read-only: it is a standby in recovery, not the primary"
+    if read_only:
+        return "database read-only: this session cannot write"
+    return None

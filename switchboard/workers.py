@@ -13,12 +13,18 @@ answered 408 and closed; a new connection that sent nothing is closed."""
 
 from __future__ import annotations
 
+import asyncio
+import ctypes
 import logging
+import os
 import resource
+import signal
 from asyncio import TimerHandle
 
 from django.conf import settings
+from gunicorn.arbiter import Arbiter
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _UvicornHttpTools
+from uvicorn.server import Server
 from uvicorn_worker import UvicornWorker
 
 log = logging.getLogger("switchboard.serve")
@@ -84,6 +90,21 @@ class HttpToolsProtocol(_UvicornHttpTools):
         super().connection_lost(exc)
 
 
+class DrainingServer(Server):
+    """uvicorn's server, which on the first SIGTERM (or SIGINT, SIGQUIT) drains before it
+    stops: waiting long-polls are answered at once and every answer closes its connection
+    (agents.waiting.Drain), while uvicorn stops accepting and lets the requests in flight
+    finish."""
+
+    def handle_exit(self, sig: int, frame) -> None:
+        if not self.should_exit:
+            from agents.waiting import drain
+
+            log.info("draining: waiting long-polls answered now, connections closed")
+            drain.begin(asyncio.get_running_loop())
+        super().handle_exit(sig, frame)
+
+
 class Worker(UvicornWorker):
     CONFIG_KWARGS = {"loop": "uvloop", "http": HttpToolsProtocol, "lifespan": "on"}
 
@@ -94,7 +115,36 @@ class Worker(UvicornWorker):
 
     def init_process(self) -> None:
         raise_open_files_limit()
+        die_with_parent(self.ppid)
         super().init_process()
+
+    async def _serve(self) -> None:
+        # uvicorn_worker's own, with the draining server.
+        self.config.app = self.wsgi
+        server = DrainingServer(config=self.config)
+        self._install_sigquit_handler()
+        await server.serve(sockets=self.sockets)
+        if not server.started:
+            raise SystemExit(Arbiter.WORKER_BOOT_ERROR)
+
+
+# prctl(2): the signal this process gets when its parent dies (Linux).
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """Have the kernel send this worker SIGTERM when its master dies (``kill -9`` of the
+    master left its workers serving, holding the port, and ``serve`` could not start again
+    on it): it drains and exits like any stopped worker. Where prctl is not there (not
+    Linux), nothing changes."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        log.info("prctl(PR_SET_PDEATHSIG) is not available: workers outlive a killed master")
+        return
+    if os.getppid() != parent:  # the master died before the signal was asked for
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def raise_open_files_limit() -> int:

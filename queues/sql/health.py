@@ -23,7 +23,7 @@ from __future__ import annotations
 from queues.db.plans import Statement
 from queues.sql.fragments import LIVE, claimable_at
 
-__all__ = ["ENDPOINT_ENDINGS", "ENDPOINT_QUEUE_NOW"]
+__all__ = ["ENDPOINT_ENDINGS", "ENDPOINT_QUEUE_NOW", "WRITABLE"]
 
 # Non-overlapping counts of the live todos: claimable now (pending whose time has come, a due
 # retry, a lapsed lease), held (claimed, the lease live), waiting to retry, not before a
@@ -104,4 +104,12 @@ SELECT 3, NULL, NULL, {_COUNTS},
   FROM recent r
 """,
     why="per-hour and per-minute counts and the day's percentiles over one read of the day",
+)
+
+# /healthz: can this session write? Not on a standby in recovery, nor in a read-only session
+# (default_transaction_read_only, or a server that was made read-only).
+WRITABLE = Statement(
+    "writable",
+    "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'",
+    why="two server functions, one round trip",
 )

@@ -115,7 +115,7 @@ def _bell_scenario(body):
     return asyncio.run(go())
 
 
-def test_a_ring_wakes_exactly_one_waiter_the_longest_waiting():
+def test_a_ring_wakes_exactly_one_waiter_the_newest():
     import asyncio
 
     async def body(bell):
@@ -140,9 +140,9 @@ def test_a_ring_wakes_exactly_one_waiter_the_longest_waiting():
         return woken_first, after_other, order
 
     woken_first, after_other, order = _bell_scenario(body)
-    assert woken_first == [(0, True)]
+    assert woken_first == [(19, True)]  # the newest: a ghost only ages (docs/deploy.md)
     assert after_other == woken_first
-    assert sorted(n for n, woke in order if not woke) == list(range(1, 20))  # timed out
+    assert sorted(n for n, woke in order if not woke) == list(range(19))  # timed out
 
 
 def test_a_ring_is_kept_for_a_waiter_that_took_its_ticket_before_it():
@@ -159,14 +159,14 @@ def test_pass_on_wakes_the_next_waiter_and_a_gone_waiter_passes_its_ring_on():
 
     async def body(bell):
         gone = asyncio.get_running_loop().create_future()
-        first = asyncio.create_task(bell.wait(5, bell.ticket(5), 2.0, gone=gone))
+        first = asyncio.create_task(bell.wait(5, bell.ticket(5), 2.0))
         await asyncio.sleep(0)
-        second = asyncio.create_task(bell.wait(5, bell.ticket(5), 2.0))
+        newest = asyncio.create_task(bell.wait(5, bell.ticket(5), 2.0, gone=gone))
         await asyncio.sleep(0.01)
-        gone.set_result(None)  # the first one's client leaves...
+        gone.set_result(None)  # the newest one's client leaves...
         bell.ring(5)  # ...as the ring reaches it
         await asyncio.sleep(0.05)
-        return await first, second.done() and await second
+        return first.done() and await first, await newest
 
-    first_woke, second_woke = _bell_scenario(body)
-    assert second_woke is True  # the ring went on to the one still there
+    first_woke, _ = _bell_scenario(body)
+    assert first_woke is True  # the ring went on to the one still there
