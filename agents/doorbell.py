@@ -157,16 +157,12 @@ class AsyncDoorbell:
         self.wake_everyone()
 
     async def _listen_forever(self) -> None:
-        from django.db import connection
-
-        from queues.db.availability import breaker
+        from queues.db.availability import breaker, connection_params
 
         backoff = 0.5
         while True:
             try:
-                params = connection.get_connection_params()
-                for key in ("cursor_factory", "context", "prepare_threshold", "pool"):
-                    params.pop(key, None)
+                params = connection_params(listen=True)
                 conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
                 async with conn:
                     await conn.execute(sql.LISTEN_DOORBELL.text)

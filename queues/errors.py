@@ -68,9 +68,15 @@ def from_database_error(exc: DatabaseError | InterfaceError, *, verb: str) -> Do
     two cannot tell an agent different things: the database down or restarting is
     ``unavailable`` (retry), a value PostgreSQL refuses is ``invalid`` (retrying cannot help),
     anything else ``unavailable``, logged."""
+    from queues.db import pooler
     from queues.db.availability import breaker
 
     breaker.note(exc)  # a connection-level failure answers at once from now on
+    if pooler.lost.note(exc):  # said in the log, with the setting to change
+        return Unavailable(
+            "The server cannot run its statements: its connection pooler loses prepared "
+            "statements. The operator must change a setting (see the server's log)."
+        )
     if isinstance(exc, OperationalError | InterfaceError):
         # Keep the process alive and the log short: the cause is the database, not the call.
         log.warning("database unavailable during %s: %s", verb, type(exc).__name__)

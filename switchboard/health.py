@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET
 
 from agents.waiting import drain
 from queues import db, sql
+from queues.db import pooler
 
 log = logging.getLogger("switchboard.health")
 
@@ -43,6 +44,8 @@ def healthz(request):
 def _unhealthy() -> str | None:
     if drain.started:
         return "draining: this server is stopping"
+    if pooler.lost.seen:
+        return f"misconfigured: {pooler.FIX}"
     try:
         [(in_recovery, read_only)] = db.fetch(sql.WRITABLE, {})
     except DatabaseError as exc:

@@ -136,6 +136,11 @@ def _database_url() -> str:
 
 
 DATABASES = {"default": dburl.parse(_database_url())}
+# The doorbell's LISTEN (one connection per web process) to this database instead, when set:
+# a direct connection past a pooler in transaction mode, which drops notifications (PgBouncer:
+# docs/deploy.md). The same database as DATABASE_URL, reached without the pooler.
+_listen_url = os.environ.get("SWITCHBOARD_LISTEN_DATABASE_URL", "").strip()
+SWITCHBOARD_LISTEN_DATABASE = dburl.parse(_listen_url) if _listen_url else None
 # A connection pool per process (psycopg_pool through Django): a request borrows a connection
 # for its queries and gives it back when it ends, so a claim_next long-poll that waits holds
 # none, and many gunicorn threads share a few connections. 0 turns pooling off and keeps a

@@ -119,6 +119,7 @@ SERIAL = (
     "tests/agents/test_doorbell.py",
     "tests/agents/test_pause_api.py",
     "tests/test_drain.py",
+    "tests/deploy/",
     "tests/agents/test_api.py::test_a_waiting_claim_next_wakes_when_a_todo_is_created",
     "tests/agents/test_api.py::test_sixteen_long_polls_do_not_starve_other_requests",
     "tests/board/test_signin.py::test_24_concurrent_sign_ins_on_a_pool_of_one_never_answer_500",

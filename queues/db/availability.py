@@ -258,14 +258,37 @@ def _probe() -> psycopg.Error | None:
     return None
 
 
-def _probe_params() -> dict:
+def connection_params(*, adapters: bool = False, listen: bool = False) -> dict:
+    """The parameters of a psycopg connection of our own, outside Django's pool: Django's for
+    the default database (with its adapters, ``adapters=True``, so rows read the same as on
+    Django's connection); or, for a LISTEN (``listen=True``) while
+    SWITCHBOARD_LISTEN_DATABASE_URL is set, that database's: a direct connection past a
+    pooler in transaction mode, which would drop the notifications (docs/deploy.md)."""
+    from django.conf import settings
     from django.db import connection
 
+    direct = settings.SWITCHBOARD_LISTEN_DATABASE if listen else None
+    if direct:
+        params = {
+            "dbname": direct["NAME"],
+            "user": direct["USER"] or None,
+            "password": direct["PASSWORD"] or None,
+            "host": direct["HOST"] or None,
+            "port": direct["PORT"] or None,
+            **direct["OPTIONS"],
+        }
+        return {k: v for k, v in params.items() if v is not None}
     params = connection.get_connection_params()
-    for key in ("cursor_factory", "context", "prepare_threshold", "pool"):
+    # Not Django's cursor class nor its pool; without ``adapters``, not its adapters nor its
+    # prepare threshold either (a probe or a LISTEN runs one plain statement).
+    unwanted = ("cursor_factory", "pool") + (() if adapters else ("context", "prepare_threshold"))
+    for key in unwanted:
         params.pop(key, None)
-    params["connect_timeout"] = PROBE_CONNECT_TIMEOUT_SECONDS
     return params
+
+
+def _probe_params() -> dict:
+    return {**connection_params(), "connect_timeout": PROBE_CONNECT_TIMEOUT_SECONDS}
 
 
 async def _aprobe() -> psycopg.Error | None:

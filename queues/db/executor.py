@@ -23,12 +23,13 @@ from typing import Any
 import django.db
 import psycopg
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 from psycopg import pq
 
 from queues.db import pool_checks
+from queues.db.availability import connection_params
 from queues.db.plans import Atomic, Fetch, Plan, Statement, one
 
 
@@ -220,9 +221,7 @@ async def async_pool():
     if pool is None:
         # Django's own parameters, its adapters ("context": jsonb as text, time zones)
         # included, so a row reads the same on both executors; not its sync cursor.
-        params = connection.get_connection_params()
-        for name in ("cursor_factory", "pool"):
-            params.pop(name, None)
+        params = connection_params(adapters=True)
         pool = _pools[key] = pool_checks.AsyncOutageAwarePool(
             kwargs={**params, "autocommit": True},
             min_size=1,

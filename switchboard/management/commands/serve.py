@@ -24,6 +24,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, host: str, port: int, **options) -> None:
         _require_collected_static()
+        if notice := _require_a_pooler_that_keeps_prepared_statements():
+            self.stderr.write(notice)
         if notice := trusted_proxy_notice():
             self.stderr.write(notice)
         # gunicorn forks its workers from this process: no connection (or pooled connection)
@@ -49,6 +51,26 @@ def _require_collected_static() -> None:
             f"No collected static files in {settings.STATIC_ROOT} (no staticfiles.json). Run "
             "`switchboard collectstatic --noinput` after each upgrade, then serve again."
         )
+
+
+def _require_a_pooler_that_keeps_prepared_statements() -> str | None:
+    """Refuse to start, saying which setting to change, behind a pooler that loses prepared
+    statements (queues/db/pooler.py): every claim would fail with a 503. A database that is
+    away is not a reason not to start (the server answers 503 until it is back): said."""
+    if not settings.SWITCHBOARD_PREPARED_STATEMENTS:
+        return None
+    import psycopg
+
+    from queues.db.pooler import prepared_statements_survive
+
+    try:
+        problem = prepared_statements_survive()
+    except psycopg.Error as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return f"The database could not be checked for a pooler at start-up: {first}"
+    if problem:
+        raise CommandError(f"Not serving: {problem}.")
+    return None
 
 
 def trusted_proxy_notice() -> str | None:
