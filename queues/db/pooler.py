@@ -21,6 +21,7 @@ import psycopg
 from psycopg import errors
 
 from queues.db.availability import connection_params
+from queues.db.plans import Statement
 
 log = logging.getLogger("switchboard.database")
 
@@ -61,6 +62,14 @@ class Lost:
 
 lost = Lost()
 
+# The start-up check's statements (plain SQL PREPARE, so that the check needs no protocol
+# support of the pooler's).
+_WHY = "the pooler check: a statement prepared on one connection, used while another works"
+PREPARE = Statement("pooler_prepare", "PREPARE switchboard_pooler_check AS SELECT 1", why=_WHY)
+EXECUTE = Statement("pooler_execute", "EXECUTE switchboard_pooler_check", why=_WHY)
+DEALLOCATE = Statement("pooler_deallocate", "DEALLOCATE switchboard_pooler_check", why=_WHY)
+ANYTHING = Statement("pooler_hold", "SELECT 1", why=_WHY)
+
 
 def prepared_statements_survive() -> str | None:
     """None when a prepared statement stays with the connection that prepared it; else why
@@ -70,16 +79,16 @@ def prepared_statements_survive() -> str | None:
         psycopg.connect(**params, autocommit=True) as first,
         psycopg.connect(**params, autocommit=True) as second,
     ):
-        first.execute("PREPARE switchboard_pooler_check AS SELECT 1")
+        first.execute(PREPARE.text)
         try:
             with second.transaction():
-                second.execute("SELECT 1")
-                first.execute("EXECUTE switchboard_pooler_check")
+                second.execute(ANYTHING.text)
+                first.execute(EXECUTE.text)
         except LOST:
             return f"prepared statements are lost between connections: {FIX}"
         finally:
             try:
-                first.execute("DEALLOCATE switchboard_pooler_check")
+                first.execute(DEALLOCATE.text)
             except LOST:
                 pass
     return None
