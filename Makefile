@@ -17,7 +17,8 @@ TEST_WORKERS ?= 3
 .PHONY: help run test lint bench soak fuzz clean
 
 help:
-	@echo "make run    start Switchboard on http://127.0.0.1:8000/ (embedded PostgreSQL in ./var)"
+	@echo "make run    start Switchboard on http://127.0.0.1:8000/ (embedded PostgreSQL in ./var);"
+	@echo "            make run PORT=8001 HOST=0.0.0.0 to listen elsewhere"
 	@echo "make test   migrations check, ruff, and the whole test suite"
 	@echo "make lint   ruff check and ruff format --check"
 	@echo "make bench  the benchmarks in bench/, ours next to Procrastinate, one summary table"
@@ -48,8 +49,13 @@ $(DEV_STAMP): pyproject.toml $(RUN_STAMP)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $(DEV_STAMP)
 
+# `make run PORT=8001 HOST=0.0.0.0`: taken from make's command line only, never from the
+# environment, where a shell's own HOST (tcsh exports the machine's name) or a PORT meant for
+# another program would move the server without anyone asking.
+RUN_ARGS = $(strip $(if $(filter command line,$(origin HOST)),--host '$(HOST)') \
+	$(if $(filter command line,$(origin PORT)),--port '$(PORT)'))
 run: $(RUN_STAMP)
-	SWITCHBOARD_DEV=1 $(VENV)/bin/switchboard up
+	SWITCHBOARD_DEV=1 $(VENV)/bin/switchboard up $(RUN_ARGS)
 
 test: $(DEV_STAMP)
 	SWITCHBOARD_DEV=1 DJANGO_SETTINGS_MODULE=switchboard.settings_test $(PY) manage.py makemigrations --check --dry-run

@@ -6,6 +6,11 @@ rings per endpoint, and its waiters are futures in the event loop: no thread, no
 connection and no transaction held while waiting. If the LISTEN connection drops, it
 reconnects and wakes every waiter (they look again; nothing is lost, at worst one extra
 claim query).
+
+The same connection hears the Board's stream channel (``switchboard_board``, board/live.py):
+one LISTEN connection per process, whatever it serves. Its notifications are handed to
+``board_hearer`` and each (re)connection is told to ``board_listening``, since what was said
+while it was away is lost.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import logging
 import random
 from asyncio import FIRST_COMPLETED
 from collections import defaultdict, deque
+from collections.abc import Callable
 
 import psycopg
 
@@ -57,6 +63,10 @@ class AsyncDoorbell:
         self._recheck_task: asyncio.Task | None = None
         self.listening = asyncio.Event()
         self.waiting = 0
+        # The Board stream's hooks (board/live.py sets them): a payload heard, and a new
+        # LISTEN connection (everything since the last one may have been missed).
+        self.board_hearer: Callable[[str], None] | None = None
+        self.board_listening: Callable[[], None] | None = None
 
     def ticket(self, endpoint_id: int) -> tuple[int, int]:
         """Where the rings of this endpoint stand now; ``wait`` returns at once if they moved
@@ -166,11 +176,18 @@ class AsyncDoorbell:
                 conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
                 async with conn:
                     await conn.execute(sql.LISTEN_DOORBELL.text)
+                    await conn.execute(sql.LISTEN_BOARD.text)
                     self.listening.set()
                     breaker.reset()
                     self.wake_everyone()  # rings missed while (re)connecting
+                    if self.board_listening is not None:
+                        self.board_listening()
                     backoff = 0.5
                     async for notify in conn.notifies():
+                        if notify.channel == sql.BOARD_CHANNEL:
+                            if self.board_hearer is not None:
+                                self.board_hearer(notify.payload)
+                            continue
                         try:
                             endpoint_id = int(notify.payload)
                         except ValueError:

@@ -108,6 +108,68 @@ class Actions:
 
 
 @dataclass(frozen=True, slots=True)
+class Confirmation:
+    """An act that ends someone's work or the todo itself, asked before it is done: with
+    JavaScript by htmx (``dialog``), without it on a page of its own (todo_confirm.html)."""
+
+    action: str  # the action's URL slug
+    label: str  # the drawer's button
+    question: str  # the confirmation page's heading, and the dialog's first sentence
+    consequence: str  # the dialog's second sentence (the page says it per todo)
+    button: str  # the confirmation page's button
+    style: str
+    offered: str  # the Actions flag that offers it
+
+    @property
+    def dialog(self) -> str:
+        return f"{self.question} {self.consequence}"
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmations:
+    cancel: Confirmation
+    take_over: Confirmation
+    release: Confirmation
+
+    def get(self, action: str) -> Confirmation | None:
+        return next(
+            (c for c in (self.cancel, self.take_over, self.release) if c.action == action), None
+        )
+
+
+CONFIRMATIONS = Confirmations(
+    cancel=Confirmation(
+        action="cancel",
+        label="Cancel",
+        question="Cancel this todo for good?",
+        consequence="A rerun can bring it back.",
+        button="Cancel the todo",
+        style="danger",
+        offered="cancel",
+    ),
+    take_over=Confirmation(
+        action="take-over",
+        label="Take over",
+        question="Take this todo over from the agent holding it?",
+        consequence="Their try ends (released, by you) and you hold the lease at once: nobody "
+        "else can claim it in between, and the agent's next heartbeat or complete is refused.",
+        button="Take it over",
+        style="primary",
+        offered="take_over",
+    ),
+    release=Confirmation(
+        action="release",
+        label="Release their lease",
+        question="Release the lease held by the current holder?",
+        consequence="The todo goes back to pending.",
+        button="Release their lease",
+        style="",
+        offered="theirs",
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
 class Budget:
     """This round's failure budget: what the cap counts (failed and died tries alike), and
     the two kinds apart, from the attempts kept."""
@@ -133,6 +195,8 @@ class Drawer:
     open_attempt: AttemptRecord | None
     result_of_record: object
     has_result_of_record: bool
+    record_attempt: AttemptRecord | None  # the try whose result is of record, when kept
+    reader: str  # the signed-in user's name: their own text is said to be theirs
     actions: Actions
     seen: str
     budget: Budget
@@ -143,6 +207,34 @@ class Drawer:
     read_only: bool = False
     keepalive: bool = False  # the reader holds the lease: keep it alive, whatever round shows
     dead_reason: str = ""  # a dead letter, in words ("failed 5 of 5", "died 3 times")
+
+    @property
+    def confirmations(self) -> Confirmations:
+        return CONFIRMATIONS
+
+    @property
+    def selected_author(self) -> str:
+        return author(self.selected, reader=self.reader) if self.selected else ""
+
+    @property
+    def record_author(self) -> str:
+        return author(self.record_attempt, reader=self.reader) if self.record_attempt else ""
+
+    @property
+    def selected_is_record(self) -> bool:
+        """The selected try's result is the result of record, shown above: not twice."""
+        s, r = self.selected, self.record_attempt
+        return s is not None and r is not None and s.seq == r.seq and s.result is not None
+
+    @property
+    def selected_framed(self) -> bool:
+        """The selected try has text of its own to show, in its one untrusted frame."""
+        s = self.selected
+        if s is None:
+            return False
+        return bool(s.summary or s.artifact) or (
+            s.result is not None and not self.selected_is_record
+        )
 
     @property
     def selected_marker(self) -> Marker | None:
@@ -165,6 +257,17 @@ class Drawer:
         return bool(
             s and s.artifact and not s.artifact_truncated and s.artifact.startswith("https://")
         )
+
+
+def author(attempt: AttemptRecord, *, reader: str) -> str:
+    """Who wrote a try's summary, artifact and result, in the frame's words: a person's
+    text is theirs, typed by hand; an agent's is its worker's."""
+    if attempt.claimer_kind == ClaimerKind.PERSON:
+        if attempt.user and attempt.user == reader:
+            return "by you, by hand"
+        return f"by {attempt.user or 'a deleted user'}, by hand"
+    worker = attempt.claimant or f"endpoint {attempt.endpoint}"
+    return f"written by its worker ({worker})"
 
 
 def seen_stamp(todo: TodoRecord) -> str:
@@ -260,6 +363,8 @@ def build(
         open_attempt=open_attempt,
         result_of_record=(completing.result if completing else todo.result) if done else None,
         has_result_of_record=done,
+        record_attempt=completing if done else None,
+        reader=user.get_username(),
         actions=NO_ACTIONS if read_only else actions,
         seen=seen_stamp(todo),
         budget=budget,

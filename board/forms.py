@@ -132,11 +132,29 @@ class InviteMemberForm(forms.Form):
 
 
 class UtcDateTimeField(forms.DateTimeField):
-    """A naive date and time read as UTC, whatever the server's time zone."""
+    """A date and time with its UTC offset (``2030-01-02T09:30-08:00``: what the browser
+    sends when it shows the field in its own time zone, static/board/time.js), or a naive one
+    read as UTC (without JavaScript, and the page says so), whatever the server's zone."""
 
     def to_python(self, value):
         with timezone.override(datetime.UTC):
             return super().to_python(value)
+
+    def prepare_value(self, value):
+        # Shown again (a form with an error) as the input takes it, naive in UTC; the
+        # browser's script shows it in its own zone.
+        original = value
+        if isinstance(value, str) and value.strip():
+            try:
+                value = self.to_python(value)
+            except forms.ValidationError:
+                return value
+        if isinstance(value, datetime.datetime) and timezone.is_aware(value):
+            try:
+                return value.astimezone(datetime.UTC).replace(tzinfo=None)
+            except OverflowError:  # before year 1 or after 9999 in UTC: refused, shown as typed
+                return original
+        return value
 
 
 class TodoForm(forms.Form):
@@ -174,7 +192,11 @@ class TodoForm(forms.Form):
     not_before = UtcDateTimeField(
         label="Not before (UTC)",
         required=False,
-        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        # data-local-datetime: static/board/time.js shows it in the browser's zone and sends
+        # the value with its offset; without script it stays UTC, as the label says.
+        widget=forms.DateTimeInput(
+            attrs={"type": "datetime-local", "data-local-datetime": ""}, format="%Y-%m-%dT%H:%M"
+        ),
         help_text="Optional. Read as UTC: nobody claims it before then.",
     )
 

@@ -9,7 +9,7 @@ Board); the template autoescapes each string.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from board.drawer import Marker, marker_for_outcome
@@ -60,12 +60,12 @@ class Sentence:
     kind: str  # "attempt" or the event kind
     rest_at: datetime | None = None  # a time the sentence names, after ``rest``
     tail: str = ""  # after that time
+    team_id: int = 0  # whose feed it is in (the live ticker merges the teams' lines)
 
 
 def sentence(item: Activity) -> Sentence:
-    if item.attempt is not None:
-        return _attempt_sentence(item)
-    return _event_sentence(item)
+    said = _attempt_sentence(item) if item.attempt is not None else _event_sentence(item)
+    return replace(said, team_id=item.team_id)
 
 
 def _attempt_sentence(item: Activity) -> Sentence:

@@ -2,7 +2,9 @@ from django.http import HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import path
 
-from board.views import activity, create, endpoints, queue, teams, todos, triage
+from board import live
+from board.demo_strip import demo_strip_hide
+from board.views import activity, create, endpoints, overview, queue, teams, todos, triage
 
 
 def favicon(request):
@@ -14,7 +16,9 @@ urlpatterns = [
     # Browsers and tools ask for /favicon.ico whatever the page links; answer it, so no 404 is
     # logged as a warning on every page.
     path("favicon.ico", favicon, name="favicon"),
-    path("", queue.todo_list, name="board-home"),
+    path("", overview.overview_page, name="board-home"),
+    path("queue/", queue.todo_list, name="queue"),
+    path("live/", live.live, name="live"),
     path("activity/", activity.activity_list, name="activity-list"),
     path("todos/new/", create.todo_new, name="todo-new"),
     path("triage/", triage.bulk, name="triage"),
@@ -39,4 +43,5 @@ urlpatterns = [
     ),
     path("team/", teams.team_detail, name="team-detail"),
     path("team/switch/", teams.team_switch, name="team-switch"),
+    path("demo/hide/", demo_strip_hide, name="demo-strip-hide"),
 ]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from queues import db, sql
-from queues.models import Endpoint
+from queues.models import Endpoint, TodoState
 
 MINUTES = 60  # the last hour, per minute
 HOURS = 24  # the last day, per hour
@@ -107,3 +107,85 @@ def _put(endings: Endings, at: int, completed: int, failed: int, died: int) -> N
 def _newest(*moments: datetime | None) -> datetime | None:
     known = [m for m in moments if m is not None]
     return max(known) if known else None
+
+
+# ---------------------------------------------------------------------------------------
+# A whole team at once (the Board's overview and its live stream): one statement for every
+# endpoint's queue now, one for every endpoint's last hour.
+
+AGENTS_SHOWN = 12  # per endpoint, the most recently seen first
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointNow:
+    """An endpoint of a team, its todos by state (each count stopped past ``cap``, as the
+    queue's tabs count them) and its live todos' numbers."""
+
+    pk: int
+    team_id: int
+    agent_id: str
+    name: str
+    paused_at: datetime | None
+    revoked_at: datetime | None
+    by_state: dict[str, int]
+    claimable: int
+    held: int
+    retry_wait: int
+    scheduled: int
+    oldest_claimable_age: timedelta | None
+
+
+def team_now(team_id: int, *, cap: int) -> list[EndpointNow]:
+    """Every endpoint of the team, oldest first. One statement (queues/sql/live.py)."""
+    states = list(TodoState.values)
+    rows = db.fetch(sql.TEAM_NOW, {"team_id": team_id, "states": states, "cap": cap})
+    return [
+        EndpointNow(
+            pk,
+            team_id,
+            agent_id,
+            name,
+            paused_at,
+            revoked_at,
+            dict(zip(states, counts, strict=True)),
+            claimable,
+            held,
+            retry_wait,
+            scheduled,
+            oldest,
+        )
+        for pk, agent_id, name, paused_at, revoked_at, counts, claimable, held, retry_wait, scheduled, oldest, _claim, _heartbeat in rows
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class LastHour:
+    """What an endpoint's agents did in the last hour: tries ended per minute, and who was
+    seen in the last five minutes (claimant or agent id, when), the latest first."""
+
+    per_minute: Endings
+    agents: list[tuple[str, datetime]]
+
+
+def team_last_hour(team_id: int) -> dict[int, LastHour]:
+    """Endpoint id → its last hour, for the team's endpoints that did anything in it. One
+    statement (queues/sql/live.py)."""
+    found: dict[int, LastHour] = {}
+
+    def of(endpoint_id: int) -> LastHour:
+        if endpoint_id not in found:
+            found[endpoint_id] = LastHour(Endings.empty(MINUTES), [])
+        return found[endpoint_id]
+
+    for part, endpoint_id, minutes_ago, completed, failed, died, who, at in db.fetch(
+        sql.TEAM_LAST_HOUR, {"team_id": team_id}
+    ):
+        hour = of(endpoint_id)
+        if part == 1 and 0 <= minutes_ago < MINUTES:
+            _put(hour.per_minute, MINUTES - 1 - minutes_ago, completed, failed, died)
+        elif part == 2:
+            hour.agents.append((who, at))
+    for hour in found.values():
+        hour.agents.sort(key=lambda seen: seen[1], reverse=True)
+        del hour.agents[AGENTS_SHOWN:]
+    return found

@@ -367,10 +367,10 @@ class ActivityEnding:
     claimer_name: str | None
 
     @classmethod
-    def from_row(cls, row) -> tuple[ActivityEnding, str, str]:
-        """The ending (the row's first columns, in field order), its todo's title and its
-        todo's endpoint's agent id (the last two)."""
-        return cls(*row[:-2]), row[-2], row[-1]
+    def from_row(cls, row) -> tuple[ActivityEnding, str, str, int]:
+        """The ending (the row's first columns, in field order), its todo's title, its
+        todo's endpoint's agent id and that endpoint's team (the last three)."""
+        return cls(*row[:-3]), row[-3], row[-2], row[-1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,11 +386,12 @@ class ActivityEvent:
     actor_agent: str | None  # ...or a requester's endpoint
 
     @classmethod
-    def from_row(cls, row) -> tuple[ActivityEvent, str, str]:
-        """The event, its todo's title and its todo's endpoint's agent id ("" without)."""
-        todo_id, kind, detail, at, title, agent, actor_name, actor_agent = row
+    def from_row(cls, row) -> tuple[ActivityEvent, str, str, int]:
+        """The event, its todo's title and its todo's endpoint's agent id ("" without), and
+        its team."""
+        todo_id, kind, detail, at, title, agent, actor_name, actor_agent, team_id = row
         event = cls(todo_id, kind, _json(detail) or {}, at, actor_name, actor_agent)
-        return event, title or "", agent or ""
+        return event, title or "", agent or "", team_id
 
 
 @dataclass(frozen=True, slots=True)

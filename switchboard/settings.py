@@ -117,6 +117,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "board.scope.context",
+                "board.demo_strip.context",
             ],
         },
     },

@@ -93,15 +93,18 @@ class HttpToolsProtocol(_UvicornHttpTools):
 class DrainingServer(Server):
     """uvicorn's server, which on the first SIGTERM (or SIGINT, SIGQUIT) drains before it
     stops: waiting long-polls are answered at once and every answer closes its connection
-    (agents.waiting.Drain), while uvicorn stops accepting and lets the requests in flight
+    (agents.waiting.Drain), the Board's streams end (board/live.py), while uvicorn stops accepting and lets the requests in flight
     finish."""
 
     def handle_exit(self, sig: int, frame) -> None:
         if not self.should_exit:
             from agents.waiting import drain
+            from board import live
 
             log.info("draining: waiting long-polls answered now, connections closed")
-            drain.begin(asyncio.get_running_loop())
+            loop = asyncio.get_running_loop()
+            drain.begin(loop)
+            live.hub_of(loop).stop()  # the Board's streams end; browsers reconnect elsewhere
         super().handle_exit(sig, frame)
 
 

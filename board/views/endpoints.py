@@ -295,12 +295,13 @@ def endpoint_revoke(request: HttpRequest, endpoint_id: int) -> HttpResponse:
 
 
 PAUSE_ACTIONS = {
-    # op → (what the refusal calls it, the change, said after it, said when nothing changed)
+    # op → (what the refusal calls it, the change, said after it, said when nothing changed).
+    # A pause is said by the page's banner (since when, by whom, what it holds back, and
+    # Resume), so no flash repeats it above; a resume leaves no banner, so a flash says it.
     "pause": (
         "pause",
         endpoints.pause,
-        "{agent} paused: its claim and claim_next hand out nothing until it is resumed. "
-        "Leases already held keep working.",
+        None,
         "{agent} was already paused; nothing changed.",
     ),
     "resume": (
@@ -328,8 +329,8 @@ def endpoint_pause(request: HttpRequest, endpoint_id: int, op: str) -> HttpRespo
     except Conflict as exc:
         messages.error(request, str(exc))
     else:
-        if changed:
-            messages.success(request, done.format(agent=endpoint.agent_id))
-        else:
+        if not changed:
             messages.info(request, unchanged.format(agent=endpoint.agent_id))
+        elif done:
+            messages.success(request, done.format(agent=endpoint.agent_id))
     return redirect("endpoint-detail", endpoint_id=endpoint.pk)

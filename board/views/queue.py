@@ -15,6 +15,8 @@ from dataclasses import replace
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.http import urlencode
 
 from board.scope import board_scope
@@ -147,10 +149,11 @@ def todo_list(request):
         ],
         "older_url": f"?{_query(filters, before=next_before)}" if next_before else None,
         "newest_url": f"?{_query(filters)}" if before_id else None,
-        "refresh_url": f"{request.path}?{_query(filters, before=before_id or '')}",
+        "refresh_url": f"{reverse('queue')}?{_query(filters, before=before_id or '')}",
         "refresh_seconds": refresh_seconds(),
         "upto": upto,
         "newer": counts.newer,
+        "newest": counts.newest,
         "ticker": ticker,
         "has_any_endpoint": bool(endpoints),
         # The queue filtered to a paused endpoint says so above the list.
@@ -169,6 +172,35 @@ def todo_list(request):
     if refresh:
         return render(request, "board/todo_list.html#queue", context)
     return render(request, "board/todo_list.html", context)
+
+
+# What the live stream (board/live.py) sends, drawn once per watched team for all its viewers.
+
+
+def todo_rows_html(team_ids: list[int], ids: list[int]) -> dict[str, dict]:
+    """Todo id → its queue row as the page draws it (every filter passed: each page marks
+    a row that left its view itself), with its state and endpoint. One query."""
+    rows = board_queue_rows(team_ids, QueueFilters(), ids)
+    return {
+        str(t.pk): {
+            "state": t.state,
+            "endpoint": t.endpoint_id,
+            "html": render_to_string("board/todo_list.html#todo-row", {"t": t}),
+        }
+        for t in rows
+    }
+
+
+def ticker_lines(team_ids: list[int]) -> list[dict]:
+    """The teams' newest feed lines, each drawn as the ticker draws it, with its time (the
+    page merges them with its other teams' lines). One statement."""
+    return [
+        {
+            "at": line.at.timestamp(),
+            "html": render_to_string("board/_feed.html#feed-line", {"line": line, "ticker": True}),
+        }
+        for line in map(sentence, board_activity(team_ids, limit=TICKER_LINES))
+    ]
 
 
 def first_run_context(scope, **extra) -> dict:

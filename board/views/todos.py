@@ -3,6 +3,11 @@
 The drawer is ``todo_detail.html#drawer`` for htmx and the whole page otherwise. Each action
 is one call into ``queues.transitions`` as the signed-in user; a stale action (the todo moved
 on since the drawer was drawn) answers 409 with a clear message and the fresh drawer.
+
+Cancel, Take over and Release their lease end someone's work or the todo itself, so they are
+asked first (``drawer.CONFIRMATIONS``): with JavaScript htmx asks in a dialog and posts;
+without it the drawer's button is a GET of the action's URL, a page that says what will
+happen and posts the same stamp the drawer carried.
 """
 
 from __future__ import annotations
@@ -12,11 +17,11 @@ import json
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpResponse
+from django.http import Http404, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods
 
 from board import drawer
 from board.templatetags.board import STATE_LABELS
@@ -40,8 +45,19 @@ def _detail(user, todo_id: int) -> TodoDetail:
         raise Http404() from None
 
 
-def _render(request, detail: TodoDetail, *, notice=None, tone="good", status=200, typed=None):
-    params = request.GET if request.method == "GET" else {}
+def _render(
+    request,
+    detail: TodoDetail,
+    *,
+    notice=None,
+    tone="good",
+    status=200,
+    typed=None,
+    held=False,
+    params=None,
+):
+    if params is None:
+        params = request.GET if request.method == "GET" else {}
     d = drawer.build(
         detail,
         user=request.user,
@@ -54,6 +70,9 @@ def _render(request, detail: TodoDetail, *, notice=None, tone="good", status=200
         "d": d,
         "notice": notice,
         "tone": tone,
+        # A claim or a take-over is said by the drawer's own "you hold this todo" line, not
+        # by a second banner above it (while the person does hold it).
+        "held_notice": bool(held and notice and d.actions.mine),
         # What a person typed into a form that was refused (bad JSON, a stale todo): shown
         # again in the same form, so nothing typed is lost.
         "typed": typed or {},
@@ -73,9 +92,9 @@ def todo_detail(request, todo_id: int):
     return _render(request, _detail(request.user, todo_id))
 
 
-# action → (the states it was offered in, a success message)
+# action → its success message
 ACTIONS = {
-    "claim": "You hold this todo now (an owner attempt). Complete, fail or release it here.",
+    "claim": "You hold this todo now (an owner attempt): complete, fail or release it below.",
     "extend": "Lease extended.",
     "keepalive": "",
     "complete": "Completed.",
@@ -84,15 +103,23 @@ ACTIONS = {
     "cancel": "Canceled.",
     "retry-now": "Retrying now: the todo is pending again.",
     "rerun": "Rerun: a new round starts, pending.",
-    "take-over": "You hold this todo now: the agent's try ended (released) as you took it over.",
+    "take-over": "You hold this todo now (an owner attempt): you took it over, and the agent's "
+    "try ended (released, by you).",
 }
+# Said by the drawer's "you hold this todo" line itself: one banner for the act, not two (and
+# without JavaScript no flash above it, since the drawer page says so).
+HELD_ACTS = frozenset({"claim", "take-over"})
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def todo_action(request, todo_id: int, action: str):
     if action not in ACTIONS:
         raise Http404()
+    if request.method == "GET":
+        if drawer.CONFIRMATIONS.get(action) is None:
+            return HttpResponseNotAllowed(["POST"])
+        return _confirm(request, todo_id, action)
     detail = _detail(request.user, todo_id)
     seen = request.POST.get("seen", "")
     if seen != drawer.seen_stamp(detail.todo):
@@ -115,24 +142,58 @@ def todo_action(request, todo_id: int, action: str):
         return HttpResponse(status=204)
     fresh = _detail(request.user, todo_id)
     if not request.htmx:
-        messages.success(request, ACTIONS[action])
+        if action not in HELD_ACTS:
+            messages.success(request, ACTIONS[action])
         return redirect("todo-detail", todo_id=todo_id)
-    response = _render(request, fresh, notice=ACTIONS[action])
+    response = _render(request, fresh, notice=ACTIONS[action], held=action in HELD_ACTS)
     response["HX-Trigger"] = "queue-changed"
     return response
 
 
-def _stale(request, detail: TodoDetail, why: str, action: str):
+def _confirm(request, todo_id: int, action: str):
+    """The page that asks before Cancel, Take over or Release their lease (without
+    JavaScript): what will happen to this todo, and a POST carrying the stamp the drawer was
+    drawn with. A todo that moved on since is the stale answer, as a POST would be."""
+    confirmation = drawer.CONFIRMATIONS.get(action)
+    detail = _detail(request.user, todo_id)
+    todo = detail.todo
+    seen = request.GET.get("seen", drawer.seen_stamp(todo))
+    if seen != drawer.seen_stamp(todo):
+        return _stale(request, detail, "This todo moved on since you opened it", action, params={})
+    asked_round = request.GET.get("round")
+    if asked_round is not None and asked_round != str(todo.round):
+        why = f"Round {asked_round[:12]} is a past round; only round {todo.round} acts"
+        return _stale(request, detail, why, action, params={})
+    d = drawer.build(detail, user=request.user)
+    if not getattr(d.actions, confirmation.offered):
+        why = f"{confirmation.label} is not offered now"
+        return _stale(request, detail, why, action, params={})
+    context = {
+        "d": d,
+        "confirmation": confirmation,
+        "back_url": reverse("todo-detail", args=[todo.id]),
+        "owner_lease": drawer.span(settings.SWITCHBOARD_OWNER_LEASE_SECONDS),
+    }
+    return render(request, "board/todo_confirm.html", context)
+
+
+def _stale(request, detail: TodoDetail, why: str, action: str, *, params=None):
     state = STATE_LABELS.get(detail.todo.state, detail.todo.state)
     notice = f"{why.rstrip('.')}. Nothing was changed. It is {state} now; here is how it stands."
     return _render(
-        request, detail, notice=notice, tone="stale", status=409, typed=_typed(request, action)
+        request,
+        detail,
+        notice=notice,
+        tone="stale",
+        status=409,
+        typed=_typed(request, action),
+        params=params,
     )
 
 
 def _typed(request, action: str) -> dict:
     """The text a refused complete, fail or release carried, to show again."""
-    if action not in ("complete", "fail", "release"):
+    if request.method != "POST" or action not in ("complete", "fail", "release"):
         return {}
     post = request.POST
     return {"action": action, "summary": post.get("summary", ""), "result": post.get("result", "")}

@@ -32,6 +32,7 @@ from queues.records import (
     ActivityEnding,
     ActivityEvent,
 )
+from queues.sql.activity import ENDING_WIDTH
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,7 @@ class Activity:
     todo_id: int | None
     title: str
     agent_id: str
+    team_id: int
     attempt: ActivityEnding | None = None
     event: ActivityEvent | None = None
 
@@ -70,8 +72,8 @@ def board_activity(
     filters: ActivityFilters | None = None,
 ) -> list[Activity]:
     """Recent attempt endings and audited actions across the teams' queues, newest first.
-    Two statements (queues/sql/activity.py), each walking an index newest first (the
-    events' team by team), merged here."""
+    One statement (queues/sql/activity.py ``ACTIVITY``: each endpoint's endings and each
+    team's events walked newest first, side by side)."""
     if not team_ids:
         return []
     filters = filters or ActivityFilters()
@@ -86,17 +88,18 @@ def board_activity(
         "person_id": filters.person_id,
         "limit": limit,
     }
-    endings = db.fetch(sql.ACTIVITY_ENDINGS, params)
-    events = db.fetch(sql.ACTIVITY_EVENTS, params)
-    items = [
-        Activity(at=e.ended_at, todo_id=e.todo_id, title=title, agent_id=agent, attempt=e)
-        for e, title, agent in map(ActivityEnding.from_row, endings)
-    ] + [
-        Activity(at=e.created_at, todo_id=e.todo_id, title=title, agent_id=agent, event=e)
-        for e, title, agent in map(ActivityEvent.from_row, events)
-    ]
-    items.sort(key=lambda item: item.at, reverse=True)
-    return items[:limit]
+    return [_activity(row) for row in db.fetch(sql.ACTIVITY, params)]
+
+
+def _activity(row) -> Activity:
+    """One row of ``ACTIVITY``: (part, at, the ending's columns, the event's)."""
+    part, at = row[0], row[1]
+    ending, event = row[2 : 2 + ENDING_WIDTH], row[2 + ENDING_WIDTH :]
+    if part == 1:
+        attempt, title, agent, team_id = ActivityEnding.from_row(ending)
+        return Activity(at, attempt.todo_id, title, agent, team_id, attempt=attempt)
+    happened, title, agent, team_id = ActivityEvent.from_row(event)
+    return Activity(at, happened.todo_id, title, agent, team_id, event=happened)
 
 
 # ---------------------------------------------------------------------------------------
@@ -180,6 +183,12 @@ def is_team_owner(user, team_id: int) -> bool:
     return Membership.objects.filter(
         user=user, team_id=team_id, role=Membership.Role.OWNER
     ).exists()
+
+
+def owned_team_ids(user, team_ids: list[int]) -> set[int]:
+    """Those of the teams the user owns (one query)."""
+    rows = Membership.objects.filter(user=user, team_id__in=team_ids, role=Membership.Role.OWNER)
+    return set(rows.values_list("team_id", flat=True))
 
 
 def team_members(team: Team) -> list[Membership]:

@@ -17,6 +17,7 @@ from django.db.models import (
     F,
     FilteredRelation,
     IntegerField,
+    Max,
     OuterRef,
     Q,
     QuerySet,
@@ -338,6 +339,7 @@ class QueueCounts:
     # state with more says TAB_COUNT_CAP + 1.
     by_state: dict[str, int]
     newer: int  # todos that pass every filter with an id above ``newer_than``
+    newest: int = 0  # the newest of them (the live page counts what came after it itself)
 
     def over_cap(self, state: str | None = None) -> bool:
         """Is this state's count (None: any state's) past the cap?"""
@@ -378,14 +380,15 @@ def board_queue_counts(
             "cap": TAB_COUNT_CAP,
         },
     )
-    newer = 0
+    newer, newest = 0, 0
     if newer_than is not None:
-        newer = (
+        found = (
             Todo.objects.filter(_in_teams(team_ids, endpoint_ids), pk__gt=newer_than)
             .filter(_filter_q(filters, ids=(newer_than + 1, None)))
-            .count()
+            .aggregate(n=Count("pk"), top=Max("pk"))
         )
-    return QueueCounts(by_state=dict(rows), newer=newer)
+        newer, newest = found["n"], found["top"] or 0
+    return QueueCounts(by_state=dict(rows), newer=newer, newest=newest)
 
 
 _QUEUE_FIELDS = (

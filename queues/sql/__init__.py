@@ -9,10 +9,12 @@ it (procrastinate's ``-- name --`` queries are the model). One module per family
   the lock of a bulk rerun or cancel;
 - ``revoke``: an endpoint's revocation and the todos it kills;
 - ``reads``: the todo and attempt reads of get_todo, list_todos and the Board's drawer;
-- ``activity``: the Activity feed's endings and events (the Activity page, every ticker);
+- ``activity``: the Activity feed: endings and events, one statement (the Activity page, the
+  tickers, the Board stream);
 - ``accounts``: endpoint tokens, admission, the sign-in throttle;
 - ``events``: the audit trail's writer and the doorbell's ring;
 - ``health``: the endpoint page's queue now and its last hour and day of endings;
+- ``live``: the Board stream's watch list and what it reads once per watched team;
 - ``sweep``: the sweeper's batches, retention, its status row, the outbox's pruning;
 - ``counters``: the metrics fold and counter upserts;
 - ``board``: the drawer's snapshot (a SET, which PREPARE cannot take: not in ``statements()``),
@@ -45,6 +47,7 @@ from queues.sql.counters import *  # noqa: F403
 from queues.sql.create import *  # noqa: F403
 from queues.sql.events import *  # noqa: F403
 from queues.sql.health import *  # noqa: F403
+from queues.sql.live import *  # noqa: F403
 from queues.sql.reads import *  # noqa: F403
 from queues.sql.revoke import *  # noqa: F403
 from queues.sql.sweep import *  # noqa: F403

@@ -27,7 +27,7 @@ from __future__ import annotations
 from queues.db.plans import Statement
 from queues.models import LAPSED_OUTCOMES
 
-__all__ = ["ACTIVITY_ENDINGS", "ACTIVITY_EVENTS"]
+__all__ = ["ACTIVITY", "ACTIVITY_ENDINGS", "ACTIVITY_EVENTS"]
 
 # Fixed strings of this package, formatted in once: the outcomes of todo_attempts_owner_lapsed.
 _LAPSED = ", ".join(f"'{outcome.value}'" for outcome in LAPSED_OUTCOMES)
@@ -76,7 +76,8 @@ WITH ended AS (
             LIMIT %(limit)s) o
 )
 SELECT a.todo_id, a.attempt, a.round, a.claimant, a.outcome, a.disposition, a.claimed_at,
-       a.last_heartbeat_at, a.ended_at, ae.agent_id, au.username, t.title, te.agent_id
+       a.last_heartbeat_at, a.ended_at, ae.agent_id, au.username, t.title, te.agent_id,
+       te.team_id
   FROM ended
   JOIN todo_attempts a ON a.id = ended.id
   JOIN todos t ON t.id = a.todo_id
@@ -100,7 +101,7 @@ SELECT e.*
   FROM unnest(%(team_ids)s::bigint[]) AS tm(id)
  CROSS JOIN LATERAL (
        SELECT ev.todo_id, ev.kind, ev.detail, ev.created_at, t.title, te.agent_id,
-              au.username, ae.agent_id AS actor_agent
+              au.username, ae.agent_id AS actor_agent, ev.team_id
          FROM todo_events ev
          LEFT JOIN todos t ON t.id = ev.todo_id
          LEFT JOIN endpoints te ON te.id = t.endpoint_id
@@ -118,4 +119,32 @@ SELECT e.*
         LIMIT %(limit)s) e
 """,
     why="each team's newest events in turn (a LATERAL per team), with the actors' names",
+)
+
+# The feed as one statement: the two reads above side by side, newest first. A row is
+# ``part`` (1 an ending, 2 an event), its time, then the ending's columns or the event's, the
+# other's NULL. What a reader of the feed runs (queues.selectors.board_activity); the two
+# above are its parts, each with its plan checked (tests/board/test_activity.py).
+ENDING_WIDTH = 14  # the endings' columns (the events' are the rest)
+_NO_ENDING = (
+    "NULL::bigint, NULL::int, NULL::int, NULL::text, NULL::text, NULL::text, "
+    "NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, "
+    "NULL::text, NULL::text, NULL::bigint"
+)
+_NO_EVENT = (
+    "NULL::bigint, NULL::text, NULL::jsonb, NULL::timestamptz, NULL::text, NULL::text, "
+    "NULL::text, NULL::text, NULL::bigint"
+)
+ACTIVITY = Statement(
+    "activity",
+    f"""
+SELECT 1 AS part, n.ended_at AS at, n.*, {_NO_EVENT}
+  FROM ({ACTIVITY_ENDINGS.text}) AS n
+UNION ALL
+SELECT 2, v.created_at, {_NO_ENDING}, v.*
+  FROM ({ACTIVITY_EVENTS.text}) AS v
+ ORDER BY 2 DESC
+ LIMIT %(limit)s
+""",
+    why="the endings' and the events' reads side by side in one round trip, newest first",
 )

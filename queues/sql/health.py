@@ -25,13 +25,15 @@ from queues.sql.fragments import LIVE, claimable_at
 
 __all__ = ["ENDPOINT_ENDINGS", "ENDPOINT_QUEUE_NOW", "WRITABLE"]
 
+
 # Non-overlapping counts of the live todos: claimable now (pending whose time has come, a due
 # retry, a lapsed lease), held (claimed, the lease live), waiting to retry, not before a
 # later time. The oldest claimable counts from when it became claimable (a not_before long
 # past counts from its creation, as queue health does).
-ENDPOINT_QUEUE_NOW = Statement(
-    "endpoint_queue_now",
-    f"""
+def queue_now(endpoint: str) -> str:
+    """The live todos' counts and maxima of one endpoint (``endpoint``: a parameter, or a
+    column of an enclosing query, as queues/sql/live.py reads each of a team's)."""
+    return f"""
 SELECT count(*) FILTER (WHERE t.claimable_at <= statement_timestamp()) AS claimable,
        count(*) FILTER (WHERE t.state = 'claimed'
                           AND t.claimable_at > statement_timestamp()) AS held,
@@ -48,9 +50,14 @@ SELECT count(*) FILTER (WHERE t.claimable_at <= statement_timestamp()) AS claima
   FROM (SELECT t.state, t.created_at, t.claimed_at, t.last_heartbeat_at, t.owner,
                {claimable_at("t")} AS claimable_at
           FROM todos t
-         WHERE t.endpoint_id = %(endpoint_id)s
+         WHERE t.endpoint_id = {endpoint}
            AND t.state IN {LIVE}) t
-""",
+"""
+
+
+ENDPOINT_QUEUE_NOW = Statement(
+    "endpoint_queue_now",
+    queue_now("%(endpoint_id)s"),
     why="FILTERed counts and maxima of the live todos, in one pass",
 )
 

@@ -1,11 +1,14 @@
 // The Board's own script besides htmx and time.js (no inline scripts: the CSP forbids them).
 // Everything here is progressive: without it the Board still works, page by page.
 //
-// - Live regions ([data-live-url]: the queue, Activity, an open drawer) are read again every
-//   few seconds and patched in place (morph below), so focus, a text selection, the scroll
-//   position and a half-typed form stay where the reader left them.
-// - The queue holds still while the pointer or focus is in it, while text in it is selected,
-//   or when paused; new todos wait behind an "N new — show" bar instead of pushing rows down.
+// - Live regions ([data-live-url]: the overview, the queue, Activity, an endpoint's page, an
+//   open drawer) hear their teams' changes on one stream per page (board/live.py) and patch
+//   themselves in place (morph below), so focus, a text selection, the scroll position and
+//   a half-typed form stay where the reader left them. Without the stream (under WSGI, or
+//   behind a proxy that holds it back) each reads itself again every few seconds.
+// - Rows never move under the reader: a changed row is patched where it is, under the
+//   pointer and the keyboard focus alike; only new todos wait, behind an "N new — show" bar.
+//   The one hold is the reader's own: Pause (said as "Paused", with Resume).
 // - The drawer keeps one history entry over the page it opened on: ✕, Esc and Back close it.
 (function () {
   "use strict";
@@ -130,9 +133,10 @@
   }
 
   // ---------------------------------------------------------------------------------------
-  // Live regions
+  // Live regions and the stream
 
-  var PAUSE_KEY = "switchboard.queue.paused";
+  var MIN_GAP_MS = 1000; // a region reads itself again at most once a second
+  var TICKER_LINES = 8;
   var regions = [];
 
   function Live(el) {
@@ -140,18 +144,37 @@
     this.id = el.id;
     this.target = el.getAttribute("data-live-target") || el.id;
     this.seconds = Math.max(1, parseInt(el.getAttribute("data-live-seconds"), 10) || 5);
+    this.wants = (el.getAttribute("data-live-want") || "").split(",").filter(Boolean);
     this.isQueue = el.id === "queue";
     this.busy = false;
     this.timer = null;
     this.updated = null;
-    this.count = 0; // refreshes applied (the browser tests wait on it)
-    if (this.isQueue) this.setUpQueue();
+    this.lastRead = 0;
+    this.count = 0; // updates and reads applied (the browser tests wait on it)
+    this.arrived = {}; // ids of todos that came in since the page was drawn (the "new" bar)
+    this.deferred = {}; // rows not patched because the reader's selection is in them
+    this.teamCounts = {};
+    this.cap = 0;
+    if (this.bar()) this.setUpBar();
     this.schedule();
   }
+
+  Live.prototype.bar = function () { return this.el.querySelector(".livebar"); };
+
+  // What a change must touch to concern this region: "todo:12" (a drawer), "endpoint:5" (an
+  // endpoint's page), "feed" (Activity), "teams" (anything of its teams).
+  Live.prototype.on = function () {
+    if (this.id === "drawer-panel") {
+      var id = (this.el.getAttribute("data-drawer-url") || "").match(/\/todos\/(\d+)\//);
+      return id ? "todo:" + id[1] : "teams";
+    }
+    return this.el.getAttribute("data-live-on") || "teams";
+  };
 
   Live.prototype.schedule = function () {
     var self = this;
     clearTimeout(this.timer);
+    if (Stream.live) return; // the stream says when to read
     this.timer = setTimeout(function () { self.tick(); }, this.seconds * 1000);
   };
 
@@ -164,31 +187,15 @@
     return !this.stopped && document.body.contains(this.el);
   };
 
-  Live.prototype.holdReason = function () {
-    // A drawer always says what is true now (a form with typed text is kept by morph).
-    if (this.id === "drawer-panel") return null;
-    if (this.isQueue && sessionStorage.getItem(PAUSE_KEY) === "1") return "Paused";
-    var el = this.el;
-    var active = document.activeElement;
-    if (active && active !== document.body && el.contains(active) && !active.closest("[data-keep]")) {
-      return "Holding still while you are in the queue";
-    }
-    var selection = window.getSelection();
-    if (selection && !selection.isCollapsed && selection.rangeCount &&
-        el.contains(selection.getRangeAt(0).commonAncestorContainer)) {
-      return "Holding still while text is selected";
-    }
-    if (el.matches(":hover") && !el.querySelector("[data-keep]:hover")) {
-      return "Holding still while the pointer is over the queue";
-    }
-    return null;
+  Live.prototype.pauseKey = function () { return "switchboard.paused." + this.id; };
+
+  Live.prototype.paused = function () {
+    return !!this.bar() && sessionStorage.getItem(this.pauseKey()) === "1";
   };
 
   Live.prototype.tick = function () {
     if (!this.attached()) return;
-    if (document.hidden) { this.schedule(); return; }
-    var reason = this.holdReason();
-    if (reason) { this.status(reason, true); this.schedule(); return; }
+    if (document.hidden || this.paused()) { this.schedule(); return; }
     this.refresh(false);
   };
 
@@ -210,11 +217,19 @@
     return ids;
   };
 
-  // fresh: the newest page as it is now (the reader asked: "show"), not the rows shown.
+  // Read the region again. fresh: the newest page as it is now (the reader asked: "show"),
+  // not the rows shown. At most once a second; a read asked for meanwhile follows.
   Live.prototype.refresh = function (fresh) {
     var self = this;
     if (this.busy) { this.again = this.again || fresh || "soon"; return; }
+    var wait = this.lastRead + MIN_GAP_MS - Date.now();
+    if (wait > 0 && !fresh) {
+      clearTimeout(this.timer);
+      this.timer = setTimeout(function () { self.refresh(false); }, wait);
+      return;
+    }
     this.busy = true;
+    this.lastRead = Date.now();
     clearTimeout(this.timer);
     fetch(this.url(fresh), {
       headers: { "HX-Request": "true", "HX-Target": this.target },
@@ -228,13 +243,14 @@
       if (html === null || !self.attached()) return;
       var next = parse(html, self.id);
       if (!next) throw new Error("no #" + self.id + " in the answer");
-      self.apply(next, fresh);
-      self.count += 1;
-      if (!self.el.hasAttribute("data-live-url")) { self.stop(); return; }
-      self.updated = new Date();
-      self.status(null, false);
+      if (self.isQueue && !fresh) self.keepGoneRows(next);
+      morph(self.el, next);
+      afterPatch(self.el);
+      self.forgetCounted(fresh);
+      self.applied();
+      if (!self.el.hasAttribute("data-live-url")) self.stop();
     }).catch(function () {
-      self.status("Could not refresh; trying again", true);
+      self.status(Stream.live ? "Could not read the latest; trying again" : "Could not refresh; trying again", true);
     }).then(function () {
       self.busy = false;
       if (!self.attached()) return;
@@ -245,11 +261,19 @@
     });
   };
 
-  Live.prototype.apply = function (next, fresh) {
-    if (this.isQueue && !fresh) this.keepGoneRows(next);
-    morph(this.el, next);
-    afterPatch(this.el);
+  Live.prototype.applied = function () {
+    this.count += 1;
+    this.updated = new Date();
     if (this.isQueue) this.showNewer();
+    this.status(null, false);
+  };
+
+  // New todos the server's answer counted (data-newer, up to data-newest) are no longer
+  // counted here too; those that came after its read still are.
+  Live.prototype.forgetCounted = function (fresh) {
+    var newest = parseInt(this.el.getAttribute("data-newest"), 10) || 0;
+    var upto = parseInt(this.el.getAttribute("data-upto"), 10) || 0;
+    for (var id in this.arrived) if (fresh ? +id <= upto : +id <= newest) delete this.arrived[id];
   };
 
   // A shown row the answer no longer has (its todo was deleted) stays where it was, marked.
@@ -272,48 +296,200 @@
     }
   };
 
+  // -- what the stream sends (board/live.py)
+
+  Live.prototype.ready = function (data) {
+    this.teamCounts = data.counts || {};
+    this.cap = data.cap || 0;
+    clearTimeout(this.timer);
+    this.refresh(false); // what changed between the page's drawing and the watch
+  };
+
+  Live.prototype.onUpdate = function (u) {
+    if (u.ticker) this.ticker(u.team, u.ticker); // never held: it is not where one reads
+    if (u.counts) { this.teamCounts[u.team] = u.counts; this.cap = u.cap; }
+    if (this.paused()) { this.missed = true; return; }
+    if (this.isQueue) { this.queueUpdate(u); return; }
+    if (u.overview) { this.patchById(u); return; }
+    var on = this.on();
+    var hit = u.many || on === "teams" || (on === "feed" && u.feed) ||
+      (on.indexOf("todo:") === 0 && u.todos.indexOf(+on.slice(5)) >= 0) ||
+      (on.indexOf("endpoint:") === 0 && u.endpoints.indexOf(+on.slice(9)) >= 0);
+    if (hit) this.refresh(false);
+  };
+
+  // The queue's filters as the page drew them (its tabs and the filter form).
+  Live.prototype.view = function () {
+    var tab = this.el.querySelector('.statetabs a[aria-current="true"]');
+    var state = tab ? tab.getAttribute("data-state") : "all";
+    var search = new URLSearchParams(location.search);
+    return {
+      state: state === "all" ? "" : state,
+      endpoint: parseInt(search.get("endpoint"), 10) || 0,
+      searched: !!(search.get("q") || search.get("died")),
+      newest: !search.get("before"),
+    };
+  };
+
+  function passes(row, view) {
+    return (!view.state || row.state === view.state) && (!view.endpoint || row.endpoint === view.endpoint);
+  }
+
+  Live.prototype.queueUpdate = function (u) {
+    var view = this.view();
+    var read = u.many;
+    var upto = parseInt(this.el.getAttribute("data-upto"), 10) || 0;
+    var rows = u.rows || {};
+    for (var id in rows) {
+      var tr = document.getElementById("todo-" + id);
+      if (tr && this.el.contains(tr)) this.patchRow(tr, rows[id], view);
+      else if (+id > upto && view.newest) {
+        if (view.searched) read = true; // only the server can say whether it matches
+        else if (passes(rows[id], view)) this.arrived[id] = true;
+        else delete this.arrived[id];
+      }
+    }
+    if (u.counts && !view.searched) this.showCounts(view);
+    else if (u.counts) read = true; // the tabs count what the search finds
+    // An empty page pushes nothing down: what arrives comes in at once.
+    if (Object.keys(this.arrived).length && !this.shownIds().length) { this.refresh(true); return; }
+    if (read) this.refresh(false);
+    this.applied();
+  };
+
+  Live.prototype.patchRow = function (tr, row, view) {
+    var selection = window.getSelection();
+    if (selection && !selection.isCollapsed && tr.contains(selection.anchorNode)) {
+      this.deferred[tr.getAttribute("data-todo")] = row; // after the reader lets go
+      return;
+    }
+    var fresh = parse(row.html, tr.id);
+    if (!fresh) return;
+    morph(tr, fresh);
+    var moved = !passes(row, view);
+    tr.classList.toggle("is-moved", moved);
+    var note = tr.querySelector(".moved-note");
+    if (note) note.hidden = !moved;
+    afterPatch(tr);
+  };
+
+  Live.prototype.patchDeferred = function () {
+    var ids = Object.keys(this.deferred);
+    if (!ids.length) return;
+    var view = this.view();
+    var rows = this.deferred;
+    this.deferred = {};
+    for (var i = 0; i < ids.length; i++) {
+      var tr = document.getElementById("todo-" + ids[i]);
+      if (tr) this.patchRow(tr, rows[ids[i]], view);
+    }
+  };
+
+  // The tabs from every team's counts (each endpoint's, as board/live.py reads them).
+  Live.prototype.showCounts = function (view) {
+    var sums = {};
+    for (var team in this.teamCounts) {
+      var endpoints = this.teamCounts[team];
+      for (var ep in endpoints) {
+        if (view.endpoint && +ep !== view.endpoint) continue;
+        for (var state in endpoints[ep]) sums[state] = (sums[state] || 0) + endpoints[ep][state];
+      }
+    }
+    var cap = this.cap;
+    var label = function (n, over) { return (over ? Math.min(n, cap) : n).toLocaleString("en-US") + (over ? "+" : ""); };
+    var total = 0, anyOver = false;
+    for (var s in sums) { total += Math.min(sums[s], cap); anyOver = anyOver || sums[s] > cap; }
+    var tabs = this.el.querySelectorAll(".statetabs a[data-state]");
+    for (var i = 0; i < tabs.length; i++) {
+      var key = tabs[i].getAttribute("data-state");
+      var count = tabs[i].querySelector(".count");
+      if (!count) continue;
+      var text = key === "all" ? label(total, anyOver) : label(sums[key] || 0, (sums[key] || 0) > cap);
+      if (count.textContent !== text) count.textContent = text;
+    }
+  };
+
+  // Elements the update draws whole (the overview's rows and totals), patched by their id;
+  // an endpoint this page does not show yet has the page read again.
+  Live.prototype.patchById = function (u) {
+    var missing = u.many;
+    for (var id in u.overview) {
+      var el = document.getElementById(id);
+      if (!el || !this.el.contains(el)) { missing = true; continue; }
+      var fresh = parse(u.overview[id], id);
+      if (fresh) { morph(el, fresh); afterPatch(el); }
+    }
+    if (missing) this.refresh(false);
+    this.applied();
+  };
+
+  // The ticker: this team's newest lines in place of its old ones, merged with the other
+  // teams' by time, the newest TICKER_LINES kept.
+  Live.prototype.ticker = function (team, lines) {
+    var box = this.el.querySelector("#ticker ul.feed");
+    if (!box) return;
+    var items = [];
+    var old = box.querySelectorAll("li[data-team]");
+    for (var i = 0; i < old.length; i++) {
+      if (old[i].getAttribute("data-team") !== String(team)) items.push({ at: +old[i].getAttribute("data-at"), html: old[i].outerHTML });
+    }
+    items = items.concat(lines);
+    if (!items.length) return;
+    items.sort(function (a, b) { return b.at - a.at; });
+    var fresh = document.createElement("ul");
+    fresh.className = "feed";
+    fresh.innerHTML = items.slice(0, TICKER_LINES).map(function (item) { return item.html; }).join("");
+    morph(box, fresh);
+    afterPatch(box);
+  };
+
+  // -- the bar: status, Pause/Resume, the "new" bar
+
   Live.prototype.status = function (reason, holding) {
     var status = this.el.querySelector("[data-live-status]");
     if (!status) return;
-    var text = reason || ("Live · updated " + (this.updated ? clockText(this.updated) : "just now"));
+    var how = Stream.live ? "Live" : "Refreshes every " + this.seconds + " s";
+    var text = reason || (this.paused() ? "Paused" : how + (this.updated ? " · updated " + clockText(this.updated) : ""));
     if (status.textContent !== text) status.textContent = text;
-    status.classList.toggle("is-holding", !!holding);
+    status.classList.toggle("is-holding", !!holding || this.paused());
+    status.classList.toggle("is-live", !reason && !this.paused() && Stream.live);
   };
 
-  Live.prototype.setUpQueue = function () {
+  Live.prototype.setUpBar = function () {
     var self = this;
-    var bar = this.el.querySelector(".livebar");
-    if (!bar) return;
+    var bar = this.bar();
     var reload = bar.querySelector("[data-live-reload]");
     if (reload) reload.hidden = true;
     var pause = bar.querySelector("[data-live-pause]");
-    pause.hidden = false;
-    this.syncPause();
-    pause.addEventListener("click", function () {
-      var paused = sessionStorage.getItem(PAUSE_KEY) === "1";
-      if (paused) sessionStorage.removeItem(PAUSE_KEY); else sessionStorage.setItem(PAUSE_KEY, "1");
-      self.syncPause();
-      if (paused) self.refresh(false);
-    });
-    bar.querySelector("[data-live-show]").addEventListener("click", function () {
-      self.refresh(true);
-    });
+    if (pause) {
+      pause.hidden = false;
+      pause.addEventListener("click", function () {
+        var paused = self.paused();
+        if (paused) sessionStorage.removeItem(self.pauseKey()); else sessionStorage.setItem(self.pauseKey(), "1");
+        self.syncPause();
+        if (paused) { self.missed = false; self.refresh(false); }
+      });
+      this.syncPause();
+    }
+    var show = bar.querySelector("[data-live-show]");
+    if (show) show.addEventListener("click", function () { self.refresh(true); });
     this.status(null, false);
-    this.showNewer();
+    if (this.isQueue) this.showNewer();
   };
 
   Live.prototype.syncPause = function () {
     var pause = this.el.querySelector("[data-live-pause]");
-    var paused = sessionStorage.getItem(PAUSE_KEY) === "1";
+    var paused = this.paused();
     pause.setAttribute("aria-pressed", paused ? "true" : "false");
     pause.textContent = paused ? "Resume" : "Pause";
-    this.status(paused ? "Paused" : null, paused);
+    pause.classList.toggle("primary", paused);
+    this.status(null, false);
   };
 
   Live.prototype.showNewer = function () {
     var show = this.el.querySelector("[data-live-show]");
     if (!show) return;
-    var newer = parseInt(this.el.getAttribute("data-newer"), 10) || 0;
+    var newer = (parseInt(this.el.getAttribute("data-newer"), 10) || 0) + Object.keys(this.arrived).length;
     var moved = this.el.querySelectorAll("tr.is-moved, tr.is-gone").length;
     var parts = [];
     if (newer) parts.push(newer + " new");
@@ -328,6 +504,48 @@
     return pad(date.getHours()) + ":" + pad(date.getMinutes()) + ":" + pad(date.getSeconds());
   }
 
+  // -- the stream: one per page, for what its regions show
+
+  var Stream = {
+    source: null,
+    live: false,
+    key: null,
+    start: function () {
+      var url = document.body.getAttribute("data-live-stream");
+      if (!url || !window.EventSource || !regions.length) return;
+      var wants = {};
+      regions.forEach(function (live) { live.wants.forEach(function (w) { wants[w] = true; }); });
+      var key = Object.keys(wants).sort().join(",");
+      if (this.source && this.source.readyState !== 2 && key === this.key) return;
+      if (this.source) this.source.close();
+      this.key = key;
+      this.live = false;
+      var source = this.source = new EventSource(url + "?want=" + key);
+      source.addEventListener("ready", function (event) {
+        Stream.live = true;
+        var data = JSON.parse(event.data);
+        each(function (live) { live.ready(data); });
+      });
+      source.addEventListener("team", function (event) {
+        var update = JSON.parse(event.data);
+        each(function (live) { live.onUpdate(update); });
+      });
+      source.addEventListener("resync", function () { each(function (live) { live.refresh(false); }); });
+      source.addEventListener("error", function () {
+        // Reconnecting (the browser does, after the server's retry) or refused for good
+        // (no stream here: 204): the regions read themselves on their timers meanwhile.
+        if (!Stream.live) return;
+        Stream.live = false;
+        each(function (live) { live.status(null, false); live.schedule(); });
+      });
+    },
+  };
+
+  function each(fn) {
+    regions = regions.filter(function (live) { return live.attached(); });
+    regions.forEach(fn);
+  }
+
   function startRegions(root) {
     var found = (root || document).querySelectorAll("[data-live-url]");
     for (var i = 0; i < found.length; i++) {
@@ -337,10 +555,11 @@
       regions.push(el.__live);
     }
     regions = regions.filter(function (live) { return live.attached(); });
+    Stream.start();
   }
 
-  // After the person's own action in a drawer: the queue shows it at once, held or not; a
-  // todo they made themselves ({"queue-changed": {"show": true}}) comes in at the top.
+  // After the person's own action in a drawer: the queue shows it at once; a todo they made
+  // themselves ({"queue-changed": {"show": true}}) comes in at the top.
   document.addEventListener("queue-changed", function (event) {
     var queue = document.getElementById("queue");
     var show = !!(event.detail && event.detail.show);
@@ -348,8 +567,14 @@
   });
 
   document.addEventListener("visibilitychange", function () {
-    if (document.hidden) return;
-    regions.forEach(function (live) { if (live.attached() && !live.holdReason()) live.refresh(false); });
+    if (document.hidden || Stream.live) return;
+    each(function (live) { if (!live.paused()) live.refresh(false); });
+  });
+
+  document.addEventListener("selectionchange", function () {
+    var selection = window.getSelection();
+    if (selection && !selection.isCollapsed) return;
+    each(function (live) { live.patchDeferred(); });
   });
 
   // ---------------------------------------------------------------------------------------

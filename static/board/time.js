@@ -1,7 +1,8 @@
 // Times on the Board and in admin: every <time data-when> is sent with its full date and
 // time in UTC as text ("2026-12-01 08:14:05 UTC"), which is what a reader without JavaScript
 // sees. Here it is shown in the browser's time zone ("2026-12-01 00:14:05 PST"), with UTC on
-// hover; relative ones ("in 4m 12s", "3m ago") tick every second. No inline script (CSP).
+// hover; relative ones ("in 4m 12s", "3m ago") tick every second; a date and time typed into
+// a form is in that zone too. No inline script (CSP).
 (function () {
   "use strict";
 
@@ -69,16 +70,81 @@
     for (var i = 0; i < times.length; i++) render(times[i]);
   }
 
+  // A date and time typed into a form (<input type="datetime-local" data-local-datetime>, New
+  // todo's "Not before"): the server sends and reads it in UTC, and says so. Here it is shown
+  // and typed in the browser's zone instead, and sent with its offset ("2030-01-02T09:30-08:00")
+  // by a hidden field that takes the input's name; the label and the hint name the zone.
+  function offsetText(date) {
+    var offset = -date.getTimezoneOffset();
+    return (offset >= 0 ? "+" : "-") + pad(Math.floor(Math.abs(offset) / 60)) + ":" + pad(Math.abs(offset) % 60);
+  }
+
+  function zoneId() {
+    try { return Intl.DateTimeFormat().resolvedOptions().timeZone || ""; } catch (e) { return ""; }
+  }
+
+  function inputValue(date) {
+    return localDay(date) + "T" + pad(date.getHours()) + ":" + pad(date.getMinutes());
+  }
+
+  function withOffset(value) {
+    var m = /^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d)(?::(\d\d))?$/.exec(value);
+    if (!m) return value; // not a date the input gives: the server says what is wrong
+    var at = new Date(+m[1], +m[2] - 1, +m[3], +m[4], +m[5], +(m[6] || 0));
+    return value + offsetText(at);
+  }
+
+  function localInput(input) {
+    var name = input.getAttribute("name");
+    if (input.__local || !name || !input.form) return;
+    input.__local = true;
+    var sent = document.createElement("input");
+    sent.type = "hidden";
+    sent.name = name;
+    input.removeAttribute("name");
+    input.form.appendChild(sent);
+    var utcValue = input.getAttribute("value") || "";
+    if (utcValue) {
+      var date = new Date(/(Z|[+-]\d\d:\d\d)$/i.test(utcValue) ? utcValue : utcValue + "Z");
+      if (!isNaN(date.getTime())) input.value = inputValue(date);
+    }
+    function sync() { sent.value = input.value ? withOffset(input.value) : ""; }
+    sync();
+    input.addEventListener("input", sync);
+    input.addEventListener("change", sync);
+    input.form.addEventListener("submit", sync);
+
+    var zone = zoneName(new Date());
+    var id = zoneId();
+    var label = input.closest("label");
+    var title = label && label.querySelector("[data-local-label]");
+    var hint = label && label.querySelector("[data-local-hint]");
+    if (title) title.textContent = title.textContent.replace("UTC", zone);
+    if (hint) {
+      hint.textContent = hint.textContent.replace(
+        "UTC", zone + " (your browser's time zone" + (id ? ", " + id : "") + ")");
+    }
+  }
+
+  function localInputs(root) {
+    var inputs = (root || document).querySelectorAll("input[data-local-datetime]");
+    for (var i = 0; i < inputs.length; i++) localInput(inputs[i]);
+  }
+
   window.SwitchboardTime = { renderAll: renderAll, render: render, local: local, utc: utc, span: span };
 
   function start() {
     renderAll(document);
+    localInputs(document);
     setInterval(function () {
       var times = document.querySelectorAll('time[data-when="ago"], time[data-when="until"]');
       for (var i = 0; i < times.length; i++) render(times[i]);
     }, 1000);
     // htmx swaps (drawers, Activity) bring new times in.
-    document.addEventListener("htmx:afterSettle", function (event) { renderAll(event.detail.elt || document); });
+    document.addEventListener("htmx:afterSettle", function (event) {
+      renderAll(event.detail.elt || document);
+      localInputs(event.detail.elt || document);
+    });
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils.text import slugify
 
+from board.demo_strip import DEMO_TEAM_NAME
 from queues import endpoints, teams
 from queues.models import Endpoint, Membership, Team
 from switchboard.demo.options import DemoError
@@ -39,7 +40,8 @@ def prepare(*, team_slug: str, roles: int, members: tuple[str, ...] = ()) -> Set
         wanted.append(user)
     with transaction.atomic():
         new_team = not Team.objects.filter(slug=slug).exists()
-        team = teams.get_or_create_team(slug, name="Demo agents")
+        # The name marks the team as the demo's on the Board (board/demo_strip.py).
+        team = teams.get_or_create_team(slug, name=DEMO_TEAM_NAME)
         if new_team:
             # The operators (`switchboard up`'s first user, `admin`, is one) see the demo
             # on the Board. Only on creation: an existing team's membership is its owners'.

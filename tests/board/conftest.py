@@ -84,13 +84,32 @@ def page(browser, live_server):
     context.close()
 
 
-def sign_in(page, username: str, password: str = PASSWORD) -> None:
-    page.goto("/login/")
+@pytest.fixture(autouse=True)
+def _streams_ended():
+    """After each test, until the server has let go of its closed pages' Board streams
+    (board/live.py) and their reads: the test database is emptied next (pytest-django's
+    fixture, set up before this one, is torn down after it), and a read still running would
+    wait on it, or it on the read."""
+    yield
+    import time
+
+    from board import live
+
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        if not any(hub.viewers or hub.flushing for hub in list(live._hubs.values())):
+            return
+        time.sleep(0.02)
+
+
+def sign_in(page, username: str, password: str = PASSWORD, *, to: str = "/queue/") -> None:
+    """Sign in and land on ``to`` (the queue; ``/`` is the landing page, the overview)."""
+    page.goto(f"/login/?next={to}")
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Sign in").click()
-    # The queue, loaded (htmx initialises on load; a click before that is a plain link).
-    page.wait_for_url(lambda url: urlparse(url).path == "/", wait_until="load")
+    # The page, loaded (htmx initialises on load; a click before that is a plain link).
+    page.wait_for_url(lambda url: urlparse(url).path == urlparse(to).path, wait_until="load")
 
 
 @pytest.fixture

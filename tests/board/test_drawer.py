@@ -30,7 +30,7 @@ def test_untrusted_summary_is_escaped_and_framed(signed_in, endpoint):
     page = signed_in.get(f"/todos/{todo_id}/?attempt=1").content.decode()
     assert XSS_SUMMARY not in page
     assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in page
-    assert "summary written by this attempt's worker" in page
+    assert "written by its worker (harness/buildbox/ci-fixer/run-41)" in page
     assert "mcp://cairn/r-41" in page and 'href="mcp://' not in page
 
 

@@ -41,11 +41,11 @@ HOSTILE_QUERY = {
 # (page, parameter, the status every value gets). The team page answers an unknown team
 # with its one 404, whatever the slug.
 PAGES = [
-    ("/", "q", 200),
-    ("/", "endpoint", 200),
-    ("/", "state", 200),
-    ("/", "before", 200),
-    ("/", "died", 200),
+    ("/queue/", "q", 200),
+    ("/queue/", "endpoint", 200),
+    ("/queue/", "state", 200),
+    ("/queue/", "before", 200),
+    ("/queue/", "died", 200),
     ("/activity/", "before", 200),
     ("/todos/{todo}/", "attempt", 200),
     ("/todos/{todo}/", "round", 200),
@@ -102,8 +102,8 @@ def test_a_hostile_query_string_opens_the_page_and_writes_nothing(
         ):
             response = signed_in.get(f"{url}?{query}")
             assert response.status_code == status, (name, query[:80], response.status_code)
-        if page in ("/", "/activity/"):  # the refreshing partials too
-            target = "queue" if page == "/" else "activity"
+        if page in ("/queue/", "/activity/"):  # the refreshing partials too
+            target = "queue" if page == "/queue/" else "activity"
             response = signed_in.get(
                 f"{url}?{param}={value}", HTTP_HX_REQUEST="true", HTTP_HX_TARGET=target
             )
@@ -115,18 +115,18 @@ def test_a_nul_in_the_text_filter_finds_the_title_it_was_stored_as(signed_in, ma
     """A NUL is stored as U+FFFD (PostgreSQL text cannot hold one); the filter does the same."""
     make_todo("build a\x00b")
     make_todo("something else")
-    page = signed_in.get("/?q=a%00b").content.decode()
+    page = signed_in.get("/queue/?q=a%00b").content.decode()
     assert "build a\ufffdb" in page and "something else" not in page
 
 
 def test_only_ascii_digits_are_an_id_in_the_text_filter(signed_in, make_todo):
     wanted = make_todo("wanted-todo")
     make_todo("other-todo")
-    assert signed_in.get(f"/?q=%23{wanted.id}")["Location"] == f"/todos/{wanted.id}/"
-    assert "wanted-todo" in signed_in.get(f"/?q={wanted.id}").content.decode()
+    assert signed_in.get(f"/queue/?q=%23{wanted.id}")["Location"] == f"/todos/{wanted.id}/"
+    assert "wanted-todo" in signed_in.get(f"/queue/?q={wanted.id}").content.decode()
     # U+0661..U+0669 are digits to int(); an id typed with them matches nothing, not a 500.
     arabic = "".join(chr(0x0660 + int(d)) for d in str(wanted.id))
-    page = signed_in.get("/", {"q": f"#{arabic}"}).content.decode()
+    page = signed_in.get("/queue/", {"q": f"#{arabic}"}).content.decode()
     assert "wanted-todo" not in page and "other-todo" not in page
 
 
@@ -136,9 +136,9 @@ def test_only_ascii_digits_select_an_endpoint_or_a_page(
     other = make_endpoint("agent-b")
     make_todo("todo-of-agent-a", on=endpoint)
     make_todo("todo-of-agent-b", on=other)
-    assert "todo-of-agent-a" not in signed_in.get(f"/?endpoint={other.id}").content.decode()
+    assert "todo-of-agent-a" not in signed_in.get(f"/queue/?endpoint={other.id}").content.decode()
     arabic = "".join(chr(0x0660 + int(d)) for d in str(other.id))
-    page = signed_in.get("/", {"endpoint": arabic}).content.decode()
+    page = signed_in.get("/queue/", {"endpoint": arabic}).content.decode()
     assert "todo-of-agent-a" in page and "todo-of-agent-b" in page  # dropped: every endpoint
 
 

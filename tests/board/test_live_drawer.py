@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from queues import transitions
 from queues.models import TodoAttempt
 from queues.transitions import Actor
-from tests.board.conftest import PASSWORD, sign_in, wait_for_refresh
+from tests.board.conftest import PASSWORD, refreshes, sign_in, wait_for_refresh
 from tests.queues.helpers import make_retry_due
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -70,8 +70,10 @@ def test_an_open_drawer_follows_its_todo_and_keeps_what_was_typed(
     summary = drawer.locator("details", has_text="Complete").get_by_label("Summary")
     summary.fill("half of what I meant to say")
     page.locator("#drawer h1").click()  # focus leaves the form; the text stays typed
-    before = wait_for_refresh(page, "drawer-panel")
-    wait_for_refresh(page, "drawer-panel", after=before)
+    for _ in range(2):  # the todo changes under the drawer (a heartbeat): it is read again
+        before = refreshes(page, "drawer-panel")
+        transitions.heartbeat(Actor.human(user), todo.id)
+        wait_for_refresh(page, "drawer-panel", after=before)
     expect(summary).to_have_value("half of what I meant to say")
     bob = make_user("bob")
     bob.teams.add(endpoint.team)
@@ -91,7 +93,7 @@ def test_close_and_escape_restore_the_queue_and_back_does_not_reopen(
     for n in range(4):
         make_todo(f"todo {n}")
     sign_in(page, "alice")
-    page.goto("/?state=pending")
+    page.goto("/queue/?state=pending")
     page.evaluate("window.__sameDocument = true")
     for n in range(4):  # four drawers in turn: one history entry over the queue
         _open(page, f"todo {n}")
@@ -104,7 +106,7 @@ def test_close_and_escape_restore_the_queue_and_back_does_not_reopen(
     expect(page).to_have_url(re.compile(r"/$"))
     expect(page.locator(DRAWER)).to_have_count(0)
 
-    page.goto("/?state=pending")
+    page.goto("/queue/?state=pending")
     _open(page, "todo 1")
     drawer = _open(page, "todo 2")
     # A try picked in the drawer is kept in its URL, still one entry.
@@ -117,7 +119,7 @@ def test_close_and_escape_restore_the_queue_and_back_does_not_reopen(
     expect(page).to_have_url(re.compile(r"/$"))
     expect(page.locator(DRAWER)).to_have_count(0)
     # Back while a drawer is open closes it (and Forward opens it again).
-    page.goto("/?state=pending")
+    page.goto("/queue/?state=pending")
     _open(page, "todo 3")
     page.go_back()
     expect(page.locator(DRAWER)).to_have_count(0)

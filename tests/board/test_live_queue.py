@@ -1,6 +1,8 @@
-"""The live queue in a real browser: it refreshes in place (focus, a selection and the scroll
-position stay), rows hold their place while new todos wait behind a bar, and it holds still
-while paused or while the pointer or focus is in it."""
+"""The live queue in a real browser, pushed by the stream (board/live.py): a row changes where
+it is within a second of the commit, under the pointer, under the keyboard focus and after a
+drawer closes, while focus, a selection and the scroll stay; new todos wait behind a bar; only
+the reader's Pause holds it; without the stream it reads itself on a timer, and without
+JavaScript it says it does not refresh."""
 
 from __future__ import annotations
 
@@ -27,60 +29,78 @@ def _row_boxes(page) -> dict[str, tuple[float, float]]:
     )
 
 
-def test_focus_a_selection_and_the_scroll_survive_three_refreshes(
-    page, user, endpoint, make_todo, fast_refresh
+def _live(page) -> None:
+    """Until the stream holds (its first event came)."""
+    expect(page.locator("[data-live-status]")).to_contain_text("Live")
+
+
+def test_rows_change_under_focus_a_selection_and_the_scroll_and_keep_them(
+    page, user, endpoint, make_todo
 ):
     todos = [make_todo(f"todo number {n}") for n in range(16)]
     page.set_viewport_size({"width": 1400, "height": 640})
     sign_in(page, "alice")
+    _live(page)
     focused, selected = todos[10], todos[12]
-    # Keyboard focus on a row's link, and the title of another row selected.
     page.locator(f"#todo-{focused.id} .title a").focus()
     page.evaluate(
         """([focusedId, selectedId]) => {
           document.querySelector(`#todo-${focusedId} .title a`).__mine = true;
-          const title = document.querySelector(`#todo-${selectedId} .title a`);
-          getSelection().selectAllChildren(title);
+          getSelection().selectAllChildren(document.querySelector(`#todo-${selectedId} .title a`));
         }""",
         [focused.id, selected.id],
     )
     page.evaluate("window.scrollTo(0, 180)")
     scroll = page.evaluate("window.scrollY")
     assert scroll > 100
-    pointer_away(page)
-    # Focus in the queue holds its own refreshes...
-    expect(page.locator("[data-live-status]")).to_have_text(
-        "Holding still while you are in the queue"
-    )
-    held = refreshes(page)
-    page.wait_for_timeout(2200)
-    assert refreshes(page) == held
-    # ...and a refresh the person's own action asks for (queue-changed) keeps it all, three
-    # times, while the rows change under it.
     agent = Actor.agent(endpoint)
-    changes = [
-        lambda: transitions.claim(agent, todos[14].id, claimant="run-1"),
-        lambda: transitions.complete(agent, todos[14].id),
-        lambda: transitions.claim(agent, todos[13].id, claimant="run-2"),
-    ]
-    for change in changes:
-        change()
-        before = refreshes(page)
-        page.evaluate("document.body.dispatchEvent(new Event('queue-changed', {bubbles: true}))")
-        wait_for_refresh(page, after=before)
+    # The focused row itself changes, and two others: pushed, no read of the page.
+    transitions.claim(agent, focused.id, claimant="run-1")
+    expect(page.locator(f"#todo-{focused.id} .state")).to_have_text("claimed")
+    expect(page.locator(f"#todo-{focused.id} .holder")).to_contain_text("run-1")
+    transitions.claim(agent, todos[14].id, claimant="run-2")
+    transitions.complete(agent, todos[14].id)
     expect(page.locator(f"#todo-{todos[14].id} .state")).to_have_text("done")
-    expect(page.locator(f"#todo-{todos[13].id} .state")).to_have_text("claimed")
     assert page.evaluate("document.activeElement.__mine === true")
     assert page.evaluate("getSelection().toString()") == selected.title
     assert page.evaluate("window.scrollY") == scroll
+    # The selected row waits while selected, and changes once the reader lets go.
+    transitions.claim(agent, selected.id, claimant="run-3")
+    page.wait_for_timeout(1500)
+    expect(page.locator(f"#todo-{selected.id} .state")).to_have_text("pending")
+    page.evaluate("getSelection().removeAllRanges()")
+    expect(page.locator(f"#todo-{selected.id} .state")).to_have_text("claimed")
     assert page.js_errors == []
 
 
-def test_rows_hold_their_place_while_new_todos_wait_behind_the_bar(
-    page, user, endpoint, make_todo, fast_refresh
-):
+def test_live_under_the_pointer_and_after_a_drawer_closes(page, user, endpoint, make_todo):
+    first, second = make_todo("under the pointer"), make_todo("after the drawer")
+    sign_in(page, "alice")
+    _live(page)
+    agent = Actor.agent(endpoint)
+    page.locator(f"#todo-{first.id}").hover()
+    transitions.claim(agent, first.id, claimant="hovered")
+    expect(page.locator(f"#todo-{first.id} .state")).to_have_text("claimed")
+    # A drawer opened with the mouse and closed with its ✕: focus goes back to the row's
+    # link, and the queue and the ticker go on.
+    page.locator(f"#todo-{second.id} .title a").click()
+    expect(page.locator("#drawer-panel")).to_be_visible()
+    page.locator("#drawer [data-drawer-close]").first.click()
+    expect(page.locator("#drawer-panel")).to_have_count(0)
+    assert page.evaluate("document.activeElement.closest('tr').id") == f"todo-{second.id}"
+    transitions.claim(agent, second.id, claimant="after-close")
+    transitions.complete(agent, second.id)
+    expect(page.locator(f"#todo-{second.id} .state")).to_have_text("done")
+    expect(page.locator("#ticker li").first).to_contain_text("after the drawer")
+    expect(page.locator("#ticker li").first).to_contain_text("completed")
+    expect(page.locator('.statetabs a[data-state="done"] .count')).to_have_text("1")
+    assert page.js_errors == []
+
+
+def test_rows_hold_their_place_while_new_todos_wait_behind_the_bar(page, user, endpoint, make_todo):
     todos = [make_todo(f"steady {n}") for n in range(8)]
     sign_in(page, "alice")
+    _live(page)
     pointer_away(page)
     before = _row_boxes(page)
     shown = _titles(page)
@@ -96,53 +116,77 @@ def test_rows_hold_their_place_while_new_todos_wait_behind_the_bar(
     expect(page.locator(f"#todo-{todos[3].id} .state")).to_have_text("claimed")
     assert _titles(page) == shown  # nothing pushed in above
     assert _row_boxes(page) == before  # every row and its State column where they were
+    # The tabs count what the queue holds as the changes come.
+    expect(page.locator('.statetabs a[data-state="all"] .count')).to_have_text("12")
+    expect(page.locator('.statetabs a[data-state="retry_wait"] .count')).to_have_text("1")
     show.click()
     expect(page.locator("table.queue tbody tr")).to_have_count(12)
     assert _titles(page)[:4] == ["failing", "arrived 2", "arrived 1", "arrived 0"]
     expect(show).to_be_hidden()
-    # The state tabs count what the queue holds.
-    expect(page.locator('.statetabs a[data-state="all"] .count')).to_have_text("12")
-    expect(page.locator('.statetabs a[data-state="retry_wait"] .count')).to_have_text("1")
     assert page.js_errors == []
 
 
-def test_pause_and_the_pointer_hold_the_queue(page, user, endpoint, make_todo, fast_refresh):
-    make_todo("first")
+def test_a_row_that_leaves_the_tab_is_marked_where_it_stands(page, user, endpoint, make_todo):
+    todo = make_todo("leaves the pending tab")
+    make_todo("stays")
+    sign_in(page, "alice", to="/queue/?state=pending")
+    _live(page)
+    transitions.claim(Actor.agent(endpoint), todo.id)
+    row = page.locator(f"#todo-{todo.id}")
+    expect(row).to_have_class("is-moved")
+    expect(row.locator(".moved-note")).to_be_visible()
+    expect(page.locator("[data-live-show]")).to_have_text("1 moved on — show")
+    expect(page.locator('.statetabs a[data-state="pending"] .count')).to_have_text("1")
+
+
+def test_only_pause_holds_it_and_says_so(page, user, endpoint, make_todo):
+    todo = make_todo("first")
     sign_in(page, "alice")
-    pointer_away(page)
-    pause = page.get_by_role("button", name="Pause")
-    pause.click()
-    expect(page.get_by_role("button", name="Resume")).to_have_attribute("aria-pressed", "true")
-    page.locator("body").focus()
-    pointer_away(page)
+    _live(page)
+    page.get_by_role("button", name="Pause").click()
+    resume = page.get_by_role("button", name="Resume")
+    expect(resume).to_have_attribute("aria-pressed", "true")
     expect(page.locator("[data-live-status]")).to_have_text("Paused")
     held = refreshes(page)
+    transitions.claim(Actor.agent(endpoint), todo.id)
     make_todo("while paused")
-    page.wait_for_timeout(2200)
+    page.wait_for_timeout(1500)
     assert refreshes(page) == held
-    expect(page.locator("[data-live-show]")).to_be_hidden()
-    # The pause outlives a reload (it is the reader's choice for this tab).
+    expect(page.locator(f"#todo-{todo.id} .state")).to_have_text("pending")
+    # The pause outlives a reload (the reader's choice for this tab).
     page.reload()
-    expect(page.locator("table.queue tbody tr")).to_have_count(2)
     expect(page.get_by_role("button", name="Resume")).to_be_visible()
-    pointer_away(page)
-    make_todo("while paused, after the reload")
-    page.wait_for_timeout(2200)
-    expect(page.locator("[data-live-show]")).to_be_hidden()
     page.get_by_role("button", name="Resume").click()
+    expect(page.locator("[data-live-status]")).to_contain_text("Live")
+    make_todo("after the pause")
     expect(page.locator("[data-live-show]")).to_have_text("1 new — show")
-
-    # The pointer over the queue holds it too, and leaving lets it go on.
-    page.locator("table.queue tbody tr").first.hover()
-    expect(page.locator("[data-live-status]")).to_have_text(
-        "Holding still while the pointer is over the queue"
-    )
-    held = refreshes(page)
-    make_todo("while hovered")
-    page.wait_for_timeout(2200)
-    assert refreshes(page) == held
-    expect(page.locator("[data-live-show]")).to_have_text("1 new — show")
-    pointer_away(page)
-    expect(page.locator("[data-live-show]")).to_have_text("2 new — show")
-    expect(page.locator("[data-live-status]")).to_contain_text("Live · updated")
     assert page.js_errors == []
+
+
+def test_without_the_stream_the_queue_reads_itself_on_a_timer(
+    page, user, endpoint, make_todo, settings
+):
+    settings.SWITCHBOARD_BOARD_REFRESH_SECONDS = 1
+    todo = make_todo("polled")
+    page.route("**/live/**", lambda route: route.abort())  # a proxy that will not hold it
+    sign_in(page, "alice")
+    expect(page.locator("[data-live-status]")).to_contain_text("Refreshes every 1 s")
+    before = refreshes(page)
+    transitions.claim(Actor.agent(endpoint), todo.id)
+    wait_for_refresh(page, after=before)
+    expect(page.locator(f"#todo-{todo.id} .state")).to_have_text("claimed")
+    assert page.js_errors == []
+
+
+def test_without_javascript_the_page_says_it_does_not_refresh(browser, live_server, user):
+    context = browser.new_context(base_url=live_server.url, java_script_enabled=False)
+    page = context.new_page()
+    try:
+        sign_in(page, "alice")
+        expect(page.locator("[data-live-status]")).to_have_text(
+            "As of loading: this page does not refresh by itself."
+        )
+        expect(page.get_by_role("link", name="Reload")).to_be_visible()
+        assert "Refreshes every" not in page.content()
+    finally:
+        context.close()

@@ -23,14 +23,14 @@ def _timeout_now() -> str:
 def test_a_page_past_its_bound_is_stopped_and_says_so(signed_in, settings, monkeypatch):
     settings.SWITCHBOARD_PAGE_TIMEOUT_SECONDS = 1
     real = slow_queue_reads(monkeypatch, 10)
-    page = signed_in.get("/")
+    page = signed_in.get("/queue/")
     assert page.status_code == 503
     text = page.content.decode()
     assert "This page took too long" in text and "longer than 1 s" in text
     assert page["Cache-Control"] == "no-store"
     assert _timeout_now() == "0"  # the connection goes back as it came
     monkeypatch.setattr(queue_view, "board_queue", real)
-    assert signed_in.get("/").status_code == 200  # and serves the next page
+    assert signed_in.get("/queue/").status_code == 200  # and serves the next page
 
 
 def test_a_pages_statements_run_under_the_bound(signed_in, settings, monkeypatch):
@@ -43,13 +43,13 @@ def test_a_pages_statements_run_under_the_bound(signed_in, settings, monkeypatch
         return real(*args, **kwargs)
 
     monkeypatch.setattr(queue_view, "board_queue", watched)
-    assert signed_in.get("/").status_code == 200
+    assert signed_in.get("/queue/").status_code == 200
     assert seen == ["7s"]
     assert _timeout_now() == "0"
     connection.close()  # a page that opens its connection itself gets the bound as it opens
-    assert signed_in.get("/").status_code == 200
+    assert signed_in.get("/queue/").status_code == 200
     assert seen[-1] == "7s"
     assert _timeout_now() == "0"
     settings.SWITCHBOARD_PAGE_TIMEOUT_SECONDS = 0  # off: nothing set
-    assert signed_in.get("/").status_code == 200
+    assert signed_in.get("/queue/").status_code == 200
     assert seen[-1] == "0"

@@ -21,7 +21,7 @@ def _ids(page: str) -> list[int]:
 
 def test_rows_show_state_tries_holder_lease_and_last_outcome(signed_in, endpoint):
     todo_id = mixed_history(endpoint)  # failed, died, now held (fenced)
-    page = signed_in.get("/").content.decode()
+    page = signed_in.get("/queue/").content.decode()
     row = page[page.index(f'<tr id="todo-{todo_id}"') :]
     row = row[: row.index("</tr>")]
     assert "state-claimed" in row and "try 3" in row and "2/5 spent" in row
@@ -35,18 +35,23 @@ def test_filters_state_endpoint_died_and_text(signed_in, endpoint, make_endpoint
     died = mixed_history(endpoint, title="died once")
     done = done_with_history(endpoint, user, title="finished work")
     pending = make_todo("rebuild docs", on=other).id
-    assert _ids(signed_in.get("/").content.decode()) == [pending, done, died]
-    assert _ids(signed_in.get("/?state=done").content.decode()) == [done]
-    assert _ids(signed_in.get(f"/?endpoint={other.pk}").content.decode()) == [pending]
-    assert _ids(signed_in.get("/?died=1").content.decode()) == [done, died]
+    assert _ids(signed_in.get("/queue/").content.decode()) == [pending, done, died]
+    assert _ids(signed_in.get("/queue/?state=done").content.decode()) == [done]
+    assert _ids(signed_in.get(f"/queue/?endpoint={other.pk}").content.decode()) == [pending]
+    assert _ids(signed_in.get("/queue/?died=1").content.decode()) == [done, died]
     # Words of titles, bodies and summaries ("finished work" completed "Rebuilt the docs").
-    assert _ids(signed_in.get("/?q=DOCS").content.decode()) == [pending, done]
+    assert _ids(signed_in.get("/queue/?q=DOCS").content.decode()) == [pending, done]
     # A bare number is the todo of that id, and a word too ("2 warnings fixed").
-    assert died in _ids(signed_in.get(f"/?q={died}").content.decode())
+    assert died in _ids(signed_in.get(f"/queue/?q={died}").content.decode())
     # "#123" jumps to the drawer.
-    assert signed_in.get(f"/?q=%23{died}")["Location"] == f"/todos/{died}/"
+    assert signed_in.get(f"/queue/?q=%23{died}")["Location"] == f"/todos/{died}/"
     # unknown values are ignored, never an error
-    for junk in ("/?state=nope", "/?endpoint=99999", "/?before=abc", "/?q=" + "x" * 500):
+    for junk in (
+        "/queue/?state=nope",
+        "/queue/?endpoint=99999",
+        "/queue/?before=abc",
+        "/queue/?q=" + "x" * 500,
+    ):
         assert signed_in.get(junk).status_code == 200
 
 
@@ -56,16 +61,16 @@ def test_dead_letter_tab(signed_in, endpoint, make_todo):
     transitions.claim(agent, todo.id)
     transitions.fail(agent, todo.id, summary="exit 1")
     make_todo("fine")
-    page = signed_in.get("/?state=dead").content.decode()
+    page = signed_in.get("/queue/?state=dead").content.decode()
     assert _ids(page) == [todo.id] and "dead letter" in page
 
 
 def test_keyset_pages_do_not_overlap(signed_in, make_todo):
     ids = [make_todo(f"todo {n}").id for n in range(BOARD_PAGE + 7)]
-    first = signed_in.get("/").content.decode()
+    first = signed_in.get("/queue/").content.decode()
     assert _ids(first) == ids[::-1][:BOARD_PAGE]
     assert f"?before={ids[7]}" in first
-    second = signed_in.get(f"/?before={ids[7]}").content.decode()
+    second = signed_in.get(f"/queue/?before={ids[7]}").content.decode()
     assert _ids(second) == ids[:7][::-1]
     assert "Older" not in second and "Newest" in second
 
@@ -74,16 +79,16 @@ def test_another_users_todos_never_show(make_user, endpoint, make_todo):
     make_todo("alice's secret")
     mallory = Client()
     mallory.force_login(make_user("mallory"))
-    page = mallory.get("/").content.decode()
+    page = mallory.get("/queue/").content.decode()
     assert "alice&#x27;s secret" not in page and _ids(page) == []
     assert "Get started" in page
 
 
 def test_refresh_returns_only_the_queue_fragment(signed_in, make_todo):
     make_todo("one")
-    fragment = signed_in.get("/?state=pending", **REFRESH).content.decode()
+    fragment = signed_in.get("/queue/?state=pending", **REFRESH).content.decode()
     assert fragment.lstrip().startswith('<div id="queue"')
-    assert 'data-live-url="/?state=pending"' in fragment and "<html" not in fragment
+    assert 'data-live-url="/queue/?state=pending"' in fragment and "<html" not in fragment
 
 
 def test_queue_page_query_count_does_not_grow_with_rows(
@@ -92,30 +97,30 @@ def test_queue_page_query_count_does_not_grow_with_rows(
     done_with_history(endpoint, user)
     make_todo("pending")
     # session, user (with their teams, for the switcher), endpoints (filter), the page of
-    # todos with holder and last outcome, the state counts (each stopped at the cap), ticker:
-    # attempt endings, ticker: events
-    with django_assert_num_queries(7):
-        signed_in.get("/")
+    # todos with holder and last outcome, the state counts (each stopped at the cap), the
+    # ticker (attempt endings and events, one statement)
+    with django_assert_num_queries(6):
+        signed_in.get("/queue/")
     for n in range(12):
         todo_id = mixed_history(endpoint, title=f"more {n}")
         lapse_lease(todo_id)
-    with django_assert_num_queries(7):
-        page = signed_in.get("/").content.decode()
+    with django_assert_num_queries(6):
+        page = signed_in.get("/queue/").content.decode()
     ids = _ids(page)
     assert len(ids) == 14
     # The first refresh: the same reads and the new arrivals, a smaller template.
-    with django_assert_num_queries(8):
-        signed_in.get("/", **REFRESH)
-    # The live refresh of the rows shown: the same 8 (the shown rows in place of the page).
+    with django_assert_num_queries(7):
+        signed_in.get("/queue/", **REFRESH)
+    # The live refresh of the rows shown: the same 7 (the shown rows in place of the page).
     shown = ",".join(map(str, ids))
-    with django_assert_num_queries(8):
-        fragment = signed_in.get(f"/?shown={shown}&upto={ids[0]}", **REFRESH).content.decode()
+    with django_assert_num_queries(7):
+        fragment = signed_in.get(f"/queue/?shown={shown}&upto={ids[0]}", **REFRESH).content.decode()
     assert _ids(fragment) == ids
 
 
 def test_signed_out_queue_goes_to_sign_in(client):
-    response = client.get("/")
-    assert response.status_code == 302 and response["Location"] == "/login/?next=/"
+    response = client.get("/queue/")
+    assert response.status_code == 302 and response["Location"] == "/login/?next=/queue/"
 
 
 def test_text_search_takes_words_and_symbols_as_typed(signed_in, make_todo):
@@ -124,9 +129,9 @@ def test_text_search_takes_words_and_symbols_as_typed(signed_in, make_todo):
     percent = make_todo("raise the limit to 100% of quota").id
     under = make_todo("rename snake_case helpers").id
     make_todo("rename snakeXcase helpers")
-    assert _ids(signed_in.get("/?q=100%25").content.decode()) == [percent]
-    assert _ids(signed_in.get("/?q=SNAKE_case").content.decode()) == [under]
-    assert _ids(signed_in.get("/?q=%25").content.decode()) == [percent]
+    assert _ids(signed_in.get("/queue/?q=100%25").content.decode()) == [percent]
+    assert _ids(signed_in.get("/queue/?q=SNAKE_case").content.decode()) == [under]
+    assert _ids(signed_in.get("/queue/?q=%25").content.decode()) == [percent]
 
 
 def test_a_refresh_keeps_the_rows_shown_marks_those_that_moved_on_and_counts_new_ones(
@@ -136,7 +141,7 @@ def test_a_refresh_keeps_the_rows_shown_marks_those_that_moved_on_and_counts_new
     transitions.claim(Actor.agent(endpoint), first)  # leaves the pending tab
     newer = [make_todo(f"newer {n}").id for n in range(3)]
     fragment = signed_in.get(
-        f"/?state=pending&shown={second},{first}&upto={second}", **REFRESH
+        f"/queue/?state=pending&shown={second},{first}&upto={second}", **REFRESH
     ).content.decode()
     assert _ids(fragment) == [second, first]  # the rows shown, nothing pushed in
     row = fragment[fragment.index(f'<tr id="todo-{first}"') :]
@@ -146,7 +151,7 @@ def test_a_refresh_keeps_the_rows_shown_marks_those_that_moved_on_and_counts_new
     assert all(f"todo-{n}" not in fragment for n in newer)
     # The state tabs count the team's todos by state.
     assert '<span class="count">5</span>' in fragment  # all
-    page = signed_in.get("/?state=pending").content.decode()
+    page = signed_in.get("/queue/?state=pending").content.decode()
     assert _ids(page) == [*reversed(newer), second] and 'data-newer="0"' in page
 
 
@@ -157,7 +162,7 @@ def test_shown_ids_of_another_team_read_as_missing(signed_in, make_user, make_to
     theirs, _ = endpoints.vend(mallory.teams.get(), "theirs")
     foreign = transitions.create_todo(Actor.agent(theirs), title="not yours")[0].id
     mine = make_todo("mine").id
-    fragment = signed_in.get(f"/?shown={foreign},{mine},x,,-3", **REFRESH).content.decode()
+    fragment = signed_in.get(f"/queue/?shown={foreign},{mine},x,,-3", **REFRESH).content.decode()
     assert _ids(fragment) == [mine] and "not yours" not in fragment
 
 
@@ -178,7 +183,7 @@ def test_a_refresh_of_a_search_tests_the_rows_shown_and_not_another_teams(
     theirs, _ = endpoints.vend(mallory.teams.get(), "theirs")
     foreign = transitions.create_todo(Actor.agent(theirs), title="quokka too")[0].id
     shown = f"{foreign},{plain},{titled},{summarized.id}"
-    fragment = signed_in.get(f"/?q=quokka&shown={shown}", **REFRESH).content.decode()
+    fragment = signed_in.get(f"/queue/?q=quokka&shown={shown}", **REFRESH).content.decode()
     assert _ids(fragment) == [plain, titled, summarized.id] and "quokka too" not in fragment
 
     def row(todo_id: int) -> str:
@@ -196,7 +201,7 @@ def test_a_done_todo_whose_only_bad_try_died_reads_spent_not_failed(signed_in, e
     lapse_lease(todo.id)
     transitions.claim(agent, todo.id)  # takes over: try 1 died
     transitions.complete(agent, todo.id)
-    page = signed_in.get("/").content.decode()
+    page = signed_in.get("/queue/").content.decode()
     row = page[page.index(f'<tr id="todo-{todo.id}"') :]
     row = row[: row.index("</tr>")]
     assert "1/5 spent" in row and "1/5 failed" not in row
@@ -219,18 +224,18 @@ def test_a_tab_counts_exactly_up_to_its_cap_and_says_so_beyond(
         transitions.claim(agent, todo.id)
         transitions.complete(agent, todo.id)
     make_todo("waiting")
-    page = signed_in.get("/").content.decode()
+    page = signed_in.get("/queue/").content.decode()
     tabs = dict(re.findall(r'data-state="(\w+)">[^<]*<span class="count">([^<]*)</span>', page))
     assert tabs["done"] == "3+" and tabs["pending"] == "1" and tabs["dead"] == "0"
     assert tabs["all"] == "4+"  # 3 (capped) + 1
-    done = signed_in.get("/?state=done").content.decode()
+    done = signed_in.get("/queue/?state=done").content.decode()
     assert " all matching this filter" in done and not re.search(r"all \d+\+? matching", done)
-    assert "all 1 matching this filter" in signed_in.get("/?state=pending").content.decode()
+    assert "all 1 matching this filter" in signed_in.get("/queue/?state=pending").content.decode()
     monkeypatch.setattr(queue, "TAB_COUNT_CAP", 10_000)
     tabs = dict(
         re.findall(
             r'data-state="(\w+)">[^<]*<span class="count">([^<]*)</span>',
-            signed_in.get("/").content.decode(),
+            signed_in.get("/queue/").content.decode(),
         )
     )
     assert tabs["done"] == "4" and tabs["all"] == "5"
@@ -266,7 +271,7 @@ def test_a_small_teams_queue_never_walks_a_big_teams_todos(signed_in, make_user,
     small = _board_todos(mine, [endpoint.pk]).order_by("-pk")[:BOARD_PAGE].explain()
     assert "todos_endpoint_list" in small, small
     assert "todos_pkey" not in small, small
-    rows = signed_in.get("/").content.decode()
+    rows = signed_in.get("/queue/").content.decode()
     assert len(_ids(rows)) == 12
     theirs = _board_todos([big.pk], [busy.pk]).order_by("-pk")[:BOARD_PAGE].explain()
     assert "Index Scan Backward using todos_pkey" in theirs, theirs

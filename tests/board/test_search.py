@@ -22,7 +22,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _ids(client, q: str) -> list[int]:
-    page = client.get("/", {"q": q}).content.decode()
+    page = client.get("/queue/", {"q": q}).content.decode()
     return [int(n) for n in re.findall(r'<tr id="todo-(\d+)"', page)]
 
 
@@ -61,7 +61,7 @@ def test_search_is_scoped_to_the_readers_teams(signed_in, make_user, make_todo, 
     transitions.complete(agent, reported.id, summary="rotated the signing keys")
     assert _ids(signed_in, "signing keys") == [mine]
     # "#id" of a todo of another team jumps nowhere and shows nothing.
-    response = signed_in.get("/", {"q": f"#{theirs.id}"})
+    response = signed_in.get("/queue/", {"q": f"#{theirs.id}"})
     assert response.status_code == 200 and "rotate the signing" not in response.content.decode()
     other = Client()
     other.force_login(mallory)
@@ -70,12 +70,12 @@ def test_search_is_scoped_to_the_readers_teams(signed_in, make_user, make_todo, 
 
 def test_hash_id_jumps_to_the_drawer(signed_in, make_todo):
     todo = make_todo("somewhere in the pile")
-    response = signed_in.get("/", {"q": f"#{todo.id}"})
+    response = signed_in.get("/queue/", {"q": f"#{todo.id}"})
     assert response.status_code == 302 and response["Location"] == f"/todos/{todo.id}/"
     # A bare number is both that todo and a word; and the live refresh never jumps.
     assert todo.id in _ids(signed_in, str(todo.id))
     refresh = signed_in.get(
-        "/", {"q": f"#{todo.id}"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="queue"
+        "/queue/", {"q": f"#{todo.id}"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="queue"
     )
     assert refresh.status_code == 200
 
@@ -85,7 +85,7 @@ def test_nothing_typed_is_a_tsquery_operator(signed_in, make_todo):
     make_todo("unrelated")
     for hostile in ("a | b", "!c & a", "b:*", "'a'", "a\\ b", "(a) <-> (b)", "a:A"):
         assert search_tsquery(hostile) is not None
-        response = signed_in.get("/", {"q": hostile})
+        response = signed_in.get("/queue/", {"q": hostile})
         assert response.status_code == 200, hostile
     assert _ids(signed_in, "a | b") == [wanted]
     assert search_tsquery("%") is None and search_tsquery("_ -- ||") is None
@@ -318,14 +318,14 @@ def test_a_search_of_too_many_word_parts_is_refused_and_says_why(signed_in, make
 
     assert len(HYPHEN_CHAIN) == 199
     chained = make_todo("rebuild the a-b-c docs").id
-    page = signed_in.get("/", {"q": HYPHEN_CHAIN})
+    page = signed_in.get("/queue/", {"q": HYPHEN_CHAIN})
     assert page.status_code == 200
     text = page.content.decode()
     assert "data-search-refused" in text and f"at most {SEARCH_LEXEMES_MAX}" in text, text
     assert re.findall(r'<tr id="todo-(\d+)"', text) == []
     assert f'value="{HYPHEN_CHAIN}"' in text  # the search box keeps what was typed
     refresh = signed_in.get(
-        "/",
+        "/queue/",
         {"q": HYPHEN_CHAIN, "shown": str(chained)},
         headers={"HX-Request": "true", "HX-Target": "queue"},
     )
@@ -401,7 +401,7 @@ def test_the_queue_page_says_a_search_was_stopped(signed_in, make_todo, settings
     make_todo("rebuild docs")
     settings.SWITCHBOARD_SEARCH_TIMEOUT_SECONDS = 0.2
     real = slow_queue_reads(monkeypatch, 5)
-    page = signed_in.get("/", {"q": "docs"})
+    page = signed_in.get("/queue/", {"q": "docs"})
     assert page.status_code == 200
     text = page.content.decode()
     assert "took longer than 0.2 s and was stopped" in text

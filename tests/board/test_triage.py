@@ -69,7 +69,7 @@ def test_each_dead_letter_says_why_exactly_with_its_last_summary(
     doomed = make_endpoint("doomed")
     revoked, _ = transitions.create_todo(Actor.agent(doomed), title="left behind")
     transitions.revoke_endpoint(None, doomed)
-    page = signed_in.get("/?state=dead").content.decode()
+    page = signed_in.get("/queue/?state=dead").content.decode()
     assert "failed 5 of 5" in _row(page, five) and "exit 1 (try 5)" in _row(page, five)
     assert "said not retryable" in _row(page, once)
     assert "died 3 times" in _row(page, died)
@@ -195,7 +195,7 @@ def test_all_matching_over_two_thousand_goes_a_thousand_at_a_time(signed_in, end
             " FROM generate_series(1, 2100) g",
             [endpoint.pk],
         )
-    queue = signed_in.get("/?state=dead").content.decode()
+    queue = signed_in.get("/queue/?state=dead").content.decode()
     assert "all 2100 matching this filter" in queue
     for left in (2100, 1100, 100):
         confirm = signed_in.get("/triage/", {"do": "rerun", "all": "1", "state": "dead"})

@@ -1,5 +1,11 @@
 """``switchboard adduser``: a user who can sign in to the Board, optionally in a shared team,
-optionally an operator (staff in the Operators group: admin's aggregates and queue health)."""
+optionally an operator (staff in the Operators group: admin's aggregates and queue health).
+
+One transaction: an error anywhere leaves no user, team or membership behind, so the same
+command can simply be run again. ``--team`` may name another user's personal team: the new
+user joins it as a member, as they would by accepting its owner's invitation on the Board
+(operators on the command line are trusted to add directly).
+"""
 
 from __future__ import annotations
 
@@ -21,7 +27,8 @@ from queues.models import Membership, Team
 class Command(BaseCommand):
     help = (
         "Create a user (with a personal team). The password comes from SWITCHBOARD_PASSWORD, "
-        "else a prompt. --team adds them to a shared team, created (with them as owner) if new."
+        "else a prompt. --team adds them to a team: a new one is created with them as owner; "
+        "an existing one (another user's personal team too) takes them as a member."
     )
 
     def add_arguments(self, parser) -> None:
@@ -46,26 +53,35 @@ class Command(BaseCommand):
 
         password = self._password(User(**{User.USERNAME_FIELD: username}))
         with transaction.atomic():
-            # The post_save signal gives the new user a personal team.
+            # The post_save signal gives the new user a personal team, the only team they are
+            # in until --team: it cannot be told apart by ``personal`` once they join another
+            # user's personal team.
             user = User.objects.create_user(username, password=password, is_staff=staff)
+            personal = user.teams.get()
+            kind = "staff user" if staff else "user"
+            line = f"Created {kind} {username} with personal team {personal.slug}"
             if staff:
                 operators.add_operator(user)
-            joined = None
             if team is not None:
-                is_new = not Team.objects.filter(slug=slugify(team)).exists()
-                joined = teams.get_or_create_team(team)
-                role = Membership.Role.OWNER if is_new else Membership.Role.MEMBER
-                teams.add_member(joined, user, role=role)
-
-        kind = "staff user" if staff else "user"
-        personal = user.teams.get(personal=True)
-        line = f"Created {kind} {username} with personal team {personal.slug}"
-        if joined is not None:
-            role = joined.memberships.get(user=user).role
-            line += f"; {role} of team {joined.slug}{' (new)' if is_new else ''}"
-        if staff:
-            line += f"; in the {operators.GROUP} group"
+                line += self._join(user, team, personal=personal)
+            if staff:
+                line += f"; in the {operators.GROUP} group"
         self.stdout.write(line + ".")
+
+    def _join(self, user, slug: str, *, personal: Team) -> str:
+        """Add ``user`` to the team ``slug`` (made, with them as owner, if new); how to say
+        so. Refused when ``slug`` is their own new personal team (named after them)."""
+        is_new = not Team.objects.filter(slug=slugify(slug)).exists()
+        joined = teams.get_or_create_team(slug)
+        if joined == personal:
+            raise CommandError(
+                f"--team {slug} is {user.get_username()}'s own personal team; "
+                "name another team. Nothing was saved."
+            )
+        role = Membership.Role.OWNER if is_new else Membership.Role.MEMBER
+        membership = teams.add_member(joined, user, role=role)
+        whose = " (new)" if is_new else " (a personal team)" if joined.personal else ""
+        return f"; {membership.role} of team {joined.slug}{whose}"
 
     def _password(self, user) -> str:
         password = os.environ.get("SWITCHBOARD_PASSWORD", "")

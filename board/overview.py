@@ -1,0 +1,107 @@
+"""The team overview (``/``, once a team has endpoints): each team's endpoints at a glance —
+what waits and for how long, what is held, retrying and dead, what the agents ended per
+minute over the last hour, which agents were seen in the last five minutes — with Pause and
+Resume on each row. Two statements for every team shown (queues/endpoint_health.py
+``team_now`` and ``team_last_hour``), whatever its size.
+
+The rows are drawn the same way for the page and for the live stream (board/live.py), which
+draws them once per team for all its viewers: nothing in a row depends on who reads it. The
+one cell that does, Pause or Resume (an owner's, with the reader's CSRF token), is drawn
+only into the page and kept by the script when a row is patched (``data-keep``); both
+buttons are there and the row's ``data-paused`` says which one shows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+from board import charts
+from queues.endpoint_health import MINUTES, Endings, EndpointNow, LastHour
+from queues.selectors import TAB_COUNT_CAP
+
+QUIET = LastHour(Endings.empty(MINUTES), [])
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    endpoint: EndpointNow
+    chart: charts.Chart
+    agents: list[tuple[str, datetime]]
+    waiting_since: datetime | None  # when the oldest claimable todo became claimable
+    dead: str  # the count as a tab says it ("10,000+" past the cap)
+
+    @property
+    def dom_id(self) -> str:
+        return f"ov-e{self.endpoint.pk}"
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """A team's line above its endpoints."""
+
+    team_id: int
+    claimable: int
+    held: int
+    retry_wait: int
+    completed: int  # in the last hour
+    failed: int
+    died: int
+    agents: int  # distinct names seen in the last five minutes
+    waiting_since: datetime | None
+
+    @property
+    def dom_id(self) -> str:
+        return f"ov-t{self.team_id}"
+
+
+def rows(now: list[EndpointNow], hour: dict[int, LastHour]) -> list[Row]:
+    at = timezone.now()
+    return [
+        Row(
+            endpoint=e,
+            chart=charts.per_minute(hour.get(e.pk, QUIET).per_minute),
+            agents=hour.get(e.pk, QUIET).agents,
+            waiting_since=at - e.oldest_claimable_age if e.oldest_claimable_age else None,
+            dead=_capped(e.by_state["dead"]),
+        )
+        for e in now
+    ]
+
+
+def totals(team_id: int, shown: list[Row]) -> Totals:
+    since = [row.waiting_since for row in shown if row.waiting_since]
+    ended = [row.chart.totals for row in shown]
+    return Totals(
+        team_id=team_id,
+        claimable=sum(row.endpoint.claimable for row in shown),
+        held=sum(row.endpoint.held for row in shown),
+        retry_wait=sum(row.endpoint.retry_wait for row in shown),
+        completed=sum(t["completed"] for t in ended),
+        failed=sum(t["failed"] for t in ended),
+        died=sum(t["died"] for t in ended),
+        agents=len({who for row in shown for who, _ in row.agents}),
+        waiting_since=min(since, default=None),
+    )
+
+
+def rows_html(now: list[EndpointNow], hour: dict[int, LastHour]) -> dict[str, str]:
+    """DOM id → the row (or the team's totals line) as the page draws it, for the stream."""
+    shown = rows(now, hour)
+    drawn = {
+        row.dom_id: render_to_string("board/overview.html#overview-row", {"row": row})
+        for row in shown
+    }
+    if now:
+        line = totals(now[0].team_id, shown)
+        drawn[line.dom_id] = render_to_string(
+            "board/overview.html#overview-totals", {"totals": line}
+        )
+    return drawn
+
+
+def _capped(n: int) -> str:
+    return f"{TAB_COUNT_CAP:,}+" if n > TAB_COUNT_CAP else f"{n:,}"

@@ -1,0 +1,42 @@
+"""The landing page: the team overview (board/overview.py) once the reader's teams have an
+endpoint; before that, the queue page's first-run walkthrough. A ``/?…`` link from before
+the queue moved to ``/queue/`` is sent there."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET
+
+from board import overview
+from board.scope import board_scope
+from board.sentences import sentence
+from board.views import queue
+from queues.endpoint_health import team_last_hour, team_now
+from queues.selectors import TAB_COUNT_CAP, board_activity, owned_team_ids
+
+
+@require_GET
+@login_required
+def overview_page(request):
+    if request.GET:
+        return redirect(f"{reverse('queue')}?{request.GET.urlencode()}")
+    scope = board_scope(request)
+    sections = []
+    for team in [scope.current] if scope.current else scope.teams:
+        now = team_now(team.pk, cap=TAB_COUNT_CAP)
+        if not now:
+            continue  # a team without endpoints has nothing to show here
+        rows = overview.rows(now, team_last_hour(team.pk))
+        sections.append({"team": team, "rows": rows, "totals": overview.totals(team.pk, rows)})
+    if not sections:
+        return queue.todo_list(request)  # the walkthrough: vend, connect, first todo
+    team_ids = [section["team"].pk for section in sections]
+    context = {
+        "sections": sections,
+        "owner_of": owned_team_ids(request.user, team_ids),
+        "ticker": [sentence(i) for i in board_activity(scope.team_ids, limit=queue.TICKER_LINES)],
+        "refresh_seconds": queue.refresh_seconds(),
+    }
+    return render(request, "board/overview.html", context)

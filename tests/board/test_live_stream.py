@@ -1,0 +1,176 @@
+"""The Board's live stream (board/live.py) over real HTTP from the ASGI server: a change is
+pushed to the team's viewers within a second, drawn once per team (not per viewer), only to
+those who may see it; the watch list follows the open streams; a stranger gets no stream."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+
+from queues import transitions
+from queues.models import TodoState
+from queues.transitions import Actor
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Stream:
+    """A raw SSE client: the events of one ``GET /live/``, read with deadlines."""
+
+    def __init__(self, server, cookie: str | None, want: str = "rows,counts,ticker") -> None:
+        self.sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        head = (
+            f"GET /live/?want={want} HTTP/1.1\r\nHost: localhost\r\nAccept: text/event-stream\r\n"
+        )
+        if cookie:
+            head += f"Cookie: sessionid={cookie}\r\n"
+        self.sock.sendall((head + "\r\n").encode())
+        self.buffer = b""
+        while b"\r\n\r\n" not in self.buffer:
+            self.buffer += self.sock.recv(65536)
+        self.head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        self.status = int(self.head.split()[1])
+
+    def event(self, within: float) -> tuple[str, dict] | None:
+        """The next event (not a comment), or None if none came within ``within`` seconds."""
+        deadline = time.monotonic() + within
+        while True:
+            for block in self._blocks():
+                fields = dict(line.split(": ", 1) for line in block.split("\n") if ": " in line)
+                if "event" in fields:
+                    return fields["event"], json.loads(fields.get("data", "{}"))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self.sock.settimeout(left)
+            try:
+                chunk = self.sock.recv(65536)
+            except TimeoutError:
+                return None
+            if not chunk:
+                return None
+            self.buffer += chunk
+
+    def _blocks(self):
+        # Chunked transfer: the chunk sizes are lines of hex between the events; drop them.
+        text = self.buffer.decode()
+        while "\n\n" in text:
+            block, text = text.split("\n\n", 1)
+            self.buffer = text.encode()
+            lines = [line for line in block.split("\r\n") if line]
+            yield "\n".join(line.strip() for line in lines if not _hex(line))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _hex(line: str) -> bool:
+    return bool(line) and all(c in "0123456789abcdefABCDEF" for c in line.strip())
+
+
+def _cookie(client, user) -> str:
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+def _until(event_name: str, stream: Stream, within: float = 3.0):
+    deadline = time.monotonic() + within
+    while (left := deadline - time.monotonic()) > 0:
+        got = stream.event(left)
+        if got is None:
+            return None
+        if got[0] == event_name:
+            return got[1]
+    return None
+
+
+def _watches() -> set[int]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT team_id FROM board_watches WHERE expires_at > now()")  # noqa: S608
+        return {row[0] for row in cursor.fetchall()}
+
+
+def test_a_change_reaches_every_viewer_of_its_team_within_a_second(
+    live_server, client, user, endpoint, make_todo
+):
+    cookie = _cookie(client, user)
+    viewers = [Stream(live_server, cookie) for _ in range(3)]
+    try:
+        for viewer in viewers:
+            assert viewer.status == 200
+            ready = _until("ready", viewer)
+            assert ready["teams"] == [endpoint.team_id]
+            assert str(endpoint.pk) in ready["counts"][str(endpoint.team_id)]
+        assert endpoint.team_id in _watches()
+        from board import live
+
+        [hub] = [h for h in live._hubs.values() if h.viewers]
+        before = hub.statements
+        started = time.monotonic()
+        todo = make_todo("pushed to everyone")
+        for viewer in viewers:
+            update = _until("team", viewer, within=2.0)
+            assert update is not None, "no update within 2 s"
+            assert update["todos"] == [todo.id]
+            assert "pushed to everyone" in update["rows"][str(todo.id)]["html"]
+            assert update["rows"][str(todo.id)]["state"] == TodoState.PENDING
+            assert update["counts"][str(endpoint.pk)]["pending"] == 1
+        assert time.monotonic() - started < 1.0
+        # Read once for the three viewers: the rows, the counts, the feed (a new todo).
+        assert hub.statements - before == 3
+
+        # A claim: the row and the counts, the feed untouched (nothing ended).
+        before = hub.statements
+        transitions.claim(Actor.agent(endpoint), todo.id, claimant="run-7")
+        update = _until("team", viewers[0], within=2.0)
+        assert update["rows"][str(todo.id)]["state"] == TodoState.CLAIMED
+        assert "ticker" not in update and not update["feed"]
+        _until("team", viewers[1]), _until("team", viewers[2])
+        assert hub.statements - before == 2
+        # A completion ends a try: the feed is read again and says so.
+        transitions.complete(Actor.agent(endpoint), todo.id)
+        update = _until("team", viewers[0], within=2.0)
+        assert update["feed"] and "completed" in update["ticker"][0]["html"]
+    finally:
+        for viewer in viewers:
+            viewer.close()
+
+
+def test_a_team_sees_only_its_own_changes(live_server, client, user, endpoint, make_user, vend):
+    other_team = make_user("mallory").teams.get()  # her personal team
+    foreign, _ = vend("foreign-agent", team=other_team)
+    stream = Stream(live_server, _cookie(client, user))
+    try:
+        ready = _until("ready", stream)
+        assert list(ready["counts"]) == [str(user.teams.get().pk)]
+        assert str(foreign.pk) not in ready["counts"][str(user.teams.get().pk)]
+        transitions.create_todo(Actor.agent(foreign), title="not for alice")
+        assert _until("team", stream, within=1.5) is None
+    finally:
+        stream.close()
+
+
+def test_no_stream_for_a_stranger_and_none_under_wsgi(live_server, client, user):
+    stranger = Stream(live_server, cookie=None)
+    try:
+        assert stranger.status == 302 and b"/login/" in stranger.head
+    finally:
+        stranger.close()
+    client.force_login(user)
+    assert client.get("/live/").status_code == 204  # Django's test client: not ASGI
+
+
+def test_the_watch_goes_when_its_last_stream_does(live_server, client, user, endpoint):
+    stream = Stream(live_server, _cookie(client, user))
+    assert _until("ready", stream)
+    assert endpoint.team_id in _watches()
+    stream.close()
+    deadline = time.monotonic() + 5
+    while endpoint.team_id in _watches() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert endpoint.team_id not in _watches()
