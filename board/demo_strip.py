@@ -13,9 +13,9 @@ from __future__ import annotations
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
+from board.redirects import local
 from board.scope import board_scope
 from queues.models import Team
 
@@ -50,13 +50,9 @@ def demo_strip_hide(request: HttpRequest) -> HttpResponse:
     """Hide the strip until sign-out, back to the page it was on (a path of this site only,
     as the team switcher's ``next``)."""
     request.session[HIDDEN_KEY] = True
-    target = request.POST.get("next", "")
-    local = url_has_allowed_host_and_scheme(
-        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    return HttpResponseRedirect(
+        local(request, request.POST.get("next", "")) or reverse("board-home")
     )
-    if not (target.startswith("/") and "\x00" not in target and local):
-        target = reverse("board-home")
-    return HttpResponseRedirect(target)
 
 
 def context(request: HttpRequest) -> dict:

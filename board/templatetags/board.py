@@ -19,6 +19,7 @@ from django.utils.safestring import mark_safe
 from board.drawer import marker_for_outcome, span
 from board.reasons import dead_letter_reason
 from queues.models import TodoState
+from queues.selectors.queue import DEAD_SUMMARY_CHARS
 
 register = template.Library()
 
@@ -38,20 +39,22 @@ def _relative(value: datetime, style: str) -> str:
     delta = (value - timezone.now()).total_seconds()
     if style == "ago":
         return "just now" if abs(delta) < 5 else f"{span(delta)} ago"
+    if style == "for":  # how long since: "waiting for 3m 12s"
+        return "a moment" if abs(delta) < 5 else span(delta)
     return f"in {span(delta)}" if delta >= 0 else f"{span(delta)} ago"
 
 
 @register.simple_tag
 def when(value: datetime | None, style: str = "full", empty: str = ""):
-    """A time in the one format: ``full`` (date and time), ``date`` (the day), ``ago`` or
-    ``until`` (relative, the full time on hover)."""
+    """A time in the one format: ``full`` (date and time), ``date`` (the day), ``ago``,
+    ``until`` or ``for`` (relative: "3m ago", "in 3m", "3m"; the full time on hover)."""
     if value is None:
         return empty
     utc = value.astimezone(UTC)
     full = utc.strftime(UTC_FORMAT)
     if style == "date":
         text = full[:10]
-    elif style in ("ago", "until"):
+    elif style in ("ago", "until", "for"):
         text = _relative(value, style)
     else:
         style, text = "full", full
@@ -150,3 +153,10 @@ def dead_reason(todo) -> str:
         failed=getattr(todo, "dead_failed", None),
         died=getattr(todo, "dead_died", None),
     )
+
+
+@register.filter
+def cut_short(text: str | None) -> bool:
+    """Is this dead letter's summary as much of it as the queue row reads (the rest is in
+    its drawer)?"""
+    return bool(text) and len(text) >= DEAD_SUMMARY_CHARS

@@ -28,6 +28,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from board import charts
 from board.drawer import span
 from board.forms import NotifyUrlForm, VendForm, duplicate_agent_id
+from board.redirects import next_url
 from board.scope import board_scope
 from board.views.queue import first_run_context
 from queues import endpoints, outbox, selectors, transitions
@@ -333,4 +334,5 @@ def endpoint_pause(request: HttpRequest, endpoint_id: int, op: str) -> HttpRespo
             messages.info(request, unchanged.format(agent=endpoint.agent_id))
         elif done:
             messages.success(request, done.format(agent=endpoint.agent_id))
-    return redirect("endpoint-detail", endpoint_id=endpoint.pk)
+    # From the overview's row back to the overview; else the endpoint's page.
+    return redirect(next_url(request) or reverse("endpoint-detail", args=[endpoint.pk]))

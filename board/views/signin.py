@@ -19,13 +19,13 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render, resolve_url
 from django.template import loader
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.debug import sensitive_post_parameters
 from django.views.decorators.http import require_http_methods
 from psycopg_pool import PoolTimeout
 
+from board import redirects
 from board.auth import Refusal, refusal_of
 from queues.db.availability import breaker
 
@@ -52,7 +52,7 @@ def sign_in(request: HttpRequest) -> HttpResponse:
 
 
 def _sign_in(request: HttpRequest) -> HttpResponse:
-    next_url = _next_url(request)
+    next_url = redirects.next_url(request)
     if request.method != "POST":
         return _page(request, next_url)
     # As Django's own sign-in form reads a user name: trimmed, NFKC-normalised.
@@ -69,16 +69,6 @@ def _sign_in(request: HttpRequest) -> HttpResponse:
         return _page(request, next_url, error=MISMATCH, username=username)
     login(request, user)
     return redirect(next_url or resolve_url(settings.LOGIN_REDIRECT_URL))
-
-
-def _next_url(request: HttpRequest) -> str:
-    """Where to go once signed in: a local URL only (an off-site ``next`` is dropped)."""
-    target = request.POST.get("next", request.GET.get("next", ""))
-    if url_has_allowed_host_and_scheme(
-        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    ):
-        return target
-    return ""
 
 
 def _page(

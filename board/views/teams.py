@@ -21,11 +21,11 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
 from board import scope as board_scopes
 from board.forms import InviteMemberForm, SinkForm
+from board.redirects import local
 from board.scope import board_scope
 from board.views.endpoints import shown_once
 from queues import outbox, selectors, teams
@@ -181,16 +181,7 @@ def _answer(request, op: str) -> HttpResponse:
             default = reverse("team-detail")
     except NotFound:
         raise Http404 from None
-    return redirect(_local(request, request.POST.get("next", "")) or default)
-
-
-def _local(request, target: str) -> str:
-    """``target`` if it is a URL of this site, else empty."""
-    if url_has_allowed_host_and_scheme(
-        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    ):
-        return target
-    return ""
+    return redirect(local(request, request.POST.get("next", "")) or default)
 
 
 def _remove(request, team: Team, memberships: list[Membership]):
@@ -263,6 +254,6 @@ def team_switch(request: HttpRequest) -> HttpResponse:
     # A path of this site only ("/…", never "//host"): a bare word would be read as a view
     # name by redirect(), and NUL or other oddities as anything at all.
     target = request.POST.get("next", "")
-    if not (target.startswith("/") and "\x00" not in target and _local(request, target)):
+    if not (target.startswith("/") and "\x00" not in target and local(request, target)):
         target = reverse("board-home")
     return HttpResponseRedirect(target)

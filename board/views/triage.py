@@ -33,7 +33,7 @@ def bulk(request):
     scope = board_scope(request)
     endpoint_ids = {endpoint.pk for endpoint in board_endpoint_choices(scope.team_ids)}
     filters = _filters(_Query(params), endpoint_ids)
-    back = reverse("board-home") + (f"?{_query(filters)}" if filters.active else "")
+    back = reverse("queue") + (f"?{_query(filters)}" if filters.active else "")
     context = {"action": action, "filters": filters, "back_url": back, "bulk_max": triage.BULK_MAX}
     if request.method == "POST":
         return _act(request, scope, action, context)

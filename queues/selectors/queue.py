@@ -57,8 +57,9 @@ class QueueFilters:
         return bool(self.state or self.endpoint_id or self.died or self.text)
 
 
-# Characters of a dead letter's last summary the queue row reads (it shows fewer).
-DEAD_SUMMARY_CHARS = 240
+# Characters of a dead letter's last summary the queue row reads (it shows 140, and these
+# when opened; the drawer has the rest).
+DEAD_SUMMARY_CHARS = 1000
 
 
 def _in_teams(team_ids: list[int], endpoint_ids: list[int] | None = None) -> Q:

@@ -1,6 +1,23 @@
 """The Board's search: the words of a search as a tsquery (bounded: SEARCH_LEXEMES_MAX), its
 time bound and per-person slots, and the two ways of testing todos against it (the GIN
-indexes over a range of ids, or row by row)."""
+indexes over a range of ids, or row by row).
+
+A todo is found by the words of three documents, each written once, where its text is
+written, and never again:
+
+- its title and body: ``todo_search_documents``, by a trigger when the todo is made
+  (migration 0018);
+- each try's summary: ``todo_attempts.summary_document``, by the close that writes the
+  summary, held to it by the row's CHECK (migrations 0020, 0022);
+- each try's result (the JSON an agent or a person gave ``complete`` or ``fail``):
+  ``todo_attempts.result_document``, its strings, numbers and keys, by a trigger on the
+  attempt row as the close writes the result (migration 0028, which also gave the results
+  already written their words). The column is the database's alone (the model does not
+  name it), so it is read here in SQL.
+
+A result is a try's, like a summary: a todo is found by what any of its kept tries reported,
+the result of record (a done todo's) included, since it is its completing try's.
+"""
 
 from __future__ import annotations
 
@@ -119,8 +136,8 @@ _PARTS = re.compile(r"[^\W_]+")
 
 def text_q(text: str, *, ids: tuple[int | None, int | None] = (None, None)) -> Q:
     """The queue's text filter: the words, in any order, in a todo's title or body or in any
-    of its attempts' summaries (full-text search on the two GIN indexes of migrations 0015 and
-    0018); "#123" or "123" also finds todo 123. The matching ids are one UNION of index scans,
+    of its attempts' summaries or results (full-text search on the GIN indexes of migrations
+    0018, 0020 and 0028); "#123" or "123" also finds todo 123. The matching ids are one UNION of index scans,
     so the page's scan by newest id probes a small set (an OR of the arms would walk every todo
     of the teams); ``ids`` = (low, high) bounds each arm to todo ids in [low, high), which
     PostgreSQL ANDs with the GIN index's bitmap, so only the matches in that range are read
@@ -142,6 +159,8 @@ def text_q(text: str, *, ids: tuple[int | None, int | None] = (None, None)) -> Q
                 "todo_id"
             )
         )
+        results = Q(RawSQL(_RESULT_WORDS, [raw], output_field=BooleanField()))
+        arms.append(TodoAttempt.objects.filter(results, bounds).values("todo_id"))
     else:
         titled = Todo.objects.filter(title__ilike_contains=text)
         if low is not None:
@@ -155,6 +174,13 @@ def text_q(text: str, *, ids: tuple[int | None, int | None] = (None, None)) -> Q
     return Q(pk__in=first.union(*rest) if rest else first)
 
 
+# A try's result words match (the partial GIN index todo_attempts_result_search). Why raw
+# SQL: the column is not the model's (migration 0028). Unqualified: Django aliases the table
+# in a subquery, and only todo_attempts has the column.
+_RESULT_WORDS = (
+    "result_document IS NOT NULL AND result_document @@ to_tsquery('simple'::regconfig, %s)"
+)
+
 # The walk's test of one todo, ``todos`` being the queue's own row. Why raw SQL: each probe
 # must be a scalar subquery with LIMIT 1, which PostgreSQL runs per row as written (an EXISTS
 # it may turn into a hashed subplan, a sequential scan of every attempt's words, 500 ms over
@@ -164,15 +190,17 @@ _WALK_TEST = """(
     COALESCE((SELECT ts_match_vq(d.document, to_tsquery('simple'::regconfig, %s))
                 FROM todo_search_documents d WHERE d.todo_id = "todos"."id" LIMIT 1), false)
  OR COALESCE((SELECT true FROM todo_attempts a
-               WHERE a.todo_id = "todos"."id" AND a.summary > ''
-                 AND ts_match_vq(a.summary_document, to_tsquery('simple'::regconfig, %s))
+               WHERE a.todo_id = "todos"."id"
+                 AND ((a.summary > ''
+                       AND ts_match_vq(a.summary_document, to_tsquery('simple'::regconfig, %s)))
+                      OR ts_match_vq(a.result_document, to_tsquery('simple'::regconfig, %s)))
                LIMIT 1), false))"""
 
 
 def walked_text_q(text: str) -> Q:
     """The same test as ``text_q``, asked of each todo in turn: its title and body's words
-    (one probe of todo_search_documents by todo id), then its attempts' stored summary words
-    (a probe of todo_attempts_todo_seq), or its id for "#123". For a few hundred todos, a
+    (one probe of todo_search_documents by todo id), then its attempts' stored summary and
+    result words (one probe of todo_attempts_todo_seq reads both), or its id for "#123". For a few hundred todos, a
     few ms however common the words are; the GIN indexes' cost grows with how many rows
     hold the words (``board_queue`` uses both). For a queryset of ``todos`` itself (its
     table unaliased), not inside another query."""
@@ -180,7 +208,7 @@ def walked_text_q(text: str) -> Q:
     if raw is None:
         condition = Q(title__ilike_contains=text)
     else:
-        condition = Q(RawSQL(_WALK_TEST, [raw, raw], output_field=BooleanField()))
+        condition = Q(RawSQL(_WALK_TEST, [raw, raw, raw], output_field=BooleanField()))
     if (named := _named_id(text)) is not None:
         condition |= Q(pk=named)
     return condition

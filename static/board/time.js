@@ -45,6 +45,7 @@
   function relative(date, style) {
     var delta = (date.getTime() - Date.now()) / 1000;
     if (style === "ago") return Math.abs(delta) < 5 ? "just now" : span(delta) + " ago";
+    if (style === "for") return Math.abs(delta) < 5 ? "a moment" : span(delta);
     return delta >= 0 ? "in " + span(delta) : span(delta) + " ago";
   }
 
@@ -53,7 +54,7 @@
     if (isNaN(date.getTime())) return;
     var style = el.getAttribute("data-when");
     var text;
-    if (style === "ago" || style === "until") {
+    if (style === "ago" || style === "until" || style === "for") {
       text = relative(date, style);
       var title = local(date) + " · " + utc(date);
       if (el.title !== title) el.title = title;
