@@ -60,14 +60,14 @@ def test_each_endpoint_says_what_waits_is_held_retries_and_died(
     assert "nothing waiting" in quiet
 
 
-def test_only_the_readers_teams_and_the_landing_before_any_endpoint(
-    client, user, make_user, vend
-):
+def test_only_the_readers_teams_and_the_landing_before_any_endpoint(client, user, make_user, vend):
     mallory = make_user("mallory")
     theirs, _ = vend("mallorys-agent", team=mallory.teams.get())
     client.force_login(user)
     page = client.get("/").content.decode()
-    assert "mallorys-agent" not in page and "first-run" in page  # alice has no endpoint yet: the walkthrough
+    assert (
+        "mallorys-agent" not in page and "first-run" in page
+    )  # alice has no endpoint yet: the walkthrough
     mine, _ = vend("mine")
     page = client.get("/").content.decode()
     assert f'id="ov-e{mine.pk}"' in page and f'id="ov-e{theirs.pk}"' not in page
@@ -86,7 +86,7 @@ def test_owners_pause_and_resume_from_the_row_and_come_back(
     shared, _ = vend("shared", team=platform)
     client.force_login(user)
     row = _row(client.get("/").content.decode(), shared)
-    assert 'action="/endpoints/%d/pause/"' % shared.pk in row and "data-paused" not in row
+    assert f'action="/endpoints/{shared.pk}/pause/"' in row and "data-paused" not in row
     response = client.post(f"/endpoints/{shared.pk}/pause/", {"next": "/"})
     assert response.status_code == 302 and response["Location"] == "/"
     row = _row(client.get("/").content.decode(), shared)
