@@ -150,7 +150,7 @@ def _timed(errors: dict, what: str, call) -> tuple[float, object]:
 def _page(link: http.client.HTTPConnection, cookie: str) -> bytes:
     from switchboard.client import SwitchboardError
 
-    link.request("GET", "/", headers={"Cookie": cookie})
+    link.request("GET", "/queue/", headers={"Cookie": cookie})
     response = link.getresponse()
     data = response.read()
     if response.status != 200:

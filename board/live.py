@@ -33,11 +33,13 @@ import logging
 import os
 import secrets
 import socket
+import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections, connection
@@ -315,26 +317,37 @@ def attach(bell) -> None:
 # The stream
 
 
+_open: Counter[int] = Counter()  # streams open per user, in this process
+_open_lock = threading.Lock()  # counted on the loop, read by the view's thread
+
+
 @require_GET
 @login_required
 def live(request):
     if not isinstance(request, ASGIRequest):
         return HttpResponse(status=204)  # no stream under WSGI: the page polls
+    if _open[request.user.pk] >= settings.SWITCHBOARD_BOARD_STREAMS_PER_USER:
+        # Many tabs, or a script: this page reads itself on a timer instead.
+        return HttpResponse(status=429, headers={"Retry-After": "60"})
     wants = frozenset(request.GET.get("want", "").split(",")) & WANTS
     team_ids = board_scope(request).team_ids
     # Nothing more is read for this request: its pooled connection goes back now, not when
     # the stream ends minutes later.
     close_old_connections()
     connection.close()
-    response = StreamingHttpResponse(_events(team_ids, wants), content_type="text/event-stream")
+    response = StreamingHttpResponse(
+        _events(request.user.pk, team_ids, wants), content_type="text/event-stream"
+    )
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each event on as it comes
     return response
 
 
-async def _events(team_ids: list[int], wants: frozenset[str]):
+async def _events(user_id: int, team_ids: list[int], wants: frozenset[str]):
     here = hub()
     viewer = Viewer(team_ids, wants)
+    with _open_lock:
+        _open[user_id] += 1
     try:
         try:
             await here.join(viewer)
@@ -368,3 +381,7 @@ async def _events(team_ids: list[int], wants: frozenset[str]):
                 got.cancel()
     finally:
         here.leave(viewer)
+        with _open_lock:
+            _open[user_id] -= 1
+            if not _open[user_id]:
+                del _open[user_id]

@@ -318,6 +318,9 @@ SWITCHBOARD_HEADER_TIMEOUT_SECONDS = env_int("SWITCHBOARD_HEADER_TIMEOUT_SECONDS
 # bound (switchboard.unavailable; 0 = none).
 SWITCHBOARD_SEARCH_TIMEOUT_SECONDS = env_int("SWITCHBOARD_SEARCH_TIMEOUT_SECONDS", 3, minimum=1)
 SWITCHBOARD_SEARCHES_PER_USER = env_int("SWITCHBOARD_SEARCHES_PER_USER", 3, minimum=1)
+# The Board's live streams one person may hold open on one web process (board/live.py): a
+# tab holds one; past this a page is answered 429 and reads itself on a timer instead.
+SWITCHBOARD_BOARD_STREAMS_PER_USER = env_int("SWITCHBOARD_BOARD_STREAMS_PER_USER", 24, minimum=1)
 SWITCHBOARD_PAGE_TIMEOUT_SECONDS = env_int("SWITCHBOARD_PAGE_TIMEOUT_SECONDS", 10, minimum=0)
 SWITCHBOARD_METRICS_TOKEN = os.environ.get("SWITCHBOARD_METRICS_TOKEN", "")
 # The hot statements of queues/sql.py run as server-side prepared statements (planned once

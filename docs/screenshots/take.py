@@ -29,11 +29,12 @@ def main() -> None:
         browser = playwright.chromium.launch(
             executable_path=args.chromium, args=["--no-sandbox", "--disable-gpu"]
         )
-        for width, scheme in ((1440, "light"), (1440, "dark"), (720, "light"), (720, "dark")):
+        sizes = ((1440, "light"), (1440, "dark"), (720, "light"), (720, "dark"), (390, "light"))
+        for width, scheme in sizes:
             suffix = ("" if width == 1440 else f"-{width}") + ("" if scheme == "light" else "-dark")
             context = browser.new_context(
                 base_url=args.url,
-                viewport={"width": width, "height": 900},
+                viewport={"width": width, "height": 844 if width == 390 else 900},
                 color_scheme=scheme,
                 timezone_id="Europe/Berlin",  # times read in the browser's zone
             )
@@ -51,10 +52,21 @@ def take(page, args, suffix: str) -> None:
     page.get_by_label("Password").fill(args.password)
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(f"{args.url}/", wait_until="load")
+    hide = page.get_by_role("button", name="Hide")  # the demo's strip, read once is enough
+    if hide.count():
+        hide.click()
+        page.wait_for_load_state("load")
+    page.wait_for_timeout(1500)  # the stream's first update
+    if suffix in ("", "-dark"):
+        page.screenshot(path=HERE / f"board-overview{suffix}.png")
+    page.goto("/queue/")
+    page.wait_for_timeout(1500)
     page.screenshot(path=HERE / f"board-queue{suffix}.png")
+    if suffix == "-390":
+        return  # a phone: the queue as cards
 
     # A drawer with a mixed history: of the todos with a death, the one with most tries.
-    page.goto("/?died=1")
+    page.goto("/queue/?died=1")
     links = page.locator("table.queue tbody tr .title a")
     hrefs = [links.nth(i).get_attribute("href") for i in range(min(links.count(), 15))]
     if hrefs:
@@ -62,7 +74,7 @@ def take(page, args, suffix: str) -> None:
         for href in hrefs:
             page.goto(href)
             tries[href] = page.locator("ol.strip a").count()
-        page.goto("/?died=1")
+        page.goto("/queue/?died=1")
         best = max(hrefs, key=lambda href: tries[href])
         page.locator(f"table.queue a[href='{best}']").click()
         drawer = page.locator("#drawer #drawer-panel")
@@ -78,7 +90,7 @@ def take(page, args, suffix: str) -> None:
     if suffix == "":
         # Dead-letter triage: the tab with each dead letter's reason and last summary, three
         # rows ticked, and the confirmation of "all matching" (nothing is rerun: not confirmed).
-        page.goto("/?state=dead")
+        page.goto("/queue/?state=dead")
         picks = page.locator("tbody[data-rows] [data-pick]")
         for i in range(min(picks.count(), 4)):
             if i != 1:

@@ -174,3 +174,39 @@ def test_the_watch_goes_when_its_last_stream_does(live_server, client, user, end
     while endpoint.team_id in _watches() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert endpoint.team_id not in _watches()
+
+
+def test_one_person_holds_a_bounded_number_of_streams(live_server, client, user, settings):
+    settings.SWITCHBOARD_BOARD_STREAMS_PER_USER = 2
+    cookie = _cookie(client, user)
+    held = [Stream(live_server, cookie) for _ in range(2)]
+    try:
+        for stream in held:
+            assert _until("ready", stream)
+        refused = Stream(live_server, cookie)
+        assert refused.status == 429 and b"retry-after: 60" in refused.head.lower()
+        refused.close()
+        held.pop().close()  # a tab closed: its place is free again
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            again = Stream(live_server, cookie)
+            if again.status == 200:
+                break
+            again.close()
+            time.sleep(0.1)
+        assert again.status == 200 and _until("ready", again)
+        held.append(again)
+    finally:
+        for stream in held:
+            stream.close()
+
+
+def test_what_a_page_wants_is_read_as_a_list_of_known_words(live_server, client, user, endpoint):
+    hostile = "want=" + "%00,rows,<script>," + "x" * 4000
+    stream = Stream(live_server, _cookie(client, user), want=hostile.removeprefix("want="))
+    try:
+        assert stream.status == 200
+        ready = _until("ready", stream)
+        assert "counts" not in ready  # "rows" alone: no counts asked for
+    finally:
+        stream.close()
