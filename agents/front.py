@@ -349,8 +349,7 @@ async def _verb(exchange: _Exchange, name: str) -> None:
         verb = verbs.named(name)
         verb.check_allowed(endpoint)
         params = wire.decode(verb, body)
-        waits = verb.name == "claim_next" and params.wait_seconds
-        gone = exchange.watch_disconnect() if waits else None
+        gone = exchange.watch_disconnect() if waiting.waits(verb, params) else None
         result = await waiting.call(endpoint, verb, params, gone=gone)
     except DomainError as error:
         await exchange.error(error)

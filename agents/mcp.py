@@ -323,8 +323,7 @@ async def through_view(scope: dict, body: bytes, *, watch_disconnect: Callable) 
 
 
 def _gone_if_waiting(verb: Verb, params: Any, watch_disconnect: Callable):
-    waits = verb.name == "claim_next" and params.wait_seconds
-    return watch_disconnect() if waits else None
+    return watch_disconnect() if waiting.waits(verb, params) else None
 
 
 class _Reply(msgspec.Struct):

@@ -58,6 +58,9 @@ def capabilities() -> dict:
             "rounds": True,  # a person's rerun opens a new round
             "died": True,  # lease_expired and reaped attempts are marked died
             "long_poll": {"verb": "claim_next", "max_wait_seconds": bounds.WAIT_SECONDS_MAX},
+            # complete, fail and release take ``then`` (claim_next's arguments) and answer
+            # ``next``: the close and the next claim in one request.
+            "then": {"verbs": ["complete", "fail", "release"]},
             "prior_attempts": 5,
             "mcp": "/mcp",
         },

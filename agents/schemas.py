@@ -169,6 +169,17 @@ class Cancel(AttemptCall):
 class Ending(AttemptCall):
     summary: Summary | None = None
     artifact: Artifact | None = None
+    then: (
+        Annotated[
+            ClaimNext,
+            Meta(
+                description="Claim the next todo in the same request, with claim_next's "
+                "arguments: its answer is `next`. The close is committed whatever the claim "
+                "finds; a replayed close claims nothing (`next` is null: call claim_next)."
+            ),
+        ]
+        | None
+    ) = None
 
 
 class Release(Ending):
@@ -317,14 +328,6 @@ class HeartbeatOut(Out):
     attempt_seq: int
 
 
-class ClosedOut(Out):
-    todo: TodoOut
-    replayed: bool
-    attempt_seq: int | None = None
-    outcome: str | None = None
-    disposition: str | None = None
-
-
 class ErrorBody(Out):
     code: Literal[
         "invalid",
@@ -337,6 +340,18 @@ class ErrorBody(Out):
     ]
     message: str
     retry_after: float | None = None
+
+
+class ClosedOut(Out):
+    todo: TodoOut
+    replayed: bool
+    attempt_seq: int | None = None
+    outcome: str | None = None
+    disposition: str | None = None
+    # With ``then``: the next claim's answer (null when the close was a replay), or why the
+    # claim could not be made (the close stands either way).
+    next: ClaimOut | None = None
+    next_error: ErrorBody | None = None
 
 
 class ErrorOut(Out):

@@ -223,7 +223,7 @@ def _attempt_verb(transition_plan: Callable[..., Plan], **declared) -> Handler:
     keyword arguments, by name."""
 
     def handler(endpoint: Endpoint, p: schemas.AttemptCall, **_) -> Plan[dict]:
-        arguments = {name: getattr(p, name) for name in p.__struct_fields__}
+        arguments = {name: getattr(p, name) for name in p.__struct_fields__ if name != "then"}
         todo_id = arguments.pop("todo_id")
         result = yield from transition_plan(Actor.agent(endpoint), todo_id, **arguments)
         return result.as_api()
@@ -243,21 +243,22 @@ complete = _attempt_verb(
     transitions.complete_plan,
     params=schemas.Complete,
     output=schemas.ClosedOut,
-    description="Report success: the todo is done.",
+    description="Report success: the todo is done. With `then`, claim the next todo in the"
+    " same request.",
 )
 fail = _attempt_verb(
     transitions.fail_plan,
     params=schemas.Fail,
     output=schemas.ClosedOut,
     description="Report failure: retried with backoff, dead-lettered at the cap or when"
-    " retryable is false.",
+    " retryable is false. With `then`, claim the next todo in the same request.",
 )
 release = _attempt_verb(
     transitions.release_plan,
     params=schemas.Release,
     output=schemas.ClosedOut,
     description="Give the todo back without a verdict (back to pending; the failure budget is"
-    " not spent).",
+    " not spent). With `then`, claim the next todo in the same request.",
 )
 cancel = _attempt_verb(
     transitions.cancel_plan,

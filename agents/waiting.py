@@ -18,7 +18,13 @@ from django.conf import settings
 from agents.doorbell import async_doorbell, async_doorbell_of
 from agents.verbs import REGISTRY, Verb
 from queues import counters, db, endpoints, transitions
-from queues.errors import RateLimited, Unavailable
+from queues.errors import (
+    DATABASE_ERRORS,
+    DomainError,
+    RateLimited,
+    Unavailable,
+    from_database_error,
+)
 from queues.models import Endpoint
 from queues.transitions import Actor
 
@@ -89,7 +95,12 @@ async def call(
     is done when the client went away: a wait then ends with ClientGone, and a claim that
     committed after it went is released at once (``release_unheard``) and nobody is answered
     (ClientGone). A claim is one claim latency observation: its last claim, never its
-    waiting."""
+    waiting. A close with ``then`` is the close, committed, then claim_next (``claim_after``)."""
+    then = getattr(params, "then", None)
+    if then is not None:
+        REGISTRY["claim_next"].check_allowed(endpoint)  # before the close, not after it
+        closed = await db.arun(verb.handler(endpoint, params, mcp_session_id=mcp_session_id))
+        return await claim_after(endpoint, closed, then, mcp_session_id=mcp_session_id, gone=gone)
     if verb.name == "claim_next" and params.wait_seconds:
         claim_next = REGISTRY["claim_next"].handler
         result = await awaiting(
@@ -111,6 +122,42 @@ async def call(
         await release_unheard(endpoint, result)
         raise ClientGone
     return result
+
+
+async def claim_after(
+    endpoint: Endpoint,
+    closed: dict,
+    then,
+    *,
+    mcp_session_id: str | None,
+    gone: asyncio.Future | None,
+) -> dict:
+    """The close's answer with the next claim's (``next``): claim_next with ``then``'s
+    arguments, long-poll and all. The close is committed already: a claim that fails says
+    why in ``next_error`` and the close stands. A replayed close claims nothing: its first
+    answer may have carried a claim the client never read (released when its client left,
+    else until its lease lapses), and a second would hold two; the client asks again."""
+    if closed["replayed"]:
+        return {**closed, "next": None}
+    try:
+        found = await call(
+            endpoint, REGISTRY["claim_next"], then, mcp_session_id=mcp_session_id, gone=gone
+        )
+    except DomainError as refused:
+        return {**closed, "next": None, "next_error": refused.as_dict()["error"]}
+    except DATABASE_ERRORS as exc:
+        failed = from_database_error(exc, verb="claim_next")
+        return {**closed, "next": None, "next_error": failed.as_dict()["error"]}
+    return {**closed, "next": found}
+
+
+def waits(verb: Verb, params) -> bool:
+    """Does this call long-poll (claim_next with a wait, or a close whose ``then`` waits)?
+    The front watches such a call's client for leaving."""
+    if verb.name == "claim_next":
+        return bool(params.wait_seconds)
+    then = getattr(params, "then", None)
+    return bool(then is not None and then.wait_seconds)
 
 
 async def awaiting[T](

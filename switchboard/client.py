@@ -39,7 +39,7 @@ import http.client
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -59,8 +59,12 @@ class SwitchboardError(Exception):
 
 
 def read_timeout(timeout: float, verb: str, arguments: dict) -> float:
-    """The read timeout for one call: ``timeout``, or more for a long-poll."""
+    """The read timeout for one call: ``timeout``, or more for a long-poll (claim_next's, or
+    the claim a close's ``then`` makes)."""
+    then = arguments.get("then")
     wait = arguments.get("wait_seconds") if verb == "claim_next" else None
+    if isinstance(then, dict):
+        wait = then.get("wait_seconds")
     if isinstance(wait, int | float) and wait > 0:
         return max(timeout, float(wait) + LONG_POLL_MARGIN_SECONDS)
     return timeout
@@ -157,11 +161,19 @@ class Client:
         """Claim todos one after another (long-polling when the queue is empty) and yield
         each as a ``Job``. Stops when ``stop`` is set (checked between claims)."""
         stop = stop or threading.Event()
+        then = _Then(claim_arguments, stopped=stop.is_set)
+        claimed: dict | None = None
         while not stop.is_set():
-            claimed = self.claim_next(wait_seconds=wait_seconds, **claim_arguments)
-            if claimed.get("todo") is None:
-                continue
-            yield Job(self, claimed)
+            if claimed is None or claimed.get("todo") is None:
+                claimed = self.claim_next(wait_seconds=wait_seconds, **claim_arguments)
+                if claimed.get("todo") is None:
+                    continue
+            job = Job(self, claimed, then=then)
+            yield job
+            claimed = job.next
+        if claimed is not None and claimed.get("todo") is not None:
+            # Brought by the last close, after the stop: given back, not kept to lapse.
+            Job(self, claimed).release(summary="worker stopped; released")
 
     def _request(
         self, method: str, path: str, body: bytes | None, headers: dict, *, timeout: float
@@ -206,17 +218,43 @@ class Client:
         self._local.conn = None
 
 
-class _Claimed:
-    """What ``Job`` and ``AsyncJob`` share: the claim's todo, its attempt, and the ids every
-    report on it sends (with the lease token when the claim was fenced)."""
+class _Then:
+    """A job loop's ``then``: its complete, fail or release claims the next todo in the same
+    request (at once, no waiting: when nothing is there the loop long-polls claim_next as
+    before), unless the loop was told to stop."""
 
-    def __init__(self, claimed: dict) -> None:
+    def __init__(self, claim_arguments: dict, *, stopped) -> None:
+        self.arguments = {k: v for k, v in claim_arguments.items() if v is not None}
+        self.stopped = stopped
+
+    def __call__(self) -> dict | None:
+        return None if self.stopped() else self.arguments
+
+
+class _Claimed:
+    """What ``Job`` and ``AsyncJob`` share: the claim's todo, its attempt, the ids every
+    report on it sends (with the lease token when the claim was fenced), and, in a job
+    loop, the next claim its report brought back (``next``: None when it brought none)."""
+
+    def __init__(self, claimed: dict, then: Callable[[], dict | None] | None = None) -> None:
         self.todo: dict = claimed["todo"]
         self.attempt_seq: int = claimed["attempt_seq"]
         self.prior_attempts: list[dict] = claimed.get("prior_attempts", [])
         self._lease_token: str | None = claimed.get("lease_token")
+        self._then = then
         self.ended: dict | None = None
+        self.next: dict | None = None
         self.lost = False
+
+    def _then_of(self, arguments: dict) -> dict:
+        if "then" in arguments or self._then is None:
+            return arguments
+        then = self._then()
+        return arguments if then is None else {**arguments, "then": then}
+
+    def _took(self, ended: dict) -> dict:
+        self.next = ended.get("next")
+        return ended
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(todo={self.todo['id']}, attempt_seq={self.attempt_seq})"
@@ -235,8 +273,10 @@ class Job(_Claimed):
     canceled by a person), nothing this job reports will count, and leaving the block sends
     nothing."""
 
-    def __init__(self, client: Client, claimed: dict) -> None:
-        super().__init__(claimed)
+    def __init__(
+        self, client: Client, claimed: dict, *, then: Callable[[], dict | None] | None = None
+    ) -> None:
+        super().__init__(claimed, then)
         self.client = client
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
@@ -255,8 +295,8 @@ class Job(_Claimed):
 
     def _end(self, verb: str, arguments: dict) -> dict:
         self._stop.set()
-        self.ended = self.client.call(verb, **self._ids(), **arguments)
-        return self.ended
+        self.ended = self.client.call(verb, **self._ids(), **self._then_of(arguments))
+        return self._took(self.ended)
 
     def __enter__(self) -> Job:
         interval = _beat_interval(self.todo)
@@ -377,24 +417,40 @@ class AsyncClient:
         long-poll in flight is let finish, since canceling it could lose a claim the server
         had just committed until its lease lapses)."""
         stop = stop or asyncio.Event()
+        then = _Then(claim_arguments, stopped=stop.is_set)
+        claimed: dict | None = None
         while not stop.is_set():
-            claimed = await self.claim_next(wait_seconds=wait_seconds, **claim_arguments)
-            if claimed.get("todo") is None:
-                continue
-            yield AsyncJob(self, claimed)
+            if claimed is None or claimed.get("todo") is None:
+                claimed = await self.claim_next(wait_seconds=wait_seconds, **claim_arguments)
+                if claimed.get("todo") is None:
+                    continue
+            job = AsyncJob(self, claimed, then=then)
+            yield job
+            claimed = job.next
+        if claimed is not None and claimed.get("todo") is not None:
+            # Brought by the last close, after the stop: given back, not kept to lapse.
+            await AsyncJob(self, claimed).release(summary="worker stopped; released")
 
     async def _request(self, method: str, path: str, *, read: float, **kwargs: Any):
         httpx2 = self._httpx2
         timeout = httpx2.Timeout(self._timeout, read=read)
-        try:
-            return await self._http.request(
-                method, f"{self._base}{path}", timeout=timeout, **kwargs
-            )
-        # The same exception types as the sync client, so one handler serves both.
-        except httpx2.TimeoutException as exc:
-            raise TimeoutError(f"{method} {path}: {type(exc).__name__}") from exc
-        except httpx2.TransportError as exc:
-            raise ConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        for attempt in range(2):
+            try:
+                return await self._http.request(
+                    method, f"{self._base}{path}", timeout=timeout, **kwargs
+                )
+            # The same exception types as the sync client, so one handler serves both.
+            except httpx2.TimeoutException as exc:
+                raise TimeoutError(f"{method} {path}: {type(exc).__name__}") from exc
+            except httpx2.RemoteProtocolError as exc:
+                # A kept-alive connection the server (or a proxy, when a node drains) closed
+                # before this request reached it: once more on a new one, as the sync
+                # client does.
+                if attempt or "without sending a response" not in str(exc):
+                    raise ConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+            except httpx2.TransportError as exc:
+                raise ConnectionError(f"{method} {path}: {type(exc).__name__}: {exc}") from exc
+        raise AssertionError("unreachable")
 
 
 class AsyncJob(_Claimed):
@@ -403,8 +459,8 @@ class AsyncJob(_Claimed):
     block by an exception fails the attempt; by cancellation (or KeyboardInterrupt) releases
     it; without a verdict releases it. ``lost`` as on ``Job``."""
 
-    def __init__(self, client: AsyncClient, claimed: dict) -> None:
-        super().__init__(claimed)
+    def __init__(self, client: AsyncClient, claimed: dict, *, then: _Then | None = None) -> None:
+        super().__init__(claimed, then)
         self.client = client
         self._beat: asyncio.Task | None = None
 
@@ -422,8 +478,8 @@ class AsyncJob(_Claimed):
 
     async def _end(self, verb: str, arguments: dict) -> dict:
         await self._stop_beating()
-        self.ended = await self.client.call(verb, **self._ids(), **arguments)
-        return self.ended
+        self.ended = await self.client.call(verb, **self._ids(), **self._then_of(arguments))
+        return self._took(self.ended)
 
     async def __aenter__(self) -> AsyncJob:
         self._beat = asyncio.create_task(self._beat_loop(_beat_interval(self.todo)))

@@ -418,6 +418,25 @@ def test_the_commands_exit_status_says_how_the_attempt_ends(
 
 
 @relay_db
+def test_each_report_brings_the_next_claim_with_it(live_server, proxy, vend, relay_env):
+    endpoint, token = vend("relay-agent")
+    todos = [
+        transitions.create_todo(Actor.agent(endpoint), title=f"in a row {n}")[0] for n in range(3)
+    ]
+    status, _, stderr = run_relay(proxy.url, relay_env(token), "--max-todos", "3", *fast())
+    assert status == 0, stderr
+    assert all(Todo.objects.get(pk=todo.id).state == "done" for todo in todos)
+    # One claim_next, then each complete claimed the next todo (then), the last one not
+    # (--max-todos was reached): four requests for three todos, besides heartbeats.
+    verbs = [verb for verb in proxy.verbs() if verb != "heartbeat"]
+    assert verbs == ["claim_next", "complete", "complete", "complete"], verbs
+    closes = [answer for _, path, answer in proxy.exchanges if path.endswith("/complete")]
+    assert [bool(c.get("next")) for c in closes] == [True, True, False]
+    claimants = [attempts_of(todo.id)[0].claimant for todo in todos]
+    assert len(set(claimants)) == 3  # each claim numbered as its own attempt
+
+
+@relay_db
 def test_concurrency_three_runs_three_commands_at_once(live_server, vend, relay_env, out):
     endpoint, token = vend("relay-agent")
     todos = [transitions.create_todo(Actor.agent(endpoint), title=f"part {n}")[0] for n in range(3)]

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
@@ -46,11 +47,14 @@ class Runner(Protocol):
 class Attempt:
     """One claimed todo: its folder, its process, its heartbeats and its report."""
 
-    def __init__(self, relay: Runner, claimed: dict, *, claimant: str) -> None:
+    def __init__(
+        self, relay: Runner, claimed: dict, *, claimant: str, then: Callable | None = None
+    ) -> None:
         self.relay = relay
         self.config = relay.config
         self.claimed = claimed
-        self.job = Job(relay.client, claimed)
+        # ``then``: the report claims the slot's next todo too (runner._NextClaim).
+        self.job = Job(relay.client, claimed, then=then)
         self.todo: dict = claimed["todo"]
         self.seq: int = claimed["attempt_seq"]
         self.claimant = claimant

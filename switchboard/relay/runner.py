@@ -50,6 +50,7 @@ class Relay:
         self._workdir: Path | None = None
         self._host = socket.gethostname()
         self._wait = config.wait_seconds
+        self.then_offered = False  # the server takes then (check_server says)
         self._stop_reason: str | None = None
 
     # --- running ---------------------------------------------------------------------------
@@ -141,6 +142,7 @@ class Relay:
             self.limits.update(
                 {k: v for k, v in limits.items() if k in DEFAULT_LIMITS and isinstance(v, int)}
             )
+        self.then_offered = isinstance(features.get("then"), dict)
         long_poll = features.get("long_poll")
         if isinstance(long_poll, dict) and isinstance(long_poll.get("max_wait_seconds"), int):
             self._wait = min(self._wait, long_poll["max_wait_seconds"])
@@ -169,36 +171,36 @@ class Relay:
 
     def _slot(self, slot: int) -> None:
         errors = 0
+        carried: tuple[dict, str] | None = None  # a claim the last report brought back
         while not self.stopping.is_set():
-            number = self._take_number()
-            if number is None:
-                return  # --max-todos reached
-            claimant = self.config.claimant.format(
-                host=self._host, pid=os.getpid(), attempt=number, slot=slot
-            )
-            try:
-                claimed = self.client.claim_next(
-                    wait_seconds=self._wait,
-                    require_fence=True,
-                    claimant=claimant,
-                    lease_seconds=self.config.lease_seconds,
-                )
-            except (SwitchboardError, OSError) as exc:
-                self._give_back(number)
-                errors += 1
-                if not self._claim_failed(exc, errors):
-                    return
-                continue
-            errors = 0
-            if claimed.get("todo") is None:
-                self._give_back(number)
-                if self.config.once:
-                    return
-                continue
+            if carried is not None:
+                (claimed, claimant), carried = carried, None
+            else:
+                number = self._take_number()
+                if number is None:
+                    return  # --max-todos reached
+                claimant = self._claimant(number, slot)
+                try:
+                    claimed = self.client.claim_next(
+                        wait_seconds=self._wait, claimant=claimant, **self._claim_arguments()
+                    )
+                except (SwitchboardError, OSError) as exc:
+                    self._give_back(number)
+                    errors += 1
+                    if not self._claim_failed(exc, errors):
+                        return
+                    continue
+                errors = 0
+                if claimed.get("todo") is None:
+                    self._give_back(number)
+                    if self.config.once:
+                        return
+                    continue
             with self._state_lock:
                 self._busy.add(slot)
+            then = _NextClaim(self, slot)
             try:
-                attempt = Attempt(self, claimed, claimant=claimant)
+                attempt = Attempt(self, claimed, claimant=claimant, then=then)
                 if self.stopping.is_set():
                     attempt.release("the relay was stopping when this claim arrived; released")
                     return
@@ -206,6 +208,15 @@ class Relay:
             finally:
                 with self._state_lock:
                     self._busy.discard(slot)
+            carried = then.taken(attempt.job.next)
+
+    def _claimant(self, number: int, slot: int) -> str:
+        return self.config.claimant.format(
+            host=self._host, pid=os.getpid(), attempt=number, slot=slot
+        )
+
+    def _claim_arguments(self) -> dict:
+        return {"require_fence": True, "lease_seconds": self.config.lease_seconds}
 
     def _claim_failed(self, exc: Exception, errors: int) -> bool:
         """Say why a claim failed and wait before the next; False stops the slot."""
@@ -259,3 +270,40 @@ class Relay:
     def workdir(self) -> Path:
         assert self._workdir is not None
         return self._workdir
+
+
+class _NextClaim:
+    """A slot's ``then``: each report of an attempt claims the slot's next todo in the same
+    request (at once, without waiting; when it finds nothing the slot long-polls claim_next
+    as before), unless the relay stops or the server does not offer ``then``.
+    The next claim's number is taken once, however often the report is tried, and given back
+    when the report brought no todo."""
+
+    def __init__(self, relay: Relay, slot: int) -> None:
+        self.relay, self.slot = relay, slot
+        self.number: int | None = None
+
+    def __call__(self) -> dict | None:
+        relay = self.relay
+        if relay.stopping.is_set() or not relay.then_offered:
+            return None
+        if self.number is None:
+            self.number = relay._take_number()
+            if self.number is None:
+                return None  # --max-todos reached
+        claimant = relay._claimant(self.number, self.slot)
+        return {"claimant": claimant, **relay._claim_arguments()}
+
+    def taken(self, claimed: dict | None) -> tuple[dict, str] | None:
+        """What the report brought back, as the slot's next (claim, claimant)."""
+        if self.number is None:
+            return None
+        if claimed is None or claimed.get("todo") is None:
+            self.relay._give_back(self.number)
+            return None
+        if self.relay.stopping.is_set():
+            Attempt(self.relay, claimed, claimant="").release(
+                "the relay was stopping when this claim arrived; released"
+            )
+            return None
+        return claimed, self.relay._claimant(self.number, self.slot)

@@ -1,0 +1,182 @@
+"""``then`` on complete, fail and release: the close and the next claim in one request (HTTP
+and MCP), the close committed whatever the claim finds, a replay claiming nothing, bad input
+refused before anything is written; and the Python clients' job loops using it."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from queues import endpoints, transitions
+from queues.models import Todo, TodoAttempt
+from queues.transitions import Actor
+from switchboard.client import Client
+from tests.agents.api_helpers import check_shape, post
+from tests.agents.test_mcp import call as mcp_call
+from tests.agents.test_mcp import mcp_client, run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _call(base: str, token: str, verb: str, body: dict, status: int = 200) -> dict:
+    response = post(base, verb, body, token=token)
+    data = check_shape(verb, response)
+    assert response.status_code == status, data
+    return data
+
+
+def _claimed(base: str, token: str, title: str) -> dict:
+    _call(base, token, "create_todo", {"title": title})
+    return _call(base, token, "claim_next", {})
+
+
+@pytest.mark.parametrize("verb", ["complete", "fail", "release"])
+def test_a_close_then_claims_the_next_todo_in_the_same_request(live_server, vend, verb):
+    _, token = vend("then-agent")
+    base = live_server.url
+    first = _claimed(base, token, "first")
+    second = _call(base, token, "create_todo", {"title": "second", "priority": 5})["todo"]
+    ids = {"todo_id": first["todo"]["id"], "attempt_seq": first["attempt_seq"]}
+    closed = _call(base, token, verb, {**ids, "then": {"claimant": "relay/run-2"}})
+    assert closed["todo"]["id"] == first["todo"]["id"] and closed["replayed"] is False
+    assert closed["todo"]["state"] == {"complete": "done", "fail": "retry_wait"}.get(
+        verb, "pending"
+    )
+    nxt = closed["next"]
+    assert nxt["todo"]["id"] == second["id"] and nxt["attempt_seq"] == 1
+    assert nxt["todo"]["state"] == "claimed" and "untrusted_notice" in nxt
+    attempt = TodoAttempt.objects.get(todo_id=second["id"], seq=1)
+    assert attempt.claimant == "relay/run-2" and attempt.ended_at is None
+
+
+def test_an_empty_queue_answers_no_next_todo_and_the_close_stands(live_server, vend):
+    _, token = vend("then-empty")
+    base = live_server.url
+    only = _claimed(base, token, "only")
+    ids = {"todo_id": only["todo"]["id"], "attempt_seq": only["attempt_seq"]}
+    closed = _call(base, token, "complete", {**ids, "then": {}})
+    assert closed["todo"]["state"] == "done" and closed["next"]["todo"] is None
+    assert "next_error" not in closed
+
+
+def test_then_long_polls_and_wakes_for_a_todo_made_meanwhile(live_server, vend):
+    endpoint, token = vend("then-waits")
+    base = live_server.url
+    only = _claimed(base, token, "only")
+    ids = {"todo_id": only["todo"]["id"], "attempt_seq": only["attempt_seq"]}
+
+    def later():
+        time.sleep(0.5)
+        transitions.create_todo(Actor.agent(endpoint), title="made while waiting")
+
+    maker = threading.Thread(target=later)
+    maker.start()
+    started = time.monotonic()
+    closed = _call(base, token, "complete", {**ids, "then": {"wait_seconds": 10}})
+    maker.join()
+    assert closed["next"]["todo"]["title"] == "made while waiting"
+    assert time.monotonic() - started < 5
+
+
+def test_a_replayed_close_claims_nothing_new(live_server, vend):
+    _, token = vend("then-replay")
+    base = live_server.url
+    first = _claimed(base, token, "first")
+    _call(base, token, "create_todo", {"title": "second"})
+    _call(base, token, "create_todo", {"title": "third"})
+    ids = {"todo_id": first["todo"]["id"], "attempt_seq": first["attempt_seq"]}
+    once = _call(base, token, "complete", {**ids, "then": {}})
+    assert once["next"]["todo"]["title"] == "second"
+    # The answer was lost; the client sends the same close again.
+    again = _call(base, token, "complete", {**ids, "then": {}})
+    assert again["replayed"] is True and again["next"] is None
+    assert Todo.objects.get(title="third").state == "pending"  # not claimed a second time
+
+
+def test_bad_then_and_no_claim_next_verb_are_refused_before_the_close(live_server, vend):
+    _, token = vend("then-bad")
+    base = live_server.url
+    held = _claimed(base, token, "held")
+    ids = {"todo_id": held["todo"]["id"], "attempt_seq": held["attempt_seq"]}
+    for then in ({"wait_seconds": -1}, {"todo_id": 3}, {"lease_seconds": "long"}, [], "soon"):
+        refused = _call(base, token, "complete", {**ids, "then": then}, status=400)
+        assert refused["error"]["code"] == "invalid"
+    _, frozen = vend("no-claim-next", verbs=["create_todo", "claim", "complete"])
+    mine = _call(base, frozen, "create_todo", {"title": "mine"})["todo"]
+    claim = _call(base, frozen, "claim", {"todo_id": mine["id"]})
+    refused = _call(
+        base,
+        frozen,
+        "complete",
+        {"todo_id": mine["id"], "attempt_seq": claim["attempt_seq"], "then": {}},
+        status=403,
+    )
+    assert "claim_next" in refused["error"]["message"]
+    assert Todo.objects.get(pk=held["todo"]["id"]).state == "claimed"
+    assert Todo.objects.get(pk=mine["id"]).state == "claimed"  # the close was not made
+
+
+def test_a_claim_that_cannot_be_made_says_why_and_the_close_stands(live_server, vend, settings):
+    endpoint, token = vend("then-paused")
+    base = live_server.url
+    held = _claimed(base, token, "held")
+    _call(base, token, "create_todo", {"title": "waiting"})
+    endpoints.pause(endpoint)
+    ids = {"todo_id": held["todo"]["id"], "attempt_seq": held["attempt_seq"]}
+    closed = _call(base, token, "complete", {**ids, "then": {}})
+    assert closed["todo"]["state"] == "done" and closed["next"]["paused"] is True
+    endpoints.resume(endpoint)
+    # Past the long-poll cap the claim is refused, not the close.
+    settings.SWITCHBOARD_WAITERS_PER_ENDPOINT = 0
+    again = _call(base, token, "claim_next", {})
+    ids = {"todo_id": again["todo"]["id"], "attempt_seq": again["attempt_seq"]}
+    closed = _call(base, token, "complete", {**ids, "then": {"wait_seconds": 5}})
+    assert closed["todo"]["state"] == "done" and closed["next"] is None
+    assert closed["next_error"]["code"] == "rate_limited"
+
+
+def test_then_through_mcp(live_server, vend):
+    _, token = vend("then-mcp")
+
+    async def scenario():
+        async with mcp_client(live_server.url, token) as client:
+            await mcp_call(client, "create_todo", {"title": "one"})
+            await mcp_call(client, "create_todo", {"title": "two"})
+            first = await mcp_call(client, "claim_next", {})
+            ids = {"todo_id": first["todo"]["id"], "attempt_seq": first["attempt_seq"]}
+            return await mcp_call(client, "complete", {**ids, "then": {"claimant": "mcp/2"}})
+
+    closed = run(scenario())
+    assert closed["todo"]["state"] == "done" and closed["next"]["todo"]["title"] == "two"
+
+
+class _Counting(Client):
+    """The client, counting the verbs it sends."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.sent: list[str] = []
+
+    def call(self, verb: str, **arguments):
+        self.sent.append(verb)
+        return super().call(verb, **arguments)
+
+
+def test_the_job_loop_takes_its_next_todo_from_the_close(live_server, vend):
+    endpoint, token = vend("then-loop")
+    for n in range(5):
+        transitions.create_todo(Actor.agent(endpoint), title=f"job {n}")
+    sb = _Counting(live_server.url, token)
+    stop = threading.Event()
+    done = []
+    for job in sb.work(wait_seconds=0.2, stop=stop, claimant="loop"):
+        with job:
+            job.complete(result={"n": len(done)})
+        done.append(job.todo["id"])
+        if len(done) == 5:
+            stop.set()
+    assert len(done) == 5 and Todo.objects.filter(state="done").count() == 5
+    # One claim_next to start, then each complete brought the next todo: 6 requests, not 10.
+    assert sb.sent == ["claim_next"] + ["complete"] * 5
