@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from bench import httpbench, inprocess
+from bench import cluster, httpbench, inprocess
 from bench.ledger import Ledger, cpu_ratio
 from bench.table import f, f2, spread, table
 
@@ -114,6 +114,29 @@ def rows(ledger: Ledger, soak: dict | None = None) -> list[dict]:
             f"{fl['best'] / t['waiters']:.2f}",
             f"fleet >= target: {verdict(fl['best'] >= t['waiters'])}",
         )
+    if cl := notes.get("cluster"):
+        if w := (cl.get("wake") or {}).get("wake"):
+            measure = f"wake-up p95 of todos created on one node, {cl['waiters']:,} waiters on 3 behind HAProxy"
+            note = f"every todo claimed (also after kill -9 and drain), no drain error: {verdict(cluster.met(cl))}"
+            ratio = f2(w["p95_ms"] / cluster.WAKE_P95_MS) if w["p95_ms"] else "-"
+            row(
+                "cluster",
+                measure,
+                "-",
+                f"{f2(w['p95_ms'])} ms",
+                f"target {cluster.WAKE_P95_MS:.0f} ms",
+                ratio,
+                note,
+            )
+        if fo := cl.get("failover"):
+            acked, lost = fo["acked_creates"] + fo["acked_completions"], cluster.lost(cl)
+            measure = f"kill -9 the primary, promote after {fo['detect_s']:.0f} s: first 200 through HAProxy"
+            note = (
+                f"acked writes missing on the new primary {lost} of {acked:,}: {verdict(not lost)}"
+            )
+            row("failover", measure, "-", f"{fo['kill_to_200_s']:.2f} s", "-", "-", note)
+        if "failed" in cl:
+            row("cluster", f"failed: {cl['failed'][:80]}", "-", "-", "-", "-", verdict(False))
     for kind, label in (("queue", "queue pages"), ("drawer", "drawer (50 attempts)")):
         if group := [r for r in (notes.get("board") or {}).get("rows", []) if r["kind"] == kind]:
             worst = max(group, key=lambda r: r["p95_ms"] if r["status"] == 200 else -1)
@@ -181,7 +204,7 @@ def main(argv: list[str]) -> int:
         if "runs" in (data := json.loads(Path(path).read_text())):
             soak = data
             continue
-        for key in ("http", "peers", "fleet", "board"):
+        for key in ("http", "peers", "fleet", "cluster", "board"):
             if data.get("notes", {}).get(key):
                 ledger.notes[key] = data["notes"][key]
                 replaced.append(f"{key} from {path}")

@@ -1,7 +1,7 @@
 """The summary table's rules (bench/summary.py): each row reads its section against its bar,
 MET only when all it stands for is. No database: the notes are made here."""
 
-from bench import fleet, summary
+from bench import cluster, fleet, summary
 from bench.ledger import Ledger
 
 TARGET = {"waiters": 2000, "p95_ms": 100.0, "wake_p95_ms": 100.0}
@@ -94,3 +94,43 @@ def test_the_best_fleet_is_the_largest_meeting_every_bar_with_no_error():
     assert fleet.best({"target": TARGET, "fleets": fleets}) == 2000
     [row] = _rows(fleet={"fleets": fleets, "best": 2000, "target": TARGET})
     assert (row["ours"], row["note"]) == ("2,000 waiters", "fleet >= target: MET")
+
+
+def _cluster(wake_p95: float = 20.0, unclaimed: int = 0, drain_errors: dict | None = None) -> dict:
+    def step(claimed: int = 12, errors: dict | None = None) -> dict:
+        return {
+            "created": 12,
+            "claimed": claimed,
+            "wake": {"p95_ms": wake_p95},
+            "errors": errors or {},
+        }
+
+    failover = {
+        "detect_s": 1.0,
+        "kill_to_200_s": 1.3,
+        "acked_creates": 300,
+        "acked_completions": 299,
+    }
+    return {
+        "waiters": 600,
+        "wake": step(),
+        "kill": step(12 - unclaimed, {"502": 190}),  # the killed node's polls: expected
+        "drain": step(errors=drain_errors),
+        "failover": failover | {"missing_creates": 0, "missing_completions": 0},
+    }
+
+
+def test_the_cluster_row_needs_every_todo_claimed_a_quick_wake_and_a_drain_no_waiter_saw():
+    assert cluster.met(_cluster()) and not cluster.met(_cluster(wake_p95=120.0))
+    assert not cluster.met(_cluster(unclaimed=1))
+    assert not cluster.met(_cluster(drain_errors={"IncompleteReadError": 1}))
+    [wake, failover] = _rows(cluster=_cluster())
+    assert wake["note"].endswith(": MET") and wake["ratio"] == "0.20"
+    assert failover["note"] == "acked writes missing on the new primary 0 of 599: MET"
+
+
+def test_one_acknowledged_write_missing_after_the_failover_fails_its_row():
+    note = _cluster()
+    note["failover"]["missing_completions"] = 1
+    [_, failover] = _rows(cluster=note)
+    assert failover["note"].endswith("1 of 599: NOT MET")
