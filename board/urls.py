@@ -18,6 +18,7 @@ urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
     path("", overview.overview_page, name="board-home"),
     path("queue/", queue.todo_list, name="queue"),
+    path("queue/dead/", triage.dead_letters, name="dead-letters"),
     path("live/", live.live, name="live"),
     path("activity/", activity.activity_list, name="activity-list"),
     path("todos/new/", create.todo_new, name="todo-new"),

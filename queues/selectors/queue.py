@@ -36,7 +36,7 @@ from queues.models import (
     TodoAttempt,
     TodoState,
 )
-from queues.selectors.search import text_q, walked_text_q
+from queues.selectors.search import search_tsquery, text_q, walked_text_q
 
 # ---------------------------------------------------------------------------------------
 # The Board's reads. Scoped by team ids that the caller took from the user's own
@@ -332,30 +332,44 @@ def board_todo_exists(team_ids: list[int], todo_id: int) -> bool:
 # every done todo of a busy team walked 90,000 index entries for each page (30 to 40 ms of
 # the queue page's 100).
 TAB_COUNT_CAP = 10_000
+# With a search or "has died attempts", a tab tests its state's newest this many todos one by
+# one (the walk's test, about 15 µs a todo with ten tries) and says "N+" when the state has
+# more: a rare word's GIN look (below) makes it exact instead.
+COUNT_WALK = 100
+# ...when the walk found at most one match in this many todos tested: the word is rare, so its
+# GIN posting lists are short (a word in a third of the todos read 100,000 attempts' worth,
+# 100 to 300 ms over 1,000,000; a rare one under 2 ms).
+COUNT_RARE = 50
 
 
 @dataclass(frozen=True, slots=True)
 class QueueCounts:
-    # The teams' todos (of the endpoint filter) in each state, exact up to TAB_COUNT_CAP; a
-    # state with more says TAB_COUNT_CAP + 1.
+    # How many todos of the teams (of the endpoint filter) in each state pass the filters;
+    # a state in ``at_least`` has at least that many (its tab says "N+").
     by_state: dict[str, int]
     newer: int  # todos that pass every filter with an id above ``newer_than``
     newest: int = 0  # the newest of them (the live page counts what came after it itself)
+    at_least: frozenset[str] = frozenset()
 
     def over_cap(self, state: str | None = None) -> bool:
-        """Is this state's count (None: any state's) past the cap?"""
-        states = [state] if state else list(self.by_state)
-        return any(self.by_state[s] > TAB_COUNT_CAP for s in states)
+        """Is this state's count (None: any state's) only a lower bound?"""
+        return bool(self.at_least & ({state} if state else set(self.by_state)))
 
     @property
     def total(self) -> int:
         """Every state's count summed (a lower bound when ``over_cap()``)."""
-        return sum(min(n, TAB_COUNT_CAP) for n in self.by_state.values())
+        return sum(self.by_state.values())
+
+    def exact(self, state: str | None = None) -> int | None:
+        """The count of this state (None: of all), or None when it is only a lower bound."""
+        if self.over_cap(state):
+            return None
+        return self.by_state[state] if state else self.total
 
     def label(self, state: str | None = None) -> str:
-        """What a tab shows: "1,234", or "10,000+" past the cap ("All": the sum, with "+"
-        when any state is past it)."""
-        n = min(self.by_state[state], TAB_COUNT_CAP) if state else self.total
+        """What a tab shows: "1,234", or "10,000+" past the cap, or "12+" for a filtered
+        count that stopped early ("All": the sum, with "+" when any state has one)."""
+        n = self.by_state[state] if state else self.total
         return f"{n:,}+" if self.over_cap(state) else f"{n:,}"
 
 
@@ -366,21 +380,31 @@ def board_queue_counts(
     newer_than: int | None,
     endpoint_ids: list[int] | None = None,
 ) -> QueueCounts:
-    """The state tabs' counts (todos of the teams and the endpoint filter, by state, each
-    exact up to ``TAB_COUNT_CAP``; the search and "has died attempts" do not narrow them)
-    and how many todos passing every filter arrived above ``newer_than`` (the newest row the
-    reader has seen). One statement for the tabs (each state a bounded walk of
-    todos_endpoint_state), one for the new arrivals (a walk of the ids above
-    ``newer_than``; its search bounded the same way)."""
-    rows = db.fetch(
-        sql.COUNT_TODOS_BY_STATE_CAPPED,
-        {
-            "team_ids": team_ids,
-            "endpoint_id": filters.endpoint_id,
-            "states": list(TodoState.values),
-            "cap": TAB_COUNT_CAP,
-        },
-    )
+    """The state tabs' counts of what the filters show in each state (todos of the teams and
+    the endpoint filter, with the search and "has died attempts"), and how many todos passing
+    every filter arrived above ``newer_than`` (the newest row the reader has seen).
+
+    Without a search or "has died attempts": one statement, each state a bounded walk of
+    todos_endpoint_state, exact up to ``TAB_COUNT_CAP``. With them (``_filtered_counts``):
+    one statement that tests each state's newest ``COUNT_WALK`` todos row by row (exact for
+    a state with no more), and for a rare word one more that counts the other states'
+    matches through the GIN indexes; else those say "N+". Under a search this runs inside
+    its time bound (``search_time_bound``), as the page does. One statement for the new
+    arrivals (a walk of the ids above ``newer_than``; its search bounded the same way)."""
+    if filters.text or filters.died:
+        by_state, at_least = _filtered_counts(team_ids, filters, endpoint_ids)
+    else:
+        rows = db.fetch(
+            sql.COUNT_TODOS_BY_STATE_CAPPED,
+            {
+                "team_ids": team_ids,
+                "endpoint_id": filters.endpoint_id,
+                "states": list(TodoState.values),
+                "cap": TAB_COUNT_CAP,
+            },
+        )
+        by_state = {state: min(n, TAB_COUNT_CAP) for state, n in rows}
+        at_least = {state for state, n in rows if n > TAB_COUNT_CAP}
     newer, newest = 0, 0
     if newer_than is not None:
         found = (
@@ -389,7 +413,120 @@ def board_queue_counts(
             .aggregate(n=Count("pk"), top=Max("pk"))
         )
         newer, newest = found["n"], found["top"] or 0
-    return QueueCounts(by_state=dict(rows), newer=newer, newest=newest)
+    return QueueCounts(by_state=by_state, newer=newer, newest=newest, at_least=frozenset(at_least))
+
+
+def _filtered_counts(
+    team_ids: list[int], filters: QueueFilters, endpoint_ids: list[int] | None
+) -> tuple[dict[str, int], set[str]]:
+    """Each state's count of todos passing the search and "has died attempts" (the counts
+    and the states that are only a lower bound, ``board_queue_counts``).
+
+    The walk: each state's newest ``COUNT_WALK`` + 1 todos (of the teams and the endpoint
+    filter), each tested row by row as the live refresh tests its rows (``walked_text_q``,
+    the died attempts' probe), one UNION ALL of a LIMIT per state; a state with no more than
+    that is counted exactly. The look: when the walk found the words rare (at most one match
+    in ``COUNT_RARE`` todos tested), the states it did not finish are counted through the
+    GIN indexes (``text_q``: short posting lists), exactly, capped at ``TAB_COUNT_CAP``. A
+    state left unfinished says "N+" (N: the matches among its newest)."""
+    scoped = Todo.objects.filter(_in_teams(team_ids, endpoint_ids))
+    if filters.endpoint_id:
+        scoped = scoped.filter(endpoint_id=filters.endpoint_id)
+    test = _filter_q(QueueFilters(died=filters.died, text=filters.text), walk=True)
+    passes = ExpressionWrapper(test, output_field=BooleanField())
+    arms = [
+        scoped.filter(state=state)
+        .order_by("-pk")
+        .annotate(passes=passes)
+        .values_list("state", "passes")[: COUNT_WALK + 1]
+        for state in TodoState.values
+    ]
+    first, *rest = arms
+    tested = dict.fromkeys(TodoState.values, 0)
+    by_state = dict.fromkeys(TodoState.values, 0)
+    for state, passed in first.union(*rest, all=True):
+        tested[state] += 1
+        by_state[state] += bool(passed)
+    unfinished = {state for state, n in tested.items() if n > COUNT_WALK}
+    walked = sum(tested[state] for state in unfinished)
+    matched = sum(by_state[state] for state in unfinished)
+    rare = matched * COUNT_RARE <= walked
+    if unfinished and rare and filters.text and search_tsquery(filters.text) is not None:
+        looked = (
+            scoped.filter(state__in=sorted(unfinished))
+            .filter(_filter_q(QueueFilters(died=filters.died, text=filters.text)))
+            .order_by()
+            .values_list("state")
+            .annotate(n=Count("pk"))
+        )
+        counted = dict.fromkeys(unfinished, 0) | dict(looked)
+        for state, n in counted.items():
+            by_state[state] = min(n, TAB_COUNT_CAP)
+        unfinished = {state for state, n in counted.items() if n > TAB_COUNT_CAP}
+    return by_state, unfinished
+
+
+# ---------------------------------------------------------------------------------------
+# Dead letters by reason (the Board's /queue/dead/ page and its bulk actions on one group).
+
+# The newest this many dead letters of the teams (or of one endpoint) are grouped: each one is
+# a probe of its last round's tries (about 10 µs), so the page costs what these do however
+# many dead letters the teams keep; it says how many it left out.
+DEAD_GROUPED = 5000
+# The start of the first line of a dead letter's last try's summary its sub-group goes by.
+ERROR_START_CHARS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterKey:
+    """What a dead letter's reason words are made from (board/reasons.py), and its error:
+    the start of its last try's summary (None without one). ``failed`` and ``died`` are
+    None where the words do not use them (a revoked endpoint, a budget not spent)."""
+
+    reason: str
+    failures: int
+    max_attempts: int
+    failed: int | None
+    died: int | None
+    error: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterGroups:
+    keys: list[tuple[DeadLetterKey, int, int]]  # each key with its count and newest id
+    grouped: int  # how many dead letters the keys count (at most DEAD_GROUPED)
+    total: int  # the teams' dead letters, exact up to TAB_COUNT_CAP (its + 1 beyond)
+
+
+def _dead_letter_params(team_ids: list[int], endpoint_id: int | None) -> dict:
+    return {
+        "team_ids": team_ids,
+        "endpoint_id": endpoint_id,
+        "limit": DEAD_GROUPED,
+        "error_chars": ERROR_START_CHARS,
+        "died_outcomes": list(DIED_OUTCOMES),
+    }
+
+
+def board_dead_letter_groups(
+    team_ids: list[int], *, endpoint_id: int | None = None
+) -> DeadLetterGroups:
+    """The newest ``DEAD_GROUPED`` dead letters of the teams (or of one of their endpoints),
+    counted by ``DeadLetterKey``, and how many dead letters there are. One statement."""
+    params = _dead_letter_params(team_ids, endpoint_id) | {"cap": TAB_COUNT_CAP}
+    rows = db.fetch(sql.DEAD_LETTER_GROUPS, params)
+    keys = [(DeadLetterKey(*row[:6]), row[6], row[7]) for row in rows]
+    grouped = sum(n for _, n, _ in keys)
+    return DeadLetterGroups(keys=keys, grouped=grouped, total=rows[0][8] if rows else 0)
+
+
+def board_dead_letters(
+    team_ids: list[int], *, endpoint_id: int | None = None
+) -> list[tuple[int, DeadLetterKey]]:
+    """The same newest ``DEAD_GROUPED`` dead letters, each id with its key, newest first (a
+    bulk action on one group picks its members). One statement."""
+    rows = db.fetch(sql.DEAD_LETTERS_NEWEST, _dead_letter_params(team_ids, endpoint_id))
+    return [(row[0], DeadLetterKey(*row[1:])) for row in rows]
 
 
 _QUEUE_FIELDS = (

@@ -1,6 +1,6 @@
 """The reads of get_todo, list_todos and the Board's drawer: a todo in a caller's scope, its
 attempts newest first, one attempt, a page of a queue, the people's actions on a todo; and
-the Board queue's capped tab counts.
+the Board queue's capped tab counts and its dead letters by reason.
 
 Why raw SQL: every read returns the same row layout as the claim and close statements (the
 records' sources), through one prepared statement; the ORM would build model instances the
@@ -152,4 +152,82 @@ SELECT s.state,
   FROM unnest(%(states)s::text[]) AS s(state)
 """,
     why="counts that stop at a cap, one LIMIT subquery per state, in one statement",
+)
+
+
+# The Board's dead letters by reason (queues.selectors.board_dead_letter_groups and
+# board_dead_letters): the newest ``limit`` dead letters of the teams' endpoints (or of one),
+# each with what its reason's words are made from (board/reasons.py): its dead_letter_reason,
+# spent budget, and, where the words use them, how many tries of its last round failed and
+# died (as the queue rows count them); and the start of the first line of its last try's
+# summary (its error). The newest ids come from each endpoint's own walk of
+# todos_endpoint_state, newest first and at most ``limit`` (index only), merged; the counts
+# are one probe of todo_attempts_todo_seq per dead letter that needs them (a one-time filter
+# skips the rest), the error one probe by (todo, seq). Raw SQL: a LIMIT per endpoint inside
+# a LATERAL, a gated LATERAL aggregate and a GROUP BY over them, in one statement.
+_DEAD_LETTERS = """
+WITH newest AS (
+    SELECT t.id, t.dead_letter_reason, t.failures, t.max_attempts, t.round, t.last_attempt_seq,
+           -- the words use the counts (board/reasons.py): not for a revoked endpoint, nor a
+           -- fail that said not retryable before the budget was spent
+           NOT (t.dead_letter_reason = 'revoked'
+                OR (t.dead_letter_reason = 'failed' AND t.failures < t.max_attempts)) AS counted
+      FROM (SELECT d.id
+              FROM endpoints e
+             CROSS JOIN LATERAL (
+                   SELECT t.id FROM todos t
+                    WHERE t.endpoint_id = e.id AND t.state = 'dead'
+                    ORDER BY t.id DESC
+                    LIMIT %(limit)s) AS d
+             WHERE e.team_id = ANY(%(team_ids)s::bigint[])
+               AND (%(endpoint_id)s::bigint IS NULL OR e.id = %(endpoint_id)s::bigint)
+             ORDER BY d.id DESC
+             LIMIT %(limit)s) AS ids
+      JOIN todos t ON t.id = ids.id
+),
+keyed AS (
+    SELECT n.id, n.dead_letter_reason AS reason, n.failures, n.max_attempts,
+           CASE WHEN n.counted THEN k.failed END AS failed,
+           CASE WHEN n.counted THEN k.died END AS died,
+           NULLIF(left(split_part(last.summary, E'\\n', 1), %(error_chars)s), '') AS error
+      FROM newest n
+     CROSS JOIN LATERAL (
+           SELECT count(*) FILTER (WHERE a.outcome = 'failed') AS failed,
+                  count(*) FILTER (WHERE a.outcome = ANY(%(died_outcomes)s::text[])) AS died
+             FROM todo_attempts a
+            WHERE n.counted AND a.todo_id = n.id AND a.round = n.round) AS k
+      LEFT JOIN todo_attempts last ON last.todo_id = n.id AND last.seq = n.last_attempt_seq
+)
+"""
+
+DEAD_LETTER_GROUPS = Statement(
+    "dead_letter_groups",
+    _DEAD_LETTERS
+    + """
+SELECT reason, failures, max_attempts, failed, died, error, count(*) AS n, max(id) AS newest,
+       (SELECT count(*)
+          FROM (SELECT 1 FROM todos t
+                 WHERE t.state = 'dead'
+                   AND t.endpoint_id IN (
+                       SELECT e.id FROM endpoints e
+                        WHERE e.team_id = ANY(%(team_ids)s::bigint[])
+                          AND (%(endpoint_id)s::bigint IS NULL OR e.id = %(endpoint_id)s::bigint))
+                 LIMIT %(cap)s + 1) AS upto) AS total
+  FROM keyed
+ GROUP BY reason, failures, max_attempts, failed, died, error
+""",
+    why="the newest dead letters' reasons and errors, counted by what their words are made"
+    " from, with every dead letter counted up to a cap, in one statement",
+)
+
+DEAD_LETTERS_NEWEST = Statement(
+    "dead_letters_newest",
+    _DEAD_LETTERS
+    + """
+SELECT id, reason, failures, max_attempts, failed, died, error
+  FROM keyed
+ ORDER BY id DESC
+""",
+    why="the newest dead letters, each with what its reason's words are made from (a bulk"
+    " action on one group picks its own)",
 )
