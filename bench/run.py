@@ -4,7 +4,7 @@ says what each section measures and how to read it.
     .venv/bin/python -m bench.run                    # every section, then the summary table
     .venv/bin/python -m bench.run --quick            # small counts, one run per cell
     .venv/bin/python -m bench.run --sections http    # of main, growth, http, peers,
-                                                     #   fleet, cluster, board
+                                                     #   fleet, cluster, live, board
     .venv/bin/python -m bench.run --soak --minutes 1 --quick
     .venv/bin/python -m bench.run bench/results/ledger-<stamp>.json   # re-print a run
 
@@ -23,13 +23,24 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 try:
-    from bench import board_pages, cluster, db, fleet, httpbench, inprocess, peers, soak, summary
+    from bench import (
+        board_pages,
+        cluster,
+        db,
+        fleet,
+        httpbench,
+        inprocess,
+        live,
+        peers,
+        soak,
+        summary,
+    )
     from bench.ledger import Ledger
     from bench.table import ints, log
 except ModuleNotFoundError as exc:  # run as a script: the repository is not on sys.path
     raise SystemExit(f"{exc}: run the bench as .venv/bin/python -m bench.run") from None
 
-SECTIONS = ("main", "growth", "http", "peers", "fleet", "cluster", "board")
+SECTIONS = ("main", "growth", "http", "peers", "fleet", "cluster", "live", "board")
 FLAGS = {
     "--quick": "small counts, one run per cell",
     "--no-heartbeat": "main: no heartbeat cells",
@@ -43,7 +54,7 @@ OPTIONS = [  # flag, type, default, --quick's, help
     ("--history-sizes", ints, [10_000, 200_000], [10_000, 50_000], "growth: history rows"),
     ("--growth-workers", int, 4, 4, "growth: worker processes"),
 ]
-MODULES = (httpbench, peers, fleet, cluster, board_pages, soak)
+MODULES = (httpbench, peers, fleet, cluster, live, board_pages, soak)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -122,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         fleet.run_section(ctx)
     if "cluster" in args.sections:  # its own PostgreSQL pair, PgBouncer, HAProxy and nodes
         cluster.run_section(ctx)
+    if "live" in args.sections:  # one served node, a Chromium and hundreds of Board streams
+        live.run_section(ctx)
     if "board" in args.sections:  # last: it empties the todo tables
         board_pages.run_section(ctx)
     ledger.meta["duration_s"] = round(time.monotonic() - started, 1)
@@ -150,6 +163,7 @@ def render(ledger: Ledger) -> str:
                 ("peers", peers),
                 ("fleet", fleet),
                 ("cluster", cluster),
+                ("live", live),
                 ("board", board_pages),
             )
             if notes.get(key)

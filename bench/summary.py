@@ -137,6 +137,18 @@ def rows(ledger: Ledger, soak: dict | None = None) -> list[dict]:
             row("failover", measure, "-", f"{fo['kill_to_200_s']:.2f} s", "-", "-", note)
         if "failed" in cl:
             row("cluster", f"failed: {cl['failed'][:80]}", "-", "-", "-", "-", verdict(False))
+    if (lv := notes.get("live")) and (fr := lv.get("freshness")):
+        lat, t = fr["fresh"], lv["target"]
+        seen = lat["n"] == fr["changes"]
+        row(
+            "live",
+            f"a complete over HTTP -> its row 'done' in a Chromium on /queue/, p95 ({lat['n']} of {fr['changes']} seen)",
+            "-",
+            f"{f2(lat['p95_ms'])} ms",
+            f"target {t['fresh_p95_ms']:.0f} ms",
+            f2(lat["p95_ms"] / t["fresh_p95_ms"]) if lat["p95_ms"] else "-",
+            f"every change seen within the target: {verdict(seen and (lat['p95_ms'] or 1e9) <= t['fresh_p95_ms'])}",
+        )
     for kind, label in (("queue", "queue pages"), ("drawer", "drawer (50 attempts)")):
         if group := [r for r in (notes.get("board") or {}).get("rows", []) if r["kind"] == kind]:
             worst = max(group, key=lambda r: r["p95_ms"] if r["status"] == 200 else -1)
@@ -204,7 +216,7 @@ def main(argv: list[str]) -> int:
         if "runs" in (data := json.loads(Path(path).read_text())):
             soak = data
             continue
-        for key in ("http", "peers", "fleet", "cluster", "board"):
+        for key in ("http", "peers", "fleet", "cluster", "live", "board"):
             if data.get("notes", {}).get(key):
                 ledger.notes[key] = data["notes"][key]
                 replaced.append(f"{key} from {path}")

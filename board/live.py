@@ -326,28 +326,52 @@ _open_lock = threading.Lock()  # counted on the loop, read by the view's thread
 def live(request):
     if not isinstance(request, ASGIRequest):
         return HttpResponse(status=204)  # no stream under WSGI: the page polls
-    if _open[request.user.pk] >= settings.SWITCHBOARD_BOARD_STREAMS_PER_USER:
-        # Many tabs, or a script: this page reads itself on a timer instead.
-        return HttpResponse(status=429, headers={"Retry-After": "60"})
-    wants = frozenset(request.GET.get("want", "").split(",")) & WANTS
-    team_ids = board_scope(request).team_ids
-    # Nothing more is read for this request: its pooled connection goes back now, not when
-    # the stream ends minutes later.
-    close_old_connections()
-    connection.close()
-    response = StreamingHttpResponse(
-        _events(request.user.pk, team_ids, wants), content_type="text/event-stream"
-    )
+    user_id = request.user.pk
+    with _open_lock:  # taken here, not when the stream starts: many at once are all counted
+        if _open[user_id] >= settings.SWITCHBOARD_BOARD_STREAMS_PER_USER:
+            # Many tabs, or a script: this page reads itself on a timer instead.
+            return HttpResponse(status=429, headers={"Retry-After": "60"})
+        _open[user_id] += 1
+    response = _Stream(user_id)
+    try:
+        wants = frozenset(request.GET.get("want", "").split(",")) & WANTS
+        team_ids = board_scope(request).team_ids
+        # Nothing more is read for this request: its pooled connection goes back now, not
+        # when the stream ends minutes later.
+        close_old_connections()
+        connection.close()
+    except BaseException:
+        response.close()
+        raise
+    response.streaming_content = _events(team_ids, wants)
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each event on as it comes
     return response
 
 
-async def _events(user_id: int, team_ids: list[int], wants: frozenset[str]):
+class _Stream(StreamingHttpResponse):
+    """The stream's response, which gives its person's count back when Django closes it:
+    after the stream ends, and also when the client left before it began."""
+
+    def __init__(self, user_id: int) -> None:
+        super().__init__((), content_type="text/event-stream")
+        self._user_id: int | None = user_id
+
+    def close(self) -> None:
+        try:
+            user_id, self._user_id = self._user_id, None
+            if user_id is not None:
+                with _open_lock:
+                    _open[user_id] -= 1
+                    if not _open[user_id]:
+                        del _open[user_id]
+        finally:
+            super().close()
+
+
+async def _events(team_ids: list[int], wants: frozenset[str]):
     here = hub()
     viewer = Viewer(team_ids, wants)
-    with _open_lock:
-        _open[user_id] += 1
     try:
         try:
             await here.join(viewer)
@@ -381,7 +405,3 @@ async def _events(user_id: int, team_ids: list[int], wants: frozenset[str]):
                 got.cancel()
     finally:
         here.leave(viewer)
-        with _open_lock:
-            _open[user_id] -= 1
-            if not _open[user_id]:
-                del _open[user_id]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -199,6 +200,29 @@ def test_one_person_holds_a_bounded_number_of_streams(live_server, client, user,
     finally:
         for stream in held:
             stream.close()
+
+
+def test_streams_asked_for_all_at_once_are_all_counted(live_server, client, user, settings):
+    """The bound held against 12 tabs opened together, not only one after another: the
+    count is taken as the request is let in (it once was as the stream began, and 50 at
+    once got 46 streams past a bound of 24)."""
+    settings.SWITCHBOARD_BOARD_STREAMS_PER_USER = 3
+    cookie = _cookie(client, user)
+    with ThreadPoolExecutor(12) as pool:
+        streams = list(pool.map(lambda _: Stream(live_server, cookie), range(12)))
+    try:
+        assert sorted(s.status for s in streams) == [200] * 3 + [429] * 9
+    finally:
+        for stream in streams:
+            stream.close()
+    deadline = time.monotonic() + 5  # every place given back once they closed
+    while time.monotonic() < deadline:
+        again = Stream(live_server, cookie)
+        again.close()
+        if again.status == 200:
+            break
+        time.sleep(0.1)
+    assert again.status == 200
 
 
 def test_what_a_page_wants_is_read_as_a_list_of_known_words(live_server, client, user, endpoint):
