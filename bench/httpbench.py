@@ -26,7 +26,9 @@ from bench.table import all_of, f, f2, ints, log, pp, table
 from bench.workers import DrainFailed, Pool, serve
 
 TARGET = {"clients": 4, "todos_per_s": 300.0, "p95_ms": 25.0}
-PROTOCOLS = ("HTTP", "MCP")
+# "then": complete carries claim_next's arguments and answers the next claim (one request a
+# todo, as switchboard.client's job() and work() do by default).
+PROTOCOLS = ("HTTP", "HTTP then", "MCP", "MCP then")
 MCP_PROTOCOL = "2026-07-28"
 
 
@@ -150,25 +152,37 @@ def client_main(conn, index: int) -> None:
     from switchboard.client import Client
 
     def prepare(protocol: str, base_url: str, token: str):
-        if protocol == "HTTP":
+        if protocol.startswith("HTTP"):
             call = Client(base_url, token, timeout=30).call
         else:
             call = mcp_caller(base_url, token)
         call("list_todos", limit=1)  # opens this drain's keep-alive connection before "go"
 
+        then = protocol.endswith(" then")  # complete's then: the next claim in its answer
+
         def run() -> dict:
             claim, complete, clock = [], [], time.perf_counter
+            claimed, n = None, 0
             while True:
-                t = clock()
-                claimed = call("claim_next")
-                if claimed.get("todo") is None:
-                    break  # the empty claim that ends the loop is not a claim
-                claim.append(clock() - t)
+                if claimed is None:
+                    t = clock()
+                    claimed = call("claim_next")
+                    if claimed.get("todo") is None:
+                        break  # the empty claim that ends the loop is not a claim
+                    claim.append(clock() - t)
                 t = clock()
                 ids = {"todo_id": claimed["todo"]["id"], "attempt_seq": claimed["attempt_seq"]}
-                call("complete", **ids, result={"ok": True})
+                if then:
+                    ended = call("complete", **ids, result={"ok": True}, then={})
+                    claimed = ended.get("next") or {}
+                    if claimed.get("todo") is None:
+                        claimed = None  # asked again once: the queue may only look empty
+                else:
+                    call("complete", **ids, result={"ok": True})
+                    claimed = None
                 complete.append(clock() - t)
-            return {"n": len(claim), "claim": claim, "complete": complete}
+                n += 1
+            return {"n": n, "claim": claim, "complete": complete}
 
         return run
 

@@ -27,6 +27,9 @@ from bench.workers import DrainFailed, Pool, serve
 PEER_DB = "switchboard_bench_peer"
 QUEUE, TASK = "bench", "bench_noop"
 SYSTEMS = {"procrastinate": "procrastinate", "ours": "ours, in-process", "ours-http": "ours, HTTP"}
+# Ours over HTTP as switchboard.client's job() and work() drain a queue: each complete carries
+# ``then`` and its answer is the next claim, one request a todo (bench/httpbench.py).
+HTTP_PROTOCOL = "HTTP then"
 
 
 OPTIONS = [  # flag, type, default, --quick's, help
@@ -139,7 +142,7 @@ def run_section(ctx) -> None:
         elif system == "ours":
             s = {**ctx.pool.run("ours", workers, endpoint_id, False), "server_cpu": None}
         else:
-            s = httpbench.http_drain(clients, workers, server, "HTTP", token)
+            s = httpbench.http_drain(clients, workers, server, HTTP_PROTOCOL, token)
             s["lat"] = s["claim"]
         pg = db.cpu_delta(pg0, db.server_cpu(postmaster))
         if system != "procrastinate":

@@ -71,7 +71,7 @@ def test_growth_is_not_met_with_a_seq_scan_whatever_the_cpu():
     assert row["ratio"] == "1.00" and "NOT MET" in row["note"]
 
 
-def test_the_peer_bar_is_for_ours_in_process_and_the_http_path_has_none():
+def test_the_peer_bars_twice_in_process_and_once_over_http():
     def cell(system: str, jobs: float) -> dict:
         vs = {"median": jobs / 500, "min": jobs / 500, "max": jobs / 500}
         return {
@@ -85,7 +85,10 @@ def test_the_peer_bar_is_for_ours_in_process_and_the_http_path_has_none():
 
     cells = [cell("procrastinate", 500), cell("ours", 900), cell("ours-http", 300)]
     notes = [r["note"] for r in _rows(peers={"jobs": 300, "cells": cells})]
-    assert [n.split(";")[0] for n in notes] == ["bar >= 2.00: NOT MET", "no bar (HTTP)"]
+    assert [n.split(";")[0] for n in notes] == ["bar >= 2.00: NOT MET", "bar >= 1.00: NOT MET"]
+    cells = [cell("procrastinate", 500), cell("ours", 1000), cell("ours-http", 500)]
+    notes = [r["note"] for r in _rows(peers={"jobs": 300, "cells": cells})]
+    assert [n.split(";")[0] for n in notes] == ["bar >= 2.00: MET", "bar >= 1.00: MET"]
 
 
 def test_the_best_fleet_is_the_largest_meeting_every_bar_with_no_error():
