@@ -246,6 +246,10 @@ class _Claimed:
         self.next: dict | None = None
         self.lost = False
 
+    def _stopping(self) -> None:
+        """The worker is going away (interrupted, canceled): its release claims nothing."""
+        self._then = None
+
     def _then_of(self, arguments: dict) -> dict:
         if "then" in arguments or self._then is None:
             return arguments
@@ -321,6 +325,7 @@ class Job(_Claimed):
             self._beat.join(timeout=5)
         if self.ended is None and not self.lost:  # a lost attempt's report would be refused
             if kind is KeyboardInterrupt:
+                self._stopping()
                 self.release(summary="worker interrupted; released")
             elif kind is not None:
                 self.fail(summary=_failure_summary(kind, error))
@@ -508,6 +513,7 @@ class AsyncJob(_Claimed):
         if self.ended is None and not self.lost:  # a lost attempt's report would be refused
             if kind is not None and issubclass(kind, asyncio.CancelledError | KeyboardInterrupt):
                 # shielded: the task is being canceled, and the release must still be sent
+                self._stopping()
                 await asyncio.shield(self.release(summary="worker canceled; released"))
             elif kind is not None:
                 await self.fail(summary=_failure_summary(kind, error))
