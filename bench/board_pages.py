@@ -213,6 +213,7 @@ def pages(fixture: Fixture) -> list[Page]:
         Page("search ?q=resolutionimpossible (summaries)", "/queue/?q=resolutionimpossible"),
         Page("dead letters ?state=dead&q=sandbox", "/queue/?state=dead&q=sandbox"),
         Page("triage: confirm rerun of all dead", "/triage/?do=rerun&all=1&state=dead"),
+        Page("dead letters by reason (2,000 grouped)", "/queue/dead/"),
         Page("queue refresh (htmx #queue)", "/queue/", htmx_target="queue"),
         Page("drawer (htmx)", todo, "drawer", htmx_target="drawer"),
         Page("drawer ?attempt=5 (htmx)", f"{todo}?attempt=5", "drawer", htmx_target="drawer"),

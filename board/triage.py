@@ -129,8 +129,11 @@ def _outcome(action: Action, acted: Acted) -> Outcome:
 # Dead letters by reason: the groups of the /queue/dead/ page, in the words the queue rows
 # say (board/reasons.py), and the members of one group for its bulk action.
 
-# A reason lists its most common errors (the start of the last try's summary) this many.
-ERRORS_SHOWN = 8
+# A reason lists its most common errors (the start of the last try's summary) this many, and
+# the page its largest reasons this many (the rest counted in one line): a page of bounded
+# size however varied the dead letters (the bench's made 784 KiB with every reason shown).
+ERRORS_SHOWN = 5
+REASONS_SHOWN = 12
 
 
 def reason_words(key: DeadLetterKey) -> str:

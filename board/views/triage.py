@@ -175,9 +175,12 @@ def dead_letters(request):
     endpoints = board_endpoint_choices(scope.team_ids)
     endpoint = _endpoint(request.GET.get("endpoint", ""), endpoints)
     found = board_dead_letter_groups(scope.team_ids, endpoint_id=endpoint.pk if endpoint else None)
+    groups = triage.reason_groups(found.keys)
     queue_dead = {"state": TodoState.DEAD, **({"endpoint": endpoint.pk} if endpoint else {})}
     context = {
-        "groups": triage.reason_groups(found.keys),
+        "groups": groups[: triage.REASONS_SHOWN],
+        "other_reasons": len(groups[triage.REASONS_SHOWN :]),
+        "other_reasons_count": sum(g.count for g in groups[triage.REASONS_SHOWN :]),
         "grouped": found.grouped,
         "total": min(found.total, TAB_COUNT_CAP),
         "total_over": found.total > TAB_COUNT_CAP,

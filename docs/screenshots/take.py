@@ -102,6 +102,9 @@ def take(page, args, suffix: str) -> None:
             page.get_by_role("button", name="Rerun…").click()
             page.wait_for_load_state("load")
             page.screenshot(path=HERE / "dead-letters-confirm.png")
+        # The same dead letters grouped by reason and last error, each with its actions.
+        page.goto("/queue/dead/")
+        page.screenshot(path=HERE / "dead-letters-by-reason.png", full_page=True)
 
     if suffix == "":
         # The team page (members, invitations, dead-letter sinks), then the endpoints list and

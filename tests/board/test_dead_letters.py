@@ -164,3 +164,16 @@ def test_the_tabs_count_what_the_search_finds(signed_in, endpoint, make_todo):
     assert tabs["done"] == "0"
     tabs = _tabs(signed_in.get("/queue/").content.decode())
     assert (tabs["all"], tabs["pending"]) == ("9", "7")
+
+
+def test_the_largest_reasons_are_shown_and_the_rest_counted(signed_in, endpoint, monkeypatch):
+    from board import triage
+
+    monkeypatch.setattr(triage, "REASONS_SHOWN", 1)
+    for _ in range(2):
+        failed_out(endpoint, tries=1)
+    not_retryable(endpoint)
+    died_out(endpoint, tries=1)
+    page = signed_in.get("/queue/dead/").content.decode()
+    assert _groups(page) == {"failed 1 of 1": 2}
+    assert 'data-other-reasons="2"' in page and "… and 2 more dead letters under 2" in page
