@@ -48,10 +48,10 @@ from django.views.decorators.http import require_GET
 
 from board import overview
 from board.scope import board_scope
-from board.views.queue import ticker_lines, todo_rows_html
+from board.views.queue import TICKER_LINES, ticker_html, ticker_lines, todo_rows_html
 from queues import db, sql
 from queues.endpoint_health import team_last_hour, team_now
-from queues.selectors import TAB_COUNT_CAP
+from queues.selectors import TAB_COUNT_CAP, board_team_now_and_feed
 
 log = logging.getLogger("switchboard.board.live")
 
@@ -256,8 +256,13 @@ def read_update(team_id: int, change: Change, wants: frozenset[str], chart) -> t
         if "rows" in wants and change.todos and not many:
             update["rows"] = todo_rows_html([team_id], sorted(change.todos))
             statements += 1
+        feed = "ticker" in wants and change.feed
         if wants & {"counts", "overview"}:
-            now = team_now(team_id, cap=TAB_COUNT_CAP)
+            if feed:  # the counts and the feed's lines in one statement
+                now, lines = board_team_now_and_feed(team_id, cap=TAB_COUNT_CAP, limit=TICKER_LINES)
+                update["ticker"], feed = ticker_html(lines), False
+            else:
+                now = team_now(team_id, cap=TAB_COUNT_CAP)
             statements += 1
             update["counts"] = {str(e.pk): e.by_state for e in now}
             update["cap"] = TAB_COUNT_CAP
@@ -269,7 +274,7 @@ def read_update(team_id: int, change: Change, wants: frozenset[str], chart) -> t
                 update["overview"] = overview.rows_html(now, hour if hour is not None else chart)
         else:
             hour = None
-        if "ticker" in wants and change.feed:
+        if feed:
             update["ticker"] = ticker_lines([team_id])
             statements += 1
         return update, statements, hour

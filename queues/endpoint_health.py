@@ -137,25 +137,33 @@ class EndpointNow:
 
 def team_now(team_id: int, *, cap: int) -> list[EndpointNow]:
     """Every endpoint of the team, oldest first. One statement (queues/sql/live.py)."""
-    states = list(TodoState.values)
-    rows = db.fetch(sql.TEAM_NOW, {"team_id": team_id, "states": states, "cap": cap})
-    return [
-        EndpointNow(
-            pk,
-            team_id,
-            agent_id,
-            name,
-            paused_at,
-            revoked_at,
-            dict(zip(states, counts, strict=True)),
-            claimable,
-            held,
-            retry_wait,
-            scheduled,
-            oldest,
-        )
-        for pk, agent_id, name, paused_at, revoked_at, counts, claimable, held, retry_wait, scheduled, oldest, _claim, _heartbeat in rows
-    ]
+    rows = db.fetch(sql.TEAM_NOW, team_now_params(team_id, cap=cap))
+    return [endpoint_now(team_id, row) for row in rows]
+
+
+def team_now_params(team_id: int, *, cap: int) -> dict:
+    return {"team_id": team_id, "states": list(TodoState.values), "cap": cap}
+
+
+def endpoint_now(team_id: int, row) -> EndpointNow:
+    """One row of ``TEAM_NOW``."""
+    pk, agent_id, name, paused_at, revoked_at, counts, *live, _claim, _heartbeat = row
+    claimable, held, retry_wait, scheduled, oldest = live
+    states = TodoState.values
+    return EndpointNow(
+        pk,
+        team_id,
+        agent_id,
+        name,
+        paused_at,
+        revoked_at,
+        dict(zip(states, counts, strict=True)),
+        claimable,
+        held,
+        retry_wait,
+        scheduled,
+        oldest,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,12 +194,17 @@ def todo_rows_html(team_ids: list[int], ids: list[int]) -> dict[str, dict]:
 def ticker_lines(team_ids: list[int]) -> list[dict]:
     """The teams' newest feed lines, each drawn as the ticker draws it, with its time (the
     page merges them with its other teams' lines). One statement."""
+    return ticker_html(board_activity(team_ids, limit=TICKER_LINES))
+
+
+def ticker_html(lines) -> list[dict]:
+    """Feed lines (``board_activity``'s) as the ticker draws them, each with its time."""
     return [
         {
             "at": line.at.timestamp(),
             "html": render_to_string("board/_feed.html#feed-line", {"line": line, "ticker": True}),
         }
-        for line in map(sentence, board_activity(team_ids, limit=TICKER_LINES))
+        for line in map(sentence, lines)
     ]
 
 

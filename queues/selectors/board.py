@@ -18,6 +18,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, JSONObject
 
 from queues import db, sql
+from queues.endpoint_health import EndpointNow, endpoint_now, team_now_params
 from queues.models import (
     LIVE_STATES,
     DeadLetterSink,
@@ -33,6 +34,7 @@ from queues.records import (
     ActivityEvent,
 )
 from queues.sql.activity import ENDING_WIDTH
+from queues.sql.live import TEAM_NOW_WIDTH
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,34 @@ def board_activity(
         "limit": limit,
     }
     return [_activity(row) for row in db.fetch(sql.ACTIVITY, params)]
+
+
+def board_team_now_and_feed(
+    team_id: int, *, cap: int, limit: int
+) -> tuple[list[EndpointNow], list[Activity]]:
+    """A team's endpoints now (``queues.endpoint_health.team_now``) and its newest feed lines
+    (``board_activity`` of the one team), in one statement: the Board stream's read for a
+    change that moves counts and ended a try."""
+    params = {
+        **team_now_params(team_id, cap=cap),
+        "team_ids": [team_id],
+        "before": None,
+        "todo_id": None,
+        "endpoint_id": None,
+        "endpoint_team": None,
+        "endpoint_agent": None,
+        "person_id": None,
+        "limit": limit,
+    }
+    now, feed = [], []
+    for row in db.fetch(sql.TEAM_NOW_AND_FEED, params):
+        if row[0] == 1:
+            now.append(endpoint_now(team_id, row[1 : 1 + TEAM_NOW_WIDTH]))
+        else:
+            feed.append(_activity(row[1 + TEAM_NOW_WIDTH :]))
+    now.sort(key=lambda e: e.pk)
+    feed.sort(key=lambda line: line.at, reverse=True)
+    return now, feed
 
 
 def _activity(row) -> Activity:

@@ -126,6 +126,7 @@ SELECT e.*
 # other's NULL. What a reader of the feed runs (queues.selectors.board_activity); the two
 # above are its parts, each with its plan checked (tests/board/test_activity.py).
 ENDING_WIDTH = 14  # the endings' columns (the events' are the rest)
+ACTIVITY_WIDTH = 2 + ENDING_WIDTH + 9  # part, at, an ending's columns, an event's
 _NO_ENDING = (
     "NULL::bigint, NULL::int, NULL::int, NULL::text, NULL::text, NULL::text, "
     "NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from queues.db.plans import Statement
 from queues.models import DIED_OUTCOMES
+from queues.sql.activity import ACTIVITY, ACTIVITY_WIDTH
 from queues.sql.health import queue_now
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "LISTEN_BOARD",
     "TEAM_LAST_HOUR",
     "TEAM_NOW",
+    "TEAM_NOW_AND_FEED",
 ]
 
 BOARD_CHANNEL = "switchboard_board"
@@ -75,6 +77,26 @@ SELECT e.id, e.agent_id, e.name, e.paused_at, e.revoked_at, c.counts, n.*
  ORDER BY e.id
 """,
     why="per endpoint, counts that stop at a cap and the live todos' FILTERed numbers",
+)
+
+# TEAM_NOW's columns (e.id ... c.counts, then queue_now's seven): a wrong width is a UNION of
+# unequal rows, which tests/queues/test_sql.py's PREPARE of every statement refuses.
+TEAM_NOW_WIDTH = 13
+
+# TEAM_NOW and the feed's newest lines (ACTIVITY over the one team) side by side, for the
+# Board's stream when a change both moves counts and ends a try: one statement a change
+# instead of two. A row is ``part`` (1 an endpoint's, 2 a feed line's), then TEAM_NOW's
+# columns or ACTIVITY's, the other's NULL (each NULL takes its type from the other part).
+TEAM_NOW_AND_FEED = Statement(
+    "team_now_and_feed",
+    f"""
+SELECT 1 AS part, now.*, {", ".join(["NULL"] * ACTIVITY_WIDTH)}
+  FROM ({TEAM_NOW.text}) AS now
+UNION ALL
+SELECT 2, {", ".join(["NULL"] * TEAM_NOW_WIDTH)}, feed.*
+  FROM ({ACTIVITY.text}) AS feed
+""",
+    why="two reads of different shapes side by side in one round trip (a UNION ALL)",
 )
 
 _DIED = ", ".join(f"'{outcome.value}'" for outcome in DIED_OUTCOMES)

@@ -8,6 +8,7 @@ import json
 import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 
@@ -122,8 +123,9 @@ def test_a_change_reaches_every_viewer_of_its_team_within_a_second(
             assert update["rows"][str(todo.id)]["state"] == TodoState.PENDING
             assert update["counts"][str(endpoint.pk)]["pending"] == 1
         assert time.monotonic() - started < 1.0
-        # Read once for the three viewers: the rows, the counts, the feed (a new todo).
-        assert hub.statements - before == 3
+        # Read once for the three viewers: the rows, then the counts with the feed's lines (a
+        # new todo is a feed line), in one statement.
+        assert hub.statements - before == 2
 
         # A claim: the row and the counts, the feed untouched (nothing ended).
         before = hub.statements
@@ -133,10 +135,14 @@ def test_a_change_reaches_every_viewer_of_its_team_within_a_second(
         assert "ticker" not in update and not update["feed"]
         _until("team", viewers[1]), _until("team", viewers[2])
         assert hub.statements - before == 2
-        # A completion ends a try: the feed is read again and says so.
+        # A completion ends a try: the feed is read again, with the counts, and says so.
+        before = hub.statements
         transitions.complete(Actor.agent(endpoint), todo.id)
         update = _until("team", viewers[0], within=2.0)
         assert update["feed"] and "completed" in update["ticker"][0]["html"]
+        assert update["counts"][str(endpoint.pk)]["done"] == 1
+        _until("team", viewers[1]), _until("team", viewers[2])
+        assert hub.statements - before == 2
     finally:
         for viewer in viewers:
             viewer.close()
@@ -234,3 +240,29 @@ def test_what_a_page_wants_is_read_as_a_list_of_known_words(live_server, client,
         assert "counts" not in ready  # "rows" alone: no counts asked for
     finally:
         stream.close()
+
+
+@pytest.mark.django_db
+def test_the_counts_with_the_feed_read_as_the_two_reads_do(endpoint, make_endpoint, make_todo):
+    """The stream's one statement for a change that ended a try says what team_now and the
+    feed's own read say, with no line and no endpoint of another team."""
+    from queues.endpoint_health import team_now
+    from queues.selectors import TAB_COUNT_CAP, board_activity, board_team_now_and_feed
+
+    other = make_endpoint("agent-b")
+    for n in range(5):
+        todo = make_todo(f"todo {n}", on=other if n % 2 else None)
+        if n < 3:
+            queue = other if n % 2 else endpoint
+            transitions.claim(Actor.agent(queue), todo.id)
+            transitions.complete(Actor.agent(queue), todo.id)
+    now, lines = board_team_now_and_feed(endpoint.team_id, cap=TAB_COUNT_CAP, limit=4)
+
+    def timeless(rows):  # an age is the database clock's now: one statement's, then another's
+        return [replace(e, oldest_claimable_age=bool(e.oldest_claimable_age)) for e in rows]
+
+    assert timeless(now) == timeless(team_now(endpoint.team_id, cap=TAB_COUNT_CAP))
+    assert [(x.at, x.todo_id, x.attempt, x.event) for x in lines] == [
+        (x.at, x.todo_id, x.attempt, x.event) for x in board_activity([endpoint.team_id], limit=4)
+    ]
+    assert len(lines) == 4 and len(now) == 2
