@@ -105,8 +105,11 @@ def test_workers_die_with_their_master_and_the_port_is_free_again(procs, env):
     first = procs.switchboard("serve", "serve", "--port", str(port), env=env)
     base = f"http://127.0.0.1:{port}"
     wait_until(lambda: answers_200(f"{base}/login/"), seconds=60, what="serve", logs=procs.logs)
+    # One worker may answer before the other has booted: wait for both.
+    wait_until(
+        lambda: len(_workers(first.pid)) == 2, seconds=30, what="both workers", logs=procs.logs
+    )
     workers = _workers(first.pid)
-    assert len(workers) == 2
 
     first.popen.send_signal(signal.SIGKILL)
     first.popen.wait(timeout=10)
