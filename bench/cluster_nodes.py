@@ -215,7 +215,7 @@ class Cluster:
         wait_until("a synchronous standby", lambda: self.sql("primary", sync) == [("sync",)])
         self.sql("primary", "CREATE DATABASE switchboard")
         tokens, env = self.dir / "tokens.json", {**os.environ, "DATABASE_URL": self.url("primary")}
-        script = f"from bench import cluster; cluster.prepare_database({str(tokens)!r})"
+        script = f"from bench import cluster_nodes; cluster_nodes.prepare_database({str(tokens)!r})"
         self.run("migrate", sys.executable, "-c", script, env=env, as_pg=False)
         return json.loads(tokens.read_text())
 
