@@ -72,7 +72,10 @@ test: $(DEV_STAMP)
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy
+	@# The django-stubs plugin loads switchboard.settings_test, which starts an embedded
+	@# PostgreSQL unless DATABASE_URL names one; mypy connects to nothing, and an embedded server
+	@# it started was left running after it.
+	DATABASE_URL=postgresql://mypy@127.0.0.1:1/unused $(VENV)/bin/mypy
 
 bench: $(DEV_STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
