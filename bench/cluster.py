@@ -17,8 +17,6 @@ group of its own, all ended whatever happens.
 from __future__ import annotations
 
 import asyncio
-import json
-import multiprocessing as mp
 import os
 import signal
 import threading
@@ -39,6 +37,7 @@ from bench.cluster_nodes import (
 )
 from bench.ledger import latency
 from bench.table import f2, log, pp, table
+from bench.workers import Child
 
 WAIT_SECONDS = fleet.WAIT_SECONDS
 WAKE_P95_MS = fleet.TARGET["wake_p95_ms"]  # the fleet's bar, now across nodes
@@ -56,19 +55,6 @@ OPTIONS = [  # flag, type, default, --quick's, help
 # --- the waiters: one process, asyncio, raw HTTP/1.1 -----------------------------------------
 
 
-async def _post(reader, writer, token: str, verb: str, body: dict) -> tuple[int, dict]:
-    data = json.dumps(body).encode()
-    writer.write(
-        f"POST /api/v1/{verb} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
-        f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
-        + data
-    )
-    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower().split("\r\n")
-    length = next((int(x.split(":")[1]) for x in head if x.startswith("content-length:")), 0)
-    payload, status = await reader.readexactly(length), int(head[0].split()[1])
-    return status, json.loads(payload) if status == 200 else {}
-
-
 async def _poll(reader, writer, token: str, me: str, state: dict) -> str | None:
     """Long-polls on one connection: the error that ends it, or None when HAProxy closed it
     before answering a poll after the first (switchboard.client asks again on a new connection
@@ -77,9 +63,8 @@ async def _poll(reader, writer, token: str, me: str, state: dict) -> str | None:
     while True:
         asked, polls = time.monotonic(), polls + 1
         try:
-            status, body = await _post(
-                reader, writer, token, "claim_next", {"wait_seconds": WAIT_SECONDS}
-            )
+            poll = {"wait_seconds": WAIT_SECONDS}
+            status, body = await fleet._post(reader, writer, "/api/v1/claim_next", token, poll)
         except (asyncio.IncompleteReadError, ConnectionError) as exc:
             if polls > 1 and not getattr(exc, "partial", b""):
                 state["retried"].append(time.monotonic())
@@ -90,7 +75,8 @@ async def _poll(reader, writer, token: str, me: str, state: dict) -> str | None:
         if todo := body.get("todo"):
             state["wakes"].append((todo["id"], time.monotonic(), me))
             ids = {"todo_id": todo["id"], "attempt_seq": body["attempt_seq"]}
-            if (status := (await _post(reader, writer, token, "complete", ids))[0]) != 200:
+            status, _ = await fleet._post(reader, writer, "/api/v1/complete", token, ids)
+            if status != 200:
                 return f"complete {status}"
         elif time.monotonic() - asked < WAIT_SECONDS - 2:
             state["early"].append(time.monotonic())  # answered before its wait ran out: a drain
@@ -185,16 +171,11 @@ def outcome(made: list[dict], state: dict, since: float, until: float) -> dict:
 
 def waiting(c: Cluster, tokens: list[str], n: int, wakes: int) -> dict:
     """Steps 1-3, with ``n`` waiters through HAProxy."""
-    spawn = mp.get_context("spawn")
-    parent, child = spawn.Pipe()
-    where = (child, c.ports["proxy"], tokens, n)
-    proc = spawn.Process(target=waiters_main, args=where, daemon=True)
-    proc.start()
-    child.close()
-    try:
-        if not parent.poll(n / fleet.RAMP_PER_S + 60):
-            raise RuntimeError("the waiters did not all connect")
-        parent.recv()
+    with Child(waiters_main, c.ports["proxy"], tokens, n) as waiters:
+        try:
+            waiters.recv(timeout=n / fleet.RAMP_PER_S + 60)
+        except TimeoutError:
+            raise RuntimeError("the waiters did not all connect") from None
         time.sleep(3)  # the nodes take the last polls in
         spread, t1 = {x: held(c.ports[x]) for x in NODES}, time.monotonic()
         first = create(c, NODES, wakes, tokens)
@@ -206,12 +187,8 @@ def waiting(c: Cluster, tokens: list[str], n: int, wakes: int) -> dict:
         t3, drain = time.monotonic(), {"held": held(c.ports["c"]), "drain_s": 0.0}
         drain["drain_s"] = round(c.stop("node-c", signal.SIGTERM), 2)
         after_drain = create(c, "ab", wakes, tokens)
-        parent.send(("stop",))
-        state, t4 = parent.recv()[1], time.monotonic()
-    finally:
-        proc.join(timeout=30)
-        if proc.is_alive():
-            proc.kill()  # our own child, by its handle
+        waiters.send(("stop",))
+        state, t4 = waiters.recv()[1], time.monotonic()
     return {
         "spread": spread,
         "wake": outcome(first, state, t1, t2),

@@ -16,16 +16,15 @@ import asyncio
 import http.client
 import json
 import math
-import multiprocessing as mp
 import resource
 import time
 from collections import Counter
-from contextlib import suppress
 from functools import partial
 
 from bench import db, httpbench
 from bench.ledger import latency
 from bench.table import f2, ints, log, pp, table
+from bench.workers import Child
 
 ENDPOINTS = 10
 WAIT_SECONDS = 30
@@ -61,16 +60,18 @@ def rss_mib(pids: list[int]) -> float:
 
 
 async def _post(reader, writer, path: str, token: str, body: dict) -> tuple[int, dict]:
+    """One request on a kept connection: the status, and a 200's JSON (another status's body
+    may be a proxy's page, not JSON: bench/cluster.py's waiters go through HAProxy)."""
     data = json.dumps(body).encode()
     writer.write(
         f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
         f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n".encode()
         + data
     )
-    lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-    length = next(int(x.split(":")[1]) for x in lines if x.lower().startswith("content-length:"))
-    payload = await reader.readexactly(length)
-    return int(lines[0].split()[1]), json.loads(payload) if payload else {}
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").lower().split("\r\n")
+    length = next((int(x.split(":")[1]) for x in head if x.startswith("content-length:")), 0)
+    payload, status = await reader.readexactly(length), int(head[0].split()[1])
+    return status, json.loads(payload) if status == 200 else {}
 
 
 async def _waiter(port: int, token: str, state: dict, stop: asyncio.Event) -> None:
@@ -143,37 +144,30 @@ class WaiterGroup:
     fleet is split among them, and their answers merged."""
 
     def __init__(self, n: int) -> None:
-        spawn = mp.get_context("spawn")
-        self.pipes, self.procs = [], []
-        for _ in range(n):
-            parent, child = spawn.Pipe()
-            proc = spawn.Process(target=waiters_main, args=(child,), daemon=True)
-            proc.start()
-            child.close()
-            self.pipes.append(parent)
-            self.procs.append(proc)
-        self.limit = min(pipe.recv()[1] for pipe in self.pipes)  # each one's ("hello", limit)
+        self.children = [Child(waiters_main) for _ in range(n)]
+        self.limit = min(child.recv()[1] for child in self.children)  # ("hello", its limit)
         self.asked = 0
 
     def capacity(self) -> int:
-        return len(self.pipes) * min(PER_PROCESS, self.limit - 200)
+        return len(self.children) * min(PER_PROCESS, self.limit - 200)
 
     def send(self, message) -> None:
         if isinstance(message, tuple) and len(message) == 3:  # (port, tokens, n): split it
             port, tokens, n = message
             shares = [
-                n // len(self.pipes) + (i < n % len(self.pipes)) for i in range(len(self.pipes))
+                n // len(self.children) + (i < n % len(self.children))
+                for i in range(len(self.children))
             ]
             self.asked = sum(1 for share in shares if share)
-            for pipe, share in zip(self.pipes, shares, strict=True):
+            for child, share in zip(self.children, shares, strict=True):
                 if share:
-                    pipe.send((port, tokens, share))
+                    child.send((port, tokens, share))
             return
-        for pipe in self.pipes[: self.asked]:
-            pipe.send(message)
+        for child in self.children[: self.asked]:
+            child.send(message)
 
     def recv(self) -> tuple:
-        answers = [pipe.recv() for pipe in self.pipes[: self.asked]]
+        answers = [child.recv() for child in self.children[: self.asked]]
         if answers[0][0] != "done":
             return answers[0]  # ("parked",) from each
         merged: dict = {"sent": 0, "wakes": [], "errors": Counter()}
@@ -184,12 +178,8 @@ class WaiterGroup:
         return ("done", merged)
 
     def close(self) -> None:
-        for pipe, proc in zip(self.pipes, self.procs, strict=True):
-            with suppress(OSError):
-                pipe.send(None)
-            proc.join(timeout=30)
-            if proc.is_alive():
-                proc.terminate()  # our own child, by its handle
+        for child in self.children:
+            child.__exit__()
 
 
 # --- the other client: list_todos, the queue page, todos one at a time ------------------------
@@ -323,7 +313,7 @@ def run_section(ctx) -> None:
     note = {
         "fleets": fleets,
         "open_files": waiters.limit,
-        "waiter_processes": len(waiters.pipes),
+        "waiter_processes": len(waiters.children),
         "target": TARGET,
     }
     note |= {"git": db.git_state(), "duration_s": round(time.monotonic() - started, 1)}

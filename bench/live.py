@@ -16,7 +16,6 @@ stream, as a small deployment's one process would).
 from __future__ import annotations
 
 import asyncio
-import multiprocessing as mp
 import time
 from collections import Counter
 from contextlib import ExitStack, suppress
@@ -24,6 +23,7 @@ from contextlib import ExitStack, suppress
 from bench import db, fleet, httpbench
 from bench.ledger import latency
 from bench.table import f, f2, log, table
+from bench.workers import Child
 
 WANT = "rows,counts,ticker"  # what the queue page asks (templates/board/todo_list.html)
 FRESH_GAP = 0.5  # seconds between the page's changes
@@ -113,37 +113,6 @@ def viewers_main(conn) -> None:
     fleet.raise_open_files()
     while (message := conn.recv()) is not None:
         conn.send(("closed", asyncio.run(_viewers(conn, *message))))
-
-
-class Child:
-    """A spawned helper process spoken to over a pipe, ended by its handle."""
-
-    def __init__(self, target) -> None:
-        spawn = mp.get_context("spawn")
-        self.pipe, child = spawn.Pipe()
-        self.proc = spawn.Process(target=target, args=(child,), daemon=True)
-        self.proc.start()
-        child.close()
-
-    def __enter__(self) -> Child:
-        return self
-
-    def ask(self, message) -> tuple:
-        self.pipe.send(message)
-        return self.recv()
-
-    def recv(self, timeout: float = 300.0) -> tuple:
-        if not self.pipe.poll(timeout):
-            raise TimeoutError(f"{self.proc.name}: no answer in {timeout:.0f} s")
-        return self.pipe.recv()
-
-    def __exit__(self, *exc) -> None:
-        with suppress(OSError):
-            self.pipe.send(None)
-        self.proc.join(10)
-        if self.proc.is_alive():  # mid-conversation after a failure
-            self.proc.terminate()
-            self.proc.join(10)
 
 
 # --- this process: teams, changes, the counts ------------------------------------------------

@@ -25,6 +25,42 @@ class DrainFailed(RuntimeError):
     pass
 
 
+class Child:
+    """A spawned helper process, ``target(conn, *args)``, spoken to over a pipe and ended by
+    its handle: on leaving ``with``, None is sent (a loop that reads its pipe ends on it),
+    and a child still there after 10 s is terminated."""
+
+    def __init__(self, target, *args) -> None:
+        spawn = mp.get_context("spawn")
+        self.pipe, child = spawn.Pipe()
+        self.proc = spawn.Process(target=target, args=(child, *args), daemon=True)
+        self.proc.start()
+        child.close()
+
+    def __enter__(self) -> Child:
+        return self
+
+    def send(self, message) -> None:
+        self.pipe.send(message)
+
+    def ask(self, message) -> tuple:
+        self.pipe.send(message)
+        return self.recv()
+
+    def recv(self, timeout: float = 300.0) -> tuple:
+        if not self.pipe.poll(timeout):
+            raise TimeoutError(f"{self.proc.name}: no answer in {timeout:.0f} s")
+        return self.pipe.recv()
+
+    def __exit__(self, *exc) -> None:
+        with suppress(OSError):
+            self.pipe.send(None)
+        self.proc.join(10)
+        if self.proc.is_alive():  # mid-conversation after a failure
+            self.proc.terminate()
+            self.proc.join(10)
+
+
 class Pool:
     def __init__(self, target, size: int, *args, name: str):
         ctx = mp.get_context("spawn")
