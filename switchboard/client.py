@@ -163,17 +163,21 @@ class Client:
         stop = stop or threading.Event()
         then = _Then(claim_arguments, stopped=stop.is_set)
         claimed: dict | None = None
-        while not stop.is_set():
-            if claimed is None or claimed.get("todo") is None:
-                claimed = self.claim_next(wait_seconds=wait_seconds, **claim_arguments)
-                if claimed.get("todo") is None:
-                    continue
-            job = Job(self, claimed, then=then)
-            yield job
-            claimed = job.next
-        if claimed is not None and claimed.get("todo") is not None:
-            # Brought by the last close, after the stop: given back, not kept to lapse.
-            Job(self, claimed).release(summary="worker stopped; released")
+        job: Job | None = None
+        try:
+            while not stop.is_set():
+                if claimed is None or claimed.get("todo") is None:
+                    claimed = self.claim_next(wait_seconds=wait_seconds, **claim_arguments)
+                    if claimed.get("todo") is None:
+                        continue
+                job, claimed = Job(self, claimed, then=then), None
+                yield job
+                claimed, job = job.next, None
+        finally:
+            # A todo the last close brought, after a stop or a loop left (break): given
+            # back at once, not kept until its lease lapses.
+            if (brought := _brought(job, claimed)) is not None:
+                Job(self, brought).release(summary="worker stopped; released")
 
     def _request(
         self, method: str, path: str, body: bytes | None, headers: dict, *, timeout: float
@@ -216,6 +220,13 @@ class Client:
         if conn is not None:
             conn.close()
         self._local.conn = None
+
+
+def _brought(job: _Claimed | None, claimed: dict | None) -> dict | None:
+    """The claim a job loop holds but has not handed out: the one its job's close brought
+    (the loop was left while the job was out), or the one it was about to hand out."""
+    found = job.next if job is not None else claimed
+    return found if found is not None and found.get("todo") is not None else None
 
 
 class _Then:
@@ -424,17 +435,20 @@ class AsyncClient:
         stop = stop or asyncio.Event()
         then = _Then(claim_arguments, stopped=stop.is_set)
         claimed: dict | None = None
-        while not stop.is_set():
-            if claimed is None or claimed.get("todo") is None:
-                claimed = await self.claim_next(wait_seconds=wait_seconds, **claim_arguments)
-                if claimed.get("todo") is None:
-                    continue
-            job = AsyncJob(self, claimed, then=then)
-            yield job
-            claimed = job.next
-        if claimed is not None and claimed.get("todo") is not None:
-            # Brought by the last close, after the stop: given back, not kept to lapse.
-            await AsyncJob(self, claimed).release(summary="worker stopped; released")
+        job: AsyncJob | None = None
+        try:
+            while not stop.is_set():
+                if claimed is None or claimed.get("todo") is None:
+                    claimed = await self.claim_next(wait_seconds=wait_seconds, **claim_arguments)
+                    if claimed.get("todo") is None:
+                        continue
+                job, claimed = AsyncJob(self, claimed, then=then), None
+                yield job
+                claimed, job = job.next, None
+        finally:
+            # As Client.work: a todo the last close brought is given back at once.
+            if (brought := _brought(job, claimed)) is not None:
+                await AsyncJob(self, brought).release(summary="worker stopped; released")
 
     async def _request(self, method: str, path: str, *, read: float, **kwargs: Any):
         httpx2 = self._httpx2

@@ -28,6 +28,10 @@ class Refused(Exception):
     """The server is not one the relay can work with: exit status 3."""
 
 
+# What an attempt claimed as the relay stopped says as it is given back.
+STOPPING = "the relay was stopping when this claim arrived; released"
+
+
 class Relay:
     """The runner: ``run()`` works until stopped and returns the relay's exit status."""
 
@@ -202,13 +206,15 @@ class Relay:
             try:
                 attempt = Attempt(self, claimed, claimant=claimant, then=then)
                 if self.stopping.is_set():
-                    attempt.release("the relay was stopping when this claim arrived; released")
+                    attempt.release(STOPPING)
                     return
                 attempt.run()
             finally:
                 with self._state_lock:
                     self._busy.discard(slot)
             carried = then.taken(attempt.job.next)
+        if carried is not None:  # the relay stopped just after a report brought it
+            Attempt(self, carried[0], claimant=carried[1]).release(STOPPING)
 
     def _claimant(self, number: int, slot: int) -> str:
         return self.config.claimant.format(
@@ -302,8 +308,6 @@ class _NextClaim:
             self.relay._give_back(self.number)
             return None
         if self.relay.stopping.is_set():
-            Attempt(self.relay, claimed, claimant="").release(
-                "the relay was stopping when this claim arrived; released"
-            )
+            Attempt(self.relay, claimed, claimant="").release(STOPPING)
             return None
         return claimed, self.relay._claimant(self.number, self.slot)

@@ -180,3 +180,20 @@ def test_the_job_loop_takes_its_next_todo_from_the_close(live_server, vend):
     assert len(done) == 5 and Todo.objects.filter(state="done").count() == 5
     # One claim_next to start, then each complete brought the next todo: 6 requests, not 10.
     assert sb.sent == ["claim_next"] + ["complete"] * 5
+
+
+def test_a_job_loop_left_by_break_gives_back_the_todo_its_last_close_brought(live_server, vend):
+    endpoint, token = vend("then-break")
+    first, _ = transitions.create_todo(Actor.agent(endpoint), title="done, then break")
+    second, _ = transitions.create_todo(Actor.agent(endpoint), title="brought, not worked")
+    loop = Client(live_server.url, token).work(wait_seconds=0.2)
+    for job in loop:
+        with job:
+            job.complete()
+        assert job.next["todo"]["id"] == second.id  # the close brought it
+        break
+    loop.close()  # what leaving the loop does once nothing holds it
+    assert Todo.objects.get(pk=first.id).state == "done"
+    assert Todo.objects.get(pk=second.id).state == "pending"
+    [attempt] = TodoAttempt.objects.filter(todo_id=second.id)
+    assert (attempt.outcome, attempt.summary) == ("released", "worker stopped; released")
