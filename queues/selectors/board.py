@@ -78,9 +78,17 @@ def board_activity(
     team's events walked newest first, side by side)."""
     if not team_ids:
         return []
+    params = _activity_params(team_ids, before=before, limit=limit, filters=filters)
+    return [_activity(row) for row in db.fetch(sql.ACTIVITY, params)]
+
+
+def _activity_params(
+    team_ids: list[int], *, before: datetime | None, limit: int, filters: ActivityFilters | None
+) -> dict:
+    """``ACTIVITY``'s parameters."""
     filters = filters or ActivityFilters()
     endpoint = filters.endpoint
-    params = {
+    return {
         "team_ids": team_ids,
         "before": before,
         "todo_id": filters.todo_id,
@@ -90,7 +98,6 @@ def board_activity(
         "person_id": filters.person_id,
         "limit": limit,
     }
-    return [_activity(row) for row in db.fetch(sql.ACTIVITY, params)]
 
 
 def board_team_now_and_feed(
@@ -101,14 +108,7 @@ def board_team_now_and_feed(
     change that moves counts and ended a try."""
     params = {
         **team_now_params(team_id, cap=cap),
-        "team_ids": [team_id],
-        "before": None,
-        "todo_id": None,
-        "endpoint_id": None,
-        "endpoint_team": None,
-        "endpoint_agent": None,
-        "person_id": None,
-        "limit": limit,
+        **_activity_params([team_id], before=None, limit=limit, filters=None),
     }
     now, feed = [], []
     for row in db.fetch(sql.TEAM_NOW_AND_FEED, params):
