@@ -1,10 +1,13 @@
 """Bearer tokens, the one parser for every machine-facing surface (the agent API, MCP and
-/metrics), and the endpoint a request's token names."""
+/metrics), and the endpoint a request's token names: from this process's token cache while
+its doorbell connection listens for the endpoints' changes (agents/token_cache.py), else one
+statement."""
 
 from __future__ import annotations
 
-from queues import db
-from queues.endpoints import authenticate_plan
+from agents.doorbell import async_doorbell
+from queues import db, tokens
+from queues.endpoints import endpoint_from_row, token_row_plan
 from queues.errors import Unauthorized
 from queues.models import Endpoint
 
@@ -21,9 +24,25 @@ def token_from_header(header: str) -> str | None:
 async def endpoint_for(authorization: str) -> Endpoint:
     """The live endpoint an ``Authorization`` header's bearer token names; Unauthorized
     otherwise (a database error on the way is raised as it is)."""
-    endpoint = await db.arun(authenticate_plan(token_from_header(authorization)))
-    if endpoint is None:
-        raise Unauthorized("A valid endpoint token is required (Authorization: Bearer …).")
-    if endpoint.revoked_at is not None:
-        raise Unauthorized("This endpoint has been revoked.")
-    return endpoint
+    digest = tokens.lookup_digest(token_from_header(authorization))
+    if digest is None:
+        raise _missing()
+    bell = async_doorbell()
+    bell.ensure_listening()
+    cache = bell.tokens
+    row = cache.get(digest)
+    if row is None:
+        generation = cache.generation
+        row = await db.arun(token_row_plan(digest))
+        if row is None:
+            raise _missing()
+        endpoint = endpoint_from_row(row)
+        if endpoint.revoked_at is not None:
+            raise Unauthorized("This endpoint has been revoked.")
+        cache.fill(digest, endpoint.pk, row, generation)
+        return endpoint
+    return endpoint_from_row(row)
+
+
+def _missing() -> Unauthorized:
+    return Unauthorized("A valid endpoint token is required (Authorization: Bearer …).")

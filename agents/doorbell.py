@@ -7,8 +7,9 @@ connection and no transaction held while waiting. If the LISTEN connection drops
 reconnects and wakes every waiter (they look again; nothing is lost, at worst one extra
 claim query).
 
-The same connection hears the Board's stream channel (``switchboard_board``, board/live.py):
-one LISTEN connection per process, whatever it serves. Its notifications are handed to
+The same connection hears the Board's stream channel (``switchboard_board``, board/live.py)
+and the endpoints' changes (``switchboard_endpoint``, for the token cache,
+agents/token_cache.py): one LISTEN connection per process, whatever it serves. Its notifications are handed to
 ``board_hearer`` and each (re)connection is told to ``board_listening``, since what was said
 while it was away is lost.
 """
@@ -25,6 +26,7 @@ from collections.abc import Callable
 
 import psycopg
 
+from agents.token_cache import TokenCache
 from queues import sql
 from queues.db.availability import log_failure
 
@@ -34,6 +36,13 @@ log = logging.getLogger(__name__)
 # and how often the async doorbell checks which endpoints are due.
 RECHECK_SECONDS = 5.0
 RECHECK_TICK_SECONDS = 0.5
+# How often the LISTEN connection is asked a ``SELECT 1``, and how long that may take before
+# the connection is given up for lost (and a new one made): what a connection cut without a
+# word could hide from the token cache is bounded by their sum.
+LISTEN_PING_SECONDS = 5.0
+# The LISTEN connection's name in pg_stat_activity.
+APPLICATION_NAME = "switchboard doorbell"
+LISTEN_PING_TIMEOUT_SECONDS = 5.0
 
 
 class _Waiter:
@@ -67,6 +76,8 @@ class AsyncDoorbell:
         # LISTEN connection (everything since the last one may have been missed).
         self.board_hearer: Callable[[str], None] | None = None
         self.board_listening: Callable[[], None] | None = None
+        # The endpoints agents' tokens named, trusted only while this connection listens.
+        self.tokens = TokenCache()
 
     def ticket(self, endpoint_id: int) -> tuple[int, int]:
         """Where the rings of this endpoint stand now; ``wait`` returns at once if they moved
@@ -164,39 +175,53 @@ class AsyncDoorbell:
                     await task
         self._task = self._recheck_task = None
         self.listening.clear()
+        self.tokens.listening(False)
         self.wake_everyone()
 
+    def _heard(self, notify: psycopg.Notify) -> None:
+        if notify.channel == sql.BOARD_CHANNEL:
+            if self.board_hearer is not None:
+                self.board_hearer(notify.payload)
+        elif notify.channel == sql.ENDPOINT_CHANNEL:
+            self.tokens.heard(notify.payload)
+        elif notify.payload.isdigit():
+            self.ring(int(notify.payload))
+
     async def _listen_forever(self) -> None:
-        from queues.db.availability import breaker, connection_params
+        from queues.db.availability import PING, breaker, connection_params
 
         backoff = 0.5
         while True:
             try:
                 params = connection_params(listen=True)
-                conn = await psycopg.AsyncConnection.connect(**params, autocommit=True)
+                conn = await psycopg.AsyncConnection.connect(
+                    **{**params, "application_name": APPLICATION_NAME}, autocommit=True
+                )
                 async with conn:
                     await conn.execute(sql.LISTEN_DOORBELL.text)
                     await conn.execute(sql.LISTEN_BOARD.text)
+                    await conn.execute(sql.LISTEN_ENDPOINTS.text)
                     self.listening.set()
+                    self.tokens.listening(True)
                     breaker.reset()
                     self.wake_everyone()  # rings missed while (re)connecting
                     if self.board_listening is not None:
                         self.board_listening()
                     backoff = 0.5
-                    async for notify in conn.notifies():
-                        if notify.channel == sql.BOARD_CHANNEL:
-                            if self.board_hearer is not None:
-                                self.board_hearer(notify.payload)
-                            continue
-                        try:
-                            endpoint_id = int(notify.payload)
-                        except ValueError:
-                            continue
-                        self.ring(endpoint_id)
+                    while True:
+                        async for notify in conn.notifies(timeout=LISTEN_PING_SECONDS):
+                            self._heard(notify)
+                        # Every LISTEN_PING_SECONDS: is the connection still there? One cut
+                        # without a word (a moved address, a dead peer) would otherwise be
+                        # trusted by the token cache for ever. What arrives meanwhile is
+                        # kept by psycopg for the next round.
+                        async with asyncio.timeout(LISTEN_PING_TIMEOUT_SECONDS):
+                            await conn.execute(PING.text)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 self.listening.clear()
+                self.tokens.listening(False)
                 _log_lost(exc)
                 # Not a trip of the breaker: a LISTEN connection lost in a restart nobody
                 # sent a request through would have every request refused until a probe

@@ -150,10 +150,17 @@ def _reload_pause(endpoint: Endpoint) -> None:
 def authenticate_plan(token: str | None) -> Plan[Endpoint | None]:
     """The endpoint whose token this is, revoked or not (the caller decides), or None.
     The lookup is by SHA-256 digest: the raw token never reaches the database or a log."""
-    if not token or not isinstance(token, str) or len(token) > 200:
+    digest = tokens.lookup_digest(token)
+    if digest is None:
         return None
-    rows = yield Fetch(sql.ENDPOINT_BY_TOKEN, {"token_hash": tokens.digest(token)})
-    return endpoint_from_row(rows[0]) if rows else None
+    row = yield from token_row_plan(digest)
+    return endpoint_from_row(row) if row is not None else None
+
+
+def token_row_plan(digest: str) -> Plan[tuple | None]:
+    """The row (sql.ENDPOINT_FIELDS) of the endpoint whose token has this digest, or None."""
+    rows = yield Fetch(sql.ENDPOINT_BY_TOKEN, {"token_hash": digest})
+    return tuple(rows[0]) if rows else None
 
 
 def authenticate(token: str | None) -> Endpoint | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+import time
 
 from django.test.utils import modify_settings
 
@@ -47,7 +48,29 @@ class AsgiLiveServer:
             raise RuntimeError("the ASGI test server did not start")
 
     def _run(self) -> None:
-        asyncio.run(self._server.serve(sockets=[self._socket]))
+        asyncio.run(self._serve())
+
+    async def _serve(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        await self._server.serve(sockets=[self._socket])
+
+    def token_cache(self):
+        """The server's token cache (agents/token_cache.py), its doorbell's."""
+        from agents.doorbell import async_doorbell_of
+
+        return async_doorbell_of(self.loop).tokens
+
+    def forgets(self, endpoint, timeout: float = 5.0) -> float:
+        """Wait until the server has heard that ``endpoint`` changed (its token cache no
+        longer holds it); the seconds that took. A change committed is heard a few
+        milliseconds later (tests/agents/test_token_cache.py); a test that changes an
+        endpoint it has used and then asks again waits for that, as another process would."""
+        started = time.monotonic()
+        while self.token_cache().holds(endpoint.pk):
+            if time.monotonic() - started > timeout:
+                raise AssertionError(f"the server still trusts endpoint {endpoint.pk}")
+            time.sleep(0.002)
+        return time.monotonic() - started
 
     def stop(self) -> None:
         self._server.should_exit = True

@@ -28,6 +28,14 @@ ENDPOINT_STILL_VALID = Statement(
     why="a long-poll's re-check when it wakes, as cheap as the lookup itself",
     prepare=True,
 )
+# An endpoint changed (any column but the admission window; migration 0029): its id, or
+# "*" when the table was truncated. The doorbell's connection hears it for the token cache.
+ENDPOINT_CHANNEL = "switchboard_endpoint"
+LISTEN_ENDPOINTS = Statement(
+    "listen_endpoints",
+    f"LISTEN {ENDPOINT_CHANNEL}",
+    why="LISTEN, on the doorbell's own connection (agents/doorbell.py, agents/token_cache.py)",
+)
 LIVE_ENDPOINT_IN_TEAM = Statement(
     "live_endpoint_in_team",
     f"SELECT {', '.join(ENDPOINT_FIELDS)} FROM endpoints"

@@ -203,18 +203,20 @@ def test_the_statements_of_the_list_and_claim_verbs_are_pinned(live_server, vend
         with statements_run(monkeypatch) as names:
             response = post(live_server.url, verb, body, token=token)
         assert response.status_code == 200, response.text
-        return response.json(), names
+        # The token's lookup, when the token cache does not hold it, is pinned by
+        # tests/agents/test_token_cache.py.
+        return response.json(), [name for name in names if name != "endpoint_by_token"]
 
     claimed, names = call("claim_next", {})
-    assert names == ["endpoint_by_token", "claim_next"]  # one statement, its own transaction
+    assert names == ["claim_next"]  # one statement, its own transaction
     todo_id = claimed["todo"]["id"]
     t.release(t.Actor.agent(endpoint), todo_id)
     t.claim(t.Actor.agent(endpoint), todo_id)
     _, names = call("get_todo", {"todo_id": todo_id})
-    assert names == ["endpoint_by_token", "select_todo_for_agent_or_requester", "select_attempts"]
+    assert names == ["select_todo_for_agent_or_requester", "select_attempts"]
     listed, names = call("list_todos", {"limit": 200})
     assert len(listed["todos"]) == 30
-    assert names == ["endpoint_by_token", "list_todos"]  # one keyset query
+    assert names == ["list_todos"]  # one keyset query
 
 
 # --- Text PostgreSQL cannot hold: a NUL, a lone surrogate -----------------------------------

@@ -208,14 +208,14 @@ def test_claim_latency_adds_no_query_to_a_claim(client, settings, metrics_on, ve
         with statements_run(monkeypatch) as names:
             response = client.post("/api/v1/claim_next", content=b"{}", headers=headers)
         assert response.status_code == 200 and response.json()["todo"] is not None
-        return names
+        return [name for name in names if name != "endpoint_by_token"]  # the cache's, if any
 
     settings.SWITCHBOARD_METRICS_TOKEN = ""
     off = claim_next_statements()
     settings.SWITCHBOARD_METRICS_TOKEN = TOKEN
     on = claim_next_statements()
 
-    assert on == off == ["endpoint_by_token", "claim_next"]
+    assert on == off == ["claim_next"]
     assert counters.claim_latency.pending  # observed, in memory
 
 

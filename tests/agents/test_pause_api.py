@@ -34,6 +34,7 @@ def test_claim_and_claim_next_say_paused_and_everything_else_works(live_server, 
     claim = ok(base, token, "claim", {"todo_id": held["id"], "require_fence": True})
     assert claim["paused"] is False
     endpoints.pause(endpoint, user=user)
+    live_server.forgets(endpoint)  # heard, as another process would
 
     for verb, body in (("claim_next", {}), ("claim", {"todo_id": waiting["id"]})):
         answer = ok(base, token, verb, body)
@@ -50,6 +51,7 @@ def test_claim_and_claim_next_say_paused_and_everything_else_works(live_server, 
     assert ok(base, token, "cancel", {"todo_id": waiting["id"]})["todo"]["state"] == "canceled"
 
     endpoints.resume(endpoint, user=user)
+    live_server.forgets(endpoint)  # heard, as another process would
     resumed = ok(base, token, "claim_next")
     assert resumed["paused"] is False and resumed["todo"]["title"] == "more"
 
@@ -82,6 +84,7 @@ def test_a_long_poll_that_ends_paused_says_so(live_server, vend, user):
     endpoint, token = vend("paused-out")
     ok(live_server.url, token, "create_todo", {"title": "not for now"})
     endpoints.pause(endpoint, user=user)
+    live_server.forgets(endpoint)  # heard, as another process would
     started = time.monotonic()
     data = ok(live_server.url, token, "claim_next", {"wait_seconds": 1})
     assert data["paused"] is True and data["todo"] is None

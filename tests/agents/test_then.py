@@ -124,10 +124,12 @@ def test_a_claim_that_cannot_be_made_says_why_and_the_close_stands(live_server, 
     held = _claimed(base, token, "held")
     _call(base, token, "create_todo", {"title": "waiting"})
     endpoints.pause(endpoint)
+    live_server.forgets(endpoint)  # heard, as another process would
     ids = {"todo_id": held["todo"]["id"], "attempt_seq": held["attempt_seq"]}
     closed = _call(base, token, "complete", {**ids, "then": {}})
     assert closed["todo"]["state"] == "done" and closed["next"]["paused"] is True
     endpoints.resume(endpoint)
+    live_server.forgets(endpoint)
     # Past the long-poll cap the claim is refused, not the close.
     settings.SWITCHBOARD_WAITERS_PER_ENDPOINT = 0
     again = _call(base, token, "claim_next", {})

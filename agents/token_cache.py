@@ -1,0 +1,97 @@
+"""The endpoints this process's agents' tokens named, so that an agent's request is not one
+statement more for its token (issue 31: the lookup was a third of a todo's statements with
+``then``, and 17 % of a worker's time).
+
+A cached endpoint is trusted only while the process's doorbell connection listens on
+``switchboard_endpoint`` (agents/doorbell.py): a trigger on ``endpoints`` says there, in the
+transaction that made it, every change that could change a request's answer (a revoke, a
+rotation, a pause or resume, its verbs; migration 0029), and the doorbell forgets that
+endpoint when it hears it. While the connection is down nothing is trusted or kept, and each
+request looks its token up as before; a new connection starts from an empty cache, since what
+was said while it was away is lost.
+
+What it costs: a change is seen by every process when its notification arrives, a few
+milliseconds after the commit (tests/agents/test_token_cache.py measures it), where the lookup
+saw it at once. A request already past its lookup when a revoke commits finishes either way.
+
+A lookup racing a change: a lookup that began before the change committed may return the old
+row after the notification was heard. So each fill carries the ``generation`` read before its
+lookup, and any forgetting moves the generation on: a fill begun before a forgetting is not
+kept. A fill heard after it is kept, then forgotten by the notification that follows it.
+
+Only live endpoints are kept (a revoked one is looked up each time, as an unknown token is);
+at most MAX_ENDPOINTS, emptied when full.
+"""
+
+from __future__ import annotations
+
+MAX_ENDPOINTS = 10_000
+
+
+class TokenCache:
+    """One per doorbell (per event loop). Keyed by the token's digest; each entry is the
+    endpoint's row (queues.sql.ENDPOINT_FIELDS' order), from which each request builds its
+    own model instance."""
+
+    __slots__ = ("_rows", "_digests", "generation", "trusted", "hits", "fills")
+
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple] = {}
+        self._digests: dict[int, str] = {}  # endpoint id -> the digest it is kept under
+        self.generation = 0
+        self.trusted = False
+        self.hits = 0
+        self.fills = 0
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def get(self, digest: str) -> tuple | None:
+        if not self.trusted:
+            return None
+        row = self._rows.get(digest)
+        if row is not None:
+            self.hits += 1
+        return row
+
+    def fill(self, digest: str, endpoint_id: int, row: tuple, generation: int) -> None:
+        """Keep ``row`` for ``digest`` unless anything was forgotten since ``generation`` was
+        read (before the lookup that found it), or the connection is not listening."""
+        if not self.trusted or generation != self.generation:
+            return
+        if len(self._rows) >= MAX_ENDPOINTS:
+            self._rows.clear()
+            self._digests.clear()
+        old = self._digests.get(endpoint_id)
+        if old is not None:
+            self._rows.pop(old, None)
+        self._rows[digest] = row
+        self._digests[endpoint_id] = digest
+        self.fills += 1
+
+    def holds(self, endpoint_id: int) -> bool:
+        return endpoint_id in self._digests
+
+    def heard(self, payload: str) -> None:
+        """A notification on ``switchboard_endpoint``: an endpoint's id, or ``*``."""
+        if payload.isdigit():
+            self.forget(int(payload))
+        else:
+            self.forget_all()
+
+    def forget(self, endpoint_id: int) -> None:
+        self.generation += 1
+        digest = self._digests.pop(endpoint_id, None)
+        if digest is not None:
+            self._rows.pop(digest, None)
+
+    def forget_all(self) -> None:
+        self.generation += 1
+        self._rows.clear()
+        self._digests.clear()
+
+    def listening(self, yes: bool) -> None:
+        """The doorbell's connection began (True, after its LISTEN) or stopped listening:
+        either way, what was kept may have changed unheard."""
+        self.forget_all()
+        self.trusted = yes
