@@ -24,6 +24,11 @@ class AsgiLiveServer:
         self.host = host
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # As gunicorn sets it on the sockets it hands its workers (gunicorn/sock.py), and
+        # accepted connections inherit it. asyncio sets it itself only on a socket made with
+        # proto IPPROTO_TCP, not on this one (proto 0): without it a response's head and body,
+        # two writes, met the client's delayed ACK, and every request here took 44 ms.
+        self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._socket.bind(("127.0.0.1", 0))
         self.port = self._socket.getsockname()[1]
         config = uvicorn.Config(

@@ -176,3 +176,20 @@ def test_what_is_heard(cache):
     cache.fill("c", 3, (3,), cache.generation)
     cache.fill("c2", 3, (3,), cache.generation)  # a rotation seen by its new token
     assert cache.get("c") is None and cache.get("c2") == (3,) and len(cache) == 1
+
+
+def test_a_todo_with_then_is_two_statements(live_server, vend, monkeypatch):
+    """The agents' path at its leanest (issue 31): the close and the next claim, nothing
+    for the token once it is kept."""
+    _, token = vend("two-statements")
+    for n in range(3):
+        post(live_server.url, "create_todo", {"title": f"t{n}"}, token=token)
+    _warm(live_server, token, monkeypatch)
+    claimed = post(live_server.url, "claim_next", {}, token=token).json()
+    for _ in range(2):
+        ids = {"todo_id": claimed["todo"]["id"], "attempt_seq": claimed["attempt_seq"]}
+        with statements_run(monkeypatch) as names:
+            response = post(live_server.url, "complete", {**ids, "then": {}}, token=token)
+        claimed = response.json()["next"]
+        assert claimed["todo"] is not None
+        assert names == ["close_held_by_agent", "claim_next"]
