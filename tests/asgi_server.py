@@ -31,8 +31,22 @@ class AsgiLiveServer:
         self._socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._socket.bind(("127.0.0.1", 0))
         self.port = self._socket.getsockname()[1]
+        # Requests being answered now (a Board stream counts until it closes): a test's
+        # teardown waits for none before the test database is emptied (tests/board/conftest.py).
+        self.in_flight = 0
+
+        async def counted(scope, receive, send) -> None:
+            if scope["type"] != "http":
+                await application(scope, receive, send)
+                return
+            self.in_flight += 1
+            try:
+                await application(scope, receive, send)
+            finally:
+                self.in_flight -= 1
+
         config = uvicorn.Config(
-            application,
+            counted,
             lifespan="on",
             log_level="warning",
             access_log=False,

@@ -85,19 +85,26 @@ def page(browser, live_server):
 
 
 @pytest.fixture(autouse=True)
-def _streams_ended():
+def _streams_ended(request):
     """After each test, until the server has let go of its closed pages' Board streams
-    (board/live.py) and their reads: the test database is emptied next (pytest-django's
-    fixture, set up before this one, is torn down after it), and a read still running would
-    wait on it, or it on the read."""
+    (board/live.py) and their reads, and has answered every request the page had sent
+    before it closed (a click's, a stream's patch): the test database is emptied next
+    (pytest-django's fixture, set up before this one, is torn down after it), and a read
+    still running would wait on its TRUNCATE, or it on the read (PostgreSQL then ends one
+    of them as a deadlock: the flush failed, and the next test on that worker found the
+    last one's rows)."""
     yield
     import time
 
     from board import live
 
+    server = (
+        request.getfixturevalue("live_server") if "live_server" in request.fixturenames else None
+    )
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        if not any(hub.viewers or hub.flushing for hub in list(live._hubs.values())):
+        streaming = any(hub.viewers or hub.flushing for hub in list(live._hubs.values()))
+        if not streaming and (server is None or server.in_flight == 0):
             return
         time.sleep(0.02)
 
