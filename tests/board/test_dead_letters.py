@@ -177,3 +177,17 @@ def test_the_largest_reasons_are_shown_and_the_rest_counted(signed_in, endpoint,
     page = signed_in.get("/queue/dead/").content.decode()
     assert _groups(page) == {"failed 1 of 1": 2}
     assert 'data-other-reasons="2"' in page and "… and 2 more dead letters under 2" in page
+
+
+def test_the_endpoint_filter_keeps_its_choice_on_both_pages(signed_in, endpoint, make_endpoint):
+    """One filter (board/_endpoint_filter.html) on the queue and the dead letters: the
+    chosen endpoint stays selected, a revoked one says so."""
+    other = make_endpoint("agent-b")
+    transitions.revoke_endpoint(None, other)
+    for url in (f"/queue/?endpoint={endpoint.pk}", f"/queue/dead/?endpoint={endpoint.pk}"):
+        page = signed_in.get(url).content.decode()
+        chosen = re.findall(r'<option value="(\d*)" selected>', page)
+        assert chosen == [str(endpoint.pk)], url
+        assert f'<option value="{other.pk}">agent-b (revoked)</option>' in page, url
+    for url in ("/queue/", "/queue/dead/"):
+        assert '" selected>' not in signed_in.get(url).content.decode()
