@@ -177,7 +177,7 @@ class Client:
             # A todo the last close brought, after a stop or a loop left (break): given
             # back at once, not kept until its lease lapses.
             if (brought := _brought(job, claimed)) is not None:
-                Job(self, brought).release(summary="worker stopped; released")
+                Job(self, brought).release(summary=STOPPED)
 
     def _request(
         self, method: str, path: str, body: bytes | None, headers: dict, *, timeout: float
@@ -220,6 +220,10 @@ class Client:
         if conn is not None:
             conn.close()
         self._local.conn = None
+
+
+# What a job loop says of a todo it gives back because it stopped (or was left).
+STOPPED = "worker stopped; released"
 
 
 def _brought(job: _Claimed | None, claimed: dict | None) -> dict | None:
@@ -448,7 +452,7 @@ class AsyncClient:
         finally:
             # As Client.work: a todo the last close brought is given back at once.
             if (brought := _brought(job, claimed)) is not None:
-                await AsyncJob(self, brought).release(summary="worker stopped; released")
+                await AsyncJob(self, brought).release(summary=STOPPED)
 
     async def _request(self, method: str, path: str, *, read: float, **kwargs: Any):
         httpx2 = self._httpx2
