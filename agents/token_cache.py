@@ -33,26 +33,19 @@ class TokenCache:
     endpoint's row (queues.sql.ENDPOINT_FIELDS' order), from which each request builds its
     own model instance."""
 
-    __slots__ = ("_rows", "_digests", "generation", "trusted", "hits", "fills")
+    __slots__ = ("_rows", "_digests", "generation", "trusted")
 
     def __init__(self) -> None:
         self._rows: dict[str, tuple] = {}
         self._digests: dict[int, str] = {}  # endpoint id -> the digest it is kept under
         self.generation = 0
         self.trusted = False
-        self.hits = 0
-        self.fills = 0
 
     def __len__(self) -> int:
         return len(self._rows)
 
     def get(self, digest: str) -> tuple | None:
-        if not self.trusted:
-            return None
-        row = self._rows.get(digest)
-        if row is not None:
-            self.hits += 1
-        return row
+        return self._rows.get(digest) if self.trusted else None
 
     def fill(self, digest: str, endpoint_id: int, row: tuple, generation: int) -> None:
         """Keep ``row`` for ``digest`` unless anything was forgotten since ``generation`` was
@@ -67,7 +60,6 @@ class TokenCache:
             self._rows.pop(old, None)
         self._rows[digest] = row
         self._digests[endpoint_id] = digest
-        self.fills += 1
 
     def holds(self, endpoint_id: int) -> bool:
         return endpoint_id in self._digests

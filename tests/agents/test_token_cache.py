@@ -193,3 +193,12 @@ def test_a_todo_with_then_is_two_statements(live_server, vend, monkeypatch):
         claimed = response.json()["next"]
         assert claimed["todo"] is not None
         assert names == ["close_held_by_agent", "claim_next"]
+
+
+def test_a_full_cache_starts_again_empty(cache, monkeypatch):
+    from agents import token_cache
+
+    monkeypatch.setattr(token_cache, "MAX_ENDPOINTS", 2)
+    for endpoint_id in (1, 2, 3):
+        cache.fill(f"d{endpoint_id}", endpoint_id, (endpoint_id,), cache.generation)
+    assert len(cache) == 1 and cache.get("d3") == (3,) and not cache.holds(1)
