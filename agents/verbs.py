@@ -208,24 +208,59 @@ def claim_next(
     (agents/waiting.py)."""
     claimed = yield from transitions.claim_next_plan(
         Actor.agent(endpoint),
-        lease_seconds=p.lease_seconds,
-        require_fence=p.require_fence,
-        claimant=p.claimant,
+        **_claim_arguments(p),
         mcp_session_id=mcp_session_id,
     )
+    return _claimed(endpoint, claimed)
+
+
+def _claim_arguments(p: schemas.ClaimNext) -> dict:
+    return {
+        "lease_seconds": p.lease_seconds,
+        "require_fence": p.require_fence,
+        "claimant": p.claimant,
+    }
+
+
+def _claimed(endpoint: Endpoint, claimed) -> dict:
+    """claim_next's answer for a claim (a ``Claim``) or for none."""
     if claimed is not None:
         return {**claimed.as_api(), "paused": False}
     return dict(PAUSED if endpoint.paused else NO_TODO)
 
 
-def _attempt_verb(transition_plan: Callable[..., Plan], **declared) -> Handler:
+def _attempt_verb(
+    transition_plan: Callable[..., Plan],
+    *,
+    then_plan: Callable[..., Plan] | None = None,
+    **declared,
+) -> Handler:
     """heartbeat, complete, fail, release, cancel: the struct's fields are the transition's
-    keyword arguments, by name."""
+    keyword arguments, by name. ``then_plan``: the transition that also claims next, in the
+    close's own statement, when it can (complete); its answer then carries ``next``, and
+    the front adds no claim (agents/waiting.py). Without one, or when it cannot, the answer
+    is the close's alone and the front claims after it."""
 
-    def handler(endpoint: Endpoint, p: schemas.AttemptCall, **_) -> Plan[dict]:
+    def handler(
+        endpoint: Endpoint, p: schemas.AttemptCall, *, mcp_session_id: str | None = None, **_
+    ) -> Plan[dict]:
         arguments = {name: getattr(p, name) for name in p.__struct_fields__ if name != "then"}
         todo_id = arguments.pop("todo_id")
-        result = yield from transition_plan(Actor.agent(endpoint), todo_id, **arguments)
+        actor = Actor.agent(endpoint)
+        then = getattr(p, "then", None)
+        if then is not None and then_plan is not None:
+            both = yield from then_plan(
+                actor,
+                todo_id,
+                **arguments,
+                **_claim_arguments(then),
+                mcp_session_id=mcp_session_id,
+            )
+            if both is not None:
+                if both.settled and (both.claim is not None or not then.wait_seconds):
+                    return {**both.closed.as_api(), "next": _claimed(endpoint, both.claim)}
+                return both.closed.as_api()  # the front's claim_next: long-poll, takeover
+        result = yield from transition_plan(actor, todo_id, **arguments)
         return result.as_api()
 
     handler.__name__ = transition_plan.__name__.removesuffix("_plan")
@@ -241,6 +276,7 @@ heartbeat = _attempt_verb(
 )
 complete = _attempt_verb(
     transitions.complete_plan,
+    then_plan=transitions.complete_then_claim_next_plan,
     params=schemas.Complete,
     output=schemas.ClosedOut,
     description="Report success: the todo is done. With `then`, claim the next todo in the"

@@ -92,15 +92,26 @@ async def call(
     gone: asyncio.Future | None = None,
 ) -> dict:
     """Run ``verb``'s plan on the async pool, claim_next's long-poll on the doorbell. ``gone``
-    is done when the client went away: a wait then ends with ClientGone, and a claim that
-    committed after it went is released at once (``release_unheard``) and nobody is answered
-    (ClientGone). A claim is one claim latency observation: its last claim, never its
-    waiting. A close with ``then`` is the close, committed, then claim_next (``claim_after``)."""
+        is done when the client went away: a wait then ends with ClientGone, and a claim that
+        committed after it went is released at once (``release_unheard``) and nobody is answered
+        (ClientGone). A claim is one claim latency observation: its last claim, never its
+        waiting. A close with ``then`` is the close, committed, then claim_next (``claim_after``),
+    unless the verb's handler claimed in the close's own statement (its answer has ``next``)."""
     then = getattr(params, "then", None)
     if then is not None:
         REGISTRY["claim_next"].check_allowed(endpoint)  # before the close, not after it
+        started = time.perf_counter()
         closed = await db.arun(verb.handler(endpoint, params, mcp_session_id=mcp_session_id))
-        return await claim_after(endpoint, closed, then, mcp_session_id=mcp_session_id, gone=gone)
+        if "next" not in closed:
+            return await claim_after(
+                endpoint, closed, then, mcp_session_id=mcp_session_id, gone=gone
+            )
+        # Claimed (or found nothing) in the close's own statement (agents/verbs.py).
+        counters.claim_latency.observe(time.perf_counter() - started)
+        if gone is not None and gone.done() and closed["next"]["todo"] is not None:
+            await release_unheard(endpoint, closed["next"])
+            raise ClientGone
+        return closed
     if verb.name == "claim_next" and params.wait_seconds:
         claim_next = REGISTRY["claim_next"].handler
         result = await awaiting(

@@ -35,11 +35,11 @@ from queues.sql.fragments import (
     todo_columns,
 )
 
-# The statement; its attempt arms (below) fill {history_arms}, {pruned_count} and {opened}.
-# Its first columns: ``ok`` (the snapshot agreed with the locked row), ``slow`` (the fast
-# claim_next picked a todo that needs the takeover arms, and wrote nothing) and the picked id.
-_CLAIM = """
-WITH pick AS (
+# The statement's common table expressions, then its row; its attempt arms (below) fill
+# {history_arms}, {pruned_count} and {opened}. The row's first columns: ``ok`` (the snapshot
+# agreed with the locked row), ``slow`` (the fast claim_next picked a todo that needs the
+# takeover arms, and wrote nothing) and the picked id.
+_CLAIM_CTES = """pick AS (
     SELECT t.id, t.state AS prior_state, t.last_attempt_seq, t.attempts_pruned,
            t.last_heartbeat_at, t.lease_expires_at,
            (t.state = 'claimed' AND t.failures + 1 >= t.max_attempts) AS dies
@@ -70,7 +70,8 @@ WITH pick AS (
       FROM fresh f
      WHERE f.ok AND NOT f.slow AND t.id = f.id
  RETURNING t.*
-){opened}
+){opened}"""
+_CLAIM_ROW = """
 SELECT f.ok, f.slow, f.id, {todo_cols}
   FROM fresh f
   LEFT JOIN moved m ON true
@@ -184,15 +185,18 @@ _AFTER_LAPSED = """
        AND (SELECT count(*) FROM lapsed) >= 0"""
 
 
-def _claim(
-    name: str, pick_filter: str, lock_mode: str, why: str, *, takeover: bool = False
-) -> Statement:
-    """The claim statement for one pick.
+def claim_parts(
+    pick_filter: str, lock_mode: str = "SKIP LOCKED", *, takeover: bool = False
+) -> tuple[str, str]:
+    """A claim statement's common table expressions (``pick``, ``fresh``, ``moved``,
+    ``opened`` and, with the takeover arms, ``newest``, ``lapsed``, ``pruned``, ``carried``)
+    and its row (``ok``, ``slow``, the picked id, then the todo's columns), for one pick.
 
     By default the fast claim: the freshness check and the new attempt, and nothing else; a
     pick that needs more (a lapsed lease, history over the cap) comes back ``slow`` with
     nothing written. ``takeover=True`` adds the arms that close a lapsed attempt, prune and
-    carry pruned counts."""
+    carry pruned counts. A close that claims next in the same statement
+    (queues/sql/close.py, CLOSE_THEN_CLAIM_NEXT) puts these after its own."""
     if takeover:
         arms = {
             "history_arms": _CLAIM_ATTEMPT_ARMS,
@@ -205,19 +209,22 @@ def _claim(
             "pruned_count": "0",
             "opened": _CLAIM_OPENED.format(after_lapsed=""),
         }
-    return Statement(
-        name,
-        _CLAIM.format(
-            live=LIVE,
-            pick_filter=pick_filter,
-            lock_mode=lock_mode,
-            claimable_at=claimable_at("t"),
-            todo_cols=todo_columns("m"),
-            **arms,
-        ),
-        why=why,
-        prepare=True,
+    ctes = _CLAIM_CTES.format(
+        live=LIVE,
+        pick_filter=pick_filter,
+        lock_mode=lock_mode,
+        claimable_at=claimable_at("t"),
+        **arms,
     )
+    return ctes, _CLAIM_ROW.format(todo_cols=todo_columns("m"))
+
+
+def _claim(
+    name: str, pick_filter: str, lock_mode: str, why: str, *, takeover: bool = False
+) -> Statement:
+    """The claim statement for one pick (``claim_parts``)."""
+    ctes, row = claim_parts(pick_filter, lock_mode, takeover=takeover)
+    return Statement(name, f"\nWITH {ctes}{row}", why=why, prepare=True)
 
 
 CLAIM_NEXT = _claim(

@@ -20,6 +20,7 @@ it becomes pending again.
 from __future__ import annotations
 
 from queues.db.plans import Statement
+from queues.sql.claim import claim_parts
 from queues.sql.fragments import (
     SCOPE_ENDPOINT,
     SCOPE_USER,
@@ -47,7 +48,7 @@ WITH cur AS (
        AND {{cur_filter}}{{attempt_filter}}
      {{cur_tail}}
 ),
-moved AS (
+ended AS (
     UPDATE todos t
        SET state = %(state)s,
            failures = t.failures + %(spends)s::int,
@@ -88,12 +89,12 @@ closed AS (
       FROM cur
      WHERE a.id = cur.attempt_id
  RETURNING a.*
-)
-SELECT {{todo_cols}}, {{attempt_cols}}
-  FROM moved m
+){{next_ctes}}
+SELECT {{todo_cols}}, {{attempt_cols}}{{next_cols}}
+  FROM ended m
   JOIN closed c ON c.todo_id = m.id
   {{todo_joins}}
-  {{attempt_joins}}
+  {{attempt_joins}}{{next_join}}
 """
 
 # The agent's fast path: it holds the open, unfenced attempt, of the seq it names (or any).
@@ -115,12 +116,23 @@ def _close(
     *,
     attempt_filter: str = "",
     holder_names: bool = False,
+    claims_next: bool = False,
 ) -> Statement:
     """The close statement for one way of finding the todo (``cur_filter`` on the todo,
     ``attempt_filter`` on its open attempt ``a``). ``holder_names``: the caller is the agent
     that holds the attempt and closes it itself (no one else is recorded as its closer), and
-    the attempt's names come from the todo's endpoint row."""
+    the attempt's names come from the todo's endpoint row. ``claims_next``: claim_next's fast
+    claim follows, in the same statement (CLOSE_THEN_CLAIM_NEXT below)."""
+    next_parts = {"next_ctes": "", "next_cols": "", "next_join": ""}
+    if claims_next:
+        ctes, row = claim_parts(_NEXT_PICK)
+        next_parts = {
+            "next_ctes": f",\n{ctes},\nnext_claim AS ({row})",
+            "next_cols": ", n.*",
+            "next_join": "\n  LEFT JOIN next_claim n ON true",
+        }
     text = _CLOSE.format(
+        **next_parts,
         cur_filter=cur_filter,
         cur_tail=cur_tail,
         attempt_filter=attempt_filter,
@@ -141,6 +153,22 @@ CLOSE_HELD_BY_AGENT = _close(
     " no row back means the call takes the locked path",
     attempt_filter=_HELD_BY_AGENT,
     holder_names=True,
+)
+# A complete with ``then`` by the agent's fast path: the close, then claim_next's fast claim,
+# one statement and one transaction (queues/transitions/close.py says when it is used). The
+# claim picks only once the close has closed (``closed`` has its row), and never the todo
+# being closed: its row is this statement's own, and the snapshot still shows it claimed.
+# The row: CLOSE_HELD_BY_AGENT's columns, then the claim's (all NULL when nothing was
+# claimable).
+_NEXT_PICK = SCOPE_ENDPOINT + " AND t.id <> %(todo_id)s AND EXISTS (SELECT FROM closed)"
+CLOSE_THEN_CLAIM_NEXT = _close(
+    "close_then_claim_next",
+    "t.id = %(todo_id)s AND " + SCOPE_ENDPOINT,
+    "a close and the next claim in one round trip and one commit: two statements' worth of"
+    " CTEs, which the ORM cannot join at all",
+    attempt_filter=_HELD_BY_AGENT,
+    holder_names=True,
+    claims_next=True,
 )
 CLOSE_CHECKED = _close(
     "close_checked",

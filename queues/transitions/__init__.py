@@ -33,10 +33,12 @@ from queues.transitions.by_hand import (
 )
 from queues.transitions.claim import claim, claim_next, claim_next_plan, claim_plan
 from queues.transitions.close import (
+    ClosedThenClaimed,
     cancel,
     cancel_plan,
     complete,
     complete_plan,
+    complete_then_claim_next_plan,
     fail,
     fail_plan,
     release,
@@ -54,6 +56,7 @@ __all__ = [
     "Budget",
     "Close",
     "CloseKind",
+    "ClosedThenClaimed",
     "Decision",
     "cancel",
     "cancel_dead_letter",
@@ -65,6 +68,7 @@ __all__ = [
     "claim_plan",
     "complete",
     "complete_plan",
+    "complete_then_claim_next_plan",
     "create_todo",
     "create_todo_plan",
     "dead_letter_revoked_leftovers",

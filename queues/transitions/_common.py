@@ -1,5 +1,5 @@
-"""What the transitions share: who is acting, the locked read and its checks, the audit row
-and the doorbell. Private to the package: transitions never call each other, only these.
+"""What the transitions share: who is acting, the locked read and its checks, the audit row,
+the doorbell, and a claim's parameters and answer. Private to the package: transitions never call each other, only these.
 
 Every helper that touches the database is a plan (queues.db): it yields its statements, so
 the transitions built from them run on the sync executor and the async one alike.
@@ -16,11 +16,17 @@ from django.conf import settings
 from queues import audit, sql, tokens
 from queues.arguments import todo_id as checked_todo_id
 from queues.arguments import whole_number
-from queues.bounds import ATTEMPT_SEQ_MAX, LEASE_SECONDS_MAX, LEASE_TOKEN_MAX_CHARS
+from queues.bounds import (
+    ATTEMPT_SEQ_MAX,
+    LEASE_SECONDS_MAX,
+    LEASE_TOKEN_MAX_CHARS,
+    bound_claimant,
+    bound_mcp_session_id,
+)
 from queues.db import Fetch, Plan
 from queues.errors import Conflict, Invalid, NotFound, Unauthorized
-from queues.models import ClaimerKind, Endpoint, EventKind
-from queues.records import AttemptRecord, TodoRecord
+from queues.models import ClaimerKind, Endpoint, EventKind, TodoState
+from queues.records import AttemptRecord, Claim, TodoRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,3 +243,62 @@ def optional_token(value: Any) -> None:
         not isinstance(value, str) or not 1 <= len(value) <= LEASE_TOKEN_MAX_CHARS
     ):
         raise Invalid("lease_token must be a string.")
+
+
+def claim_params(
+    actor: Actor,
+    lease: int | None,
+    require_fence: bool,
+    claimant: str | None,
+    mcp_session_id: str | None,
+) -> tuple[dict, str | None]:
+    """A claim statement's parameters (queues/sql/claim.py) and the lease token of a fenced
+    claim (None unfenced): claim_next's and claim's, and the claim a complete makes next in
+    its own statement."""
+    seconds = lease_seconds(lease, default_lease(actor))
+    if not isinstance(require_fence, bool):
+        raise Invalid("require_fence must be true or false.")
+    label = bound_claimant(claimant)
+    session = bound_mcp_session_id(mcp_session_id)
+    token = tokens.new_lease_token() if require_fence else None
+    params = {
+        **actor.scope_params(),
+        "lease_seconds": seconds,
+        "owner": actor.lease_label,
+        "claimer_kind": actor.claimer_kind,
+        "claimer_endpoint": actor.endpoint_id,
+        "claimer_user": None if actor.is_agent else actor.user.pk,
+        "mcp_session_id": session.text or "",
+        "mcp_session_id_truncated": session.truncated,
+        "mcp_session_id_bytes": session.bytes,
+        "claimant": label.text or "",
+        "claimant_truncated": label.truncated,
+        "claimant_bytes": label.bytes,
+        "token_hash": tokens.digest(token) if token else None,
+        "history_cap": settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO,
+    }
+    return params, token
+
+
+def claim_from_rows(rows: list, token: str | None, params: dict) -> Plan[Claim | None]:
+    """The claim statement's row (after ``slow`` and the picked id); None when the picked
+    lapsed lease was dead-lettered. The prior attempts are read only when the todo keeps one
+    besides the attempt just opened (its kept seqs are ``(attempts_pruned,
+    last_attempt_seq]``)."""
+    todo = TodoRecord.from_row(rows[0][2:])
+    if todo.state != TodoState.CLAIMED:
+        return None
+    prior: list[AttemptRecord] = []
+    if todo.last_attempt_seq - todo.attempts_pruned > 1:
+        found = yield Fetch(
+            sql.PRIOR_ATTEMPTS,
+            {
+                "todo_id": todo.id,
+                "seq": todo.last_attempt_seq,
+                "history_cap": params["history_cap"],
+            },
+        )
+        prior = [AttemptRecord.from_row(row) for row in found]
+    return Claim(
+        todo=todo, attempt_seq=todo.last_attempt_seq, lease_token=token, prior_attempts=prior
+    )

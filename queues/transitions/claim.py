@@ -5,21 +5,18 @@ todo dead-lettered at the cap)."""
 
 from __future__ import annotations
 
-from django.conf import settings
-
-from queues import db, sql, tokens
+from queues import db, sql
 from queues.arguments import todo_id as checked_todo_id
-from queues.bounds import bound_claimant, bound_mcp_session_id
 from queues.db import Atomic, Fetch, Plan
 from queues.errors import Conflict, Invalid
-from queues.models import EventKind, TodoState
-from queues.records import AttemptRecord, Claim, TodoRecord
+from queues.models import EventKind
+from queues.records import Claim
 from queues.transitions._common import (
     Actor,
     check_active,
-    default_lease,
+    claim_from_rows,
+    claim_params,
     event,
-    lease_seconds,
     missing_or_conflict,
 )
 from queues.transitions.admission import admitted
@@ -49,7 +46,7 @@ def claim_next_plan(
     if endpoint is None:
         raise Invalid("Only an agent claims the next todo of its queue.")
     check_active(endpoint)
-    params, token = _claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
+    params, token = claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
     if endpoint.paused:
         return None  # claims nothing, charges no admission (the caller says paused)
 
@@ -63,7 +60,7 @@ def claim_next_plan(
                 rows = yield from _run_claim(sql.CLAIM_NEXT_TAKEOVER, {**params, "todo_id": picked})
                 if not rows:
                     continue  # another claimer took it meanwhile: look again
-            claimed = yield from _claim_from_rows(rows, token, params)
+            claimed = yield from claim_from_rows(rows, token, params)
             if claimed is not None:
                 return claimed, True
         return None, False
@@ -91,7 +88,7 @@ def claim_plan(
     is not held back by a pause)."""
     actor.check_active()
     todo_id = checked_todo_id(todo_id)
-    params, token = _claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
+    params, token = claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
     if actor.endpoint is not None and actor.endpoint.paused:
         return None  # a paused endpoint's agents claim nothing; a person still may
     params["todo_id"] = todo_id
@@ -116,44 +113,12 @@ def _claim_one(actor, todo_id, statement, params, token) -> Plan[tuple[Claim | N
     rows = yield from _run_claim(statement, params)
     if not rows:
         yield from missing_or_conflict(actor, todo_id, "That todo is not claimable now.")
-    claimed = yield from _claim_from_rows(rows, token, params)
+    claimed = yield from claim_from_rows(rows, token, params)
     if claimed is not None and not actor.is_agent:
         yield from event(
             EventKind.CLAIM, todo_id, actor=actor, detail={"attempt_seq": claimed.attempt_seq}
         )
     return claimed, claimed is not None
-
-
-def _claim_params(
-    actor: Actor,
-    lease: int | None,
-    require_fence: bool,
-    claimant: str | None,
-    mcp_session_id: str | None,
-) -> tuple[dict, str | None]:
-    seconds = lease_seconds(lease, default_lease(actor))
-    if not isinstance(require_fence, bool):
-        raise Invalid("require_fence must be true or false.")
-    label = bound_claimant(claimant)
-    session = bound_mcp_session_id(mcp_session_id)
-    token = tokens.new_lease_token() if require_fence else None
-    params = {
-        **actor.scope_params(),
-        "lease_seconds": seconds,
-        "owner": actor.lease_label,
-        "claimer_kind": actor.claimer_kind,
-        "claimer_endpoint": actor.endpoint_id,
-        "claimer_user": None if actor.is_agent else actor.user.pk,
-        "mcp_session_id": session.text or "",
-        "mcp_session_id_truncated": session.truncated,
-        "mcp_session_id_bytes": session.bytes,
-        "claimant": label.text or "",
-        "claimant_truncated": label.truncated,
-        "claimant_bytes": label.bytes,
-        "token_hash": tokens.digest(token) if token else None,
-        "history_cap": settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO,
-    }
-    return params, token
 
 
 def _run_claim(statement, params: dict) -> Plan[list]:
@@ -164,27 +129,3 @@ def _run_claim(statement, params: dict) -> Plan[list]:
         if not rows or rows[0][0]:
             return [row[1:] for row in rows]
     raise Conflict("That todo kept changing under the claim; try again.")
-
-
-def _claim_from_rows(rows: list, token: str | None, params: dict) -> Plan[Claim | None]:
-    """The claim statement's row (after ``slow`` and the picked id); None when the picked
-    lapsed lease was dead-lettered. The prior attempts are read only when the todo keeps one
-    besides the attempt just opened (its kept seqs are ``(attempts_pruned,
-    last_attempt_seq]``)."""
-    todo = TodoRecord.from_row(rows[0][2:])
-    if todo.state != TodoState.CLAIMED:
-        return None
-    prior: list[AttemptRecord] = []
-    if todo.last_attempt_seq - todo.attempts_pruned > 1:
-        found = yield Fetch(
-            sql.PRIOR_ATTEMPTS,
-            {
-                "todo_id": todo.id,
-                "seq": todo.last_attempt_seq,
-                "history_cap": params["history_cap"],
-            },
-        )
-        prior = [AttemptRecord.from_row(row) for row in found]
-    return Claim(
-        todo=todo, attempt_seq=todo.last_attempt_seq, lease_token=token, prior_attempts=prior
-    )

@@ -11,18 +11,26 @@ newest closed attempt) with the same verb, that recorded result is returned unch
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import DatabaseError
+
 from queues import db, sql
 from queues.db import Atomic, Fetch, Plan
-from queues.errors import Conflict, NotFound
+from queues.errors import Conflict, DomainError, NotFound
 from queues.models import EventKind, TodoState
-from queues.records import Closed, split_row
+from queues.records import ATTEMPT_WIDTH, TODO_WIDTH, Claim, Closed, split_row
 from queues.transitions._common import (
     Actor,
     CheckAttempt,
     Locked,
     attempts_for_check,
     call_params,
+    check_active,
     check_fence,
+    claim_from_rows,
+    claim_params,
     event,
     fence_ok,
     holds,
@@ -73,6 +81,73 @@ cancel_plan = _ending(
     "Stop the work for good: canceled. Allowed to the holder, the requester (an agent that"
     " sent it), the todo's own endpoint while nobody holds it, and a person of the team.",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedThenClaimed:
+    """A complete that claimed the next todo in its own statement: the close, and the claim
+    (None: nothing was claimable when the statement began)."""
+
+    closed: Closed
+    claim: Claim | None
+    # False: the pick needs claim_next's takeover arms (a lapsed lease, history over the
+    # cap), which this statement has not; the caller claims with claim_next.
+    settled: bool = True
+
+
+def complete_then_claim_next_plan(
+    actor: Actor,
+    todo_id: int,
+    *,
+    attempt_seq=None,
+    lease_token=None,
+    lease_seconds=None,
+    require_fence=False,
+    claimant=None,
+    mcp_session_id=None,
+    **written,
+) -> Plan[ClosedThenClaimed | None]:
+    """complete, and claim_next with its arguments (``lease_seconds`` … ``mcp_session_id``),
+    in one statement and one commit (queues/sql/close.py, CLOSE_THEN_CLAIM_NEXT): the round
+    trip and the commit a ``then`` would otherwise add to every todo of a drain.
+
+    Only where nothing needs deciding between the two: the agent's fast path (it holds the
+    open, unfenced attempt), an endpoint that is not paused, no admission limit, and a pick
+    that needs no takeover arms. Otherwise None, with nothing written, and the caller closes
+    and claims as two (complete_plan, then claim_next_plan). So does a statement that fails:
+    it was one transaction, so nothing of it stands, and the close alone, retried, stands
+    whatever the claim would have met. A release or a fail with ``then`` is always two: a
+    fail reads its budget first, and a release hands back a todo the next claim may pick."""
+    endpoint = actor.endpoint
+    if (
+        endpoint is None
+        or lease_token is not None
+        or endpoint.paused
+        or settings.SWITCHBOARD_CLAIMS_PER_MINUTE
+    ):
+        return None
+    try:
+        check_active(endpoint)
+        claim, token = claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
+        todo_id, attempt_seq, params = call_params(actor, todo_id, attempt_seq, lease_token)
+        close = Close.complete(**written)
+    except DomainError:
+        return None  # said by the close, or the claim, when they run as two
+    params |= {**close.written(), "ended_by": None, "ended_by_endpoint": None}
+    params |= decide(close, None).params()
+    try:
+        rows = yield Fetch(sql.CLOSE_THEN_CLAIM_NEXT, {**claim, **params})
+    except DatabaseError:
+        return None
+    if not rows:
+        return None  # not the fast path's: the locked path decides (a replay, a conflict)
+    row = rows[0]
+    closed = Closed(*split_row(row))
+    ok, slow, *picked = row[TODO_WIDTH + ATTEMPT_WIDTH :]
+    if ok is None:
+        return ClosedThenClaimed(closed, None)
+    claimed = None if slow else (yield from claim_from_rows([[slow, *picked]], token, claim))
+    return ClosedThenClaimed(closed, claimed, settled=claimed is not None)
 
 
 def complete(actor: Actor, todo_id: int, **arguments) -> Closed:

@@ -8,12 +8,13 @@ import threading
 import time
 
 import pytest
+from django.db import connection
 
 from queues import endpoints, transitions
 from queues.models import Todo, TodoAttempt
 from queues.transitions import Actor
 from switchboard.client import Client
-from tests.agents.api_helpers import check_shape, post
+from tests.agents.api_helpers import check_shape, post, statements_run
 from tests.agents.test_mcp import call as mcp_call
 from tests.agents.test_mcp import mcp_client, run
 
@@ -199,3 +200,131 @@ def test_a_job_loop_left_by_break_gives_back_the_todo_its_last_close_brought(liv
     assert Todo.objects.get(pk=second.id).state == "pending"
     [attempt] = TodoAttempt.objects.filter(todo_id=second.id)
     assert (attempt.outcome, attempt.summary) == ("released", "worker stopped; released")
+
+
+# ---------------------------------------------------------------------------------------
+# complete with ``then`` in one statement (queues/sql/close.py CLOSE_THEN_CLAIM_NEXT), and
+# where it hands over to the close and claim_next as two
+
+
+def _held(claimed: dict) -> dict:
+    return {"todo_id": claimed["todo"]["id"], "attempt_seq": claimed["attempt_seq"]}
+
+
+def test_a_complete_then_is_one_statement_and_a_release_then_is_two(live_server, vend, monkeypatch):
+    _, token = vend("then-one")
+    base = live_server.url
+    first = _claimed(base, token, "first")
+    for n in range(2):
+        _call(base, token, "create_todo", {"title": f"more {n}"})
+    with statements_run(monkeypatch) as names:
+        second = _call(base, token, "complete", {**_held(first), "then": {}})["next"]
+    assert names == ["close_then_claim_next"] and second["todo"]["title"] == "more 0"
+    with statements_run(monkeypatch) as names:
+        closed = _call(base, token, "release", {**_held(second), "then": {}})
+    assert names[:3] == ["close_held_by_agent", "ring_doorbell", "claim_next"], names
+    # The claim after it saw the release: the todo given back was the longest waiting.
+    assert closed["next"]["todo"]["id"] == second["todo"]["id"]
+
+
+def test_the_close_stands_when_its_one_statement_fails(live_server, vend):
+    """A claim that errors takes the one statement down with it: nothing of it stands, the
+    close is made again alone, and claim_next, run after it, says why it failed."""
+    _, token = vend("then-fails")
+    base = live_server.url
+    held = _claimed(base, token, "held")
+    waiting = _call(base, token, "create_todo", {"title": "waiting"})["todo"]
+    with connection.cursor() as cursor:
+        cursor.execute(_REFUSE_BOOM)
+        cursor.execute(
+            "CREATE TRIGGER test_refuse_boom BEFORE INSERT ON todo_attempts"
+            " FOR EACH ROW EXECUTE FUNCTION test_refuse_boom()"
+        )
+    try:
+        closed = _call(base, token, "complete", {**_held(held), "then": {"claimant": "boom"}})
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TRIGGER test_refuse_boom ON todo_attempts")
+            cursor.execute("DROP FUNCTION test_refuse_boom()")
+    assert closed["todo"]["state"] == "done" and closed["next"] is None
+    assert closed["next_error"]["code"], closed
+    assert Todo.objects.get(pk=held["todo"]["id"]).state == "done"
+    assert Todo.objects.get(pk=waiting["id"]).state == "pending"  # nothing half-written
+    assert not TodoAttempt.objects.filter(todo_id=waiting["id"]).exists()
+
+
+_REFUSE_BOOM = """
+CREATE FUNCTION test_refuse_boom() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.claimant = 'boom' THEN
+        RAISE EXCEPTION 'refused by the test';
+    END IF;
+    RETURN NEW;
+END $$"""
+
+
+def test_the_one_statement_never_claims_the_todo_it_closes(live_server, vend):
+    """A lease that lapsed while its holder worked (no sweeper came by) is still the
+    holder's to complete, and its todo, claimable by its lease's time, is not picked again
+    by the claim in the same statement."""
+    _, token = vend("then-lapsed")
+    base = live_server.url
+    _call(base, token, "create_todo", {"title": "only"})
+    held = _call(base, token, "claim_next", {"lease_seconds": 1})
+    time.sleep(1.2)
+    closed = _call(base, token, "complete", {**_held(held), "then": {}})
+    assert closed["todo"]["state"] == "done" and closed["next"]["todo"] is None
+    [attempt] = TodoAttempt.objects.filter(todo_id=held["todo"]["id"])
+    assert attempt.outcome == "completed"
+
+
+def test_a_lapsed_lease_found_by_the_one_statement_is_taken_over_by_claim_next(
+    live_server, vend, monkeypatch
+):
+    """The one statement's claim is the fast claim: a pick that needs the takeover arms
+    (here another attempt's lapsed lease) writes nothing there, and claim_next, after the
+    close, takes it over with the lapsed attempt among the prior ones."""
+    _, token = vend("then-takeover")
+    base = live_server.url
+    _call(base, token, "create_todo", {"title": "lapses"})
+    lapsed = _call(base, token, "claim_next", {"lease_seconds": 1})
+    held = _claimed(base, token, "held")
+    time.sleep(1.2)
+    with statements_run(monkeypatch) as names:
+        closed = _call(base, token, "complete", {**_held(held), "then": {}})
+    nxt = closed["next"]
+    assert nxt["todo"]["id"] == lapsed["todo"]["id"] and nxt["attempt_seq"] == 2
+    assert [a["outcome"] for a in nxt["prior_attempts"]] == ["lease_expired"]
+    assert names[0] == "close_then_claim_next" and "claim_next_takeover" in names
+    assert Todo.objects.get(pk=held["todo"]["id"]).state == "done"
+
+
+def test_a_fenced_then_hands_its_token_and_the_token_fences(live_server, vend):
+    _, token = vend("then-fenced")
+    base = live_server.url
+    first = _claimed(base, token, "first")
+    _call(base, token, "create_todo", {"title": "second"})
+    nxt = _call(base, token, "complete", {**_held(first), "then": {"require_fence": True}})["next"]
+    assert nxt["lease_token"]
+    ids = _held(nxt)
+    stale = _call(base, token, "complete", {**ids, "lease_token": "x" * 20}, status=409)
+    assert stale["error"]["code"] == "conflict"
+    done = _call(base, token, "complete", {**ids, "lease_token": nxt["lease_token"]})
+    assert done["todo"]["state"] == "done"
+
+
+def test_under_an_admission_limit_a_then_is_two_statements_and_charged(
+    live_server, vend, settings, monkeypatch
+):
+    settings.SWITCHBOARD_CLAIMS_PER_MINUTE = 2
+    _, token = vend("then-admitted")
+    base = live_server.url
+    first = _claimed(base, token, "first")  # one unit
+    for title in ("second", "third"):
+        _call(base, token, "create_todo", {"title": title})
+    with statements_run(monkeypatch) as names:
+        second = _call(base, token, "complete", {**_held(first), "then": {}})
+    assert "close_then_claim_next" not in names and second["next"]["todo"] is not None
+    third = _call(base, token, "complete", {**_held(second["next"]), "then": {}})
+    assert third["todo"]["state"] == "done" and third["next"] is None
+    assert third["next_error"]["code"] == "rate_limited"

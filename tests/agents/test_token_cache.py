@@ -178,10 +178,11 @@ def test_what_is_heard(cache):
     assert cache.get("c") is None and cache.get("c2") == (3,) and len(cache) == 1
 
 
-def test_a_todo_with_then_is_two_statements(live_server, vend, monkeypatch):
-    """The agents' path at its leanest (issue 31): the close and the next claim, nothing
-    for the token once it is kept."""
-    _, token = vend("two-statements")
+def test_a_todo_with_then_is_one_statement(live_server, vend, monkeypatch):
+    """The agents' path at its leanest (issue 31): the close and the next claim in one
+    statement (tests/agents/test_then.py has its edges), nothing for the token once it is
+    kept."""
+    _, token = vend("one-statement")
     for n in range(3):
         post(live_server.url, "create_todo", {"title": f"t{n}"}, token=token)
     _warm(live_server, token, monkeypatch)
@@ -192,7 +193,7 @@ def test_a_todo_with_then_is_two_statements(live_server, vend, monkeypatch):
             response = post(live_server.url, "complete", {**ids, "then": {}}, token=token)
         claimed = response.json()["next"]
         assert claimed["todo"] is not None
-        assert names == ["close_held_by_agent", "claim_next"]
+        assert names == ["close_then_claim_next"]
 
 
 def test_a_full_cache_starts_again_empty(cache, monkeypatch):

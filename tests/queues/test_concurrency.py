@@ -13,7 +13,7 @@ from django.db import connection, connections
 from queues import endpoints, sql, transitions
 from queues.models import Todo, TodoAttempt
 from queues.transitions import Actor
-from queues.transitions.claim import _claim_params as claim_params
+from queues.transitions._common import claim_params
 from tests.queues.helpers import run_together
 
 WORKERS = 8
