@@ -26,7 +26,12 @@ from bench.workers import DrainFailed, Pool, serve
 
 PEER_DB = "switchboard_bench_peer"
 QUEUE, TASK = "bench", "bench_noop"
-SYSTEMS = {"procrastinate": "procrastinate", "ours": "ours, in-process", "ours-http": "ours, HTTP"}
+SYSTEMS = {
+    "procrastinate": "procrastinate",
+    "ours": "ours, in-process",
+    "ours-then": "ours, in-process then",
+    "ours-http": "ours, HTTP",
+}
 # Ours over HTTP as switchboard.client's job() and work() drain a queue: each complete carries
 # ``then`` and its answer is the next claim, one request a todo (bench/httpbench.py).
 HTTP_PROTOCOL = "HTTP then"
@@ -139,8 +144,8 @@ def run_section(ctx) -> None:
             s["client_cpu"] = sum(r["cpu"] for r in d["results"])
             left = "SELECT count(*) FROM procrastinate_jobs WHERE status <> 'succeeded'"
             left = peer.execute(left).fetchone()[0]
-        elif system == "ours":
-            s = {**ctx.pool.run("ours", workers, endpoint_id, False), "server_cpu": None}
+        elif system in ("ours", "ours-then"):
+            s = {**ctx.pool.run(system, workers, endpoint_id, False), "server_cpu": None}
         else:
             s = httpbench.http_drain(clients, workers, server, HTTP_PROTOCOL, token)
             s["lat"] = s["complete"]  # with then, a claim is a complete's answer: its time

@@ -73,9 +73,14 @@ def rows(ledger: Ledger, soak: dict | None = None) -> list[dict]:
         if c["system"] == "procrastinate" or not c["vs_procrastinate"]:
             continue
         ratio = c["vs_procrastinate"]["median"]
-        want = PEER_BAR if c["system"] == "ours" else PEER_HTTP_BAR
+        in_process = c["system"] != "ours-http"
+        want = PEER_BAR if in_process else PEER_HTTP_BAR
         bar = f"bar >= {want:.2f}: {verdict(ratio >= want)}"
-        how = "in-process" if c["system"] == "ours" else "over the Python client"
+        how = {
+            "ours": "in-process",
+            "ours-then": "in-process with then",
+            "ours-http": "over the Python client",
+        }[c["system"]]
         note = f"{bar}; CPU ratio {f2(c['cpu_vs_procrastinate'])}; claim p50 {f2(c['claim']['p50_ms'])} vs {f2(p['claim']['p50_ms'])} ms"
         row(
             "peer",

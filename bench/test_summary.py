@@ -86,6 +86,12 @@ def test_the_peer_bars_twice_in_process_and_once_over_http():
     cells = [cell("procrastinate", 500), cell("ours", 900), cell("ours-http", 300)]
     notes = [r["note"] for r in _rows(peers={"jobs": 300, "cells": cells})]
     assert [n.split(";")[0] for n in notes] == ["bar >= 2.00: NOT MET", "bar >= 1.00: NOT MET"]
+    cells = [cell("procrastinate", 500), cell("ours", 900), cell("ours-then", 1000)]
+    rows = _rows(peers={"jobs": 300, "cells": cells})
+    assert [(r["measure"].split("ours ")[1], r["note"].split(";")[0]) for r in rows] == [
+        ("in-process vs Procrastinate", "bar >= 2.00: NOT MET"),
+        ("in-process with then vs Procrastinate", "bar >= 2.00: MET"),
+    ]
     cells = [cell("procrastinate", 500), cell("ours", 1000), cell("ours-http", 500)]
     notes = [r["note"] for r in _rows(peers={"jobs": 300, "cells": cells})]
     assert [n.split(";")[0] for n in notes] == ["bar >= 2.00: MET", "bar >= 1.00: MET"]

@@ -6,7 +6,8 @@ child (it answers "ready"), "go" sent to all in a row is the start barrier, each
 "done" with its stats; a drain's wall time runs from the first "go" to the latest end.
 
 The ledger's loops: ``ours`` runs the product's plans (claim_next, heartbeat, complete) with
-``queues.db.run``; ``bare`` three statements on a plain table with the same executor.
+``queues.db.run``; ``ours-then`` the same with each complete claiming the next todo in its
+own statement (``then``); ``bare`` three statements on a plain table with the same executor.
 """
 
 from __future__ import annotations
@@ -173,6 +174,8 @@ def _steps(loop: str, endpoint_id: int):
             lambda job: ledger_db.fetch(s["complete"], {"result": payload, "id": job}),
         )
     actor = transitions.Actor.agent(Endpoint.objects.get(pk=endpoint_id))
+    if loop == "ours-then":
+        return _then_steps(actor)
     return (
         lambda: ledger_db.run(transitions.claim_next_plan(actor)),
         lambda c: ledger_db.run(
@@ -184,19 +187,61 @@ def _steps(loop: str, endpoint_id: int):
     )
 
 
-def _drain(steps, heartbeat: bool, lat: list, hb_lat: list) -> int:
+def _then_steps(actor):
+    """``ours-then``: each complete claims the next todo in its own statement
+    (transitions.complete_then_claim_next_plan), as the agents' ``then`` does; claim() hands
+    that claim over, and runs claim_next only to start (or when the complete could not
+    claim: then it completes alone)."""
+    from queues import db as ledger_db
+    from queues import transitions
+
+    brought: list = []
+
+    def claim():
+        if brought:
+            return brought.pop()
+        return ledger_db.run(transitions.claim_next_plan(actor))
+
+    def complete(c):
+        both = ledger_db.run(
+            transitions.complete_then_claim_next_plan(
+                actor, c.todo.id, attempt_seq=c.attempt_seq, result=RESULT
+            )
+        )
+        if both is None:
+            ledger_db.run(
+                transitions.complete_plan(
+                    actor, c.todo.id, attempt_seq=c.attempt_seq, result=RESULT
+                )
+            )
+        elif both.claim is not None:
+            brought.append(both.claim)
+
+    def heartbeat(c):
+        ledger_db.run(transitions.heartbeat_plan(actor, c.todo.id, attempt_seq=c.attempt_seq))
+
+    return claim, heartbeat, complete
+
+
+def _drain(steps, heartbeat: bool, lat: list, hb_lat: list, *, then: bool = False) -> int:
+    """Claim, (heartbeat,) complete until the queue is empty. ``lat``: each claim's time, or
+    with ``then`` each complete's (which brings the next claim, as over HTTP)."""
     claim, beat, complete = steps
     clock, n = time.perf_counter, 0
     while True:
         t = clock()
         if (handle := claim()) is None:
             return n  # the empty claim that ends the drain is not a claim
-        lat.append(clock() - t)
+        if not then:
+            lat.append(clock() - t)
         if heartbeat:
             t = clock()
             beat(handle)
             hb_lat.append(clock() - t)
+        t = clock()
         complete(handle)
+        if then:
+            lat.append(clock() - t)
         n += 1
 
 
@@ -212,7 +257,7 @@ def ledger_worker(conn, index: int) -> None:
         hb_lat: list[float] = []
 
         def run() -> dict:
-            n = _drain(steps, heartbeat, lat, hb_lat)
+            n = _drain(steps, heartbeat, lat, hb_lat, then=loop == "ours-then")
             return {"n": n, "lat": lat, "hb_lat": hb_lat}
 
         return run
