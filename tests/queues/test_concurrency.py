@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 from django.db import connection, connections
 
-from queues import endpoints, sql, transitions
+from queues import db, endpoints, sql, transitions
 from queues.models import Todo, TodoAttempt
 from queues.transitions import Actor
 from queues.transitions._common import claim_params
@@ -66,6 +66,43 @@ def test_eight_connections_drain_two_thousand_todos_each_claimed_once(team):
     assert set(TodoAttempt.objects.values_list("outcome", flat=True)) == {"completed"}
     per_todo = Counter(TodoAttempt.objects.values_list("todo_id", flat=True))
     assert set(per_todo.values()) == {1}
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_eight_connections_completing_then_claiming_in_one_statement_claim_each_once(team):
+    """The same drain with each complete claiming the next todo in its own statement
+    (complete_then_claim_next_plan): no todo claimed twice, none lost, one attempt each."""
+    endpoint, _ = endpoints.vend(team, "then-drainer")
+    todos = TODOS // 2
+    _bulk_todos(endpoint, todos)
+    claimed_by: dict[int, list[int]] = {n: [] for n in range(WORKERS)}
+    in_one: Counter = Counter()
+
+    def drain(n: int) -> None:
+        agent = Actor.agent(endpoint)
+        claim = transitions.claim_next(agent)
+        while claim is not None:
+            claimed_by[n].append(claim.todo.id)
+            ids = {"attempt_seq": claim.attempt_seq, "result": {"by": n}}
+            both = db.run(transitions.complete_then_claim_next_plan(agent, claim.todo.id, **ids))
+            assert both is not None and both.settled
+            assert both.closed.todo.state == "done" and both.closed.attempt.outcome == "completed"
+            in_one[n] += 1
+            claim = both.claim
+            if claim is None:  # the queue looked empty as that statement began: look again
+                claim = transitions.claim_next(agent)
+
+    assert run_together(drain, WORKERS) == []
+
+    everything = [todo_id for ids in claimed_by.values() for todo_id in ids]
+    assert len(everything) == todos and len(set(everything)) == todos
+    assert sum(1 for ids in claimed_by.values() if ids) > 1
+    assert sum(in_one.values()) == todos
+    assert Todo.objects.exclude(state="done").count() == 0
+    per_todo = Counter(TodoAttempt.objects.values_list("todo_id", flat=True))
+    assert len(per_todo) == todos and set(per_todo.values()) == {1}
+    assert set(TodoAttempt.objects.values_list("outcome", flat=True)) == {"completed"}
 
 
 @pytest.mark.slow
