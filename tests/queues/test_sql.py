@@ -44,8 +44,12 @@ def test_hot_statements_plan_index_scans_once_analyzed(agent, make_todo):
 
     claim = _generic_plan(sql.CLAIM_NEXT)
     assert "todos_claimable" in claim and "Insert on todo_attempts" in claim
+    both = _generic_plan(sql.CLOSE_THEN_CLAIM_NEXT)  # the close's, then the claim's
+    assert "todos_claimable" in both and "Insert on todo_attempts" in both
+    assert both.count("Update on todos") == 2 and "Update on todo_attempts" in both
     for statement in (
         sql.CLAIM_NEXT,
+        sql.CLOSE_THEN_CLAIM_NEXT,
         sql.CLOSE_HELD_BY_AGENT,
         sql.HEARTBEAT_HELD_BY_AGENT,
         sql.CLOSE_CHECKED,
