@@ -92,10 +92,10 @@ async def call(
     gone: asyncio.Future | None = None,
 ) -> dict:
     """Run ``verb``'s plan on the async pool, claim_next's long-poll on the doorbell. ``gone``
-        is done when the client went away: a wait then ends with ClientGone, and a claim that
-        committed after it went is released at once (``release_unheard``) and nobody is answered
-        (ClientGone). A claim is one claim latency observation: its last claim, never its
-        waiting. A close with ``then`` is the close, committed, then claim_next (``claim_after``),
+    is done when the client went away: a wait then ends with ClientGone, and a claim that
+    committed after it went is released at once (``release_unheard``) and nobody is answered
+    (ClientGone). A claim is one claim latency observation: its last claim, never its
+    waiting. A close with ``then`` is the close, committed, then claim_next (``claim_after``),
     unless the verb's handler claimed in the close's own statement (its answer has ``next``)."""
     then = getattr(params, "then", None)
     if then is not None:

@@ -1,5 +1,6 @@
 """What the transitions share: who is acting, the locked read and its checks, the audit row,
-the doorbell, and a claim's parameters and answer. Private to the package: transitions never call each other, only these.
+the doorbell, and a claim's parameters and answer. Private to the package: transitions never
+call each other, only these.
 
 Every helper that touches the database is a plan (queues.db): it yields its statements, so
 the transitions built from them run on the sync executor and the async one alike.

@@ -146,7 +146,8 @@ def complete_then_claim_next_plan(
     ok, slow, *picked = row[TODO_WIDTH + ATTEMPT_WIDTH :]
     if ok is None:
         return ClosedThenClaimed(closed, None)
-    claimed = None if slow else (yield from claim_from_rows([[slow, *picked]], token, claim))
+    moved = not slow and picked[1] is not None  # the todo's columns, as the claim moved it
+    claimed = (yield from claim_from_rows([[slow, *picked]], token, claim)) if moved else None
     return ClosedThenClaimed(closed, claimed, settled=claimed is not None)
 
 
