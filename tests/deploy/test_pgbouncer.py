@@ -7,8 +7,10 @@ milliseconds, not at the recheck."""
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -28,8 +30,9 @@ PGBOUNCER_USER = os.environ.get("SWITCHBOARD_PGBOUNCER_USER", "pgserver")
 
 
 @pytest.fixture
-def pooled(procs) -> str:
-    """PgBouncer with the shipped settings in front of the test database: its URL."""
+def pooled(procs) -> Iterator[str]:
+    """PgBouncer with the shipped settings in front of the test database: its URL. Its
+    folder (in /tmp, where PGBOUNCER_USER can reach it) goes when the test ends."""
     binary = program("pgbouncer")
     settings = connection.settings_dict
     folder = Path(tempfile.mkdtemp(prefix="switchboard-pgbouncer-"))
@@ -55,10 +58,16 @@ def pooled(procs) -> str:
         path.chmod(0o666)
     procs.start("pgbouncer", [binary, "-u", PGBOUNCER_USER, str(folder / "pgbouncer.ini")], {})
     url = f"postgresql://{settings['USER']}@127.0.0.1:{port}/{settings['NAME']}"
-    wait_until(
-        lambda: _connects(url), seconds=20, what="PgBouncer to take connections", logs=procs.logs
-    )
-    return url
+    try:
+        wait_until(
+            lambda: _connects(url),
+            seconds=20,
+            what="PgBouncer to take connections",
+            logs=procs.logs,
+        )
+        yield url
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _connects(url: str) -> bool:
