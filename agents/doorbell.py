@@ -9,9 +9,9 @@ claim query).
 
 The same connection hears the Board's stream channel (``switchboard_board``, board/live.py)
 and the endpoints' changes (``switchboard_endpoint``, for the token cache,
-agents/token_cache.py): one LISTEN connection per process, whatever it serves. Its notifications are handed to
-``board_hearer`` and each (re)connection is told to ``board_listening``, since what was said
-while it was away is lost.
+agents/token_cache.py): one LISTEN connection per process, whatever it serves. The Board's
+notifications are handed to ``board_hearer`` and each (re)connection is told to
+``board_listening``, since what was said while it was away is lost.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ RECHECK_TICK_SECONDS = 0.5
 # the connection is given up for lost (and a new one made): what a connection cut without a
 # word could hide from the token cache is bounded by their sum.
 LISTEN_PING_SECONDS = 5.0
+LISTEN_PING_TIMEOUT_SECONDS = 5.0
 # The LISTEN connection's name in pg_stat_activity.
 APPLICATION_NAME = "switchboard doorbell"
-LISTEN_PING_TIMEOUT_SECONDS = 5.0
 
 
 class _Waiter:

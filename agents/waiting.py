@@ -108,9 +108,7 @@ async def call(
             )
         # Claimed (or found nothing) in the close's own statement (agents/verbs.py).
         counters.claim_latency.observe(time.perf_counter() - started)
-        if gone is not None and gone.done() and closed["next"]["todo"] is not None:
-            await release_unheard(endpoint, closed["next"])
-            raise ClientGone
+        await _unless_gone(endpoint, closed["next"], gone)
         return closed
     if verb.name == "claim_next" and params.wait_seconds:
         claim_next = REGISTRY["claim_next"].handler
@@ -129,10 +127,15 @@ async def call(
             counters.claim_latency.observe(time.perf_counter() - started)
     else:
         return await db.arun(verb.handler(endpoint, params, mcp_session_id=mcp_session_id))
-    if gone is not None and gone.done() and result.get("todo") is not None:
-        await release_unheard(endpoint, result)
-        raise ClientGone
+    await _unless_gone(endpoint, result, gone)
     return result
+
+
+async def _unless_gone(endpoint: Endpoint, claim: dict, gone: asyncio.Future | None) -> None:
+    """A claim committed after its client went away is released at once (ClientGone)."""
+    if gone is not None and gone.done() and claim.get("todo") is not None:
+        await release_unheard(endpoint, claim)
+        raise ClientGone
 
 
 async def claim_after(

@@ -129,11 +129,12 @@ def complete_then_claim_next_plan(
     try:
         check_active(endpoint)
         claim, token = claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
-        todo_id, attempt_seq, params = call_params(actor, todo_id, attempt_seq, lease_token)
         close = Close.complete(**written)
+        todo_id, attempt_seq, params = _close_params(
+            actor, close, todo_id, attempt_seq, lease_token
+        )
     except DomainError:
         return None  # said by the close, or the claim, when they run as two
-    params |= {**close.written(), "ended_by": None, "ended_by_endpoint": None}
     params |= decide(close, None).params()
     try:
         rows = yield Fetch(sql.CLOSE_THEN_CLAIM_NEXT, {**claim, **params})
@@ -171,8 +172,7 @@ def end(
     actor: Actor, close: Close, todo_id: int, *, attempt_seq=None, lease_token=None
 ) -> Plan[Closed]:
     """End the attempt a call means with ``close`` (the module docstring's rules)."""
-    todo_id, attempt_seq, params = call_params(actor, todo_id, attempt_seq, lease_token)
-    params |= {**close.written(), "ended_by": None, "ended_by_endpoint": None}
+    todo_id, attempt_seq, params = _close_params(actor, close, todo_id, attempt_seq, lease_token)
     if actor.is_agent and lease_token is None:
         # The fast path: the agent holds the open, unfenced attempt; one statement (and, for
         # a close that spends the budget, the read of it first).
@@ -180,6 +180,16 @@ def end(
         if closed is not None:
             return closed
     return (yield Atomic(_checked(actor, close, todo_id, attempt_seq, lease_token, params)))
+
+
+def _close_params(
+    actor: Actor, close: Close, todo_id, attempt_seq, lease_token
+) -> tuple[int, int | None, dict]:
+    """The call's checked ids, and the close statement's parameters for them and for what
+    the closer wrote (its closer recorded by the path that closes: none on the fast path)."""
+    todo_id, attempt_seq, params = call_params(actor, todo_id, attempt_seq, lease_token)
+    params |= {**close.written(), "ended_by": None, "ended_by_endpoint": None}
+    return todo_id, attempt_seq, params
 
 
 def _held_by_agent(close: Close, params: dict) -> Plan[Closed | None]:
