@@ -328,3 +328,32 @@ def test_under_an_admission_limit_a_then_is_two_statements_and_charged(
     third = _call(base, token, "complete", {**_held(second["next"]), "then": {}})
     assert third["todo"]["state"] == "done" and third["next"] is None
     assert third["next_error"]["code"] == "rate_limited"
+
+
+def test_a_foreign_or_stale_complete_then_claims_nothing_from_either_queue(live_server, vend):
+    """The one statement claims only once its close has closed: another endpoint's todo
+    (not_found, as an unknown id) and a stale attempt_seq (conflict) leave both queues as
+    they were."""
+    _, mine = vend("then-mine")
+    _, theirs = vend("then-theirs")
+    base = live_server.url
+    held = _claimed(base, mine, "mine, held")
+    mine_waiting = _call(base, mine, "create_todo", {"title": "mine, waiting"})["todo"]
+    their_held = _claimed(base, theirs, "theirs, held")
+    their_waiting = _call(base, theirs, "create_todo", {"title": "theirs, waiting"})["todo"]
+    foreign = _call(base, mine, "complete", {**_held(their_held), "then": {}}, status=404)
+    unknown = _call(
+        base, mine, "complete", {"todo_id": 987654321, "attempt_seq": 1, "then": {}}, status=404
+    )
+    assert foreign == unknown
+    stale = {"todo_id": held["todo"]["id"], "attempt_seq": held["attempt_seq"] + 1, "then": {}}
+    refused = _call(base, mine, "complete", stale, status=409)
+    assert refused["error"]["code"] == "conflict"
+    for todo, state in (
+        (held["todo"], "claimed"),
+        (mine_waiting, "pending"),
+        (their_held["todo"], "claimed"),
+        (their_waiting, "pending"),
+    ):
+        assert Todo.objects.get(pk=todo["id"]).state == state
+    assert not TodoAttempt.objects.filter(todo_id__in=[mine_waiting["id"], their_waiting["id"]])
