@@ -46,9 +46,10 @@ def switchboard_command() -> str:
 
 class Server:
     """``switchboard serve`` on a free port, ``env`` on top of the bench's environment; a
-    subprocess of the bench, ended by its pid."""
+    subprocess of the bench, ended by its pid. ``command``: what stands for ``switchboard
+    serve`` (bench/nohist.py's server, say), given the same arguments."""
 
-    def __init__(self, log_path: Path, **env: str):
+    def __init__(self, log_path: Path, command: list[str] | None = None, **env: str):
         from django.conf import settings
 
         from switchboard import gunicorn_conf
@@ -62,7 +63,10 @@ class Server:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [switchboard_command(), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
+            [
+                *(command or [switchboard_command(), "serve"]),
+                *("--host", "127.0.0.1", "--port", str(self.port)),
+            ],
             cwd=db.ROOT,
             env=dict(os.environ, SWITCHBOARD_DEV="1", LOG_LEVEL="WARNING", **env),
             stdin=subprocess.DEVNULL,

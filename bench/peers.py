@@ -8,8 +8,13 @@ own database with its defaults, each worker ``run_worker_async(concurrency=1, wa
 listen_notify=False)``; ours in-process (the ledger's workers) and over the Python client
 against ``switchboard serve``. Every drain starts from history (the jobs procrastinate's
 warm-up finished; twice as many done todos of ours), VACUUM (ANALYZE), N jobs queued,
-ANALYZE, CHECKPOINT. CPU counts the workers (or
-clients), the server, and every process of the PostgreSQL server.
+ANALYZE, CHECKPOINT. CPU counts the workers (or clients), the server, and every process of
+the PostgreSQL server.
+
+ADR-0039's ratio, in the same drains: ours with ``then`` in-process and over HTTP, each
+against the same loop on the same statements without attempt history (bench/nohist.py; over
+HTTP a second server, ``python -m bench.nohist``, runs them). Each drain is checked to have
+written one attempt a todo, or none on the twins.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import statistics
+import sys
 import time
 
 from bench import db, httpbench, seed
@@ -31,7 +37,12 @@ SYSTEMS = {
     "ours": "ours, in-process",
     "ours-then": "ours, in-process then",
     "ours-http": "ours, HTTP",
+    "nohist-then": "no history, in-process then",
+    "nohist-http": "no history, HTTP",
 }
+# ADR-0039's ratio: each of ours against the same loop on the same statements without attempt
+# history (bench/nohist.py), in-process and over HTTP.
+NOHIST = {"ours-then": "nohist-then", "ours-http": "nohist-http"}
 # Ours over HTTP as switchboard.client's job() and work() drain a queue: each complete carries
 # ``then`` and its answer is the next claim, one request a todo (bench/httpbench.py).
 HTTP_PROTOCOL = "HTTP then"
@@ -129,7 +140,13 @@ def run_section(ctx) -> None:
     postmaster, size = db.postmaster_pid(), max(args.peer_workers)
     peers = Pool(peer_main, size, conninfo, name="bench-peer")
     clients = Pool(httpbench.client_main, size, name="bench-peer-client")
-    server = httpbench.Server(db.RESULTS / f"peers-server-{ctx.stamp}.log")
+    servers = {
+        "ours-http": httpbench.Server(db.RESULTS / f"peers-server-{ctx.stamp}.log"),
+        "nohist-http": httpbench.Server(
+            db.RESULTS / f"peers-nohist-server-{ctx.stamp}.log",
+            command=[sys.executable, "-m", "bench.nohist"],
+        ),
+    }
 
     def run(system: str, workers: int, jobs: int) -> dict:
         if system == "procrastinate":
@@ -144,14 +161,19 @@ def run_section(ctx) -> None:
             s["client_cpu"] = sum(r["cpu"] for r in d["results"])
             left = "SELECT count(*) FROM procrastinate_jobs WHERE status <> 'succeeded'"
             left = peer.execute(left).fetchone()[0]
-        elif system in ("ours", "ours-then"):
+        elif system in ("ours", "ours-then", "nohist-then"):
             s = {**ctx.pool.run(system, workers, endpoint_id, False), "server_cpu": None}
         else:
-            s = httpbench.http_drain(clients, workers, server, HTTP_PROTOCOL, token)
+            s = httpbench.http_drain(clients, workers, servers[system], HTTP_PROTOCOL, token)
             s["lat"] = s["complete"]  # with then, a claim is a complete's answer: its time
         pg = db.cpu_delta(pg0, db.server_cpu(postmaster))
         if system != "procrastinate":
             left = seed.unfinished("ours", after)
+            # one attempt a todo, or none on the statements without history: a drain that
+            # did not run the statements it names cannot pass
+            want = 0 if system.startswith("nohist") else jobs
+            if (attempts := seed.attempts_after(after)) != want:
+                raise DrainFailed(f"{system}: {attempts} attempt rows for {jobs} todos")
         if s["n"] != jobs or left:
             raise DrainFailed(f"{system} at {workers} workers: {s['n']} of {jobs} done")
         cpu = {"workers": s["client_cpu"], "server": s["server_cpu"], "postgres": pg}
@@ -175,7 +197,8 @@ def run_section(ctx) -> None:
                     drains.append({"system": system, "workers": workers, "rep": rep, **d})
                     log(f"peers: {SYSTEMS[system]:17s} w={workers}: {d['jobs_per_s']:.0f} jobs/s")
     finally:
-        server.stop()
+        for server in servers.values():
+            server.stop()
         clients.close()
         peers.close()
         app.close()
@@ -190,7 +213,7 @@ def run_section(ctx) -> None:
         "procrastinate_version": procrastinate.__version__,
         "cpus": os.cpu_count(),
         "cells": cells(drains),
-        "server_log": server.log_line(),
+        "server_log": "; ".join(server.log_line() for server in servers.values()),
         "git": db.git_state(),
         "duration_s": round(time.monotonic() - started, 1),
     }
@@ -231,6 +254,29 @@ def cells(drains: list[dict]) -> list[dict]:
         p = next(x for x in out if x["system"] == "procrastinate" and x["workers"] == c["workers"])
         a, b = p["cpu_ms_per_job"]["total"], c["cpu_ms_per_job"]["total"]
         c["cpu_vs_procrastinate"] = round(a / b, 3) if a and b else None
+        c["vs_nohist"] = c["cpu_vs_nohist"] = None
+        twin = next(
+            (
+                x
+                for x in out
+                if x["system"] == NOHIST.get(c["system"], "") and x["workers"] == c["workers"]
+            ),
+            None,
+        )
+        if twin is not None:  # ADR-0039's ratio, by wall clock (per drain pair) and by CPU
+            per_rep = {
+                d["rep"]: d["jobs_per_s"]
+                for d in drains
+                if d["workers"] == c["workers"] and d["system"] == twin["system"]
+            }
+            mine = [
+                d for d in drains if d["workers"] == c["workers"] and d["system"] == c["system"]
+            ]
+            c["vs_nohist"] = ratio_summary(
+                [d["jobs_per_s"] / per_rep[d["rep"]] for d in mine if per_rep.get(d["rep"])]
+            )
+            a, b = twin["cpu_ms_per_job"]["total"], c["cpu_ms_per_job"]["total"]
+            c["cpu_vs_nohist"] = round(a / b, 3) if a and b else None
     return out
 
 
@@ -257,9 +303,12 @@ def render(note: dict) -> str:
                 f2(c["cpu_vs_procrastinate"]),
                 f(cores * 1000 / cpu["total"] if cpu["total"] else None),
                 f(c["wal_bytes_per_job"]),
+                f"{spread(c['vs_nohist'])}, CPU {f2(c['cpu_vs_nohist'])}"
+                if c.get("vs_nohist")
+                else "",
             ]
         )
-    headers = "system|wk|jobs/s|x procrastinate|claim p50/p95 ms|CPU ms/job workers+server+pg = total|CPU x procr.|CPU ceiling jobs/s|WAL B/job"
+    headers = "system|wk|jobs/s|x procrastinate|claim p50/p95 ms|CPU ms/job workers+server+pg = total|CPU x procr.|CPU ceiling jobs/s|WAL B/job|x no history (ADR-0039)"
     out += table(headers.split("|"), rows)
     out.append(f"{note['server_log']}; section took {note['duration_s']:.0f} s")
     return "\n".join(out)

@@ -144,6 +144,11 @@ def delete_after(system: str, last_id: int) -> None:
     scalar(f"DELETE FROM {TABLES[system][0]} WHERE id > %s", (last_id,))
 
 
+def attempts_after(after_id: int) -> int:
+    """The attempt rows of ours' todos after ``after_id`` (a drain's)."""
+    return scalar("SELECT count(*) FROM todo_attempts WHERE todo_id > %s", (after_id,))
+
+
 def unfinished(system: str, after_id: int) -> int:
     return scalar(
         f"SELECT count(*) FROM {TABLES[system][0]} WHERE id > %s AND state <> 'done'", (after_id,)

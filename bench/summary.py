@@ -13,12 +13,13 @@ import json
 import sys
 from pathlib import Path
 
-from bench import cluster, httpbench, inprocess
+from bench import cluster, httpbench, inprocess, peers
 from bench.ledger import Ledger, cpu_ratio
 from bench.table import f, f2, spread, table
 
 PEER_BAR = 2.0  # issue 13: ours in-process at twice Procrastinate's throughput
 PEER_HTTP_BAR = 1.0  # issue 31: ours over the Python client at least Procrastinate in-process
+ADR_BAR = 0.90  # ADR-0039: claim throughput with attempt history within 10 % of without
 KEYS = ("section", "measure", "wk", "ours", "reference", "ratio", "note")
 
 
@@ -70,7 +71,7 @@ def rows(ledger: Ledger, soak: dict | None = None) -> list[dict]:
             for x in peer["cells"]
             if x["system"] == "procrastinate" and x["workers"] == c["workers"]
         )
-        if c["system"] == "procrastinate" or not c["vs_procrastinate"]:
+        if c["system"] in ("procrastinate", *peers.NOHIST.values()) or not c["vs_procrastinate"]:
             continue
         ratio = c["vs_procrastinate"]["median"]
         in_process = c["system"] != "ours-http"
@@ -90,6 +91,25 @@ def rows(ledger: Ledger, soak: dict | None = None) -> list[dict]:
             f"procrastinate {p['jobs_per_s']:.0f}/s",
             spread(c["vs_procrastinate"]),
             note,
+        )
+    for c in peer.get("cells", []):
+        if not c.get("vs_nohist"):
+            continue
+        twin = next(
+            x
+            for x in peer["cells"]
+            if x["system"] == peers.NOHIST[c["system"]] and x["workers"] == c["workers"]
+        )
+        how = "in-process" if c["system"] == "ours-then" else "over the Python client (HTTP)"
+        ratio = c["vs_nohist"]["median"]
+        row(
+            "adr",
+            f"ADR-0039: drain with then {how}, with attempt history vs without",
+            str(c["workers"]),
+            f"{c['jobs_per_s']:.0f} todos/s",
+            f"no history {twin['jobs_per_s']:.0f}/s",
+            spread(c["vs_nohist"]),
+            f"bar >= {ADR_BAR:.2f}: {verdict(ratio >= ADR_BAR)}; CPU ratio {f2(c['cpu_vs_nohist'])}",
         )
     for c in (http := notes.get("http") or {}).get("cells", []):
         if c["clients"] == (t := http["target"])["clients"]:

@@ -97,6 +97,45 @@ def test_the_peer_bars_twice_in_process_and_once_over_http():
     assert [n.split(";")[0] for n in notes] == ["bar >= 2.00: MET", "bar >= 1.00: MET"]
 
 
+def test_adr_rows_read_ours_against_the_same_loop_without_history_not_against_procrastinate():
+    def cell(system: str, jobs: float, vs_nohist: float | None = None) -> dict:
+        ratio = {"median": vs_nohist, "min": vs_nohist, "max": vs_nohist} if vs_nohist else None
+        return {
+            "system": system,
+            "workers": 4,
+            "jobs_per_s": jobs,
+            "claim": {"p50_ms": 1.0},
+            "cpu_vs_procrastinate": 1.0,
+            "vs_procrastinate": {"median": jobs / 500, "min": 1.0, "max": 1.0},
+            "vs_nohist": ratio,
+            "cpu_vs_nohist": 0.8,
+        }
+
+    cells = [
+        cell("procrastinate", 500),
+        cell("ours-then", 900, vs_nohist=0.89),
+        cell("ours-http", 600, vs_nohist=0.95),
+        cell("nohist-then", 1011),
+        cell("nohist-http", 632),
+    ]
+    rows = _rows(peers={"jobs": 300, "cells": cells})
+    # the twins have no peer row of their own: they are the adr rows' reference
+    assert [r["section"] for r in rows] == ["peer", "peer", "adr", "adr"]
+    adr = [(r["measure"].split(" then ")[1], r["reference"], r["note"]) for r in rows[2:]]
+    assert adr == [
+        (
+            "in-process, with attempt history vs without",
+            "no history 1011/s",
+            "bar >= 0.90: NOT MET; CPU ratio 0.80",
+        ),
+        (
+            "over the Python client (HTTP), with attempt history vs without",
+            "no history 632/s",
+            "bar >= 0.90: MET; CPU ratio 0.80",
+        ),
+    ]
+
+
 def test_the_best_fleet_is_the_largest_meeting_every_bar_with_no_error():
     fleets = [_fleet(1000), _fleet(2000), _fleet(3000, unwoken=1), _fleet(4000, wake=120.0)]
     fleets += [_fleet(5000, p95=150.0), {"waiters": 6000, "failed": "RuntimeError"}]

@@ -7,7 +7,9 @@ child (it answers "ready"), "go" sent to all in a row is the start barrier, each
 
 The ledger's loops: ``ours`` runs the product's plans (claim_next, heartbeat, complete) with
 ``queues.db.run``; ``ours-then`` the same with each complete claiming the next todo in its
-own statement (``then``); ``bare`` three statements on a plain table with the same executor.
+own statement (``then``); ``nohist-then`` that loop on the statements without attempt history
+(bench/nohist.py, ADR-0039's reference); ``bare`` three statements on a plain table with the
+same executor.
 """
 
 from __future__ import annotations
@@ -174,7 +176,7 @@ def _steps(loop: str, endpoint_id: int):
             lambda job: ledger_db.fetch(s["complete"], {"result": payload, "id": job}),
         )
     actor = transitions.Actor.agent(Endpoint.objects.get(pk=endpoint_id))
-    if loop == "ours-then":
+    if loop in ("ours-then", "nohist-then"):
         return _then_steps(actor)
     return (
         lambda: ledger_db.run(transitions.claim_next_plan(actor)),
@@ -248,16 +250,19 @@ def _drain(steps, heartbeat: bool, lat: list, hb_lat: list, *, then: bool = Fals
 def ledger_worker(conn, index: int) -> None:
     """Entry point of a ledger worker process; says hello with its backend's pid."""
     db.setup_django()
+    from bench import nohist
+
     backend = db.with_cursor("SELECT pg_backend_pid()")[0]
 
     def prepare(loop: str, endpoint_id: int, heartbeat: bool):
         db.with_cursor("SELECT 1")  # a live connection before the barrier
+        nohist.use(loop == "nohist-then")  # the statements without history, or the product's
         steps = _steps(loop, endpoint_id)
         lat: list[float] = []
         hb_lat: list[float] = []
 
         def run() -> dict:
-            n = _drain(steps, heartbeat, lat, hb_lat, then=loop == "ours-then")
+            n = _drain(steps, heartbeat, lat, hb_lat, then=loop.endswith("-then"))
             return {"n": n, "lat": lat, "hb_lat": hb_lat}
 
         return run
