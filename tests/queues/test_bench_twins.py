@@ -67,8 +67,7 @@ def test_the_product_statements_are_back_after_use_false(team):
 def test_a_statement_without_the_block_a_twin_cuts_stops_the_bench():
     reshaped = Statement(
         "close_reshaped",
-        "WITH closed AS (UPDATE todo_attempts a SET ended_at = now() RETURNING a.seq)"
-        " SELECT 1",
+        "WITH closed AS (UPDATE todo_attempts a SET ended_at = now() RETURNING a.seq) SELECT 1",
         why="a close whose shape changed",
     )
     with pytest.raises(nohist.Drifted):
