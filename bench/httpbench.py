@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 from bench import db, seed
-from bench.ledger import latency, per_todo
-from bench.table import all_of, f, f2, ints, log, pp, table
+from bench.ledger import latency, per_todo, ratio_summary
+from bench.table import all_of, f, f2, ints, log, pp, spread, table
 from bench.workers import DrainFailed, Pool, serve
 
 TARGET = {"clients": 4, "todos_per_s": 300.0, "p95_ms": 25.0}
@@ -35,7 +35,7 @@ MCP_PROTOCOL = "2026-07-28"
 OPTIONS = [  # flag, type, default, --quick's, help
     ("--http-todos", int, 2000, 300, "todos per drain"),
     ("--http-clients", ints, [1, 4, 16], [1, 4, 16], "client processes"),
-    ("--http-reps", int, 2, 1, "drains per cell"),
+    ("--http-reps", int, 3, 1, "drains per cell"),
 ]
 
 
@@ -240,7 +240,7 @@ def run_section(ctx) -> None:
                     s = http_drain(clients, c, server, protocol, token)
                     if s["n"] != args.http_todos or seed.unfinished("ours", after):
                         raise DrainFailed(f"{protocol} {c} clients: {s['n']} of {args.http_todos}")
-                    drains.append({"protocol": protocol, "clients": c, **s})
+                    drains.append({"protocol": protocol, "clients": c, "rep": rep, **s})
                     log(f"http: {protocol} {c:2d} clients: {s['n'] / s['wall']:.0f} todos/s")
     finally:
         clients.close()
@@ -258,10 +258,19 @@ def run_section(ctx) -> None:
     (db.RESULTS / f"http-{ctx.stamp}.txt").write_text(render(note) + "\n")
 
 
+# Issue 31: MCP at the HTTP path's speed, each MCP loop against HTTP's same loop.
+MCP_VS_HTTP = {"MCP": "HTTP", "MCP then": "HTTP then"}
+
+
 def cells(drains: list[dict]) -> list[dict]:
     out = []
     for protocol, c in dict.fromkeys((d["protocol"], d["clients"]) for d in drains):
         mine = [d for d in drains if d["protocol"] == protocol and d["clients"] == c]
+        http = {
+            d.get("rep"): d["n"] / d["wall"]
+            for d in drains
+            if d["protocol"] == MCP_VS_HTTP.get(protocol) and d["clients"] == c
+        }
         cpu = {
             part: statistics.median(per_todo(d[f"{part}_cpu"] or 0.0, d["n"]) for d in mine)
             for part in ("client", "server", "pg")
@@ -275,6 +284,14 @@ def cells(drains: list[dict]) -> list[dict]:
                 "claim_next": latency([x for d in mine for x in d["claim"]]),
                 "complete": latency([x for d in mine for x in d["complete"]]),
                 "cpu_ms_per_todo": {**cpu, "total": round(sum(cpu.values()), 3)},
+                # the median of the drains' ratios to HTTP's drain of the same round
+                "vs_http": ratio_summary(
+                    [
+                        d["n"] / d["wall"] / http[d.get("rep")]
+                        for d in mine
+                        if http.get(d.get("rep"))
+                    ]
+                ),
             }
         )
     return out
@@ -306,9 +323,10 @@ def render(note: dict) -> str:
                 pp(c["complete"]),
                 f"{f2(cpu['client'])}+{f2(cpu['server'])}+{f2(cpu['pg'])} = {f2(cpu['total'])}",
                 f(cores * 1000 / cpu["total"] if cpu["total"] else None),
+                spread(c.get("vs_http")) if c.get("vs_http") else "",
             ]
         )
-    headers = "protocol|clients|todos/s|claim_next p50/p95 ms|complete p50/p95 ms|CPU ms/todo client+server+pg = total|CPU ceiling todos/s"
+    headers = "protocol|clients|todos/s|claim_next p50/p95 ms|complete p50/p95 ms|CPU ms/todo client+server+pg = total|CPU ceiling todos/s|x HTTP's loop"
     out += table(headers.split("|"), rows)
     for c in note["cells"]:
         if c["clients"] == t["clients"]:

@@ -20,6 +20,7 @@ from bench.table import f, f2, spread, table
 PEER_BAR = 2.0  # issue 13: ours in-process at twice Procrastinate's throughput
 PEER_HTTP_BAR = 1.0  # issue 31: ours over the Python client at least Procrastinate in-process
 ADR_BAR = 0.90  # ADR-0039: claim throughput with attempt history within 10 % of without
+MCP_BAR = 0.90  # issue 31: MCP's drain with then at least 0.9 of HTTP's
 KEYS = ("section", "measure", "wk", "ours", "reference", "ratio", "note")
 
 
@@ -124,6 +125,23 @@ def rows(ledger: Ledger, soak: dict | None = None) -> list[dict]:
                 f"target {t['todos_per_s']:.0f}/s",
                 f"{c['todos_per_s'] / t['todos_per_s']:.2f}",
                 note,
+            )
+    for c in http.get("cells", []):
+        if c["protocol"] == "MCP then" and c["clients"] in (1, 4) and c.get("vs_http"):
+            ratio = c["vs_http"]["median"]
+            h = next(
+                x
+                for x in http["cells"]
+                if x["protocol"] == "HTTP then" and x["clients"] == c["clients"]
+            )
+            row(
+                "mcp",
+                "drain with then over MCP vs over HTTP (switchboard serve)",
+                str(c["clients"]),
+                f"{c['todos_per_s']:.0f} todos/s",
+                f"HTTP then {h['todos_per_s']:.0f}/s",
+                spread(c["vs_http"]),
+                f"bar >= {MCP_BAR:.2f}: {verdict(ratio >= MCP_BAR)}",
             )
     if (fl := notes.get("fleet")) and fl["fleets"]:
         t, tried = fl["target"], max(r["waiters"] for r in fl["fleets"])

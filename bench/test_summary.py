@@ -59,6 +59,40 @@ def test_the_http_rows_are_each_protocol_at_the_target_clients_judged_on_both_ba
     assert mcp.startswith("throughput NOT MET") and mcp.endswith("10.0 ms (< 25) MET")
 
 
+def test_the_mcp_rows_read_mcp_then_against_http_then_at_one_and_four_clients():
+    def cell(protocol: str, clients: int, per_s: float, vs_http: float | None = None) -> dict:
+        lat = {"p50_ms": 1.0, "p95_ms": 5.0}
+        ratio = {"median": vs_http, "min": vs_http, "max": vs_http} if vs_http else None
+        return {
+            "protocol": protocol,
+            "clients": clients,
+            "todos_per_s": per_s,
+            "claim_next": lat,
+            "complete": lat,
+            "cpu_ms_per_todo": {"total": 2.0},
+            "vs_http": ratio,
+        }
+
+    cells = [
+        cell("HTTP then", 1, 600),
+        cell("HTTP then", 4, 1000),
+        cell("HTTP then", 16, 1000),
+        cell("MCP then", 1, 560, vs_http=0.93),
+        cell("MCP then", 4, 850, vs_http=0.85),
+        cell("MCP then", 16, 500, vs_http=0.5),  # 16 clients: no row
+    ]
+    target = {"clients": 4, "todos_per_s": 300.0, "p95_ms": 25.0}
+    rows = [
+        r
+        for r in _rows(http={"target": target, "cpus": 2, "cells": cells})
+        if r["section"] == "mcp"
+    ]
+    assert [(r["wk"], r["reference"], r["note"]) for r in rows] == [
+        ("1", "HTTP then 600/s", "bar >= 0.90: MET"),
+        ("4", "HTTP then 1000/s", "bar >= 0.90: NOT MET"),
+    ]
+
+
 def test_growth_is_not_met_with_a_seq_scan_whatever_the_cpu():
     def cell(history: int) -> dict:
         ours = {"cpu_ms_per_todo": 1.0}
