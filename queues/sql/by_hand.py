@@ -11,14 +11,15 @@ endpoint's notify URL when a todo becomes pending again.
 from __future__ import annotations
 
 from queues.db.plans import Statement
-from queues.sql.fragments import SCOPE_USER
+from queues.models import TodoState
+from queues.sql.fragments import SCOPE_USER, has_state
 
 RETRY_NOW = Statement(
     "retry_now",
-    """
+    f"""
 UPDATE todos t SET state = 'pending', next_retry_at = NULL, updated_at = statement_timestamp()
   FROM unnest(%(todo_ids)s::bigint[], %(from_states)s::text[]) AS seen(id, state)
- WHERE t.id = seen.id AND t.state = seen.state AND t.state = 'retry_wait'
+ WHERE t.id = seen.id AND t.state = seen.state AND {has_state("t", TodoState.RETRY_WAIT)}
 RETURNING t.id, t.endpoint_id
 """,
     why="a guarded state change (one todo, written as RERUN is)",
@@ -95,14 +96,15 @@ SELECT t.id, t.state, t.last_attempt_seq, t.round, t.dead_letter_reason
 # is left to the next claim to prune, as a lease taken over by a claim is.
 TAKE_OVER = Statement(
     "take_over",
-    """
+    f"""
 WITH ended AS (
     UPDATE todo_attempts a
        SET ended_at = statement_timestamp(), outcome = 'released', disposition = 'requeued',
            last_heartbeat_at = t.last_heartbeat_at, lease_expires_at = t.lease_expires_at,
            ended_by_id = %(user_id)s
       FROM todos t
-     WHERE t.id = %(todo_id)s AND t.state = 'claimed' AND t.last_attempt_seq = %(from_seq)s
+     WHERE t.id = %(todo_id)s AND {has_state("t", TodoState.CLAIMED)}
+       AND t.last_attempt_seq = %(from_seq)s
        AND a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL
        AND a.claimer_kind = 'endpoint'
  RETURNING a.todo_id, a.seq

@@ -20,12 +20,14 @@ it becomes pending again.
 from __future__ import annotations
 
 from queues.db.plans import Statement
+from queues.models import TodoState
 from queues.sql.claim import claim_parts
 from queues.sql.fragments import (
     SCOPE_ENDPOINT,
     SCOPE_USER,
     attempt_columns,
     attempt_joins,
+    has_state,
     todo_columns,
     todo_joins,
 )
@@ -43,7 +45,7 @@ WITH cur AS (
       FROM todos t
       JOIN todo_attempts a
         ON a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL
-     WHERE t.state = 'claimed'
+     WHERE {{claimed}}
        AND (%(failures_seen)s::int IS NULL OR t.failures = %(failures_seen)s::int)
        AND {{cur_filter}}{{attempt_filter}}
      {{cur_tail}}
@@ -117,12 +119,15 @@ def _close(
     attempt_filter: str = "",
     holder_names: bool = False,
     claims_next: bool = False,
+    by_id: bool = True,
 ) -> Statement:
     """The close statement for one way of finding the todo (``cur_filter`` on the todo,
     ``attempt_filter`` on its open attempt ``a``). ``holder_names``: the caller is the agent
     that holds the attempt and closes it itself (no one else is recorded as its closer), and
     the attempt's names come from the todo's endpoint row. ``claims_next``: claim_next's fast
-    claim follows, in the same statement (CLOSE_THEN_CLAIM_NEXT below)."""
+    claim follows, in the same statement (CLOSE_THEN_CLAIM_NEXT below). ``by_id``: the
+    filter names the todo's id (or ids), and the state is checked on the row it finds
+    (fragments.has_state); otherwise the state range is the way in."""
     next_parts = {"next_ctes": "", "next_cols": "", "next_join": ""}
     if claims_next:
         ctes, row = claim_parts(_NEXT_PICK)
@@ -133,6 +138,7 @@ def _close(
         }
     text = _CLOSE.format(
         **next_parts,
+        claimed=has_state("t", TodoState.CLAIMED) if by_id else "t.state = 'claimed'",
         cur_filter=cur_filter,
         cur_tail=cur_tail,
         attempt_filter=attempt_filter,
@@ -186,6 +192,7 @@ CLOSE_ALL_OF_ENDPOINT = _close(
     "close_all_of_endpoint",
     "t.endpoint_id = %(endpoint_id)s",
     "revocation: every claimed todo of the endpoint",
+    by_id=False,
 )
 
 # The failure budget of the attempt an agent holds (its fast path's read for a close that
@@ -197,7 +204,7 @@ SELECT t.failures, t.max_attempts
   FROM todos t
   JOIN todo_attempts a
     ON a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL
- WHERE t.state = 'claimed' AND t.id = %(todo_id)s AND {SCOPE_ENDPOINT}{_HELD_BY_AGENT}
+ WHERE {has_state("t", TodoState.CLAIMED)} AND t.id = %(todo_id)s AND {SCOPE_ENDPOINT}{_HELD_BY_AGENT}
 """,
     why="the same join as CLOSE_HELD_BY_AGENT's, read before deciding",
     prepare=True,
@@ -230,7 +237,7 @@ UPDATE todos t
                                    statement_timestamp() + make_interval(secs => %(lease_seconds)s)),
        updated_at = statement_timestamp()
   FROM todo_attempts a
- WHERE t.state = 'claimed'
+ WHERE {claimed}
    AND a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL
    AND {filter}{attempt_filter}
 RETURNING t.lease_expires_at, t.last_attempt_seq
@@ -238,7 +245,9 @@ RETURNING t.lease_expires_at, t.last_attempt_seq
 
 
 def _heartbeat(name: str, where: str, why: str, *, attempt_filter: str = "") -> Statement:
-    text = _HEARTBEAT.format(filter=where, attempt_filter=attempt_filter)
+    text = _HEARTBEAT.format(
+        claimed=has_state("t", TodoState.CLAIMED), filter=where, attempt_filter=attempt_filter
+    )
     return Statement(name, text, why=why, prepare=True)
 
 

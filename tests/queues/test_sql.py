@@ -62,6 +62,51 @@ def test_hot_statements_plan_index_scans_once_analyzed(agent, make_todo):
         assert "Seq Scan on todos" not in plan, plan
 
 
+# The statements that find one todo (or a list of them) by id and check its state.
+_FOUND_BY_ID = (
+    "close_held_by_agent",
+    "close_then_claim_next",
+    "close_checked",
+    "close_many",
+    "budget_held_by_agent",
+    "heartbeat_held_by_agent",
+    "heartbeat_checked",
+    "take_over",
+    "retry_now",
+)
+
+
+@pytest.mark.django_db
+def test_a_todo_found_by_its_id_is_read_by_its_id_whatever_the_statistics_say(agent, make_todo):
+    """Statistics taken while nothing was claimed (an idle queue, then a burst) make
+    todos_sweep_due's range of claimed todos look like one row. A statement that finds a
+    todo by its id and offers that index its state check was planned to walk the range:
+    every claimed todo, for each close and heartbeat (956 buffers a close with 2,000 claimed;
+    docs/ledger.md). The state is checked on the row the id found instead."""
+    for n in range(20):
+        make_todo(f"waiting {n}")
+    with connection.cursor() as cursor:  # a table of a real size, all done
+        cursor.execute(
+            "INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts,"
+            " attempt, failures, round, last_attempt_seq, attempts_pruned, owner,"
+            " dead_letter_reason, ended_at)"
+            " SELECT %s, 'done ' || g, '', 0, 'done', 5, 1, 0, 1, 0, 0, '', '',"
+            " statement_timestamp() FROM generate_series(1, 20000) g",
+            [agent.endpoint.pk],
+        )
+        cursor.execute("ANALYZE todos")
+        cursor.execute("ANALYZE todo_attempts")
+    for _ in range(20):
+        transitions.claim_next(agent)
+    statements = {statement.name: statement for statement in sql.statements()}
+    for name in _FOUND_BY_ID:
+        plan = _generic_plan(statements[name])
+        scans = [line for line in plan.splitlines() if re.search(r"Scan .*on todos t\b", line)]
+        assert scans, (name, plan)
+        first = scans[0]
+        assert "todos_pkey" in first or "todos_endpoint_list" in first, (name, plan)
+
+
 @pytest.mark.django_db
 def test_claimable_at_is_the_indexes_expression():
     """queues.sql.claimable_at is written out by hand; the planner only reads an expression
