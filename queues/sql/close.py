@@ -204,7 +204,8 @@ SELECT t.failures, t.max_attempts
   FROM todos t
   JOIN todo_attempts a
     ON a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL
- WHERE {has_state("t", TodoState.CLAIMED)} AND t.id = %(todo_id)s AND {SCOPE_ENDPOINT}{_HELD_BY_AGENT}
+ WHERE {has_state("t", TodoState.CLAIMED)}
+   AND t.id = %(todo_id)s AND {SCOPE_ENDPOINT}{_HELD_BY_AGENT}
 """,
     why="the same join as CLOSE_HELD_BY_AGENT's, read before deciding",
     prepare=True,

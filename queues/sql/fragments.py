@@ -1,8 +1,8 @@
 """The fragments the statements of this package share: row layouts from the records'
 sources (queues.records ``TODO_SOURCE``, ``ATTEMPT_SOURCE``, so a width is never kept by
 hand), the joins that name a todo's and an attempt's endpoints and people, the claimable
-time, a state test for a todo found by its id, and the two caller scopes. Formatted into the statements once, at import; never with
-input."""
+time, a state test for a todo found by its id, and the two caller scopes. Formatted into
+the statements once, at import; never with input."""
 
 from __future__ import annotations
 
