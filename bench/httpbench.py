@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from bench import db, seed
-from bench.ledger import latency, per_todo, ratio_summary
+from bench.ledger import latency, paired, per_todo
 from bench.table import all_of, f, f2, ints, log, pp, spread, table
 from bench.workers import DrainFailed, Pool, serve
 
@@ -266,11 +266,9 @@ def cells(drains: list[dict]) -> list[dict]:
     out = []
     for protocol, c in dict.fromkeys((d["protocol"], d["clients"]) for d in drains):
         mine = [d for d in drains if d["protocol"] == protocol and d["clients"] == c]
-        http = {
-            d.get("rep"): d["n"] / d["wall"]
-            for d in drains
-            if d["protocol"] == MCP_VS_HTTP.get(protocol) and d["clients"] == c
-        }
+        http = [
+            d for d in drains if d["protocol"] == MCP_VS_HTTP.get(protocol) and d["clients"] == c
+        ]
         cpu = {
             part: statistics.median(per_todo(d[f"{part}_cpu"] or 0.0, d["n"]) for d in mine)
             for part in ("client", "server", "pg")
@@ -285,13 +283,7 @@ def cells(drains: list[dict]) -> list[dict]:
                 "complete": latency([x for d in mine for x in d["complete"]]),
                 "cpu_ms_per_todo": {**cpu, "total": round(sum(cpu.values()), 3)},
                 # the median of the drains' ratios to HTTP's drain of the same round
-                "vs_http": ratio_summary(
-                    [
-                        d["n"] / d["wall"] / http[d.get("rep")]
-                        for d in mine
-                        if http.get(d.get("rep"))
-                    ]
-                ),
+                "vs_http": paired(mine, http, lambda d: d["n"] / d["wall"]),
             }
         )
     return out

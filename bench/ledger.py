@@ -35,6 +35,13 @@ def ratio_summary(per_rep: list[float]) -> dict | None:
     return {"median": median(rs), "min": min(rs), "max": max(rs), "per_rep": rs} if rs else None
 
 
+def paired(mine: list[dict], reference: list[dict], rate) -> dict | None:
+    """ratio_summary of each of ``mine``'s drains' ``rate(drain)`` over the reference drain's
+    of the same round (``rep``): drains run side by side, compared pair by pair."""
+    ref = {d.get("rep"): rate(d) for d in reference}
+    return ratio_summary([rate(d) / ref[d.get("rep")] for d in mine if ref.get(d.get("rep"))])
+
+
 def per_todo(seconds: float | None, n: int) -> float | None:
     """CPU seconds over ``n`` todos, in ms per todo."""
     return None if seconds is None else round(seconds * 1000 / max(n, 1), 4)

@@ -26,7 +26,7 @@ import sys
 import time
 
 from bench import db, httpbench, seed
-from bench.ledger import latency, per_todo, ratio_summary
+from bench.ledger import latency, paired, per_todo
 from bench.table import all_of, f, f2, ints, log, pp, spread, table
 from bench.workers import DrainFailed, Pool, serve
 
@@ -221,14 +221,15 @@ def run_section(ctx) -> None:
 
 
 def cells(drains: list[dict]) -> list[dict]:
+    def of(system: str | None, workers: int) -> list[dict]:
+        return [d for d in drains if d["system"] == system and d["workers"] == workers]
+
+    def rate(drain: dict) -> float:
+        return drain["jobs_per_s"]
+
     out = []
     for workers, system in dict.fromkeys((d["workers"], d["system"]) for d in drains):
-        mine = [d for d in drains if d["workers"] == workers and d["system"] == system]
-        reps = {
-            d["rep"]: d["jobs_per_s"]
-            for d in drains
-            if d["workers"] == workers and d["system"] == "procrastinate"
-        }
+        mine = of(system, workers)
         cpu = {}
         for part in ("workers", "server", "postgres"):
             values = [d["cpu_ms_per_job"][part] for d in mine]
@@ -240,43 +241,32 @@ def cells(drains: list[dict]) -> list[dict]:
             {
                 "system": system,
                 "workers": workers,
-                "jobs_per_s": statistics.median(d["jobs_per_s"] for d in mine),
-                "jobs_per_s_all": [d["jobs_per_s"] for d in mine],
+                "jobs_per_s": statistics.median(rate(d) for d in mine),
+                "jobs_per_s_all": [rate(d) for d in mine],
                 "claim": latency([x for d in mine for x in d["lat"]]),
                 "cpu_ms_per_job": cpu,
                 "wal_bytes_per_job": statistics.median(d["wal_bytes_per_job"] for d in mine),
-                "vs_procrastinate": ratio_summary(
-                    [d["jobs_per_s"] / reps[d["rep"]] for d in mine if reps.get(d["rep"])]
-                ),
+                "vs_procrastinate": paired(mine, of("procrastinate", workers), rate),
+                # ADR-0039's ratio (ours against the same loop without attempt history)
+                "vs_nohist": paired(mine, of(NOHIST.get(system), workers), rate),
             }
         )
-    for c in out:  # procrastinate's CPU per job / this system's
-        p = next(x for x in out if x["system"] == "procrastinate" and x["workers"] == c["workers"])
-        a, b = p["cpu_ms_per_job"]["total"], c["cpu_ms_per_job"]["total"]
-        c["cpu_vs_procrastinate"] = round(a / b, 3) if a and b else None
-        c["vs_nohist"] = c["cpu_vs_nohist"] = None
-        twin = next(
-            (
-                x
-                for x in out
-                if x["system"] == NOHIST.get(c["system"], "") and x["workers"] == c["workers"]
-            ),
-            None,
-        )
-        if twin is not None:  # ADR-0039's ratio, by wall clock (per drain pair) and by CPU
-            per_rep = {
-                d["rep"]: d["jobs_per_s"]
-                for d in drains
-                if d["workers"] == c["workers"] and d["system"] == twin["system"]
-            }
-            mine = [
-                d for d in drains if d["workers"] == c["workers"] and d["system"] == c["system"]
-            ]
-            c["vs_nohist"] = ratio_summary(
-                [d["jobs_per_s"] / per_rep[d["rep"]] for d in mine if per_rep.get(d["rep"])]
-            )
-            a, b = twin["cpu_ms_per_job"]["total"], c["cpu_ms_per_job"]["total"]
-            c["cpu_vs_nohist"] = round(a / b, 3) if a and b else None
+
+    def cpu_of(system: str | None, workers: int) -> float | None:
+        """That system's CPU per job (of this many workers), or None."""
+        for c in out:
+            if c["system"] == system and c["workers"] == workers:
+                return c["cpu_ms_per_job"]["total"]
+        return None
+
+    for c in out:  # the reference's CPU per job / this system's
+        b = c["cpu_ms_per_job"]["total"]
+        for key, reference in (
+            ("cpu_vs_procrastinate", "procrastinate"),
+            ("cpu_vs_nohist", NOHIST.get(c["system"])),
+        ):
+            a = cpu_of(reference, c["workers"])
+            c[key] = round(a / b, 3) if a and b else None
     return out
 
 

@@ -28,6 +28,11 @@ def verdict(met: bool) -> str:
     return "MET" if met else "NOT MET"
 
 
+def _cell(cells: list[dict], **match) -> dict:
+    """The cell of a section with these values (its reference system, say)."""
+    return next(c for c in cells if all(c[k] == v for k, v in match.items()))
+
+
 def rows(ledger: Ledger, soak: dict | None = None) -> list[dict]:
     out: list[dict] = []
 
@@ -67,11 +72,7 @@ def rows(ledger: Ledger, soak: dict | None = None) -> list[dict]:
             note,
         )
     for c in (peer := notes.get("peers") or {}).get("cells", []):
-        p = next(
-            x
-            for x in peer["cells"]
-            if x["system"] == "procrastinate" and x["workers"] == c["workers"]
-        )
+        p = _cell(peer["cells"], system="procrastinate", workers=c["workers"])
         if c["system"] in ("procrastinate", *peers.NOHIST.values()) or not c["vs_procrastinate"]:
             continue
         ratio = c["vs_procrastinate"]["median"]
@@ -96,11 +97,7 @@ def rows(ledger: Ledger, soak: dict | None = None) -> list[dict]:
     for c in peer.get("cells", []):
         if not c.get("vs_nohist"):
             continue
-        twin = next(
-            x
-            for x in peer["cells"]
-            if x["system"] == peers.NOHIST[c["system"]] and x["workers"] == c["workers"]
-        )
+        twin = _cell(peer["cells"], system=peers.NOHIST[c["system"]], workers=c["workers"])
         how = "in-process" if c["system"] == "ours-then" else "over the Python client (HTTP)"
         ratio = c["vs_nohist"]["median"]
         row(
@@ -129,11 +126,7 @@ def rows(ledger: Ledger, soak: dict | None = None) -> list[dict]:
     for c in http.get("cells", []):
         if c["protocol"] == "MCP then" and c["clients"] in (1, 4) and c.get("vs_http"):
             ratio = c["vs_http"]["median"]
-            h = next(
-                x
-                for x in http["cells"]
-                if x["protocol"] == "HTTP then" and x["clients"] == c["clients"]
-            )
+            h = _cell(http["cells"], protocol="HTTP then", clients=c["clients"])
             row(
                 "mcp",
                 "drain with then over MCP vs over HTTP (switchboard serve)",
