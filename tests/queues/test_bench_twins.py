@@ -55,12 +55,13 @@ def test_a_drain_through_the_twins_moves_every_todo_and_writes_no_attempt(team, 
     assert not TodoAttempt.objects.filter(todo__endpoint=endpoint).exists()
 
 
-@pytest.mark.django_db
-def test_the_product_statements_are_back_after_use_false(team):
+def test_the_product_statements_are_back_after_use_false():
     product = sql.CLOSE_THEN_CLAIM_NEXT
-    nohist.use(True)
-    assert sql.CLOSE_THEN_CLAIM_NEXT.name == "nohist_close_then_claim_next"
-    nohist.use(False)
+    try:
+        nohist.use(True)
+        assert sql.CLOSE_THEN_CLAIM_NEXT.name == "nohist_close_then_claim_next"
+    finally:  # never leave the twins in place for the tests after this one
+        nohist.use(False)
     assert sql.CLOSE_THEN_CLAIM_NEXT is product
 
 
