@@ -1,0 +1,95 @@
+"""What ``todos``' statement triggers say on ``switchboard_board`` (migrations 0027, 0030):
+heard on a real LISTEN connection, after each commit. A row of a watched team is said once
+with its flag; a row nobody watches, or an UPDATE that changed nothing, says nothing; the
+close and the next claim in one statement say both todos."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+from django.db import connection
+
+from queues import db, transitions
+from queues.db.availability import connection_params
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def heard():
+    """``heard()``: the payloads said on switchboard_board since the last call."""
+    listener = psycopg.connect(**connection_params(listen=True), autocommit=True)
+    listener.execute("LISTEN switchboard_board")
+
+    def payloads() -> list[str]:
+        got, deadline = [], time.monotonic() + 0.3  # NOTIFY is delivered at commit
+        for note in listener.notifies(timeout=0.3, stop_after=None):
+            got.append(note.payload)
+            if time.monotonic() > deadline:
+                break
+        return got
+
+    yield payloads
+    listener.close()
+
+
+def _watch(team_id: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO board_watches (team_id, holder, expires_at)"
+            " VALUES (%s, 'test', now() + interval '1 minute')",
+            [team_id],
+        )
+
+
+def test_each_todo_of_a_watched_team_is_said_once_with_its_flag(
+    heard, endpoint, agent, make_todo
+):
+    team = endpoint.team_id
+    first = make_todo("before anyone watched")
+    assert heard() == []  # nobody watches: nothing said
+
+    _watch(team)
+    second, third = make_todo("second"), make_todo("third")
+    assert heard() == [f"{team}:{endpoint.pk}:{second.id}:n", f"{team}:{endpoint.pk}:{third.id}:n"]
+
+    claim = transitions.claim_next(agent)
+    assert claim.todo.id == first.id
+    assert heard() == [f"{team}:{endpoint.pk}:{first.id}:u"]  # a claim ends nothing
+
+    # The close and the next claim in one statement: both todos, the close's ended a try.
+    both = db.run(
+        transitions.complete_then_claim_next_plan(
+            agent, first.id, attempt_seq=claim.attempt_seq, result={"ok": True}
+        )
+    )
+    assert both is not None and both.claim.todo.id == second.id
+    assert sorted(heard()) == sorted(
+        [f"{team}:{endpoint.pk}:{first.id}:e", f"{team}:{endpoint.pk}:{second.id}:u"]
+    )
+
+    with connection.cursor() as cursor:  # one statement, many rows; one that changed nothing
+        cursor.execute("UPDATE todos SET priority = 5 WHERE endpoint_id = %s", [endpoint.pk])
+        assert cursor.rowcount == 3
+        assert sorted(heard()) == sorted(
+            f"{team}:{endpoint.pk}:{t.id}:u" for t in (first, second, third)
+        )
+        cursor.execute("UPDATE todos SET priority = 5 WHERE endpoint_id = %s", [endpoint.pk])
+        cursor.execute("UPDATE todos SET priority = 9 WHERE id = -1")
+    assert heard() == []
+
+
+def test_a_team_nobody_watches_hears_nothing_of_a_watched_ones(
+    heard, endpoint, make_endpoint, make_todo
+):
+    from queues import teams
+
+    elsewhere = make_endpoint("agent-elsewhere", team=teams.get_or_create_team("elsewhere"))
+    _watch(endpoint.team_id)
+    mine, theirs = make_todo("mine"), make_todo("theirs", on=elsewhere)
+    assert heard() == [f"{endpoint.team_id}:{endpoint.pk}:{mine.id}:n"]
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE todos SET priority = 3 WHERE id IN (%s, %s)", [mine.id, theirs.id])
+    assert heard() == [f"{endpoint.team_id}:{endpoint.pk}:{mine.id}:u"]
