@@ -103,24 +103,41 @@ def _sync_fetch(db: BaseDatabaseWrapper, step: Fetch) -> list:
             cursor.execute(statement.text, step.params)
             return cursor.fetchall() if cursor.description else []
     # A server-binding psycopg cursor of our own (Django's bind client-side and never
-    # prepare), wrapped as Django wraps its own: errors, thread checks and query logging.
+    # prepare), one per connection, kept: a new cursor is a new psycopg Transformer, which
+    # looks up each parameter's dumper again (eight types for a close).
     with db.wrap_database_errors:
         db.ensure_connection()
         db.validate_thread_sharing()
-        raw = _PreparingCursor(db.connection)
+        raw = _preparing_cursor(db)
+        if not (db.queries_logged or db.execute_wrappers):
+            raw.execute(statement.native, statement.bind(step.params))
+            return _rows(raw)
+    # Wrapped as Django wraps its own cursors, for whoever listens: query logging (tests'
+    # query counts, DEBUG) and execute wrappers. Not closed on leaving: the cursor is kept.
     # (django-stubs type the argument as a CursorWrapper; Django wraps the DB-API cursor.)
     wrapped: CursorWrapper
     if db.queries_logged:
         wrapped = db.make_debug_cursor(raw)  # type: ignore[arg-type]
     else:
         wrapped = db.make_cursor(raw)  # type: ignore[arg-type]
-    with wrapped:
-        wrapped.execute(statement.native, statement.bind(step.params))
-        # The rows straight from psycopg (Django's wrapper adds nothing to a fetch but its
-        # error wrapping), and not by ``description``: that builds a Column object per
-        # column, 55 for a claim.
-        with db.wrap_database_errors:
-            return raw.fetchall() if _has_rows(raw) else []
+    wrapped.execute(statement.native, statement.bind(step.params))
+    with db.wrap_database_errors:
+        return _rows(raw)
+
+
+def _rows(cursor: psycopg.Cursor) -> list:
+    # The rows straight from psycopg (Django's wrapper adds nothing to a fetch but its error
+    # wrapping), and not by ``description``: that builds a Column object per column, 55 for a
+    # claim.
+    return cursor.fetchall() if _has_rows(cursor) else []
+
+
+def _preparing_cursor(db: BaseDatabaseWrapper) -> _PreparingCursor:
+    """This connection's kept cursor (made again when Django opened a new connection)."""
+    kept = getattr(db, "_switchboard_cursor", None)
+    if kept is None or kept.connection is not db.connection or kept.closed:
+        kept = db._switchboard_cursor = _PreparingCursor(db.connection)  # type: ignore[attr-defined]
+    return kept
 
 
 def _has_rows(cursor: psycopg.Cursor | psycopg.AsyncCursor) -> bool:
@@ -177,9 +194,13 @@ async def _adrive[T](plan: Plan[T], conn: psycopg.AsyncConnection, *, depth: int
 async def _async_fetch(conn: psycopg.AsyncConnection, step: Fetch) -> list:
     statement = step.statement
     prepare = statement.prepare and settings.SWITCHBOARD_PREPARED_STATEMENTS
-    async with psycopg.AsyncRawCursor(conn) as cursor:
-        await cursor.execute(statement.native, statement.bind(step.params), prepare=bool(prepare))
-        return await cursor.fetchall() if _has_rows(cursor) else []
+    # One cursor kept on each pooled connection, as on the sync path (an attribute: the cursor
+    # holds its connection, so a weak map keyed by the connection would keep it alive).
+    cursor = getattr(conn, "_switchboard_cursor", None)
+    if cursor is None or cursor.closed:
+        cursor = conn._switchboard_cursor = psycopg.AsyncRawCursor(conn)  # type: ignore[attr-defined]
+    await cursor.execute(statement.native, statement.bind(step.params), prepare=bool(prepare))
+    return await cursor.fetchall() if _has_rows(cursor) else []
 
 
 # Django's DatabaseErrorWrapper order: the first class the psycopg error is an instance of.

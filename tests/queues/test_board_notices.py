@@ -44,9 +44,7 @@ def _watch(team_id: int) -> None:
         )
 
 
-def test_each_todo_of_a_watched_team_is_said_once_with_its_flag(
-    heard, endpoint, agent, make_todo
-):
+def test_each_todo_of_a_watched_team_is_said_once_with_its_flag(heard, endpoint, agent, make_todo):
     team = endpoint.team_id
     first = make_todo("before anyone watched")
     assert heard() == []  # nobody watches: nothing said

@@ -108,3 +108,48 @@ def test_both_executors_read_a_row_alike(endpoint):
 
         assert TodoRecord.from_row(read_async[0]).result == result
         Todo.objects.filter(pk=todo.id).update(state="pending", ended_at=None)
+
+
+def test_each_connection_keeps_one_cursor_that_outlives_a_failed_statement(endpoint):
+    """Both executors keep one psycopg cursor a connection (a new one costs a Transformer and
+    its dumper lookups on every statement): a failed statement leaves it usable, a new
+    connection gets its own, and Django's query log still sees every prepared statement."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    broken = Statement("broken_kept", "SELECT nope", why="a test", prepare=True)
+    ping = Statement("ping_kept", "SELECT %(n)s::int", why="a test", prepare=True)
+
+    def plan():
+        try:
+            yield Fetch(broken, {})
+        except Exception as exc:  # noqa: BLE001
+            caught = type(exc).__name__
+        first = yield Fetch(ping, {"n": 1})
+        second = yield Fetch(ping, {"n": 2})
+        return caught, first + second
+
+    assert db.run(plan()) == ("ProgrammingError", [(1,), (2,)])
+    kept = connection._switchboard_cursor
+    assert db.run(db.one(ping, {"n": 3})) == [(3,)]
+    assert connection._switchboard_cursor is kept
+    with CaptureQueriesContext(connection) as logged:
+        assert db.run(db.one(ping, {"n": 4})) == [(4,)]
+    [query] = logged.captured_queries
+    assert ping.native in query["sql"]
+    connection.close()
+    assert db.run(db.one(ping, {"n": 5})) == [(5,)]
+    assert connection._switchboard_cursor is not kept
+
+    async def twice():
+        try:
+            pool = await db.async_pool()
+            async with pool.connection() as conn:  # the pool's one connection at first
+                first = await db.executor._adrive(plan(), conn, depth=0)
+                cursor = conn._switchboard_cursor
+                again = await db.executor._adrive(db.one(ping, {"n": 6}), conn, depth=0)
+                return first, again, conn._switchboard_cursor is cursor
+        finally:
+            await db.close_async_pool()
+
+    assert asyncio.run(twice()) == (("ProgrammingError", [(1,), (2,)]), [(6,)], True)
