@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 import pytest
 from django.db import IntegrityError
@@ -153,3 +154,17 @@ def test_each_connection_keeps_one_cursor_that_outlives_a_failed_statement(endpo
             await db.close_async_pool()
 
     assert asyncio.run(twice()) == (("ProgrammingError", [(1,), (2,)]), [(6,)], True)
+
+
+def test_a_timestamp_reads_as_djangos_on_both_executors():
+    """The kept cursors load timestamptz with psycopg's own loader when the session's time
+    zone is Django's: the same instant, with Django's very tzinfo object."""
+    from django.db import connection
+
+    now = Statement("now_kept", "SELECT %(t)s::timestamptz", why="a test", prepare=True)
+    instant = datetime(2026, 12, 5, 3, 4, 5, 678901, tzinfo=UTC)
+    for execute in (db.run, arun):
+        [(read,)] = execute(db.one(now, {"t": instant}))
+        assert read == instant and read.tzinfo is connection.timezone, execute
+    loader = connection._switchboard_cursor.adapters.get_loader(1184, 0)  # timestamptz, text
+    assert loader.__module__.startswith("psycopg"), loader  # psycopg's, not Django's
