@@ -5,8 +5,6 @@ close and the next claim in one statement say both todos."""
 
 from __future__ import annotations
 
-import time
-
 import psycopg
 import pytest
 from django.db import connection
@@ -19,17 +17,21 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def heard():
-    """``heard()``: the payloads said on switchboard_board since the last call."""
+    """``heard()``: the payloads said on switchboard_board since the last call. It says a
+    marker last and reads up to it: notifications arrive in commit order, so whatever was
+    committed before the marker has arrived when it does."""
     listener = psycopg.connect(**connection_params(listen=True), autocommit=True)
     listener.execute("LISTEN switchboard_board")
 
     def payloads() -> list[str]:
-        got, deadline = [], time.monotonic() + 0.3  # NOTIFY is delivered at commit
-        for note in listener.notifies(timeout=0.3, stop_after=None):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify('switchboard_board', 'marker')")
+        got = []
+        for note in listener.notifies(timeout=5):
+            if note.payload == "marker":
+                return got
             got.append(note.payload)
-            if time.monotonic() > deadline:
-                break
-        return got
+        raise AssertionError(f"the marker did not arrive within 5 s; heard {got}")
 
     yield payloads
     listener.close()
