@@ -261,11 +261,29 @@ async def async_pool():
             timeout=10,
             reconnect_timeout=5,
             check=pool_checks.acheck_if_idle,
+            configure=_django_time_zone,
             open=False,
         )
     if pool.closed:
         await pool.open(wait=False)
     return pool
+
+
+async def _django_time_zone(conn: psycopg.AsyncConnection) -> None:
+    """Each new pooled connection in Django's session time zone, as Django sets its own
+    (``ensure_timezone``; a SET that PgBouncer carries over, TimeZone being one of the
+    parameters it tracks): the same session on both executors, and timestamps loaded by
+    psycopg's own loader (``_native_timestamps``)."""
+    name = connections[DEFAULT_DB_ALIAS].timezone_name
+    if conn.info.parameter_status("TimeZone") != name:
+        await conn.execute(SET_TIME_ZONE.text, {"name": name})
+
+
+SET_TIME_ZONE = Statement(
+    "set_time_zone",
+    "SELECT set_config('TimeZone', %(name)s, false)",
+    why="Django's own statement for its sessions' time zone (ensure_timezone)",
+)
 
 
 async def close_async_pool() -> None:

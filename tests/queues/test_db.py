@@ -168,3 +168,16 @@ def test_a_timestamp_reads_as_djangos_on_both_executors():
         assert read == instant and read.tzinfo is connection.timezone, execute
     loader = connection._switchboard_cursor.adapters.get_loader(1184, 0)  # timestamptz, text
     assert loader.__module__.startswith("psycopg"), loader  # psycopg's, not Django's
+
+    async def pooled():  # the async pool's sessions are set to Django's time zone
+        try:
+            pool = await db.async_pool()
+            async with pool.connection() as conn:
+                await db.executor._adrive(db.one(now, {"t": instant}), conn, depth=0)
+                loader = conn._switchboard_cursor.adapters.get_loader(1184, 0)
+                return conn.info.parameter_status("TimeZone"), loader.__module__
+        finally:
+            await db.close_async_pool()
+
+    zone, module = asyncio.run(pooled())
+    assert zone == connection.timezone_name and module.startswith("psycopg"), (zone, module)
