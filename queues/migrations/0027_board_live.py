@@ -20,15 +20,10 @@ UNLOGGED: the watch list is rebuilt by the web processes within seconds after a 
 
 from django.db import migrations
 
-FORWARD = r"""
-CREATE UNLOGGED TABLE board_watches (
-    team_id bigint NOT NULL,
-    holder text NOT NULL,
-    expires_at timestamptz NOT NULL,
-    PRIMARY KEY (team_id, holder)
-);
-
-CREATE FUNCTION switchboard_board_changed() RETURNS trigger
+# The function and the todos' row triggers are named apart: 0030 puts them back when it is
+# reversed.
+BOARD_CHANGED = r"""
+CREATE OR REPLACE FUNCTION switchboard_board_changed() RETURNS trigger
 LANGUAGE plpgsql
 AS $$
 DECLARE
@@ -64,12 +59,28 @@ BEGIN
     RETURN NULL;
 END
 $$;
+"""
 
+TODOS_ROW_TRIGGERS = r"""
 CREATE TRIGGER todos_board_new AFTER INSERT ON todos
     FOR EACH ROW EXECUTE FUNCTION switchboard_board_changed();
 CREATE TRIGGER todos_board_changed AFTER UPDATE ON todos
     FOR EACH ROW WHEN (OLD.* IS DISTINCT FROM NEW.*)
     EXECUTE FUNCTION switchboard_board_changed();
+"""
+
+FORWARD = (
+    r"""
+CREATE UNLOGGED TABLE board_watches (
+    team_id bigint NOT NULL,
+    holder text NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (team_id, holder)
+);
+"""
+    + BOARD_CHANGED
+    + TODOS_ROW_TRIGGERS
+    + r"""
 CREATE TRIGGER endpoints_board_new AFTER INSERT ON endpoints
     FOR EACH ROW EXECUTE FUNCTION switchboard_board_changed();
 -- What the Board shows of an endpoint; not the admission window a claim may write.
@@ -82,6 +93,7 @@ CREATE TRIGGER endpoints_board_changed AFTER UPDATE ON endpoints
 CREATE TRIGGER todo_events_board_new AFTER INSERT ON todo_events
     FOR EACH ROW EXECUTE FUNCTION switchboard_board_changed();
 """
+)
 
 BACKWARD = r"""
 DROP TRIGGER todo_events_board_new ON todo_events;

@@ -4,7 +4,8 @@
 (the endpoint's team, then the watch list) and the function's set-up, before it could find
 that nobody watched. On the agents' path that is two calls a todo (the close, then the next
 claim), and it was a tenth of the backend's CPU in the bench's drain (0.045 of 0.51 ms a todo,
-docs/benchmarks.md, "The Board's notices, once a statement"), watched or not.
+docs/benchmarks.md, "The Board's notices once a statement, and a cursor kept a
+connection"), watched or not.
 
 Now ``todos`` has two statement triggers with transition tables (the rows as they were and as
 they are): one call per statement, and one query that joins the changed rows to their
@@ -19,6 +20,8 @@ endpoints and says each row of a watched team, as the row trigger did:
 
 ``endpoints`` and the audit trail keep 0027's row triggers: nothing writes them per todo.
 """
+
+import importlib
 
 from django.db import migrations
 
@@ -91,54 +94,16 @@ $$;
 """
 
 # 0027's row triggers and function, as they were.
-BACKWARD = r"""
+_0027 = importlib.import_module("queues.migrations.0027_board_live")
+BACKWARD = (
+    """
 DROP TRIGGER todos_board_changed ON todos;
 DROP TRIGGER todos_board_new ON todos;
 DROP FUNCTION switchboard_board_todos();
-
-CREATE OR REPLACE FUNCTION switchboard_board_changed() RETURNS trigger
-LANGUAGE plpgsql
-AS $$
-DECLARE
-    v_team bigint;
-    v_endpoint bigint;
-    v_todo text := '';
-    v_flag text := 'u';
-BEGIN
-    IF TG_TABLE_NAME = 'endpoints' THEN
-        v_team := NEW.team_id;
-        v_endpoint := NEW.id;
-    ELSIF TG_TABLE_NAME = 'todo_events' THEN
-        v_team := NEW.team_id;
-        v_endpoint := 0;
-        v_todo := COALESCE(NEW.todo_id::text, '');
-        v_flag := 'n';
-    ELSE
-        SELECT e.team_id INTO v_team FROM endpoints e WHERE e.id = NEW.endpoint_id;
-        v_endpoint := NEW.endpoint_id;
-        v_todo := NEW.id::text;
-        IF TG_OP = 'INSERT' THEN
-            v_flag := 'n';
-        ELSIF OLD.state = 'claimed'
-              AND (NEW.state <> 'claimed' OR NEW.last_attempt_seq <> OLD.last_attempt_seq) THEN
-            v_flag := 'e';
-        END IF;
-    END IF;
-    IF EXISTS (SELECT 1 FROM board_watches w
-                WHERE w.team_id = v_team AND w.expires_at > statement_timestamp()) THEN
-        PERFORM pg_notify('switchboard_board',
-                          v_team || ':' || v_endpoint || ':' || v_todo || ':' || v_flag);
-    END IF;
-    RETURN NULL;
-END
-$$;
-
-CREATE TRIGGER todos_board_new AFTER INSERT ON todos
-    FOR EACH ROW EXECUTE FUNCTION switchboard_board_changed();
-CREATE TRIGGER todos_board_changed AFTER UPDATE ON todos
-    FOR EACH ROW WHEN (OLD.* IS DISTINCT FROM NEW.*)
-    EXECUTE FUNCTION switchboard_board_changed();
 """
+    + _0027.BOARD_CHANGED
+    + _0027.TODOS_ROW_TRIGGERS
+)
 
 
 class Migration(migrations.Migration):
