@@ -138,6 +138,16 @@ def test_each_connection_keeps_one_cursor_that_outlives_a_failed_statement(endpo
         assert db.run(db.one(ping, {"n": 4})) == [(4,)]
     [query] = logged.captured_queries
     assert ping.native in query["sql"]
+    wrapped: list[str] = []
+
+    def wrapper(execute, sql, params, many, context):
+        wrapped.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):  # an execute wrapper sees it too (bench/)
+        assert db.run(db.one(ping, {"n": 7})) == [(7,)]
+    assert wrapped == [ping.native] and connection._switchboard_cursor is kept
+    assert not kept.closed  # Django's wrapper did not close the kept cursor
     connection.close()
     assert db.run(db.one(ping, {"n": 5})) == [(5,)]
     assert connection._switchboard_cursor is not kept
