@@ -20,6 +20,8 @@ import asyncio
 import contextlib
 import logging
 import random
+import secrets
+import time
 from asyncio import FIRST_COMPLETED
 from collections import defaultdict, deque
 from collections.abc import Callable
@@ -27,8 +29,8 @@ from collections.abc import Callable
 import psycopg
 
 from agents.token_cache import TokenCache
-from queues import sql
-from queues.db.availability import log_failure
+from queues import db, sql
+from queues.db.availability import PING, breaker, connection_params, log_failure
 
 log = logging.getLogger(__name__)
 
@@ -188,40 +190,30 @@ class AsyncDoorbell:
             self.ring(int(notify.payload))
 
     async def _listen_forever(self) -> None:
-        from queues.db.availability import PING, breaker, connection_params
-
         backoff = 0.5
         while True:
             try:
                 params = connection_params(listen=True)
                 conn = await psycopg.AsyncConnection.connect(
-                    **{**params, "application_name": APPLICATION_NAME}, autocommit=True
+                    **{**params, "application_name": APPLICATION_NAME},
+                    autocommit=True,
+                    prepare_threshold=None,  # one plain statement at a time, poolers included
                 )
                 async with conn:
-                    await conn.execute(sql.LISTEN_DOORBELL.text)
-                    await conn.execute(sql.LISTEN_BOARD.text)
-                    await conn.execute(sql.LISTEN_ENDPOINTS.text)
+                    for listen in LISTENS:
+                        await conn.execute(listen.text)
                     self.listening.set()
-                    self.tokens.listening(True)
                     breaker.reset()
                     self.wake_everyone()  # rings missed while (re)connecting
                     if self.board_listening is not None:
                         self.board_listening()
                     backoff = 0.5
-                    while True:
-                        async for notify in conn.notifies(timeout=LISTEN_PING_SECONDS):
-                            self._heard(notify)
-                        # Every LISTEN_PING_SECONDS: is the connection still there? One cut
-                        # without a word (a moved address, a dead peer) would otherwise be
-                        # trusted by the token cache for ever. What arrives meanwhile is
-                        # kept by psycopg for the next round.
-                        async with asyncio.timeout(LISTEN_PING_TIMEOUT_SECONDS):
-                            await conn.execute(PING.text)
+                    await self._hear_forever(conn)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 self.listening.clear()
-                self.tokens.listening(False)
+                self._deaf()
                 _log_lost(exc)
                 # Not a trip of the breaker: a LISTEN connection lost in a restart nobody
                 # sent a request through would have every request refused until a probe
@@ -230,6 +222,80 @@ class AsyncDoorbell:
                 self.wake_everyone()
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 10.0)
+
+    async def _hear_forever(self, conn: psycopg.AsyncConnection) -> None:
+        """Hand on what the connection hears, and every LISTEN_PING_SECONDS prove both that
+        it is there (a ping that does not return in time is a connection lost: raised) and
+        that it hears: a fresh nonce is said from another session (the async pool's) and must
+        come back on this one. The token cache is trusted from the moment a nonce comes back
+        until a round passes without it. A connection that answers queries and hears nothing
+        (a transaction pooler drops every notification that arrives between its client's
+        transactions, and hands a session its own at once, so the nonce must come from
+        elsewhere) leaves the process looking every token up, and saying so (``hearing``)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            async with asyncio.timeout(LISTEN_PING_TIMEOUT_SECONDS):
+                await conn.execute(PING.text)
+            nonce = secrets.token_hex(8)
+            said = await _say(nonce)
+            heard = False
+            ends = loop.time() + LISTEN_PING_SECONDS
+            while (left := ends - loop.time()) > 0:
+                # What arrives between two rounds is kept by psycopg for the next one.
+                async for notify in conn.notifies(timeout=left):
+                    if notify.channel != sql.PING_CHANNEL:
+                        self._heard(notify)
+                    elif notify.payload == nonce and not heard:
+                        heard = True
+                        self._hearing()
+            if not heard:
+                self._deaf(said)
+
+    def _hearing(self) -> None:
+        if not self.tokens.trusted:
+            self.tokens.listening(True)
+        if hearing.deaf_since is not None:
+            log.warning("doorbell: this process hears its own notifications again")
+        hearing.deaf_since = None
+
+    def _deaf(self, said: bool = False) -> None:
+        """Nothing said on the connection can be trusted to arrive: forget every token; and
+        when a nonce was said and never heard, the process is deaf (said once)."""
+        self.tokens.listening(False)
+        if said and self.listening.is_set() and hearing.deaf_since is None:
+            hearing.deaf_since = time.monotonic()
+            log.warning("doorbell: %s", DEAF)
+
+
+async def _say(nonce: str) -> bool:
+    """Say ``nonce`` on the ping channel from the async pool; False if it could not be said
+    (the database is away: the requests' own failures say so)."""
+    try:
+        await db.arun(db.one(sql.PING_SELF, {"nonce": nonce}))
+    except Exception as exc:
+        log_failure(log, "doorbell: could not say its ping", exc)
+        return False
+    return True
+
+
+class Hearing:
+    """Whether this process hears its own notifications (for /healthz): ``deaf_since`` is
+    when a connected LISTEN last failed to hear its own ping, None while it hears (or while
+    it is not connected at all, which the breaker and /healthz say otherwise)."""
+
+    deaf_since: float | None = None
+
+
+hearing = Hearing()
+DEAF = (
+    "this process does not hear its own notifications on its LISTEN connection (through a"
+    " transaction pooler, every notification is dropped): every request looks its token up"
+    " and long-polls wake only at their recheck; set SWITCHBOARD_LISTEN_DATABASE_URL to a"
+    " direct connection (docs/deploy.md)"
+)
+# What the connection listens to: the doorbell's, the Board's and the endpoints' channels,
+# and its own ping.
+LISTENS = (sql.LISTEN_DOORBELL, sql.LISTEN_BOARD, sql.LISTEN_ENDPOINTS, sql.LISTEN_PING)
 
 
 def _log_lost(exc: Exception) -> None:

@@ -15,6 +15,7 @@ from django.http import HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
+from agents.doorbell import DEAF, hearing
 from agents.waiting import drain
 from queues import db, sql
 from queues.db import pooler
@@ -32,7 +33,10 @@ def healthz(request):
     reason = _unhealthy()
     if reason is None:
         _last.clear()
-        return HttpResponse("ok\n", content_type="text/plain")
+        # Serving, but not as well as it could: said in the body, not in the status (a load
+        # balancer that took this process out would gain nothing; docs/deploy.md).
+        warning = f"warning: {DEAF}\n" if hearing.deaf_since is not None else ""
+        return HttpResponse(f"ok\n{warning}", content_type="text/plain")
     now = time.monotonic()
     if now - _last.get(reason, -LOG_EVERY_SECONDS) >= LOG_EVERY_SECONDS:
         _last.clear()

@@ -36,6 +36,20 @@ LISTEN_ENDPOINTS = Statement(
     f"LISTEN {ENDPOINT_CHANNEL}",
     why="LISTEN, on the doorbell's own connection (agents/doorbell.py, agents/token_cache.py)",
 )
+# The doorbell's proof that it hears: each ping says a fresh nonce on this channel from its
+# own LISTEN connection, and the token cache is trusted only while the nonce comes back (a
+# connection through a transaction pooler answers queries but hears nothing).
+PING_CHANNEL = "switchboard_ping"
+LISTEN_PING = Statement(
+    "listen_ping",
+    f"LISTEN {PING_CHANNEL}",
+    why="LISTEN, on the doorbell's own connection (agents/doorbell.py)",
+)
+PING_SELF = Statement(
+    "ping_self",
+    f"SELECT pg_notify('{PING_CHANNEL}', %(nonce)s)",
+    why="pg_notify to the doorbell's own connection: the ping it must hear back",
+)
 LIVE_ENDPOINT_IN_TEAM = Statement(
     "live_endpoint_in_team",
     f"SELECT {', '.join(ENDPOINT_FIELDS)} FROM endpoints"

@@ -135,3 +135,57 @@ def test_through_pgbouncer_with_the_direct_listen_a_long_poll_wakes_at_once(
     # At the recheck (5 s, jittered from 2.5) without the direct LISTEN; rung at once with it.
     assert max(woken) < 2.0, woken
     assert procs.tracebacks() == []
+
+
+def test_through_pgbouncer_without_the_direct_listen_a_revoked_or_rotated_token_is_refused_at_once(
+    procs, crash_env, pooled, team
+):
+    """The LISTEN connection through a transaction pooler answers its queries and hears
+    nothing: the token cache, told of no revoke, kept a revoked token working on every worker
+    that had seen it (red team, round 3: still 200 a minute later). Now the cache trusts only
+    a connection that hears its own ping, so every request looks its token up: refused on
+    every worker within a second of the commit; and /healthz says why in its body."""
+    env = {
+        **crash_env,
+        "DATABASE_URL": pooled,
+        "SWITCHBOARD_PREPARED_STATEMENTS": "0",
+        "SWITCHBOARD_PAGE_TIMEOUT_SECONDS": "0",
+    }
+    _server, base = procs.serve(env, workers=2)
+    revoked, revoked_token = endpoints.vend(team, "to-revoke")
+    rotated, old_token = endpoints.vend(team, "to-rotate")
+
+    def statuses(token: str, n: int = 40) -> list[int]:
+        # A new connection each: gunicorn's workers take them in turn, as they come.
+        return [
+            httpx.post(
+                f"{base}/api/v1/list_todos",
+                json={},
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=10,
+            ).status_code
+            for _ in range(n)
+        ]
+
+    def warned() -> bool:
+        answer = httpx.get(f"{base}/healthz", timeout=10)
+        return answer.status_code == 200 and "does not hear its own notifications" in answer.text
+
+    # Each worker finds out at the end of its first ping round (LISTEN_PING_SECONDS); from
+    # then on, a cache that trusted its connection would keep what the warm-up fills.
+    wait_until(
+        lambda: warned() and warned() and warned(),
+        seconds=30,
+        what="/healthz's warning",
+        logs=procs.logs,
+    )
+    # Warm: both tokens work, on both workers, many times over (a trusted cache keeps them).
+    assert set(statuses(revoked_token) + statuses(old_token)) == {200}
+    transitions.revoke_endpoint(None, revoked)
+    new_token = endpoints.rotate(rotated)
+    time.sleep(1.0)
+    assert set(statuses(revoked_token)) == {401}
+    assert set(statuses(old_token)) == {401}
+    assert set(statuses(new_token)) == {200}
+
+    assert procs.tracebacks() == []
