@@ -311,6 +311,12 @@ SWITCHBOARD_BODY_TIMEOUT_SECONDS = env_int("SWITCHBOARD_BODY_TIMEOUT_SECONDS", 1
 # request) or of their first byte (later ones on a kept connection), else 408 and the
 # connection closes; a new connection that sends nothing is closed (switchboard/workers.py).
 SWITCHBOARD_HEADER_TIMEOUT_SECONDS = env_int("SWITCHBOARD_HEADER_TIMEOUT_SECONDS", 10, minimum=1)
+# A request's line and headers together may take this many bytes and this many header lines,
+# else 431 and the connection closes (switchboard/workers.py): counted as they arrive, so a
+# connection holds at most this much of a request's head. The minimums leave room for a
+# browser's ordinary request with its cookies.
+SWITCHBOARD_MAX_HEADER_BYTES = env_int("SWITCHBOARD_MAX_HEADER_BYTES", 65536, minimum=4096)
+SWITCHBOARD_MAX_HEADERS = env_int("SWITCHBOARD_MAX_HEADERS", 100, minimum=20)
 # Board searches (queues.selectors.search_time_bound): seconds their statements may run (what
 # the lexeme cap misses cannot hold a connection and a core for longer), and how many one
 # person may have running at once across every web process (more would let one person hold

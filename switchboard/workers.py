@@ -9,7 +9,14 @@ real requests failed). ``HttpToolsProtocol`` here gives every request's line and
 SWITCHBOARD_HEADER_TIMEOUT_SECONDS: from the connection's opening for its first request, from
 its first byte for each later one on a kept connection (the idle time between is the
 keep-alive's, SWITCHBOARD_WEB_KEEPALIVE, to bound). A request whose headers are late is
-answered 408 and closed; a new connection that sent nothing is closed."""
+answered 408 and closed; a new connection that sent nothing is closed.
+
+Nor has uvicorn a bound on their size: an 8 MB header was answered 200, and a connection that
+kept streaming one was buffered (httptools joins a header's pieces as they come) until the
+deadline cut it, 59 to 83 MiB a connection in the third round. Here each request's line and
+headers may take SWITCHBOARD_MAX_HEADER_BYTES and SWITCHBOARD_MAX_HEADERS lines; past either the
+request is answered 431 and the connection closed. The bytes are counted as they arrive, before
+the parser sees (and keeps) them, so a connection holds at most that much of a request's head."""
 
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ import resource
 import signal
 from asyncio import TimerHandle
 
+import httptools
 from django.conf import settings
 from gunicorn.arbiter import Arbiter
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _UvicornHttpTools
@@ -35,15 +43,40 @@ LATE_HEADERS = (
     b"HTTP/1.1 408 Request Timeout\r\ncontent-type: text/plain; charset=utf-8\r\n"
     b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_LATE_BODY), _LATE_BODY)
 )
+_LARGE_BODY = b"The request line and headers are too large.\n"
+LARGE_HEADERS = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(_LARGE_BODY), _LARGE_BODY)
+)
+# After a 431 the client may still be sending its head: what comes is read and dropped for at
+# most this long, the write side already shut, so that the answer is read before the close.
+# Closing at once with unread bytes makes the kernel send a reset, which can destroy the
+# answer on its way (RFC 9112, section 9.6, on closing a connection).
+LINGER_SECONDS = 2.0
+
+
+class _TooManyHeaders(Exception):
+    """Raised from the parser's header callback, which stops the parser where it stands."""
 
 
 class HttpToolsProtocol(_UvicornHttpTools):
-    """uvicorn's httptools protocol with a deadline for each request's line and headers."""
+    """uvicorn's httptools protocol with a deadline for each request's line and headers, and a
+    ceiling on their size and number."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._header_deadline: TimerHandle | None = None
         self._bytes_waiting = False  # some of the awaited request has arrived
+        self._max_header_bytes: int = settings.SWITCHBOARD_MAX_HEADER_BYTES
+        self._max_headers: int = settings.SWITCHBOARD_MAX_HEADERS
+        # The bytes arriving are a request's line and headers (not a body): counted, from the
+        # end of the request before, against the ceiling.
+        self._in_head = True
+        self._head_bytes = 0
+        self._heads_done = 0  # requests whose headers were complete, to tell a chunk's end
+        self._header_lines = 0
+        self._refused = False  # answered 431: whatever else comes is dropped
+        self._linger: TimerHandle | None = None
 
     def _await_headers(self) -> None:
         self._cancel_header_deadline()
@@ -72,6 +105,8 @@ class HttpToolsProtocol(_UvicornHttpTools):
         self._await_headers()
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
         between = self.cycle is None or self.cycle.response_complete
         if self._header_deadline is None and between and not self.pipeline:
             # A kept connection's next request began: its headers are due from now (its
@@ -79,14 +114,90 @@ class HttpToolsProtocol(_UvicornHttpTools):
             self._await_headers()
         if self._header_deadline is not None and data.strip():
             self._bytes_waiting = True
-        super().data_received(data)
+        while data and not self._refused and not self.transport.is_closing():
+            # Only what is left of the allowance goes to the parser: if the headers are not
+            # complete within it, they are too large, whatever follows. A body goes in slices
+            # of the same size, so that the head after it is counted from within one slice
+            # of its start (what came in that slice is not counted).
+            in_head, heads_done = self._in_head, self._heads_done
+            allowance = (
+                self._max_header_bytes - self._head_bytes if in_head else self._max_header_bytes
+            )
+            piece, data = data[:allowance], data[allowance:]
+            if in_head:
+                self._head_bytes += len(piece)
+            if not self._feed(piece):
+                return
+            if data and in_head and self._heads_done == heads_done:
+                self._refuse()
+
+    def _feed(self, data: bytes) -> bool:
+        """uvicorn's own ``data_received``, with one more way for the parser to stop; false
+        when the parser stopped and the rest of the chunk is not for it."""
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+            return True
+        except httptools.HttpParserCallbackError as error:
+            if isinstance(error.__context__, _TooManyHeaders):
+                self._refuse()
+            else:
+                self._bad_request()
+        except httptools.HttpParserError:
+            self._bad_request()
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+        return False
+
+    def _bad_request(self) -> None:
+        msg = "Invalid HTTP request received."
+        self.logger.warning(msg)
+        self.send_400_response(msg)
+
+    def _refuse(self) -> None:
+        """Answer 431 and close: the request's head passed a ceiling. If an earlier request on
+        the connection is still being answered, its answer goes out first and the connection
+        closes after it, with no 431 (which would land inside that answer)."""
+        self._refused = True
+        self._cancel_header_deadline()
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.keep_alive = False
+            return
+        self.transport.write(LARGE_HEADERS)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+            self._linger = self.loop.call_later(LINGER_SECONDS, self.transport.close)
+        else:
+            self.transport.close()
+
+    def on_message_begin(self) -> None:
+        self._header_lines = 0
+        super().on_message_begin()
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_lines += 1
+        if self._header_lines > self._max_headers:
+            raise _TooManyHeaders
+        super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         self._cancel_header_deadline()
+        self._in_head = False
+        self._heads_done += 1
         super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._in_head = True
+        self._head_bytes = 0
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_header_deadline()
+        if self._linger is not None:
+            self._linger.cancel()
         super().connection_lost(exc)
 
 
