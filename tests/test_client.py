@@ -1,5 +1,8 @@
-"""switchboard.client beyond the verbs (which the API tests cover), and docs/api.md's MCP
-example run as written."""
+"""switchboard.client beyond the verbs (which the API tests cover): its timeouts, its job loop
+through refusals and lost answers (in front of the live server, a forwarding proxy that
+records each exchange and can lose answers: tests/forwarding.py; the loop through a real
+database outage is tests/crash/test_client_failover.py), and docs/api.md's MCP example run as
+written."""
 
 from __future__ import annotations
 
@@ -7,16 +10,27 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from queues import transitions
-from queues.models import TodoAttempt
+from queues.models import Todo, TodoAttempt
 from queues.transitions import Actor
-from switchboard.client import LONG_POLL_MARGIN_SECONDS, Client, read_timeout
+from switchboard.client import (
+    LONG_POLL_MARGIN_SECONDS,
+    Backoff,
+    Client,
+    Job,
+    SwitchboardError,
+    read_timeout,
+)
+from tests.forwarding import RecordingProxy
 from tests.unanswered import first_connection_unanswered
+
+live = pytest.mark.django_db(transaction=True)
 
 API_DOCS = Path(__file__).parent.parent / "docs" / "api.md"
 
@@ -72,3 +86,176 @@ def test_the_docs_mcp_example_runs_as_written_and_outlives_httpx2s_default_timeo
     started = time.monotonic()
     assert "{'todo': None" in run_example().stdout
     assert time.monotonic() - started >= 7
+
+
+# --- the job loop through refusals and lost answers (issue 41, item 6) ------------------------
+
+
+@pytest.fixture
+def proxy(live_server):
+    recording = RecordingProxy(live_server.url)
+    yield recording
+    recording.close()
+
+
+class Loop(threading.Thread):
+    """``Client.work()`` on a thread, completing each job: what it completed, and what it
+    raised (the loop must not)."""
+
+    def __init__(self, client: Client, **arguments) -> None:
+        super().__init__(daemon=True)
+        self.client, self.arguments = client, arguments
+        self.stop = threading.Event()
+        self.completed: list[dict] = []
+        self.raised: BaseException | None = None
+        self.ended_at: float | None = None
+
+    def run(self) -> None:
+        try:
+            for job in self.client.work(stop=self.stop, **self.arguments):
+                with job:
+                    self.completed.append(job.complete(result={"by": "loop"}))
+        except BaseException as error:
+            self.raised = error
+        finally:
+            self.ended_at = time.monotonic()
+
+
+def until(predicate, *, seconds: float = 20, what: str) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+@live
+def test_a_close_whose_answer_was_lost_is_sent_again_and_answered_as_replayed(proxy, vend):
+    """The complete reaches the server, which completes the todo; its answer is lost (twice:
+    the client's one quiet retry on a fresh connection included). The loop sends it again
+    with the same attempt, is answered ``replayed`` with ``next: null``, long-polls as usual
+    and works on."""
+    _, token = vend("loses-answers")
+    sb = Client(proxy.url, token, backoff=Backoff(first_seconds=0.05))
+    first = sb.create_todo(title="first")["todo"]
+    proxy.lose_answers("complete", 2)
+    stop = threading.Event()
+    ended = []
+    for job in sb.work(wait_seconds=1, stop=stop, claimant="loop"):
+        with job:
+            ended.append(job.complete(result={"n": len(ended)}))
+        if len(ended) == 1:
+            sb.create_todo(title="second")
+        else:
+            stop.set()
+
+    assert ended[0]["replayed"] is True and ended[0]["next"] is None
+    assert ended[1]["replayed"] is False
+    closes = [e for e in proxy.seen() if e.verb == "complete"]
+    assert [e.status for e in closes] == [None, None, 200, 200]
+    assert [e.asked["attempt_seq"] for e in closes[:3]] == [1, 1, 1]
+    assert all("then" in e.asked for e in closes)  # the replayed close carried then too
+    # After the replay, the loop long-polled for the next todo as usual.
+    verbs = [e.verb for e in proxy.seen() if e.verb != "create_todo"]
+    assert verbs[verbs.index("complete") + 3] == "claim_next", verbs
+    [attempt] = TodoAttempt.objects.filter(todo_id=first["id"])
+    assert (attempt.outcome, attempt.result) == ("completed", {"n": 0})
+    assert set(Todo.objects.values_list("state", flat=True)) == {"done"}
+
+
+@live
+def test_the_loop_waits_at_least_what_retry_after_asks_and_works_on(proxy, vend, settings):
+    """No long-poll is let wait (the endpoint's cap at 0): each claim_next is refused 429
+    with ``Retry-After: 2``; the loop tries again no sooner, and works once the cap is back."""
+    settings.SWITCHBOARD_WAITERS_PER_ENDPOINT = 0
+    _, token = vend("told-to-wait")
+    loop = Loop(Client(proxy.url, token), wait_seconds=1)
+    loop.start()
+    try:
+        claims = lambda: [e for e in proxy.seen() if e.verb == "claim_next"]  # noqa: E731
+        until(lambda: len(claims()) >= 2, what="two claims refused")
+        settings.SWITCHBOARD_WAITERS_PER_ENDPOINT = 1000
+        Client(proxy.url, token).create_todo(title="after the refusals")
+        until(lambda: loop.completed or loop.raised, what="the todo to be completed")
+    finally:
+        loop.stop.set()
+        loop.join(timeout=30)
+    assert loop.raised is None, loop.raised
+    assert len(loop.completed) == 1
+    refused = [e for e in claims() if e.status == 429]
+    assert refused and all(e.retry_after == "2" for e in refused)
+    for before, after in zip(claims(), claims()[1:], strict=False):
+        if before.status == 429:
+            assert after.started - before.ended >= 2.0, (before, after)
+
+
+@live
+def test_stop_ends_a_loop_waiting_to_try_a_claim_again(proxy, vend, settings):
+    """One claim a minute: the loop's claim is refused 429 with ``Retry-After`` near 60 s;
+    told to stop while it waits, the loop ends then, without trying again or raising."""
+    settings.SWITCHBOARD_CLAIMS_PER_MINUTE = 1
+    _, token = vend("one-a-minute")
+    sb = Client(proxy.url, token)
+    sb.create_todo(title="spends the minute's claim")
+    claimed = sb.claim_next()
+    sb.complete(todo_id=claimed["todo"]["id"], attempt_seq=claimed["attempt_seq"])
+    loop = Loop(sb, wait_seconds=1)
+    loop.start()
+    refusals = lambda: [e for e in proxy.seen() if e.status == 429]  # noqa: E731
+    until(lambda: refusals() or loop.raised, what="the loop's claim to be refused")
+    [refused] = refusals()
+    assert float(refused.retry_after) >= 30
+    told = time.monotonic()
+    loop.stop.set()
+    loop.join(timeout=20)
+    assert not loop.is_alive() and loop.raised is None, loop.raised
+    assert loop.ended_at - told < float(refused.retry_after)
+    assert proxy.verbs()[-1] == "claim_next" and proxy.verbs().count("claim_next") == 2
+
+
+@live
+def test_the_loop_raises_at_once_what_trying_again_cannot_fix(proxy, vend, user):
+    """400, 401, 403, 404 and 409, each asked once: no retry can change their answer. (A
+    loop that tried them again would stop after a few seconds and a close give up after
+    three, each having asked more than once.)"""
+    _, token = vend("refused-for-good")
+    _, no_claims = vend("cannot-claim", verbs=["create_todo"])
+    sb = Client(proxy.url, token, backoff=Backoff(first_seconds=0.1, close_seconds=3))
+    refused = {}
+
+    def first_job(client: Client, **arguments) -> Job:
+        stop = threading.Event()
+        timer = threading.Timer(5, stop.set)
+        timer.start()
+        try:
+            return next(client.work(wait_seconds=1, stop=stop, **arguments))
+        finally:
+            timer.cancel()
+
+    with pytest.raises(SwitchboardError) as refused["invalid claim"]:
+        first_job(sb, lease_seconds=0)
+    with pytest.raises(SwitchboardError) as refused["unauthorized"]:
+        first_job(Client(proxy.url, "sbt_not-a-token", backoff=sb.backoff))
+    with pytest.raises(SwitchboardError) as refused["forbidden"]:
+        first_job(Client(proxy.url, no_claims, backoff=sb.backoff))
+    todo = sb.create_todo(title="taken back")["todo"]
+    job = first_job(sb)
+    with pytest.raises(SwitchboardError) as refused["invalid close"]:
+        job.complete(summary=["not", "text"])
+    transitions.release(Actor.human(user), todo["id"])  # from the Board
+    with pytest.raises(SwitchboardError) as refused["conflict"]:
+        job.complete()
+    with pytest.raises(SwitchboardError) as refused["not_found"]:
+        Job(sb, {"todo": {"id": 999_999_999}, "attempt_seq": 1}).complete()
+
+    statuses = {name: (error.value.status, error.value.code) for name, error in refused.items()}
+    assert statuses == {
+        "invalid claim": (400, "invalid"),
+        "unauthorized": (401, "unauthorized"),
+        "forbidden": (403, "forbidden"),
+        "invalid close": (400, "invalid"),
+        "conflict": (409, "conflict"),
+        "not_found": (404, "not_found"),
+    }
+    assert job.lost  # the close's conflict: leaving a block would send nothing more
+    verbs = [verb for verb in proxy.verbs() if verb != "create_todo"]
+    assert verbs == ["claim_next"] * 4 + ["complete"] * 3, verbs

@@ -22,6 +22,7 @@ import pytest
 from queues import sweeper, transitions
 from queues.models import Todo
 from queues.transitions import Actor
+from tests.forwarding import RecordingProxy
 from tests.queues.helpers import attempts_of, lapse_lease, outcomes
 
 pytestmark = pytest.mark.slow
@@ -102,55 +103,6 @@ def alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
-
-
-class RecordingProxy:
-    """Forwards every request to the live server and keeps what went by: the test's view of
-    which verbs the relay called, and of the lease token it was given (it never prints it)."""
-
-    def __init__(self, target: str) -> None:
-        self.exchanges: list[tuple[str, str, dict]] = []  # (method, path, answer)
-        proxy = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def forward(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                headers = {
-                    k: v
-                    for k, v in self.headers.items()
-                    if k.lower() in ("authorization", "content-type")
-                }
-                answer = httpx.request(
-                    self.command, target + self.path, content=body, headers=headers, timeout=60
-                )
-                proxy.exchanges.append((self.command, self.path, answer.json()))
-                self.send_response(answer.status_code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer.content)))
-                self.end_headers()
-                self.wfile.write(answer.content)
-
-            do_GET = do_POST = forward
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def verbs(self) -> list[str]:
-        return [path.rsplit("/", 1)[-1] for method, path, _ in self.exchanges if method == "POST"]
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -301,7 +253,7 @@ def test_a_relay_fenced_out_by_a_person_stops_its_command_and_reports_nothing(
     assert Todo.objects.get(pk=todo.id).state == "pending"
 
     # The stale attempt's late report, with its own (old) lease token, is refused.
-    [claim] = [answer for _, path, answer in proxy.exchanges if path.endswith("/claim_next")]
+    [claim] = [e.answer for e in proxy.seen() if e.verb == "claim_next"]
     lease_token = claim["lease_token"]
     late = httpx.post(
         f"{live_server.url}/api/v1/complete",
@@ -430,7 +382,7 @@ def test_each_report_brings_the_next_claim_with_it(live_server, proxy, vend, rel
     # (--max-todos was reached): four requests for three todos, besides heartbeats.
     verbs = [verb for verb in proxy.verbs() if verb != "heartbeat"]
     assert verbs == ["claim_next", "complete", "complete", "complete"], verbs
-    closes = [answer for _, path, answer in proxy.exchanges if path.endswith("/complete")]
+    closes = [e.answer for e in proxy.seen() if e.verb == "complete"]
     assert [bool(c.get("next")) for c in closes] == [True, True, False]
     claimants = [attempts_of(todo.id)[0].claimant for todo in todos]
     assert len(set(claimants)) == 3  # each claim numbered as its own attempt
