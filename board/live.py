@@ -21,26 +21,55 @@ An update is one ``data:`` line of JSON (``event: team``). A stream starts with
 between its drawing and the watch is not lost), says ``event: resync`` when the LISTEN
 connection was lost (anything may have been missed), sends a comment every KEEPALIVE_SECONDS
 (proxies close idle connections), and ends after STREAM_SECONDS (the browser reconnects,
-and the sign-in and teams are checked again) or when the server drains. Under WSGI there is
-no stream (204): the page refreshes itself on a timer, as it does when a proxy buffers.
+and the teams are read again) or when the server drains. Under WSGI there is no stream
+(204): the page refreshes itself on a timer, as it does when a proxy buffers. Signed out (or
+with a forged or expired session cookie) it is a bare 401 in plain text, never the sign-in
+page's redirect and HTML: the browser's EventSource gives up on it, and the page's own reads
+find the sign-in page and say "Signed out".
+
+A stream ends with its sign-in. Every open stream is a row of ``board_streams`` (migration
+0031): its person, the session key it was opened with, a digest of the person's password hash
+as the request saw it, its teams, its holder (this process's Hub) and an expiry renewed while it
+is open. Every CHECK_SECONDS each process asks, in one statement for all its streams
+(queues/sql/live.py ``BOARD_STREAMS_CHECK``), which may no longer show what they show: the
+session signed out (``/logout/`` deletes it), expired or deleted; the password changed (every
+session opened before no longer signs in: Django's session auth hash is an HMAC of the
+password hash, which SQL cannot compute, so the digest stands for it); the person gone or
+made inactive; a team shown no longer the person's. Those streams end at once: nothing more
+of their teams is sent (what waited in their queue is dropped), a signed-out one says
+``event: signedout`` first (board.js then stops asking and says "Signed out"), the others just
+end and the browser reconnects to the narrower set of teams, or to the 401. A team switch that
+drops a team deletes its session's rows that show the dropped team (board/views/teams.py), and
+a stream whose row is gone ends at the next check the same way. The check is state, not a
+message: a sign-out or a removal that happens while a stream is being opened is seen at its
+first check, and a lost notification cannot keep a stream open. The bound is CHECK_SECONDS
+plus one statement, whatever the number of streams; a notification could make it shorter,
+but the periodic check would still be what bounds it.
+
+The same rows make the per-person cap (``SWITCHBOARD_BOARD_STREAMS_PER_USER``) one count
+across every web process: a stream is let in by an insert that counts the person's unexpired
+rows, under an advisory lock of that person (two openings on two processes cannot both be
+the last one let in); past the cap the page is answered 429 and reads itself on a timer. A
+row goes when its stream ends; a process that dies leaves rows that expire (STREAM_ROW_SECONDS)
+and are swept by any process's next check.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import os
 import secrets
 import socket
-import threading
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
 from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections, connection
 from django.http import HttpResponse, StreamingHttpResponse
@@ -61,6 +90,12 @@ KEEPALIVE_SECONDS = 15.0
 STREAM_SECONDS = 300.0
 WATCH_SECONDS = 60  # a watch row's life; renewed every RENEW_SECONDS
 RENEW_SECONDS = 20.0
+# How often a process asks which of its streams must end: a signed-out or removed viewer's
+# stream ends within this (and one statement) of the sign-out or removal.
+CHECK_SECONDS = 2.0
+STREAM_ROW_SECONDS = 60  # a stream row's life, renewed by the check when less than...
+STREAM_ROW_RENEW_WITHIN = 40  # ...this is left: a row is written every 20 s, not every check
+STREAM_LOCK_CLASS = 0x42530000  # advisory lock class of the cap's count (key: the user id)
 ROWS_MAX = 50  # more changed todos than this in one update: pages read themselves instead
 WANTS = frozenset({"rows", "counts", "ticker", "overview"})
 
@@ -84,8 +119,13 @@ class Viewer:
         self.team_ids = team_ids
         self.wants = wants
         self.outbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue(maxsize=64)
+        self.stream_id: int | None = None  # its board_streams row, once let in
+        self.ended: str | None = None  # why the check ended it (BOARD_STREAMS_CHECK's words)
+        self.ending = asyncio.Event()
 
     def send(self, event: str, data: str) -> None:
+        if self.ended is not None:
+            return
         try:
             self.outbox.put_nowait((event, data))
         except asyncio.QueueFull:  # a viewer this far behind reads everything again
@@ -93,10 +133,29 @@ class Viewer:
                 self.outbox.get_nowait()
             self.outbox.put_nowait(("resync", "{}"))
 
+    def end(self, why: str) -> None:
+        """Its sign-in or its teams no longer allow what it shows: nothing more is sent,
+        what waited included."""
+        self.ended = why
+        while not self.outbox.empty():
+            self.outbox.get_nowait()
+        self.ending.set()
+
+
+@dataclass(frozen=True, slots=True)
+class Who:
+    """Whose stream, as the request that opened it was signed in (the check compares)."""
+
+    user_id: int
+    session_key: str
+    password_digest: bytes  # sha256 of the password hash; never the hash itself
+    team_ids: list[int]
+
 
 class Hub:
     """One per event loop (a web process): the viewers of each team, their teams' watches,
-    and each team's gathered changes."""
+    each team's gathered changes, and its open streams (their rows, checked every
+    CHECK_SECONDS)."""
 
     def __init__(self) -> None:
         self.viewers: dict[int, set[Viewer]] = defaultdict(set)
@@ -107,12 +166,94 @@ class Hub:
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.watched: set[int] = set()
         self._renewer: asyncio.Task | None = None
+        self.streams: dict[int, Viewer] = {}  # let in and not ended, by board_streams row
+        self._checker: asyncio.Task | None = None
+        self._closing: set[int] = set()  # rows of ended streams still to delete
+        self._closer: asyncio.Task | None = None
         self.stopping = asyncio.Event()
         self.statements = 0  # statements the updates ran (the bench reads it)
 
     # -- viewers
 
+    async def open(self, viewer: Viewer, who: Who, *, cap: int) -> bool:
+        """Let the stream in under its person's cap, counted across every web process: its
+        row in ``board_streams``. False when the person holds ``cap`` streams already."""
+        params = {
+            "lock_class": STREAM_LOCK_CLASS,
+            "holder": self.holder,
+            "user_id": who.user_id,
+            "session_key": who.session_key,
+            "password_digest": who.password_digest,
+            "team_ids": who.team_ids,
+            "seconds": STREAM_ROW_SECONDS,
+            "cap": cap,
+        }
+        stream_id = await db.arun(_let_in(params))
+        if stream_id is None:
+            return False
+        viewer.stream_id = stream_id
+        self.streams[stream_id] = viewer
+        if self._checker is None or self._checker.done():
+            self._checker = asyncio.get_running_loop().create_task(self._check_forever())
+        return True
+
+    def release(self, viewer: Viewer) -> None:
+        """The stream ended, or its client left before it began: it leaves its teams, and its
+        row goes (its place under the cap with it). Idempotent."""
+        self.leave(viewer)
+        if viewer.stream_id is None or self.streams.pop(viewer.stream_id, None) is None:
+            return  # never let in, released already, or ended by the check (its row deleted)
+        self._closing.add(viewer.stream_id)
+        if self._closer is None or self._closer.done():
+            self._closer = asyncio.get_running_loop().create_task(self._close_rows())
+
+    async def _close_rows(self) -> None:
+        while self._closing:
+            ids, self._closing = sorted(self._closing), set()
+            try:
+                await db.arun(db.one(sql.BOARD_STREAMS_CLOSE, {"stream_ids": ids}))
+            except Exception as exc:  # the rows expire by themselves
+                log.warning("board stream: could not delete ended streams' rows: %s", exc)
+
+    async def _check_forever(self) -> None:
+        while self.streams:
+            await asyncio.sleep(CHECK_SECONDS)
+            try:
+                await self.check()
+            except Exception as exc:  # the database is away: so is any sign-out; next time
+                log.warning("board stream: could not check the streams: %s", exc)
+
+    async def check(self) -> None:
+        """End every stream of this process that may no longer show what it shows (one
+        statement for all of them; module docstring)."""
+        ids = sorted(self.streams)
+        if not ids:
+            return
+        params = {
+            "stream_ids": ids,
+            "seconds": STREAM_ROW_SECONDS,
+            "renew_within": STREAM_ROW_RENEW_WITHIN,
+        }
+        why = dict(await db.arun(db.one(sql.BOARD_STREAMS_CHECK, params)))
+        for stream_id in ids:
+            viewer = self.streams.get(stream_id)
+            if viewer is None:
+                continue  # it ended while the check ran
+            if stream_id not in why:  # its row is gone: a team switch, or it lapsed
+                self.end(viewer, "gone")
+            elif why[stream_id] is not None:
+                self.end(viewer, why[stream_id])
+
+    def end(self, viewer: Viewer, why: str) -> None:
+        """End a stream for ``why``: out of its teams at once, so no later update reaches it."""
+        if viewer.stream_id is not None:
+            self.streams.pop(viewer.stream_id, None)
+        self.leave(viewer)
+        viewer.end(why)
+
     async def join(self, viewer: Viewer) -> None:
+        if viewer.ended is not None:
+            return  # ended before its stream began: it watches nothing
         for team_id in viewer.team_ids:
             self.viewers[team_id].add(viewer)
         new = [t for t in viewer.team_ids if t not in self.watched]
@@ -318,86 +459,136 @@ def attach(bell) -> None:
     bell.board_listening = here.listening
 
 
+def narrow(session_key: str | None, team_ids: list[int]) -> None:
+    """A team switch to ``team_ids``: this session's streams that show any other team end at
+    their process's next check (their rows go now; board/views/teams.py)."""
+    if session_key:
+        params = {"session_key": session_key, "team_ids": team_ids}
+        db.run(db.one(sql.BOARD_STREAMS_NARROW, params))
+
+
+def _let_in(params: dict) -> db.Plan[int | None]:
+    """The stream's row, if its person holds fewer than ``cap`` (one transaction: the
+    person's lock, then the counting insert)."""
+
+    def counted() -> db.Plan[int | None]:
+        yield from db.one(sql.BOARD_STREAM_LOCK, params)
+        rows = yield from db.one(sql.BOARD_STREAM_OPEN, params)
+        return rows[0][0] if rows else None
+
+    return (yield db.Atomic(counted()))
+
+
 # ---------------------------------------------------------------------------------------
 # The stream
 
-
-_open: Counter[int] = Counter()  # streams open per user, in this process
-_open_lock = threading.Lock()  # counted on the loop, read by the view's thread
+SIGNED_OUT = "Signed out.\n"
 
 
 @require_GET
-@login_required
-def live(request):
+async def live(request):
     if not isinstance(request, ASGIRequest):
         return HttpResponse(status=204)  # no stream under WSGI: the page polls
-    user_id = request.user.pk
-    with _open_lock:  # taken here, not when the stream starts: many at once are all counted
-        if _open[user_id] >= settings.SWITCHBOARD_BOARD_STREAMS_PER_USER:
-            # Many tabs, or a script: this page reads itself on a timer instead.
-            return HttpResponse(status=429, headers={"Retry-After": "60"})
-        _open[user_id] += 1
-    response = _Stream(user_id)
+    wants = frozenset(request.GET.get("want", "").split(",")) & WANTS
+    who = await sync_to_async(_who)(request)
+    if who is None:
+        # Not the sign-in redirect: its HTML is no answer to an EventSource (board.js finds
+        # the sign-in page with its own reads). No WWW-Authenticate challenge to offer: the
+        # way back in is the sign-in page.
+        return HttpResponse(SIGNED_OUT, status=401, content_type="text/plain; charset=utf-8")
+    here = hub()
+    viewer = Viewer(who.team_ids, wants)
     try:
-        wants = frozenset(request.GET.get("want", "").split(",")) & WANTS
-        team_ids = board_scope(request).team_ids
-        # Nothing more is read for this request: its pooled connection goes back now, not
-        # when the stream ends minutes later.
+        let_in = await here.open(viewer, who, cap=settings.SWITCHBOARD_BOARD_STREAMS_PER_USER)
+    except Exception as exc:  # the database is away: the browser tries again shortly
+        log.warning("board stream: could not start: %s", exc)
+        return _headers(StreamingHttpResponse(_retry_later(), content_type="text/event-stream"))
+    if not let_in:
+        # Many tabs, or a script: this page reads itself on a timer instead.
+        return HttpResponse(status=429, headers={"Retry-After": "60"})
+    response = _Stream(here, viewer)
+    response.streaming_content = _events(here, viewer)
+    return _headers(response)
+
+
+def _who(request) -> Who | None:
+    """The signed-in person of this request and the teams its page shows (in the request's
+    thread: the session and the user are Django's synchronous reads)."""
+    try:
+        user = request.user
+        if not user.is_authenticated or not request.session.session_key:
+            return None
+        return Who(
+            user_id=user.pk,
+            session_key=request.session.session_key,
+            password_digest=hashlib.sha256(user.password.encode()).digest(),
+            team_ids=board_scope(request).team_ids,
+        )
+    finally:
+        # Nothing more is read for this request on Django's connection: it goes back to the
+        # pool now, not when the stream ends minutes later.
         close_old_connections()
         connection.close()
-    except BaseException:
-        response.close()
-        raise
-    response.streaming_content = _events(team_ids, wants)
+
+
+async def _retry_later():
+    yield "retry: 5000\n\n"
+
+
+def _headers(response: StreamingHttpResponse) -> StreamingHttpResponse:
     response["Cache-Control"] = "no-store"
     response["X-Accel-Buffering"] = "no"  # nginx: pass each event on as it comes
     return response
 
 
 class _Stream(StreamingHttpResponse):
-    """The stream's response, which gives its person's count back when Django closes it:
-    after the stream ends, and also when the client left before it began."""
+    """The stream's response, which releases its stream when Django closes it: after the
+    stream ends, and also when the client left before it began (then the events never ran)."""
 
-    def __init__(self, user_id: int) -> None:
+    def __init__(self, here: Hub, viewer: Viewer) -> None:
         super().__init__((), content_type="text/event-stream")
-        self._user_id: int | None = user_id
+        self._release = (asyncio.get_running_loop(), here, viewer)
 
     def close(self) -> None:
         try:
-            user_id, self._user_id = self._user_id, None
-            if user_id is not None:
-                with _open_lock:
-                    _open[user_id] -= 1
-                    if not _open[user_id]:
-                        del _open[user_id]
+            loop, here, viewer = self._release
+            # Django closes a response in a thread of its own; the hub lives on the loop.
+            loop.call_soon_threadsafe(here.release, viewer)
+        except RuntimeError:  # the loop is closed (the server stopped): the row expires
+            pass
         finally:
             super().close()
 
 
-async def _events(team_ids: list[int], wants: frozenset[str]):
-    here = hub()
-    viewer = Viewer(team_ids, wants)
+async def _events(here: Hub, viewer: Viewer):
     try:
         try:
             await here.join(viewer)
-            ready = await here.counts(team_ids) if "counts" in wants else {}
+            ready = await here.counts(viewer.team_ids) if "counts" in viewer.wants else {}
         except Exception as exc:  # the database is away: the browser tries again shortly
             log.warning("board stream: could not start: %s", exc)
             yield "retry: 5000\n\n"
             return
-        ready["teams"] = team_ids
+        if viewer.ended is not None:
+            yield _ending(viewer.ended)
+            return
+        ready["teams"] = viewer.team_ids
         yield f"retry: 2000\nevent: ready\ndata: {json.dumps(ready)}\n\n"
         ends = time.monotonic() + STREAM_SECONDS
         stopping = asyncio.ensure_future(here.stopping.wait())
+        ending = asyncio.ensure_future(viewer.ending.wait())
         got: asyncio.Future | None = None
         try:
             while (left := ends - time.monotonic()) > 0 and not here.stopping.is_set():
                 got = got or asyncio.ensure_future(viewer.outbox.get())
                 done, _ = await asyncio.wait(
-                    {got, stopping},
+                    {got, stopping, ending},
                     timeout=min(KEEPALIVE_SECONDS, left),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
+                if viewer.ended is not None:  # before anything it may have been handed
+                    yield _ending(viewer.ended)
+                    return
                 if got in done:
                     event, data = got.result()
                     got = None
@@ -406,7 +597,14 @@ async def _events(team_ids: list[int], wants: frozenset[str]):
                     yield ": still here\n\n"
         finally:
             stopping.cancel()
+            ending.cancel()
             if got is not None:
                 got.cancel()
     finally:
-        here.leave(viewer)
+        here.release(viewer)
+
+
+def _ending(why: str) -> str:
+    """A stream's last words when the check ended it: a signed-out page is told so (board.js
+    stops asking); any other just ends, and the browser reconnects to what it may see now."""
+    return "event: signedout\ndata: {}\n\n" if why == "signedout" else ": ended\n\n"

@@ -23,6 +23,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from board import live
 from board import scope as board_scopes
 from board.forms import InviteMemberForm, SinkForm
 from board.redirects import local
@@ -245,8 +246,11 @@ def _change_sink(request, team: Team, op: str) -> HttpResponse:
 def team_switch(request: HttpRequest) -> HttpResponse:
     """Pick the team the Board shows (empty: all of the user's teams)."""
     slug = request.POST.get("team", "")
-    if slug and any(team.slug == slug for team in board_scope(request).teams):
+    picked = next((t for t in board_scope(request).teams if slug and t.slug == slug), None)
+    if picked is not None:
         request.session[board_scopes.SESSION_KEY] = slug
+        # The session's open streams that show another team end (board/live.py).
+        live.narrow(request.session.session_key, [picked.pk])
     else:
         request.session.pop(board_scopes.SESSION_KEY, None)
         if slug:  # the same words for an unknown and a foreign slug

@@ -12,6 +12,13 @@ index, which the ORM cannot say.
 - ``TEAM_LAST_HOUR``: the tries each endpoint's agents ended in the last hour, per minute
   (``todo_attempts_endpoint_ended``, index-only where vacuumed), and the agents seen in the
   last five minutes: the claimants of tries ended then and of the tries open now.
+
+The open streams themselves (``board_streams``, migration 0031; no Django model, like
+``board_watches``): a stream is let in under its person's cap (``BOARD_STREAM_LOCK`` then
+``BOARD_STREAM_OPEN``, one transaction), each web process asks every couple of seconds which of
+its streams may no longer show what they show (``BOARD_STREAMS_CHECK``: one statement for all
+of them), a stream that ends deletes its row (``BOARD_STREAMS_CLOSE``), and a team switch ends
+its session's streams that show a team it dropped (``BOARD_STREAMS_NARROW``).
 """
 
 from __future__ import annotations
@@ -23,6 +30,11 @@ from queues.sql.health import queue_now
 
 __all__ = [
     "BOARD_CHANNEL",
+    "BOARD_STREAMS_CHECK",
+    "BOARD_STREAMS_CLOSE",
+    "BOARD_STREAMS_NARROW",
+    "BOARD_STREAM_LOCK",
+    "BOARD_STREAM_OPEN",
     "BOARD_UNWATCH",
     "BOARD_WATCH",
     "LISTEN_BOARD",
@@ -58,6 +70,94 @@ DELETE FROM board_watches
     OR expires_at < statement_timestamp() - interval '1 minute'
 """,
     why="a delete by an array's complement, and of rows left by processes gone",
+)
+
+# The open streams. Their person's streams are counted under a lock of that person (an
+# advisory lock, class ``lock_class``, keyed by the user id) held to the end of the transaction
+# that inserts: the count is then a statement after the lock, so it sees every insert committed
+# before (a count in the locking statement would read the snapshot taken before the wait, and
+# two processes would both let in the 24th).
+BOARD_STREAM_LOCK = Statement(
+    "board_stream_lock",
+    "SELECT pg_advisory_xact_lock(%(lock_class)s::int, %(user_id)s::int)",
+    why="a transaction-scoped advisory lock (the ORM has none): one person's streams are "
+    "counted one opening at a time, across every web process",
+)
+BOARD_STREAM_OPEN = Statement(
+    "board_stream_open",
+    """
+INSERT INTO board_streams (holder, user_id, session_key, password_digest, team_ids, expires_at)
+SELECT %(holder)s, %(user_id)s, %(session_key)s, %(password_digest)s, %(team_ids)s::bigint[],
+       statement_timestamp() + make_interval(secs => %(seconds)s)
+ WHERE (SELECT count(*) FROM board_streams s
+         WHERE s.user_id = %(user_id)s AND s.expires_at > statement_timestamp()) < %(cap)s
+RETURNING id
+""",
+    why="an insert only while a count stays under the cap, in one statement; the table has no "
+    "model (UNLOGGED, made in raw SQL like board_watches)",
+)
+
+# Which of a process's streams may no longer show what they show, each with why:
+# ``signedout`` (the session is gone or expired, the user gone or inactive), ``password`` (the
+# password hash is not the one the stream was opened under: Django's session auth hash is an
+# HMAC of it, so every session opened before the change no longer signs in), ``teams`` (a team
+# the stream shows is no longer among the user's). Those rows are deleted, the others renewed
+# when due, and rows that expired (their process died) swept; a stream whose row is missing
+# (a team switch deleted it, or it lapsed) is not returned. One statement a process per check,
+# whatever its number of streams: each row is three probes by primary key and one of
+# ``team_members_unique`` per team shown.
+BOARD_STREAMS_CHECK = Statement(
+    "board_streams_check",
+    """
+WITH mine AS MATERIALIZED (
+    SELECT s.id, s.expires_at,
+           CASE
+               WHEN d.session_key IS NULL OR d.expire_date <= statement_timestamp()
+                    OR u.id IS NULL OR NOT u.is_active THEN 'signedout'
+               WHEN sha256(convert_to(u.password, 'UTF8')) <> s.password_digest THEN 'password'
+               WHEN EXISTS (SELECT FROM unnest(s.team_ids) AS shown(team_id)
+                             WHERE NOT EXISTS (SELECT FROM team_members m
+                                                WHERE m.team_id = shown.team_id
+                                                  AND m.user_id = s.user_id)) THEN 'teams'
+           END AS ended
+      FROM board_streams s
+      LEFT JOIN django_session d ON d.session_key = s.session_key
+      LEFT JOIN auth_user u ON u.id = s.user_id
+     WHERE s.id = ANY(%(stream_ids)s::bigint[])
+), renewed AS (
+    UPDATE board_streams s
+       SET expires_at = statement_timestamp() + make_interval(secs => %(seconds)s)
+      FROM mine
+     WHERE s.id = mine.id AND mine.ended IS NULL
+       AND mine.expires_at < statement_timestamp() + make_interval(secs => %(renew_within)s)
+), ended AS (
+    DELETE FROM board_streams s USING mine WHERE s.id = mine.id AND mine.ended IS NOT NULL
+), lapsed AS (
+    -- SKIP LOCKED: two processes sweeping at once never wait on each other (nor deadlock).
+    DELETE FROM board_streams s
+     WHERE s.id IN (SELECT l.id FROM board_streams l
+                     WHERE l.expires_at < statement_timestamp()
+                       AND l.id <> ALL(%(stream_ids)s::bigint[])
+                     LIMIT 1000 FOR UPDATE SKIP LOCKED)
+)
+SELECT id, ended FROM mine
+""",
+    why="joins to Django's sessions and users tables by key, a renewal, a delete and a sweep "
+    "in one statement (data-modifying CTEs)",
+    prepare=True,  # every couple of seconds on every web process that holds a stream
+)
+BOARD_STREAMS_CLOSE = Statement(
+    "board_streams_close",
+    "DELETE FROM board_streams WHERE id = ANY(%(stream_ids)s::bigint[])",
+    why="the table has no model (UNLOGGED, made in raw SQL like board_watches)",
+)
+BOARD_STREAMS_NARROW = Statement(
+    "board_streams_narrow",
+    """
+DELETE FROM board_streams
+ WHERE session_key = %(session_key)s AND NOT (team_ids <@ %(team_ids)s::bigint[])
+""",
+    why="an array containment test (<@) on a table without a model",
 )
 
 TEAM_NOW = Statement(

@@ -531,6 +531,17 @@
         each(function (live) { live.onUpdate(update); });
       });
       source.addEventListener("resync", function () { each(function (live) { live.refresh(false); }); });
+      // The sign-in ended (signed out, expired): no reconnect, which would only meet the 401.
+      // The regions say so and go on reading on their timers: once signed in again (another
+      // tab) they read the page again, as a refused stream's regions do.
+      source.addEventListener("signedout", function () {
+        source.close();
+        Stream.live = false;
+        each(function (live) { live.status("Signed out: reload to sign in", true); live.schedule(); });
+      });
+      // A stream the server ended for its teams (removed from one, a team switch) or its
+      // password just ends: the browser reconnects after its retry and is told what it may
+      // see now (a "ready" with fewer teams, or the 401).
       source.addEventListener("error", function () {
         // Reconnecting (the browser does, after the server's retry) or refused for good
         // (no stream here: 204): the regions read themselves on their timers meanwhile.
