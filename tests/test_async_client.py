@@ -12,7 +12,8 @@ from django.db import connections
 from queues import transitions
 from queues.models import Todo, TodoAttempt
 from queues.transitions import Actor
-from switchboard.client import AsyncClient, AsyncJob, Client, SwitchboardError
+from switchboard.client import AsyncClient, AsyncJob, Backoff, Client, SwitchboardError
+from tests.forwarding import RecordingProxy
 from tests.unanswered import first_connection_unanswered
 
 live = pytest.mark.django_db(transaction=True)
@@ -202,3 +203,76 @@ def test_errors_carry_the_apis_code_and_the_token_stays_out_of_sight(live_server
     assert (invalid.status, invalid.code) == (400, "invalid")
     for text in (shown, str(missing), str(invalid)):
         assert token not in text
+
+
+# --- the job loop through refusals and lost answers (issue 41, item 6) ------------------------
+
+
+@pytest.fixture
+def proxy(live_server):
+    recording = RecordingProxy(live_server.url)
+    yield recording
+    recording.close()
+
+
+@live
+def test_a_close_whose_answer_was_lost_is_sent_again_and_answered_as_replayed(proxy, token):
+    """As for the sync client (tests/test_client.py): the complete lands, its answer is lost
+    (twice: the client's one quiet retry on a fresh connection included); the loop sends it
+    again with the same attempt and is answered ``replayed``."""
+
+    async def scenario() -> list[dict]:
+        async with AsyncClient(proxy.url, token, backoff=Backoff(first_seconds=0.05)) as sb:
+            await sb.create_todo(title="first")
+            proxy.lose_answers("complete", 2)
+            stop, ended = asyncio.Event(), []
+            async for job in sb.work(wait_seconds=1, stop=stop, claimant="loop"):
+                async with job:
+                    ended.append(await job.complete(result={"n": len(ended)}))
+                if len(ended) == 1:
+                    await sb.create_todo(title="second")
+                else:
+                    stop.set()
+            return ended
+
+    ended = run(scenario())
+    assert ended[0]["replayed"] is True and ended[0]["next"] is None
+    assert ended[1]["replayed"] is False
+    closes = [e for e in proxy.seen() if e.verb == "complete"]
+    assert [e.status for e in closes] == [None, None, 200, 200]
+    assert [e.asked["attempt_seq"] for e in closes[:3]] == [1, 1, 1]
+    assert set(Todo.objects.values_list("state", flat=True)) == {"done"}
+    assert TodoAttempt.objects.filter(outcome="completed").count() == 2
+
+
+@live
+def test_stop_ends_a_loop_waiting_to_try_a_claim_again(proxy, token, settings):
+    """One claim a minute: the loop's claim is refused 429 with ``Retry-After`` near 60 s;
+    told to stop while it waits, the loop ends then, without trying again or raising."""
+    settings.SWITCHBOARD_CLAIMS_PER_MINUTE = 1
+    sb = Client(proxy.url, token)
+    sb.create_todo(title="spends the minute's claim")
+    claimed = sb.claim_next()
+    sb.complete(todo_id=claimed["todo"]["id"], attempt_seq=claimed["attempt_seq"])
+
+    async def scenario() -> tuple[float, float, list]:
+        async with AsyncClient(proxy.url, token) as client:
+            stop, jobs = asyncio.Event(), []
+
+            async def loop() -> None:
+                async for job in client.work(wait_seconds=1, stop=stop):
+                    jobs.append(job)
+
+            task = asyncio.create_task(loop())
+            while not any(e.status == 429 for e in proxy.seen()) and not task.done():
+                await asyncio.sleep(0.02)
+            told = time.monotonic()
+            stop.set()
+            await asyncio.wait_for(task, 20)  # raises what the loop raised
+            return told, time.monotonic(), jobs
+
+    told, ended, jobs = run(scenario())
+    [refused] = [e for e in proxy.seen() if e.status == 429]
+    assert float(refused.retry_after) >= 30 and jobs == []
+    assert ended - told < float(refused.retry_after)
+    assert proxy.verbs()[-1] == "claim_next" and proxy.verbs().count("claim_next") == 2
