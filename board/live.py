@@ -152,6 +152,12 @@ class Who:
     team_ids: list[int]
 
 
+@dataclass
+class _Opening:
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    waiting: int = 0
+
+
 class Hub:
     """One per event loop (a web process): the viewers of each team, their teams' watches,
     each team's gathered changes, and its open streams (their rows, checked every
@@ -170,6 +176,7 @@ class Hub:
         self._checker: asyncio.Task | None = None
         self._closing: set[int] = set()  # rows of ended streams still to delete
         self._closer: asyncio.Task | None = None
+        self._opening: dict[int, _Opening] = {}  # by user id, while they open streams
         self.stopping = asyncio.Event()
         self.statements = 0  # statements the updates ran (the bench reads it)
 
@@ -188,7 +195,18 @@ class Hub:
             "seconds": STREAM_ROW_SECONDS,
             "cap": cap,
         }
-        stream_id = await db.arun(_let_in(params))
+        # One opening of a person's at a time in this process, before a pooled connection is
+        # taken: a script opening hundreds at once waits here, not on the advisory lock with
+        # a connection each (the pool the agents' requests use too).
+        opening = self._opening.setdefault(who.user_id, _Opening())
+        opening.waiting += 1
+        try:
+            async with opening.lock:
+                stream_id = await db.arun(_let_in(params))
+        finally:
+            opening.waiting -= 1
+            if not opening.waiting:
+                del self._opening[who.user_id]
         if stream_id is None:
             return False
         viewer.stream_id = stream_id
