@@ -50,8 +50,9 @@ The same rows make the per-person cap (``SWITCHBOARD_BOARD_STREAMS_PER_USER``) o
 across every web process: a stream is let in by an insert that counts the person's unexpired
 rows, under an advisory lock of that person (two openings on two processes cannot both be
 the last one let in); past the cap the page is answered 429 and reads itself on a timer. A
-row goes when its stream ends; a process that dies leaves rows that expire (STREAM_ROW_SECONDS)
-and are swept by any process's next check.
+row goes when its stream ends, also when its client left while it was let in (at once, or
+after START_SECONDS if Django never began the response); a process that dies leaves rows that
+expire (STREAM_ROW_SECONDS) and are swept by any process's next check.
 """
 
 from __future__ import annotations
@@ -96,6 +97,9 @@ CHECK_SECONDS = 2.0
 STREAM_ROW_SECONDS = 60  # a stream row's life, renewed by the check when less than...
 STREAM_ROW_RENEW_WITHIN = 40  # ...this is left: a row is written every 20 s, not every check
 STREAM_LOCK_CLASS = 0x42530000  # advisory lock class of the cap's count (key: the user id)
+# A stream let in whose events have not begun this long after is released: its client left
+# while it was being let in, and Django dropped the response without closing it.
+START_SECONDS = 10.0
 ROWS_MAX = 50  # more changed todos than this in one update: pages read themselves instead
 WANTS = frozenset({"rows", "counts", "ticker", "overview"})
 
@@ -120,6 +124,8 @@ class Viewer:
         self.wants = wants
         self.outbox: asyncio.Queue[tuple[str, str]] = asyncio.Queue(maxsize=64)
         self.stream_id: int | None = None  # its board_streams row, once let in
+        self.started = False  # its events began: the check watches it from then on
+        self.released = False  # its row is gone, or going
         self.ended: str | None = None  # why the check ended it (BOARD_STREAMS_CHECK's words)
         self.ending = asyncio.Event()
 
@@ -172,7 +178,7 @@ class Hub:
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.watched: set[int] = set()
         self._renewer: asyncio.Task | None = None
-        self.streams: dict[int, Viewer] = {}  # let in and not ended, by board_streams row
+        self.streams: dict[int, Viewer] = {}  # begun and not ended, by board_streams row
         self._checker: asyncio.Task | None = None
         self._closing: set[int] = set()  # rows of ended streams still to delete
         self._closer: asyncio.Task | None = None
@@ -185,6 +191,16 @@ class Hub:
     async def open(self, viewer: Viewer, who: Who, *, cap: int) -> bool:
         """Let the stream in under its person's cap, counted across every web process: its
         row in ``board_streams``. False when the person holds ``cap`` streams already."""
+        letting_in = asyncio.ensure_future(self._open(viewer, who, cap=cap))
+        try:
+            return await asyncio.shield(letting_in)
+        except asyncio.CancelledError:
+            # The client left while its row was being written: once it is, it goes again
+            # (else nothing would ever release it, and the check would renew it for good).
+            letting_in.add_done_callback(lambda _: self.release(viewer))
+            raise
+
+    async def _open(self, viewer: Viewer, who: Who, *, cap: int) -> bool:
         params = {
             "lock_class": STREAM_LOCK_CLASS,
             "holder": self.holder,
@@ -210,17 +226,33 @@ class Hub:
         if stream_id is None:
             return False
         viewer.stream_id = stream_id
-        self.streams[stream_id] = viewer
-        if self._checker is None or self._checker.done():
-            self._checker = asyncio.get_running_loop().create_task(self._check_forever())
+        asyncio.get_running_loop().call_later(START_SECONDS, self._unstarted, viewer)
+        return True
+
+    def _unstarted(self, viewer: Viewer) -> None:
+        if not viewer.started:
+            self.release(viewer)
+
+    def adopt(self, viewer: Viewer) -> bool:
+        """Its events begin: the check watches it from now on. False if it was released
+        already (it began too late)."""
+        if viewer.released:
+            return False
+        viewer.started = True
+        if viewer.stream_id is not None:
+            self.streams[viewer.stream_id] = viewer
+            if self._checker is None or self._checker.done():
+                self._checker = asyncio.get_running_loop().create_task(self._check_forever())
         return True
 
     def release(self, viewer: Viewer) -> None:
         """The stream ended, or its client left before it began: it leaves its teams, and its
         row goes (its place under the cap with it). Idempotent."""
         self.leave(viewer)
-        if viewer.stream_id is None or self.streams.pop(viewer.stream_id, None) is None:
-            return  # never let in, released already, or ended by the check (its row deleted)
+        if viewer.stream_id is None or viewer.released:
+            return  # never let in, or released already (or ended by the check: row deleted)
+        viewer.released = True
+        self.streams.pop(viewer.stream_id, None)
         self._closing.add(viewer.stream_id)
         if self._closer is None or self._closer.done():
             self._closer = asyncio.get_running_loop().create_task(self._close_rows())
@@ -263,9 +295,11 @@ class Hub:
                 self.end(viewer, why[stream_id])
 
     def end(self, viewer: Viewer, why: str) -> None:
-        """End a stream for ``why``: out of its teams at once, so no later update reaches it."""
+        """End a stream for ``why``: out of its teams at once, so no later update reaches it.
+        Its row is gone already (the check deleted it, or it was missing)."""
         if viewer.stream_id is not None:
             self.streams.pop(viewer.stream_id, None)
+        viewer.released = True
         self.leave(viewer)
         viewer.end(why)
 
@@ -580,6 +614,9 @@ class _Stream(StreamingHttpResponse):
 
 async def _events(here: Hub, viewer: Viewer):
     try:
+        if not here.adopt(viewer):
+            yield "retry: 2000\n\n"  # too late: the browser asks again
+            return
         try:
             await here.join(viewer)
             ready = await here.counts(viewer.team_ids) if "counts" in viewer.wants else {}

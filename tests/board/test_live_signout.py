@@ -9,6 +9,7 @@ cap was counted in each process (48 streams on two workers for a cap of 24)."""
 
 from __future__ import annotations
 
+import socket
 import time
 from types import SimpleNamespace
 
@@ -312,3 +313,47 @@ def test_a_page_whose_sign_in_ended_says_so_and_shows_nothing_more(page, user, m
     page.wait_for_timeout(1500)
     expect(page.locator("#queue [data-live-show]")).to_be_hidden()  # no "1 new"
     assert asked == []  # told, not reconnecting into the 401
+
+
+def test_streams_whose_clients_left_while_they_were_let_in_hold_no_place(
+    live_server, client, user, settings, monkeypatch
+):
+    """Tabs closed while their streams were being let in (held here on the person's lock):
+    the row written after its client left goes again, and so does one whose response Django
+    never began (after START_SECONDS). Else no one would ever release it, every check would
+    renew it, and its place under the cap would be lost for good."""
+    monkeypatch.setattr(live, "START_SECONDS", 1.0)
+    settings.SWITCHBOARD_BOARD_STREAMS_PER_USER = 2
+    cookie = _cookie(client, user)
+    held = Stream(live_server, cookie)  # one place taken, and the check running
+    request = (
+        f"GET /live/?want=rows HTTP/1.1\r\nHost: localhost\r\nCookie: sessionid={cookie}\r\n\r\n"
+    ).encode()
+    try:
+        assert _until("ready", held)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s, %s)", [live.STREAM_LOCK_CLASS, user.pk])
+            try:
+                leaving = [socket.create_connection(("127.0.0.1", live_server.port))]
+                leaving += [socket.create_connection(("127.0.0.1", live_server.port))]
+                leaving += [socket.create_connection(("127.0.0.1", live_server.port))]
+                for sock in leaving:
+                    sock.sendall(request)
+                time.sleep(0.5)  # each waits on the lock to be let in
+                for sock in leaving:
+                    sock.close()  # and its client leaves
+                time.sleep(0.5)
+            finally:
+                cursor.execute(
+                    "SELECT pg_advisory_unlock(%s, %s)", [live.STREAM_LOCK_CLASS, user.pk]
+                )
+        time.sleep(0.5)  # let in now, one of them (the cap is two)
+        deadline = time.monotonic() + live.START_SECONDS + 3
+        while len(_rows_of_streams(user)) > 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(_rows_of_streams(user)) == 1
+        second = Stream(live_server, cookie)  # the cap's second place is free
+        second.close()
+        assert second.status == 200
+    finally:
+        held.close()
