@@ -123,12 +123,16 @@ class Backoff:
         ``time.monotonic()`` value)."""
         if not retryable(error):
             return None
-        step = min(self.cap_seconds, self.first_seconds * 2 ** min(tries - 1, 32))
         asked = error.retry_after if isinstance(error, SwitchboardError) else None
-        wait = (asked or 0.0) + random.uniform(0.0, step)
+        wait = self.wait(tries, asked)
         if deadline is not None and time.monotonic() + wait > deadline:
             return None
         return wait
+
+    def wait(self, tries: int, retry_after: float | None = None) -> float:
+        """The wait after ``tries`` failed tries, whatever the error."""
+        step = min(self.cap_seconds, self.first_seconds * 2 ** min(tries - 1, 32))
+        return (retry_after or 0.0) + random.uniform(0.0, step)
 
 
 def _waiting(what: str, error: BaseException, seconds: float) -> None:

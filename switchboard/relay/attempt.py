@@ -1,6 +1,8 @@
 """One claimed todo, from claim to report: its folder and its command, the heartbeats while
 the command runs (a ``conflict`` stops it and reports nothing), and the close its exit status
-asks for, tried again while the server cannot take it."""
+asks for, tried again while the server cannot take it (the client's ``Job`` does: with the
+same attempt, for up to ``Backoff.close_seconds``, or until a second signal hurries the
+relay)."""
 
 from __future__ import annotations
 
@@ -17,10 +19,6 @@ from switchboard.client import Client, Job, SwitchboardError
 from switchboard.relay.child import Child, describe_status, signal_group
 from switchboard.relay.config import EXIT_COMPLETE, EXIT_NOT_RETRYABLE, EXIT_RELEASE, Config
 from switchboard.relay.context import AttemptFolder
-
-# Seconds between tries of a report the server could not take (replays are safe: a
-# repeated close returns the recorded result).
-REPORT_RETRIES = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 class Runner(Protocol):
@@ -54,7 +52,7 @@ class Attempt:
         self.config = relay.config
         self.claimed = claimed
         # ``then``: the report claims the slot's next todo too (runner._NextClaim).
-        self.job = Job(relay.client, claimed, then=then)
+        self.job = Job(relay.client, claimed, then=then, give_up=relay.hurry)
         self.todo: dict = claimed["todo"]
         self.seq: int = claimed["attempt_seq"]
         self.claimant = claimant
@@ -208,8 +206,9 @@ class Attempt:
         self._close("release", summary=summary)
 
     def _close(self, verb: str, **arguments: Any) -> None:
+        """Report, the job trying again through an outage (each wait said by the client's
+        log, which the relay prints); when it gives up, the lease lapses."""
         arguments = {k: v for k, v in arguments.items() if v is not None}
-        retries = iter(REPORT_RETRIES)
         while True:
             try:
                 ended = getattr(self.job, verb)(**arguments)
@@ -234,18 +233,11 @@ class Attempt:
                         "summary": f"the relay could not report this attempt: {exc.message}",
                     }
                     continue
-                if exc.code != "unavailable" and exc.code != "rate_limited" and exc.status < 500:
-                    self.say(f"{verb} answered {exc.status} {exc.code}: {exc.message}")
-                    return
-                problem = exc.code
+                problem = f"{exc.status} {exc.code}: {exc.message}"
             except OSError as exc:
-                problem = type(exc).__name__
-            delay = next(retries, None)
-            if delay is None or self.relay.hurry.is_set():
-                self.say(f"{verb} failed ({problem}); giving up: the lease will lapse")
-                return
-            self.say(f"{verb} failed ({problem}); trying again in {delay:g}s")
-            time.sleep(delay)
+                problem = f"{type(exc).__name__}: {exc}"
+            self.say(f"{verb} failed ({problem}); giving up: the lease will lapse")
+            return
         todo = ended.get("todo") or {}
         self.say(
             f"{verb}: {ended.get('outcome')}, {ended.get('disposition')}"

@@ -92,6 +92,7 @@ class Config:
     grace_seconds: float = 10.0
     claimant: str = DEFAULT_CLAIMANT
     wait_seconds: float = 10.0
+    retry_cap_seconds: float = 30.0
     stdin: bool = False
     once: bool = False
     max_todos: int | None = None
@@ -142,6 +143,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="seconds an idle claim long-polls (the server caps it at 30); on SIGTERM the "
         "relay waits this long at most for idle claims to return [10; 0 with --once]",
+        metavar="SECONDS",
+    )
+    parser.add_argument(
+        "--retry-cap",
+        type=float,
+        default=30.0,
+        help="the longest wait before a claim or a report is tried again while the server "
+        "is away (waits start at 0.5 s, double, and are jittered) [30]",
         metavar="SECONDS",
     )
     parser.add_argument(
@@ -200,6 +209,8 @@ def config_from(options: Mapping[str, Any], environ: Mapping[str, str]) -> Confi
     grace = options.get("grace")
     grace = 10.0 if grace is None else grace
     max_todos = options.get("max_todos")
+    retry_cap = options.get("retry_cap")
+    retry_cap = 30.0 if retry_cap is None else retry_cap
     claimant = options.get("claimant") or DEFAULT_CLAIMANT
     if concurrency < 1:
         raise UsageError("--concurrency must be at least 1")
@@ -211,6 +222,8 @@ def config_from(options: Mapping[str, Any], environ: Mapping[str, str]) -> Confi
         raise UsageError("--grace and --wait cannot be negative")
     if max_todos is not None and max_todos < 1:
         raise UsageError("--max-todos must be at least 1")
+    if not 0 < retry_cap <= 3600:
+        raise UsageError("--retry-cap must be more than 0 and at most 3600 seconds")
     try:
         claimant.format(**dict.fromkeys(CLAIMANT_FIELDS, "x"))
     except (KeyError, IndexError, ValueError) as exc:
@@ -233,6 +246,7 @@ def config_from(options: Mapping[str, Any], environ: Mapping[str, str]) -> Confi
         grace_seconds=grace,
         claimant=claimant,
         wait_seconds=wait,
+        retry_cap_seconds=retry_cap,
         stdin=bool(options.get("stdin")),
         once=once,
         max_todos=max_todos,

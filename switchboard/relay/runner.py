@@ -5,6 +5,7 @@ running one ``Attempt`` at a time, until a signal, ``--once`` or ``--max-todos``
 from __future__ import annotations
 
 import heapq
+import logging
 import os
 import shutil
 import signal
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from switchboard.client import Client, SwitchboardError
+from switchboard.client import Backoff, Client, SwitchboardError, retryable
 from switchboard.relay.attempt import Attempt
 from switchboard.relay.config import RELAY_ERROR, RELAY_OK, RELAY_REFUSED, Config
 
@@ -39,7 +40,9 @@ class Relay:
         self, config: Config, *, stdout: TextIO | None = None, stderr: TextIO | None = None
     ):
         self.config = config
-        self.client = Client(config.url, config.token)
+        self.client = Client(
+            config.url, config.token, backoff=Backoff(cap_seconds=config.retry_cap_seconds)
+        )
         self.limits = dict(DEFAULT_LIMITS)
         self.stopping = threading.Event()  # claim no more; stop commands; release
         self.hurry = threading.Event()  # a second signal: no grace period, no waiting
@@ -75,6 +78,7 @@ class Relay:
             self._workdir = self.config.workdir
             self._workdir.mkdir(parents=True, exist_ok=True)
         restore = self._install_signal_handlers()
+        quiet = self._say_client_log()
         self.say(
             f"working {self.config.url} with {self.config.concurrency} slot(s), "
             f"lease {self.config.lease_seconds}s, claimant {self.config.claimant!r}"
@@ -105,6 +109,7 @@ class Relay:
                     slot.join(0.1)
         finally:
             restore()
+            quiet()
             if temporary:
                 shutil.rmtree(self._workdir, ignore_errors=True)
         if self._fatal:
@@ -150,6 +155,20 @@ class Relay:
         long_poll = features.get("long_poll")
         if isinstance(long_poll, dict) and isinstance(long_poll.get("max_wait_seconds"), int):
             self._wait = min(self._wait, long_poll["max_wait_seconds"])
+
+    def _say_client_log(self) -> Callable[[], None]:
+        """The client's log (each wait before a report or a claim is tried again) said as
+        the relay's own lines, and nowhere else, while the relay runs."""
+        client_log = logging.getLogger("switchboard.client")
+        handler, propagate = _Said(self), client_log.propagate
+        client_log.addHandler(handler)
+        client_log.propagate = False
+
+        def quiet() -> None:
+            client_log.removeHandler(handler)
+            client_log.propagate = propagate
+
+        return quiet
 
     def _install_signal_handlers(self) -> Callable[[], None]:
         if threading.current_thread() is not threading.main_thread():
@@ -225,22 +244,23 @@ class Relay:
         return {"require_fence": True, "lease_seconds": self.config.lease_seconds}
 
     def _claim_failed(self, exc: Exception, errors: int) -> bool:
-        """Say why a claim failed and wait before the next; False stops the slot."""
-        delay = min(30.0, 2.0 ** min(errors, 5))
+        """Say why a claim failed and wait before the next, as the client's job loops wait
+        (``Backoff``: full jitter, never shorter than the server's ``Retry-After``), or
+        until the relay stops; False stops the slot: a refusal no later try can change."""
         if isinstance(exc, SwitchboardError):
             if exc.code in ("unauthorized", "forbidden"):
                 self.fatal(f"claim_next answered {exc.code}: {exc.message}")
                 return False
-            if exc.code == "rate_limited":
-                retry_after = exc.extra.get("retry_after")
-                if isinstance(retry_after, int | float):
-                    delay = max(float(retry_after), 0.5)
-            elif exc.code != "unavailable" and exc.status < 500:
+            if not retryable(exc) and exc.status < 500:
                 self.fatal(f"claim_next answered {exc.status} {exc.code}: {exc.message}")
                 return False
-            self.say(f"claim_next answered {exc.code}; trying again in {delay:g}s")
+            # Any 5xx: a relay is left running unattended, so even a server's 500 is tried
+            # again (said each time) rather than ending every slot.
+            delay = self.client.backoff.wait(errors, exc.retry_after)
+            self.say(f"claim_next answered {exc.status} {exc.code}; trying again in {delay:.1f}s")
         else:
-            self.say(f"claim_next failed ({type(exc).__name__}: {exc}); again in {delay:g}s")
+            delay = self.client.backoff.wait(errors)
+            self.say(f"claim_next failed ({type(exc).__name__}: {exc}); again in {delay:.1f}s")
         self.stopping.wait(delay)
         return True
 
@@ -276,6 +296,15 @@ class Relay:
     def workdir(self) -> Path:
         assert self._workdir is not None
         return self._workdir
+
+
+class _Said(logging.Handler):
+    def __init__(self, relay: Relay) -> None:
+        super().__init__(logging.INFO)
+        self.relay = relay
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.relay.say(record.getMessage())
 
 
 class _NextClaim:

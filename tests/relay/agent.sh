@@ -71,6 +71,19 @@ together)
     printf '{"together": %s}\n' "$STUB_TOGETHER" > "$SWITCHBOARD_RESULT_FILE"
     exit 0
     ;;
+gate)
+    # Until the test says go (the file "go"), then done: the test chooses the moment the
+    # report goes out (into a database outage, say). Alone, it gives up after 60 s.
+    echo "$$" > "$out/pid-$todo-$seq"
+    i=0
+    while [ ! -e "$out/go" ]; do
+        i=$((i + 1))
+        if [ "$i" -gt 600 ]; then echo "never told to go" >&2; exit 1; fi
+        sleep 0.1
+    done
+    printf '{"gated": %s}\n' "$todo" > "$SWITCHBOARD_RESULT_FILE"
+    exit 0
+    ;;
 *)
     echo "unknown STUB_MODE" >&2
     exit 2
