@@ -142,8 +142,11 @@ class _Exchange:
         except TimeoutError:
             return
 
-    def watch_disconnect(self) -> asyncio.Future:
-        """A future done once the client goes away (the body must have been read)."""
+    def watch_disconnect(self, *, peek: bool = False) -> waiting.Departure:
+        """A future done once the client goes away (the body must have been read); with
+        ``peek``, a look taken only when asked (no task for a call that does not wait)."""
+        if peek:
+            return _Peek(self)
         if self.gone is None:
             loop = asyncio.get_running_loop()
             self.gone = loop.create_future()
@@ -193,6 +196,34 @@ class _Exchange:
         for cookie in response.cookies.values():
             headers.append(("set-cookie", cookie.output(header="").strip()))
         await self.respond(response.status_code, response.content, headers)
+
+
+class _Peek:
+    """Whether the client has already gone, looked at when asked and not watched meanwhile:
+    one ``receive()`` stepped without waiting. After the body, a server answers ``receive``
+    with the disconnect at once when the connection is closed (uvicorn does) and otherwise
+    waits for it; a step that would wait is abandoned (closed), which takes nothing off the
+    connection. The look is kept once it saw the client gone."""
+
+    __slots__ = ("_exchange", "_gone")
+
+    def __init__(self, exchange: _Exchange) -> None:
+        self._exchange = exchange
+        self._gone = False
+
+    def done(self) -> bool:
+        watched = self._exchange.gone
+        if watched is not None:
+            return watched.done()
+        if not self._gone:
+            step = self._exchange.receive().__await__()
+            try:
+                step.send(None)
+            except StopIteration as said:
+                self._gone = said.value.get("type") == "http.disconnect"
+            else:
+                step.close()
+        return self._gone
 
 
 class _SiteRules:
@@ -349,7 +380,7 @@ async def _verb(exchange: _Exchange, name: str) -> None:
         verb = verbs.named(name)
         verb.check_allowed(endpoint)
         params = wire.decode(verb, body)
-        gone = exchange.watch_disconnect() if waiting.waits(verb, params) else None
+        gone = waiting.departure(verb, params, exchange.watch_disconnect)
         result = await waiting.call(endpoint, verb, params, gone=gone)
     except DomainError as error:
         await exchange.error(error)

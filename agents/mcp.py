@@ -47,6 +47,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse
 from django_mcpz.headers import decode_header_value
 from django_mcpz.jsonrpc import (
+    INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     MessageError,
@@ -67,7 +68,7 @@ from django_mcpz.server import (
 from django_msgspec import enc_hook
 from msgspec import UnsetType
 
-from agents import waiting, wire
+from agents import mcp_frames, waiting, wire
 from agents.auth import endpoint_for
 from agents.verbs import REGISTRY, Verb
 from queues.errors import (
@@ -264,9 +265,24 @@ def _register(verb: Verb) -> None:
 
 
 def _input_schema(verb: Verb) -> dict:
+    """The verb's struct as a JSON Schema with nothing by reference: ``then`` (claim_next's
+    arguments) written out where it is used. Strict tool schemas (OpenAI's, which
+    openai-agents converts MCP tools to) refuse a ``$ref`` they cannot check."""
     schema = type_schema(verb.params)
     schema["additionalProperties"] = False  # the structs forbid unknown fields
-    return schema
+    definitions = schema.pop("$defs", {})
+    return _inlined(schema, definitions)
+
+
+def _inlined(node: Any, definitions: dict) -> Any:
+    if isinstance(node, list):
+        return [_inlined(item, definitions) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = definitions[node["$ref"].removeprefix("#/$defs/")]
+        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+    return {key: _inlined(value, definitions) for key, value in node.items()}
 
 
 for _verb in REGISTRY.values():
@@ -287,8 +303,20 @@ def _refusal_body(exc: Exception, verb: Verb) -> dict:
 
 async def answer(scope: dict, body: bytes, *, watch_disconnect: Callable) -> HttpResponse:
     """The answer to an ``/mcp`` request whose body has been read and screened, as
-    django-mcpz's view gives it (the module's docstring says how it runs on the loop).
-    ``watch_disconnect()`` gives a future done once the client goes away."""
+    django-mcpz's view gives it (the module's docstring says how it runs on the loop), or
+    as one SSE event to a client that accepts only an event stream. A 2025-03-26 batch is
+    answered message by message (agents/mcp_frames.py). ``watch_disconnect()`` gives a
+    future done once the client goes away."""
+    if scope["method"] == "POST" and mcp_frames.is_batch(scope["headers"], body):
+        response = await _batch(scope, body, watch_disconnect=watch_disconnect)
+    else:
+        response = await _one(scope, body, watch_disconnect=watch_disconnect)
+    if mcp_frames.accepts_only_event_stream(scope["headers"]):
+        return mcp_frames.as_event_stream(response)
+    return response
+
+
+async def _one(scope: dict, body: bytes, *, watch_disconnect: Callable) -> HttpResponse:
     if scope["method"] == "POST":
         call = plain_tool_call(scope["headers"], body)
         if call is not None:
@@ -296,6 +324,32 @@ async def answer(scope: dict, body: bytes, *, watch_disconnect: Callable) -> Htt
             if answered is not None:
                 return answered
     return await through_view(scope, body, watch_disconnect=watch_disconnect)
+
+
+async def _batch(scope: dict, body: bytes, *, watch_disconnect: Callable) -> HttpResponse:
+    """A batch: refused whole for what concerns the whole request (the Origin, the token:
+    with id null, a batch has no one id), else each message answered as if alone."""
+    request = ASGIRequest(scope, io.BytesIO(body))
+    if not server._origin_allowed(request):
+        return _view(request)  # django-mcpz's own 403, before it reads the body
+    await _authenticate(request)
+    refused = endpoint_auth(request)
+    if refused is not None:
+        return refused
+
+    async def one(message: bytes) -> HttpResponse:
+        return await through_view(scope, message, watch_disconnect=watch_disconnect)
+
+    try:
+        replies = await mcp_frames.answers(body, one)
+    except mcp_frames.BadBatch as bad:
+        return _jsonrpc_response(
+            jsonrpc_error(None, INVALID_REQUEST, str(bad)), status=HTTPStatus.BAD_REQUEST
+        )
+    if not replies:
+        return HttpResponse(status=HTTPStatus.ACCEPTED)
+    status = HTTPStatus.OK if mcp_frames.has_request(body) else HTTPStatus.BAD_REQUEST
+    return _jsonrpc_response(msgspec.Raw(b"[" + b",".join(replies) + b"]"), status=status)
 
 
 async def through_view(scope: dict, body: bytes, *, watch_disconnect: Callable) -> HttpResponse:
@@ -323,7 +377,7 @@ async def through_view(scope: dict, body: bytes, *, watch_disconnect: Callable) 
 
 
 def _gone_if_waiting(verb: Verb, params: Any, watch_disconnect: Callable):
-    return watch_disconnect() if waiting.waits(verb, params) else None
+    return waiting.departure(verb, params, watch_disconnect)
 
 
 class _Reply(msgspec.Struct):
@@ -352,6 +406,10 @@ def _view(request: HttpRequest) -> HttpResponse:
             return response
         if error is not None and not _has_body(error.get("data")):
             reply = json.loads(response.content)
+            if response.status_code == HTTPStatus.FORBIDDEN and reply.get("id") is None:
+                # django-mcpz refuses an Origin before it reads the body: the request's id,
+                # when it can be read, as JSON-RPC asks of every response.
+                reply["id"] = _request_id(request.body)
             message = error.get("message")
             message = message if isinstance(message, str) else ""
             data = error.get("data")
@@ -393,7 +451,7 @@ def jsonrpc_error(
     }
 
 
-def _jsonrpc_response(body: dict, *, status: int) -> HttpResponse:
+def _jsonrpc_response(body: dict | msgspec.Raw, *, status: int) -> HttpResponse:
     response = HttpResponse(msgspec.json.encode(body), status=status)
     response["Content-Type"] = "application/json"
     response["Cache-Control"] = "no-store"

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from django.conf import settings
 
@@ -27,6 +28,14 @@ from queues.errors import (
 )
 from queues.models import Endpoint
 from queues.transitions import Actor
+
+
+class Departure(Protocol):
+    """Whether a call's client has gone: a future done when it went (a long-poll's, watched
+    all along), or a look taken when asked (agents/front.py ``_Peek``: a claim that does not
+    wait asks once, after its statement)."""
+
+    def done(self) -> bool: ...
 
 
 class ClientGone(Exception):
@@ -89,7 +98,7 @@ async def call(
     params,
     *,
     mcp_session_id: str | None = None,
-    gone: asyncio.Future | None = None,
+    gone: Departure | None = None,
 ) -> dict:
     """Run ``verb``'s plan on the async pool, claim_next's long-poll on the doorbell. ``gone``
     is done when the client went away: a wait then ends with ClientGone, and a claim that
@@ -131,7 +140,7 @@ async def call(
     return result
 
 
-async def _unless_gone(endpoint: Endpoint, claim: dict, gone: asyncio.Future | None) -> None:
+async def _unless_gone(endpoint: Endpoint, claim: dict, gone: Departure | None) -> None:
     """A claim committed after its client went away is released at once (ClientGone)."""
     if gone is not None and gone.done() and claim.get("todo") is not None:
         await release_unheard(endpoint, claim)
@@ -144,7 +153,7 @@ async def claim_after(
     then,
     *,
     mcp_session_id: str | None,
-    gone: asyncio.Future | None,
+    gone: Departure | None,
 ) -> dict:
     """The close's answer with the next claim's (``next``): claim_next with ``then``'s
     arguments, long-poll and all. The close is committed already: a claim that fails says
@@ -172,6 +181,18 @@ def waits(verb: Verb, params) -> bool:
         return bool(params.wait_seconds)
     then = getattr(params, "then", None)
     return bool(then is not None and then.wait_seconds)
+
+
+def departure(verb: Verb, params, watch: Callable[..., Departure]) -> Departure | None:
+    """How a call learns that its client left: watched all along when it long-polls; looked
+    at once, after its statement, when it claims without waiting (claim, claim_next, a
+    close with ``then``: a client gone by then would leave the todo claimed for nobody until
+    its lease lapsed); not at all otherwise. ``watch(peek=…)`` is the front's."""
+    if waits(verb, params):
+        return watch()
+    if verb.claims or getattr(params, "then", None) is not None:
+        return watch(peek=True)
+    return None
 
 
 async def awaiting[T](
