@@ -501,15 +501,18 @@ class Job(_Claimed):
             except (SwitchboardError, OSError) as error:
                 failed += 1
                 delay = self._close_failed(self.client.backoff, verb, error, failed, deadline)
-                if delay is None:
+                if delay is None or self._told_to_give_up(delay):
                     raise
-                if self._give_up is not None and self._give_up.wait(delay):
-                    self._abandoned = True
-                    raise
-                if self._give_up is None:
-                    time.sleep(delay)
         self.ended = ended
         return self._took(ended)
+
+    def _told_to_give_up(self, seconds: float) -> bool:
+        """Wait before a close's next try; True when ``give_up`` was set meanwhile."""
+        if self._give_up is None:
+            time.sleep(seconds)
+            return False
+        self._abandoned = self._give_up.wait(seconds)
+        return self._abandoned
 
     def _give_back(self) -> None:
         """Release a todo the loop holds but never handed out, once: in an outage it is

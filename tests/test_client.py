@@ -6,8 +6,10 @@ written."""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -259,3 +261,29 @@ def test_the_loop_raises_at_once_what_trying_again_cannot_fix(proxy, vend, user)
     assert job.lost  # the close's conflict: leaving a block would send nothing more
     verbs = [verb for verb in proxy.verbs() if verb != "create_todo"]
     assert verbs == ["claim_next"] * 4 + ["complete"] * 3, verbs
+
+
+def test_a_close_that_cannot_get_through_gives_up_at_its_bound_and_sends_nothing_more(caplog):
+    """Nothing listens: the complete is tried again until ``close_seconds`` would be passed,
+    then its error raises; leaving the block then sends no fail (it would wait as long)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: connections are refused
+    backoff = Backoff(first_seconds=0.05, cap_seconds=0.2, close_seconds=1)
+    job = Job(
+        Client(f"http://127.0.0.1:{port}", "token", backoff=backoff),
+        {
+            "todo": {"id": 7},
+            "attempt_seq": 1,
+        },
+    )
+    caplog.set_level(logging.WARNING, logger="switchboard.client")
+    started = time.monotonic()
+    with pytest.raises(ConnectionRefusedError), job:
+        job.complete(summary="done, but nobody to tell")
+    took = time.monotonic() - started
+
+    said = [record.getMessage() for record in caplog.records]
+    assert len(said) >= 3 and all(s.startswith("complete of todo 7 attempt 1 ") for s in said)
+    assert took >= backoff.close_seconds - backoff.cap_seconds
+    assert job.ended is None
