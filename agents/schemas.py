@@ -51,10 +51,15 @@ Summary = Annotated[
 Artifact = Annotated[
     str,
     Meta(
-        description="An mcp:// handle or an https:// URL, at most "
-        f"{bounds.ARTIFACT_MAX_BYTES} bytes stored; never fetched."
+        description="An mcp:// handle or an https:// URL (the scheme in any case), at most "
+        f"{bounds.ARTIFACT_MAX_BYTES} bytes stored; never fetched.",
+        # The ledger's rule (bounds.bound_artifact), said where a schema can say it; the
+        # ledger enforces it, in its own words.
+        extra_json_schema={"pattern": bounds.ARTIFACT_PATTERN},
     ),
 ]
+# JSON Schema cannot bound an instant by the clock: the bound is in the description.
+NotBefore = Annotated[datetime, Meta(tz=True)]
 # Any JSON value, said so: a bare ``{}`` schema (what ``Any`` gives) reads as "undescribed" to
 # strict MCP clients (the Inspector's --strict warns on each one).
 _JSON_TYPES = {"type": ["object", "array", "string", "number", "boolean", "null"]}
@@ -101,7 +106,16 @@ class CreateTodo(Params):
     ] = ""
     priority: Annotated[int, Meta(ge=bounds.PRIORITY_MIN, le=bounds.PRIORITY_MAX)] = 0
     max_attempts: Annotated[int, Meta(ge=1, le=bounds.MAX_ATTEMPTS_MAX)] | None = None
-    not_before: Annotated[datetime, Meta(tz=True)] | None = None
+    not_before: (
+        Annotated[
+            NotBefore,
+            Meta(
+                description="Not to be claimed before this instant (RFC 3339, with a time "
+                f"zone), at most 30 days ({bounds.SNOOZE_SECONDS_MAX} seconds) from now."
+            ),
+        ]
+        | None
+    ) = None
     idempotency_key: (
         Annotated[str, Meta(min_length=1, max_length=bounds.IDEMPOTENCY_KEY_MAX_CHARS)] | None
     ) = None
@@ -115,9 +129,25 @@ class CreateTodo(Params):
 
 
 class ListTodos(Params):
-    state: State | None = None
+    # "type" beside the enum: strict tool schemas want every node typed.
+    state: Annotated[State, Meta(extra_json_schema={"type": "string"})] | None = None
     limit: Annotated[int, Meta(ge=1, le=bounds.LIST_MAX)] | None = None
-    cursor: str | None = None
+    cursor: (
+        Annotated[
+            str,
+            Meta(
+                description="The next_cursor of the page before; leave it out for the first page.",
+                # What a cursor this server gives out looks like (unpadded URL-safe base64,
+                # queues/selectors/details.py); anything else is invalid, an empty one too.
+                extra_json_schema={
+                    "minLength": 1,
+                    "maxLength": bounds.CURSOR_MAX_CHARS,
+                    "pattern": "^[A-Za-z0-9_-]+$",
+                },
+            ),
+        ]
+        | None
+    ) = None
 
 
 class GetTodo(Params):
@@ -188,11 +218,11 @@ class Release(Ending):
 
     not_before: (
         Annotated[
-            datetime,
+            NotBefore,
             Meta(
-                tz=True,
                 description="Snooze: not to be claimed again before this instant (RFC 3339,"
-                " with a time zone).",
+                f" with a time zone), at most 30 days ({bounds.SNOOZE_SECONDS_MAX} seconds) "
+                "from now, as delay_seconds.",
             ),
         ]
         | None

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import msgspec
+import msgspec.inspect
 
 from agents.verbs import Verb
 from queues import bounds
@@ -33,7 +34,15 @@ def decode(verb: Verb, body: bytes) -> Any:
     try:
         return decoder.decode(body or b"{}")
     except msgspec.ValidationError as exc:
-        raise invalid_arguments(exc) from None
+        # Perhaps a whole number written as 93.0: decoded again, generically, to see (the
+        # typed decoder stops at the first error, so the rest may not even be JSON).
+        try:
+            arguments = msgspec.json.decode(body)
+        except (msgspec.DecodeError, RecursionError):
+            raise invalid_arguments(exc) from None
+        if not _whole_numbers_as_integers(arguments, verb.params):
+            raise invalid_arguments(exc) from None
+        return convert(verb, arguments)
     except msgspec.DecodeError as exc:
         if _SURROGATE_ESCAPE.search(body):
             # msgspec calls a lone surrogate escape "Input data was truncated".
@@ -53,7 +62,56 @@ def convert(verb: Verb, arguments: dict[str, Any]) -> Any:
     try:
         return msgspec.convert(arguments, verb.params)
     except msgspec.ValidationError as exc:
-        raise invalid_arguments(exc) from None
+        if not _whole_numbers_as_integers(arguments, verb.params):
+            raise invalid_arguments(exc) from None
+        try:
+            return msgspec.convert(arguments, verb.params)
+        except msgspec.ValidationError as again:
+            raise invalid_arguments(again) from None
+
+
+def _whole_numbers_as_integers(value: object, kind: type) -> bool:
+    """Rewrite, in place, every whole-number float (93.0) that ``value`` holds where ``kind``
+    (a verb's params) takes an integer, as that integer; true if there was one. JSON Schema
+    counts 93.0 as an integer (the OpenAPI document and the MCP tools' schemas say
+    ``integer``), msgspec does not: so the API takes what its schemas admit. Nowhere else
+    (a ``result`` keeps its 93.0), and never a string ("93" stays invalid)."""
+    return _rewrite(value, msgspec.inspect.type_info(kind))
+
+
+def _rewrite(value: object, info: msgspec.inspect.Type) -> bool:
+    info = _bare(info)
+    if isinstance(info, msgspec.inspect.StructType) and isinstance(value, dict):
+        changed = False
+        for field in info.fields:
+            if field.encode_name not in value:
+                continue
+            item = value[field.encode_name]
+            if _takes_integer(field.type) and type(item) is float and item.is_integer():
+                value[field.encode_name] = int(item)
+                changed = True
+            elif _rewrite(item, field.type):
+                changed = True
+        return changed
+    if isinstance(info, msgspec.inspect.UnionType):
+        return any(_rewrite(value, option) for option in info.types)
+    return False
+
+
+def _takes_integer(info: msgspec.inspect.Type) -> bool:
+    """An integer, or an integer or null (not a number of any kind: that takes 93.0 as is)."""
+    info = _bare(info)
+    if isinstance(info, msgspec.inspect.UnionType):
+        options = [t for t in info.types if not isinstance(t, msgspec.inspect.NoneType)]
+        return len(options) == 1 and _takes_integer(options[0])
+    return isinstance(info, msgspec.inspect.IntType)
+
+
+def _bare(info: msgspec.inspect.Type) -> msgspec.inspect.Type:
+    """The type under its ``Annotated`` metadata (bounds, a description)."""
+    while isinstance(info, msgspec.inspect.Metadata):
+        info = info.type
+    return info
 
 
 def invalid_arguments(exc: msgspec.ValidationError) -> Invalid:

@@ -9,7 +9,11 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
+from django.utils import timezone
+
+from queues.arguments import instant
 from queues.errors import Invalid
 
 # A todo: its title is refused beyond this (it is not attempt text, and is not cut); its body
@@ -22,7 +26,9 @@ IDEMPOTENCY_KEY_MAX_CHARS = 200
 # A lease a claim or heartbeat may ask for, in seconds; and the long-poll's longest wait.
 LEASE_SECONDS_MAX = 86_400
 WAIT_SECONDS_MAX = 30
-# A snoozed release (release with delay_seconds) wakes at most this far ahead: 30 days.
+# A todo is held back at most this far ahead, 30 days: a snoozed release (delay_seconds or
+# not_before) and a todo created with not_before. A year-9999 wake time would hide a todo
+# from every claim for good while it still looks pending.
 SNOOZE_SECONDS_MAX = 30 * 86_400
 ATTEMPT_SEQ_MAX = 2**31 - 1
 LEASE_TOKEN_MAX_CHARS = 200
@@ -43,6 +49,11 @@ MCP_SESSION_ID_MAX_BYTES = 128
 RESULT_MAX_DEPTH = 64
 RESULT_MAX_BYTES = 64 * 1024
 ARTIFACT_SCHEMES = ("mcp://", "https://")
+# The same rule as a JSON Schema pattern (ECMA-262 has no inline flags: each letter in both
+# cases), for the schemas; bound_artifact is the one that enforces it.
+ARTIFACT_PATTERN = "^(?:[Mm][Cc][Pp]|[Hh][Tt][Tt][Pp][Ss])://"
+# A list_todos cursor (queues/selectors/details.py gives them out): at most this long.
+CURSOR_MAX_CHARS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +128,20 @@ def bound_artifact(value: object) -> Bounded:
     if not value.lower().startswith(ARTIFACT_SCHEMES):
         raise Invalid("artifact must be an mcp:// handle or an https:// URL.")
     return bound(value, field="artifact", max_bytes=ARTIFACT_MAX_BYTES)
+
+
+def bound_not_before(value: object) -> datetime | None:
+    """``not_before`` as the instant in UTC, refused (Invalid) beyond SNOOZE_SECONDS_MAX from
+    now, the bound ``delay_seconds`` has. An instant already past is allowed: claimable now."""
+    if value is None:
+        return None
+    when = instant(value, "not_before")
+    if when > timezone.now() + timedelta(seconds=SNOOZE_SECONDS_MAX):
+        raise Invalid(
+            f"not_before must be at most 30 days ({SNOOZE_SECONDS_MAX} seconds) from now, "
+            "as delay_seconds."
+        )
+    return when
 
 
 def bound_result(value: object) -> object:

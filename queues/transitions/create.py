@@ -55,7 +55,7 @@ def create_todo_plan(
             1,
             bounds.MAX_ATTEMPTS_MAX,
         ),
-        "not_before": _not_before(not_before),
+        "not_before": _not_before(not_before, by_agent=actor.is_agent),
         "idempotency_key": _key(idempotency_key),
     }
     return (yield Atomic(_create(params, endpoint, created_by)))
@@ -113,7 +113,11 @@ def _body(body) -> str:
     return body
 
 
-def _not_before(not_before) -> datetime | None:
+def _not_before(not_before, *, by_agent: bool) -> datetime | None:
+    """An agent's is bounded as its snooze is (30 days ahead); a person plans a todo on the
+    Board as far ahead as they like."""
+    if by_agent:
+        return bounds.bound_not_before(not_before)
     return None if not_before is None else instant(not_before, "not_before")
 
 

@@ -18,12 +18,12 @@ from typing import Any
 
 from django.conf import settings
 
-from queues.arguments import instant
 from queues.bounds import (
     NOTHING,
     SNOOZE_SECONDS_MAX,
     Bounded,
     bound_artifact,
+    bound_not_before,
     bound_result,
     bound_summary,
     summary_from_result,
@@ -244,7 +244,7 @@ def backoff(failures: int) -> float:
 
 
 def _wake_time(value: object) -> datetime | None:
-    return None if value is None else instant(value, "not_before")
+    return bound_not_before(value)
 
 
 def _delay(value: object, *, given_time: bool) -> float | None:

@@ -156,6 +156,73 @@ def test_out_of_range_values_are_invalid(world):
     assert ledger_state() == before
 
 
+def _from_now(**delta) -> str:
+    from datetime import UTC, datetime, timedelta
+
+    return (datetime.now(UTC) + timedelta(**delta)).isoformat()
+
+
+def test_not_before_is_bounded_like_delay_seconds(world):
+    """At most 30 days ahead, on create_todo and on a snooze (third hardening round: a
+    snooze to year 9999 was taken while delay_seconds stopped at 30 days)."""
+    base, token = world["base"], world["token"]
+    held = {"todo_id": world["todo"], "lease_token": world["lease"]}
+    before = ledger_state()
+    for verb, body in [
+        ("create_todo", {"title": "x", "not_before": _from_now(days=30, minutes=5)}),
+        ("create_todo", {"title": "x", "not_before": "9999-12-31T23:59:59Z"}),
+        ("release", {**held, "not_before": _from_now(days=31)}),
+        ("release", {**held, "not_before": "9999-12-31T23:59:59+14:00"}),
+    ]:
+        response = post(base, verb, body, token=token)
+        expect(response, 400, "invalid", verb)
+        assert "at most 30 days" in response.json()["error"]["message"]
+    assert ledger_state() == before
+
+    created = post(
+        base, "create_todo", {"title": "x", "not_before": _from_now(days=29)}, token=token
+    )
+    assert created.status_code == 200, created.text
+    snoozed = post(base, "release", {**held, "not_before": _from_now(days=29)}, token=token)
+    assert snoozed.status_code == 200, snoozed.text
+    assert snoozed.json()["todo"]["not_before"] is not None
+
+
+def test_whole_number_floats_are_taken_where_an_integer_is(world):
+    """JSON Schema counts 93.0 as an integer, so the published schemas admit it, and the API
+    takes it as 93 (HTTP and MCP alike); 93.5, "93" and a result's 1.0 stay what they are."""
+    base, token = world["base"], world["token"]
+    created = post(
+        base,
+        "create_todo",
+        {"title": "floats", "priority": 5.0, "max_attempts": 3.0},
+        token=token,
+    )
+    assert created.status_code == 200, created.text
+    assert (created.json()["todo"]["priority"], created.json()["todo"]["max_attempts"]) == (5, 3)
+    listed = post(base, "list_todos", {"limit": 1.0}, token=token)
+    assert listed.status_code == 200 and len(listed.json()["todos"]) == 1
+    done = post(
+        base,
+        "complete",
+        {
+            "todo_id": float(world["todo"]),
+            "lease_token": world["lease"],
+            "result": {"score": 1.0},
+            "then": {"lease_seconds": 60.0},
+        },
+        token=token,
+    )
+    assert done.status_code == 200, done.text
+    detail = post(base, "get_todo", {"todo_id": world["todo"]}, token=token).json()
+    assert detail["todo"]["result"] == {"score": 1.0}
+    assert type(detail["todo"]["result"]["score"]) is float
+    expect(post(base, "list_todos", {"limit": 1.5}, token=token), 400, "invalid")
+    expect(post(base, "list_todos", {"limit": "1"}, token=token), 400, "invalid")
+    # A whole float past any id is an unknown id, as the same integer is.
+    expect(post(base, "get_todo", {"todo_id": 1e300}, token=token), 404, "not_found", "get_todo")
+
+
 def test_oversize_text_is_truncated_not_rejected(world):
     base, token = world["base"], world["token"]
     response = post(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
+from schemathesis.core import NOT_SET
 from schemathesis.specs.openapi.checks import (
     allow_header_conformance,
     content_type_conformance,
@@ -47,7 +49,7 @@ from schemathesis.specs.openapi.checks import (
 
 from agents import openapi, schemas, wire
 from agents.verbs import REGISTRY
-from queues import transitions
+from queues import bounds, transitions
 from queues.transitions import Actor
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -72,15 +74,6 @@ STATUS_OF_CODE = {
     "unavailable": {503},
 }
 ATTEMPT_VERBS = {"heartbeat", "complete", "fail", "release", "cancel"}
-INTEGER_FIELDS = {
-    "todo_id",
-    "attempt_seq",
-    "lease_seconds",
-    "priority",
-    "max_attempts",
-    "limit",
-    "attempts_limit",
-}
 # (verb, caller, status) -> responses; tests/fuzz/conftest.py prints it after a long run.
 TALLY: Counter[tuple[str, str, int]] = Counter()
 
@@ -253,6 +246,16 @@ def _is_optional_text(value: object, *, most: int = 10**6) -> bool:
     return value is None or (type(value) is str and 1 <= len(value) <= most)
 
 
+# The schemas' own rules for these two (a value breaking them makes a negative example,
+# which a swap must not turn into a valid one).
+ARTIFACT = re.compile(bounds.ARTIFACT_PATTERN)
+CURSOR = re.compile(f"[A-Za-z0-9_-]{{1,{bounds.CURSOR_MAX_CHARS}}}\\Z")
+
+
+def _fits(value: object, rule: re.Pattern) -> bool:
+    return value is None or (type(value) is str and rule.match(value) is not None)
+
+
 def _maybe(values: list, key: str | None = None) -> st.SearchStrategy[dict]:
     """One of ``values`` (as {key: value}, or a dict as is), or sometimes nothing: the swap
     comes first, which Hypothesis draws more often and shrinks towards (the coverage phase
@@ -278,11 +281,6 @@ def flatmap_body(context, body):
     if WORLD is None or not isinstance(body, dict):
         return st.just(body)
     verb = context.operation.path.rsplit("/", 1)[-1]
-    # JSON Schema counts 1.0 as an integer, the API does not (a documented divergence).
-    body = {
-        k: int(v) if k in INTEGER_FIELDS and type(v) is float and v.is_integer() else v
-        for k, v in body.items()
-    }
     swaps = []
     if _is_id(body.get("todo_id")):
         swaps.append(_maybe(WORLD.todo_ids, "todo_id"))
@@ -292,13 +290,13 @@ def flatmap_body(context, body):
             and _is_optional_text(body.get("lease_token"), most=200)
         ):
             swaps.append(_maybe(WORLD.leases))
-    if "artifact" in body and _is_optional_text(body["artifact"]):
+    if "artifact" in body and _fits(body["artifact"], ARTIFACT):
         swaps.append(_maybe(["https://ci.example/run/42", "mcp://cairn/r-42", None], "artifact"))
     if verb == "create_todo" and _is_optional_text(body.get("to")):
         swaps.append(_maybe([*WORLD.agent_ids, None], "to"))
     if verb == "create_todo" and _is_optional_text(body.get("idempotency_key"), most=200):
         swaps.append(_maybe(["nightly-1", "nightly-2"], "idempotency_key"))
-    if verb == "list_todos" and _is_optional_text(body.get("cursor")):
+    if verb == "list_todos" and _fits(body.get("cursor"), CURSOR):
         swaps.append(_maybe(WORLD.cursors, "cursor"))  # None until a page had a next one
     if not swaps:
         return st.just(body)
@@ -420,7 +418,10 @@ def _schema_arguments(verb: str) -> st.SearchStrategy:
     """Arguments shaped by the verb's schema, valid and not (the same generator as HTTP)."""
     operation = schema[f"/api/v1/{verb}"]["POST"]
     return st.one_of(
-        operation.as_strategy(generation_mode=mode).map(lambda case: case.body)
+        # A negative case may have no body at all (NOT_SET): as arguments, none ({}).
+        operation.as_strategy(generation_mode=mode).map(
+            lambda case: {} if case.body is NOT_SET else case.body
+        )
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)
     )
 
@@ -465,8 +466,9 @@ def _envelopes() -> st.SearchStrategy:
 )
 @given(message=_envelopes())
 def test_mcp_never_answers_with_a_server_error(world, message):
-    """JSON-RPC requests, tools/call with arguments of any shape, and plain junk: a JSON
-    answer below 500 (a tool's result matches the verb's schema)."""
+    """JSON-RPC requests, tools/call with arguments of any shape, and plain junk (an array of
+    it is a 2025-03-26 batch): a JSON answer below 500 (a tool's result matches the verb's
+    schema)."""
     if isinstance(message, dict) and isinstance(message.get("params"), dict):
         params = message["params"]
         arguments = params.get("arguments")
@@ -487,17 +489,29 @@ def test_mcp_never_answers_with_a_server_error(world, message):
     assert response.status_code < 500, (response.status_code, response.text[:500])
     if response.status_code == 202:
         TALLY[("mcp", "notification", 202)] += 1
-        return  # a notification (no id): nothing to answer
+        return  # a notification (no id), or a batch of them: nothing to answer
     assert response.headers["Content-Type"].startswith("application/json"), response.headers
     answer = response.json()
+    if isinstance(message, list) and isinstance(answer, list):
+        # A batch (2025-03-26: no version header): one answer a request in it, in order.
+        requests = [m for m in message if isinstance(m, dict) and "id" in m and "method" in m]
+        assert len(answer) >= len(requests), (message, answer)
+        for each in answer:
+            _check_answer(each, None, response.status_code)
+        return
+    _check_answer(answer, message, response.status_code)
+
+
+def _check_answer(answer: dict, message: object, status: int) -> None:
     outcome = "rpc-error" if "error" in answer else "tool-error"
     if answer.get("result", {}).get("isError") is False:
         outcome = "tool-result"
-    TALLY[("mcp", outcome, response.status_code)] += 1
+    TALLY[("mcp", outcome, status)] += 1
     assert answer["jsonrpc"] == "2.0" and ("result" in answer) != ("error" in answer), answer
     result = answer.get("result")
     if (
-        isinstance(result, dict)
+        isinstance(message, dict)
+        and isinstance(result, dict)
         and result.get("isError") is False
         and "structuredContent" in result
     ):

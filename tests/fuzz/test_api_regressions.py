@@ -112,11 +112,15 @@ def test_attempt_seq_beyond_the_column_is_documented(agent_api, live_server):
 
 
 def test_not_before_with_any_rfc3339_offset_is_taken(agent_api):
-    response = agent_api(
-        "create_todo", b'{"title": "t", "not_before": "2030-01-01T00:00:00+17:21"}'
-    )
+    """Within the 30 days an agent's not_before may reach (+17:21 is past PostgreSQL's
+    +-15:59, and RFC 3339's to take)."""
+    from datetime import UTC, datetime, timedelta, timezone
+
+    wake = (datetime.now(UTC) + timedelta(days=10)).replace(second=0, microsecond=0)
+    local = wake.astimezone(timezone(timedelta(hours=17, minutes=21))).isoformat()
+    response = agent_api("create_todo", b'{"title": "t", "not_before": "%s"}' % local.encode())
     assert response.status_code == 200, response.text
-    assert response.json()["todo"]["not_before"] == "2029-12-31T06:39:00+00:00"
+    assert response.json()["todo"]["not_before"] == wake.isoformat()
 
 
 @pytest.mark.parametrize("not_before", ["0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00"])

@@ -56,7 +56,8 @@ def test_a_snooze_to_an_instant_and_the_drawer_says_until_when(
 ):
     todo = make_todo()
     transitions.claim_next(agent)
-    wake = datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC)
+    # Within the 30 days a wake time may reach (bounds.SNOOZE_SECONDS_MAX).
+    wake = (datetime.now(UTC) + timedelta(days=10)).replace(microsecond=0)
 
     transitions.release(agent, todo.id, not_before=wake)
 
@@ -66,7 +67,7 @@ def test_a_snooze_to_an_instant_and_the_drawer_says_until_when(
     assert detail.attempts[0].not_before == wake
     assert transitions.claim_next(agent) is None
     page = logged_in.get(f"/todos/{todo.id}/").content.decode()
-    assert "Snoozed until" in page and 'datetime="2031-05-06T07:08:09.000Z"' in page
+    assert "Snoozed until" in page and f'datetime="{wake:%Y-%m-%dT%H:%M:%S}.000Z"' in page
 
 
 def test_a_plain_release_has_no_wake_time(endpoint, agent, make_todo):
@@ -98,6 +99,9 @@ def test_a_person_snoozes_a_lease_as_they_release_it_and_it_is_audited(
         {"not_before": datetime(2031, 1, 1)},  # noqa: DTZ001 -- naive: refused
         {"not_before": "tomorrow"},
         {"not_before": datetime(2031, 1, 1, tzinfo=UTC), "delay_seconds": 60},
+        # Further than delay_seconds may reach (30 days): a year-9999 snooze was taken.
+        {"not_before": datetime(9999, 12, 31, tzinfo=UTC)},
+        {"not_before": datetime.now(UTC) + timedelta(days=31)},
     ],
     ids=lambda a: ",".join(f"{k}={v}" for k, v in a.items()),
 )
