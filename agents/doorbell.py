@@ -4,8 +4,8 @@ Transitions ``pg_notify`` the endpoint's id on ``switchboard_todo_ready`` inside
 transaction (PostgreSQL delivers it at commit). One LISTEN connection per process counts the
 rings per endpoint, and its waiters are futures in the event loop: no thread, no database
 connection and no transaction held while waiting. If the LISTEN connection drops, it
-reconnects and wakes every waiter (they look again; nothing is lost, at worst one extra
-claim query).
+reconnects (about once a second while the database is away) and, once it is back, wakes
+every waiter (they look again: what was rung meanwhile is lost, nothing else).
 
 The same connection hears the Board's stream channel (``switchboard_board``, board/live.py)
 and the endpoints' changes (``switchboard_endpoint``, for the token cache,
@@ -43,6 +43,10 @@ RECHECK_TICK_SECONDS = 0.5
 # word could hide from the token cache is bounded by their sum.
 LISTEN_PING_SECONDS = 5.0
 LISTEN_PING_TIMEOUT_SECONDS = 5.0
+# A lost LISTEN connection is tried again after this, doubling up to the most: one try a
+# second at most while the database is away, so its return is heard within about a second.
+RECONNECT_FIRST_SECONDS = 0.25
+RECONNECT_MAX_SECONDS = 1.0
 # The LISTEN connection's name in pg_stat_activity.
 APPLICATION_NAME = "switchboard doorbell"
 
@@ -63,7 +67,7 @@ class AsyncDoorbell:
     whenever one began waiting after the ghost. A waiter whose claim found work passes the
     ring on (``pass_on``) to the next one, since PostgreSQL folds identical notifications of
     one transaction into one (a transaction that makes three todos claimable rings once), and
-    a woken waiter that finds nothing stops the chain. A lost LISTEN connection wakes everyone
+    a woken waiter that finds nothing stops the chain. A new LISTEN connection wakes everyone
     (they look again)."""
 
     def __init__(self) -> None:
@@ -73,6 +77,7 @@ class AsyncDoorbell:
         self._task: asyncio.Task | None = None
         self._recheck_task: asyncio.Task | None = None
         self.listening = asyncio.Event()
+        self._connected: asyncio.Future | None = None  # see next_connection
         self.waiting = 0
         # The Board stream's hooks (board/live.py sets them): a payload heard, and a new
         # LISTEN connection (everything since the last one may have been missed).
@@ -80,6 +85,13 @@ class AsyncDoorbell:
         self.board_listening: Callable[[], None] | None = None
         # The endpoints agents' tokens named, trusted only while this connection listens.
         self.tokens = TokenCache()
+
+    def next_connection(self) -> asyncio.Future:
+        """A future done when the LISTEN connection is next made (after a loss: the database
+        is back). Shared by everyone who asks until then; not to be canceled."""
+        if self._connected is None or self._connected.done():
+            self._connected = asyncio.get_running_loop().create_future()
+        return self._connected
 
     def ticket(self, endpoint_id: int) -> tuple[int, int]:
         """Where the rings of this endpoint stand now; ``wait`` returns at once if they moved
@@ -190,7 +202,8 @@ class AsyncDoorbell:
             self.ring(int(notify.payload))
 
     async def _listen_forever(self) -> None:
-        backoff = 0.5
+        backoff = RECONNECT_FIRST_SECONDS
+        lost_at: float | None = None  # when the connection was lost, until it is back
         while True:
             try:
                 params = connection_params(listen=True)
@@ -203,25 +216,35 @@ class AsyncDoorbell:
                     for listen in LISTENS:
                         await conn.execute(listen.text)
                     self.listening.set()
+                    if self._connected is not None and not self._connected.done():
+                        self._connected.set_result(None)
                     breaker.reset()
                     self.wake_everyone()  # rings missed while (re)connecting
                     if self.board_listening is not None:
                         self.board_listening()
-                    backoff = 0.5
+                    if lost_at is not None:
+                        log.warning(
+                            "doorbell: LISTEN connection back after %.1f s",
+                            time.monotonic() - lost_at,
+                        )
+                    backoff, lost_at = RECONNECT_FIRST_SECONDS, None
                     await self._hear_forever(conn)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 self.listening.clear()
                 self._deaf()
-                _log_lost(exc)
+                if lost_at is None:  # said once an outage; its end is said too
+                    lost_at = time.monotonic()
+                    _log_lost(exc)
                 # Not a trip of the breaker: a LISTEN connection lost in a restart nobody
                 # sent a request through would have every request refused until a probe
                 # passed (tests/crash/test_database_restart.py, the quiet restart); the
-                # requests' own failures say whether the database is down.
-                self.wake_everyone()
+                # requests' own failures say whether the database is down. Nor a wake of
+                # the waiters: what they would look at may be gone too (they look when it
+                # is back, woken then, or at their recheck).
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
+                backoff = min(backoff * 2, RECONNECT_MAX_SECONDS)
 
     async def _hear_forever(self, conn: psycopg.AsyncConnection) -> None:
         """Hand on what the connection hears, and every LISTEN_PING_SECONDS prove both that

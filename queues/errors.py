@@ -51,7 +51,19 @@ class RateLimited(DomainError):
 
 
 class Unavailable(DomainError):
+    """Retry shortly: every one says when (``retry_after``, seconds: the body's field and the
+    ``Retry-After`` header), so a client's backoff has the server's word to start from."""
+
     code, status = "unavailable", 503
+
+    def __init__(self, message: str, **extra) -> None:
+        extra.setdefault("retry_after", RETRY_AFTER_SECONDS)
+        super().__init__(message, **extra)
+
+
+# What an ``unavailable`` asks a client to wait before it tries again: an outage's first
+# seconds are a restart or a failover's promotion, and clients add their own jitter.
+RETRY_AFTER_SECONDS = 2
 
 
 # What an adapter catches around a verb: InterfaceError is not a DatabaseError in DB-API 2.

@@ -4,8 +4,8 @@ Two parts: the agents' paths (``/api/``, ``/mcp``, ``/metrics`` while a metrics 
 go to their front door, ``agents.front.app``, which answers on the event loop (a long-poll
 holds no thread); everything else (the Board, admin, sign-in, static files, /healthz) goes to
 Django's own ASGI handler, whose sync views and middleware run in threads (docs/deploy.md). The lifespan starts this process's doorbell (one
-LISTEN connection, which the Board's live stream hears too: board/live.py) and closes the
-async pool on shutdown.
+LISTEN connection, which the Board's live stream hears too: board/live.py) and the event loop's
+watchdog (switchboard/watchdog.py), and closes the async pool on shutdown.
 
 A request body for the site must also arrive within SWITCHBOARD_BODY_TIMEOUT_SECONDS: a slow
 or silent client is dropped (408), never left holding anything but its socket.
@@ -31,6 +31,7 @@ from agents import front  # noqa: E402
 from agents.doorbell import async_doorbell  # noqa: E402
 from board import live  # noqa: E402
 from queues import db  # noqa: E402
+from switchboard import watchdog  # noqa: E402
 
 log = logging.getLogger("switchboard.asgi")
 
@@ -93,6 +94,7 @@ async def _lifespan(receive, send) -> None:
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            watchdog.watch(settings.SWITCHBOARD_LOOP_WATCHDOG_SECONDS)
             try:
                 live.attach(async_doorbell())
                 async_doorbell().ensure_listening()

@@ -317,6 +317,9 @@ SWITCHBOARD_HEADER_TIMEOUT_SECONDS = env_int("SWITCHBOARD_HEADER_TIMEOUT_SECONDS
 # browser's ordinary request with its cookies.
 SWITCHBOARD_MAX_HEADER_BYTES = env_int("SWITCHBOARD_MAX_HEADER_BYTES", 65536, minimum=4096)
 SWITCHBOARD_MAX_HEADERS = env_int("SWITCHBOARD_MAX_HEADERS", 100, minimum=20)
+# A web worker's event loop blocked for longer than this many seconds has its stack logged
+# (switchboard/watchdog.py): every long-poll and verb of the worker waits while it is; 0 = off.
+SWITCHBOARD_LOOP_WATCHDOG_SECONDS = env_int("SWITCHBOARD_LOOP_WATCHDOG_SECONDS", 5, minimum=0)
 # Board searches (queues.selectors.search_time_bound): seconds their statements may run (what
 # the lexeme cap misses cannot hold a connection and a core for longer), and how many one
 # person may have running at once across every web process (more would let one person hold
@@ -324,8 +327,9 @@ SWITCHBOARD_MAX_HEADERS = env_int("SWITCHBOARD_MAX_HEADERS", 100, minimum=20)
 # bound (switchboard.unavailable; 0 = none).
 SWITCHBOARD_SEARCH_TIMEOUT_SECONDS = env_int("SWITCHBOARD_SEARCH_TIMEOUT_SECONDS", 3, minimum=1)
 SWITCHBOARD_SEARCHES_PER_USER = env_int("SWITCHBOARD_SEARCHES_PER_USER", 3, minimum=1)
-# The Board's live streams one person may hold open on one web process (board/live.py): a
-# tab holds one; past this a page is answered 429 and reads itself on a timer instead.
+# The Board's live streams one person may hold open, counted across every web process
+# (board/live.py): a tab holds one; past this a page is answered 429 and reads itself on a
+# timer instead.
 SWITCHBOARD_BOARD_STREAMS_PER_USER = env_int("SWITCHBOARD_BOARD_STREAMS_PER_USER", 24, minimum=1)
 SWITCHBOARD_PAGE_TIMEOUT_SECONDS = env_int("SWITCHBOARD_PAGE_TIMEOUT_SECONDS", 10, minimum=0)
 SWITCHBOARD_METRICS_TOKEN = os.environ.get("SWITCHBOARD_METRICS_TOKEN", "")

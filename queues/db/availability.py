@@ -75,7 +75,22 @@ def log_failure(logger: logging.Logger, message: str, exc: BaseException) -> Non
 
 def _is_pool_timeout(exc: BaseException) -> bool:
     cause = exc.__cause__ if isinstance(exc.__cause__, psycopg.Error) else exc
-    return type(cause).__name__ == "PoolTimeout"
+    return type(cause).__name__ in ("PoolTimeout", "OutageTimeout")
+
+
+def _is_outage(exc: BaseException) -> bool:
+    """A pool's timeout that already asked a fresh connection, and found none
+    (queues.db.pool_checks ``_outage``)."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, psycopg.Error) else exc
+    return type(cause).__name__ == "OutageTimeout"
+
+
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 class Breaker:
@@ -98,11 +113,17 @@ class Breaker:
         return self._tripped_at is not None
 
     def trip(self, why: BaseException | str) -> None:
-        if isinstance(why, BaseException) and _is_pool_timeout(why) and self.reachable():
-            # No pooled connection in time, yet a fresh one connects: the pool is busy (a
-            # burst, a loaded machine), the database is there. This request is refused; the
-            # next ones are not.
-            return
+        if isinstance(why, BaseException) and _is_pool_timeout(why) and not _is_outage(why):
+            # No pooled connection in time: is it there? Asked of a fresh connection, but never
+            # on an event loop, where the connect would stop every other request of the
+            # process (a crowd of long-polls meeting a stopping PostgreSQL stalled a worker's
+            # loop past gunicorn's timeout, red team round 3): there the pool's own wait
+            # already asked without blocking (``_outage``: it found nothing), and a plain
+            # timeout is a busy pool.
+            if _in_event_loop() or self.reachable():
+                # The pool is busy (a burst, a loaded machine), the database is there. This
+                # request is refused; the next ones are not.
+                return
         with self._lock:
             if self._tripped_at is None:
                 self._tripped_at = time.monotonic()

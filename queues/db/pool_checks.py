@@ -59,8 +59,13 @@ class _SteadyAttempt(AttemptWithBackoff):
     DELAY_BACKOFF = 1.0
 
 
+class OutageTimeout(PoolTimeout):
+    """No pooled connection in time, and a fresh one refused too: the database is away
+    (the breaker trips on it without asking again)."""
+
+
 def _outage(waited: float) -> PoolTimeout:
-    return PoolTimeout(
+    return OutageTimeout(
         f"couldn't get a connection after {waited:.2f} sec, and a fresh connection failed too"
     )
 

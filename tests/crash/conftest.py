@@ -37,6 +37,8 @@ def base_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
     env["SWITCHBOARD_DEV"] = "1"
     env["LOG_LEVEL"] = "INFO"
+    # A web worker's event loop blocked for a second says where (switchboard/watchdog.py).
+    env["SWITCHBOARD_LOOP_WATCHDOG_SECONDS"] = "1"
     return env
 
 
@@ -101,9 +103,10 @@ class DedicatedPostgres:
         self.pgdata = self.server.pgdata
         self.running = True
 
-    def stop(self) -> None:
-        """Fast shutdown: sessions are terminated, open transactions rolled back."""
-        self._ctl(["-w", "-m", "fast", "stop"])
+    def stop(self, mode: str = "fast") -> None:
+        """Fast shutdown: sessions are terminated, open transactions rolled back;
+        ``immediate``: every process quits at once, as in a crash (recovery at the start)."""
+        self._ctl(["-w", "-m", mode, "stop"])
         self.running = False
 
     def start(self) -> None:
