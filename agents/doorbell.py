@@ -326,7 +326,7 @@ LISTENS = (sql.LISTEN_DOORBELL, sql.LISTEN_BOARD, sql.LISTEN_ENDPOINTS, sql.LIST
 
 
 def _log_lost(exc: Exception) -> None:
-    log_failure(log, "doorbell: LISTEN connection lost; reconnecting", exc)
+    log_failure(log, "doorbell: LISTEN connection lost; reconnecting", exc, listen=True)
 
 
 _async_doorbells: dict[int, AsyncDoorbell] = {}

@@ -81,7 +81,7 @@ def from_database_error(exc: DatabaseError | InterfaceError, *, verb: str) -> Do
     ``unavailable`` (retry), a value PostgreSQL refuses is ``invalid`` (retrying cannot help),
     anything else ``unavailable``, logged."""
     from queues.db import pooler
-    from queues.db.availability import breaker
+    from queues.db.availability import breaker, is_connection_failure
 
     breaker.note(exc)  # a connection-level failure answers at once from now on
     if pooler.lost.note(exc):  # said in the log, with the setting to change
@@ -91,7 +91,10 @@ def from_database_error(exc: DatabaseError | InterfaceError, *, verb: str) -> Do
         )
     if isinstance(exc, OperationalError | InterfaceError):
         # Keep the process alive and the log short: the cause is the database, not the call.
-        log.warning("database unavailable during %s: %s", verb, type(exc).__name__)
+        # An outage is said once, by the breaker as it trips (and when it ends), not once
+        # per request that met it (a failover's thousands of lines).
+        if not is_connection_failure(exc):
+            log.warning("database unavailable during %s: %s", verb, type(exc).__name__)
         return Unavailable("The database is unavailable; retry shortly.")
     if isinstance(exc, DataError):
         # The schemas checked types and ranges; this is what gets past them, e.g. a NUL in

@@ -1,15 +1,20 @@
 """``/healthz``: the truth about this process for a load balancer. 200 only while it can
-write to the ledger; 503, saying why in the body and in the log, while it drains (SIGTERM:
-agents.waiting.Drain), while PostgreSQL cannot be reached or the pool gives no connection,
-and while the database it reaches cannot take writes (a standby in recovery, or a read-only
-session: after a failover, a node whose host list still leads to the old primary).
-Plain text, no session, no user data."""
+write to the ledger; 503, saying why in the body and in the log (once, and again every
+LOG_EVERY_SECONDS while it lasts; never Django's own error line per probe), while it drains
+(SIGTERM: agents.waiting.Drain), while PostgreSQL cannot be reached or the pool gives no
+connection, while the database it reaches cannot take writes (a standby in recovery, or a
+read-only session: after a failover, a node whose host list still leads to the old
+primary), and while a write cannot commit within COMMIT_SECONDS (a synchronous standby gone:
+every agent's close would hang). Plain text always, the breaker's 503 included; no session,
+no user data."""
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
+import psycopg
 from django.db import Error as DatabaseError
 from django.http import HttpResponse
 from django.views.decorators.cache import never_cache
@@ -19,11 +24,15 @@ from agents.doorbell import DEAF, hearing
 from agents.waiting import drain
 from queues import db, sql
 from queues.db import pooler
+from queues.db.availability import breaker, connection_params
+from queues.errors import RETRY_AFTER_SECONDS
 
 log = logging.getLogger("switchboard.health")
 
 # A reason is logged when it changes, and again at most this often while it lasts.
 LOG_EVERY_SECONDS = 30.0
+# A write that takes longer than this to commit is a stall, not a slow moment.
+COMMIT_SECONDS = 1.0
 _last: dict[str, float] = {}
 
 
@@ -42,7 +51,10 @@ def healthz(request):
         _last.clear()
         _last[reason] = now
         log.warning("/healthz answers 503: %s", reason)
-    return HttpResponse(f"{reason}\n", status=503, content_type="text/plain")
+    response = HttpResponse(f"{reason}\n", status=503, content_type="text/plain")
+    response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+    response._has_been_logged = True  # type: ignore[attr-defined]  # said above, once
+    return response
 
 
 def _unhealthy() -> str | None:
@@ -50,12 +62,38 @@ def _unhealthy() -> str | None:
         return "draining: this server is stopping"
     if pooler.lost.seen:
         return f"misconfigured: {pooler.FIX}"
+    if not breaker.admit():
+        return "database unavailable (the last connection failed; retrying)"
     try:
         [(in_recovery, read_only)] = db.fetch(sql.WRITABLE, {})
-    except DatabaseError as exc:
+        if in_recovery:
+            return "database read-only: it is a standby in recovery, not the primary"
+        if read_only:
+            return "database read-only: this session cannot write"
+        took = _commit_seconds()
+    except (DatabaseError, psycopg.Error) as exc:
+        breaker.note(exc)
         return f"database unavailable ({type(exc).__name__})"
-    if in_recovery:
-        return "database read-only: it is a standby in recovery, not the primary"
-    if read_only:
-        return "database read-only: this session cannot write"
+    if took >= COMMIT_SECONDS:
+        return (
+            f"database commits stalled: a write took {took:.1f} s to commit (a synchronous"
+            " standby gone?)"
+        )
     return None
+
+
+def _commit_seconds() -> float:
+    """How long one small write takes to commit, at most about COMMIT_SECONDS: on a
+    connection of its own, whose commit is canceled then (PostgreSQL's statement timeout
+    does not bound a commit's wait for a standby; a canceled wait commits locally), so that
+    the cancel can never reach a pooled connection's next statement."""
+    with psycopg.connect(**connection_params(), connect_timeout=2) as conn:
+        conn.execute(sql.HEALTH_WRITE.text)
+        timer = threading.Timer(COMMIT_SECONDS, conn.cancel_safe)
+        started = time.monotonic()
+        timer.start()
+        try:
+            conn.commit()
+        finally:
+            timer.cancel()
+        return time.monotonic() - started

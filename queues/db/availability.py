@@ -63,14 +63,42 @@ def is_connection_failure(exc: BaseException | None) -> bool:
     return sqlstate.startswith("08") or sqlstate in _DOWN_SQLSTATES
 
 
-def log_failure(logger: logging.Logger, message: str, exc: BaseException) -> None:
+def log_failure(
+    logger: logging.Logger, message: str, exc: BaseException, *, listen: bool = False
+) -> None:
     """Log a background loop's failure (a flush, a sweep, a LISTEN): one line when the
-    database is away, which a restart makes an expected event; a traceback otherwise, which
-    is a bug to read. The crash tests treat any traceback in a server's log as one."""
+    database is away, which a restart makes an expected event, naming every host the
+    connection would try (libpq's message names only the last); a traceback otherwise,
+    which is a bug to read. The crash tests treat any traceback in a server's log as one."""
     if is_connection_failure(exc) or isinstance(exc, OSError):
-        logger.warning("%s (%s: %s)", message, type(exc).__name__, str(exc).strip()[:200])
+        logger.warning(
+            "%s (%s: %s; %s)",
+            message,
+            type(exc).__name__,
+            _first_line(exc),
+            hosts_tried(listen=listen),
+        )
     else:
         logger.warning(message, exc_info=exc)
+
+
+def hosts_tried(*, listen: bool = False) -> str:
+    """The hosts a new connection tries, in order, as an operator reads them:
+    ``hosts tried: 10.0.0.1:5432, 10.0.0.2:5432`` (a multi-host URL, a failover's list)."""
+    try:
+        params = connection_params(listen=listen)
+    except Exception:  # the settings cannot say: nothing to add
+        return "hosts tried: unknown"
+    hosts = str(params.get("host") or "localhost").split(",")
+    ports = str(params.get("port") or "5432").split(",")
+    if len(ports) == 1:
+        ports *= len(hosts)
+    pairs = [f"{h}:{p}" if not h.startswith("/") else h for h, p in zip(hosts, ports, strict=False)]
+    return "hosts tried: " + ", ".join(pairs)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:200]
 
 
 def _is_pool_timeout(exc: BaseException) -> bool:
@@ -129,7 +157,12 @@ class Breaker:
                 self._tripped_at = time.monotonic()
                 self._last_probe = 0.0  # the next caller probes at once (a restart is quick)
                 self._failed_probes = 0
-                log.warning("database unavailable (%s); answering 503 until it is back", _name(why))
+                log.warning(
+                    "database unavailable (%s%s; %s); answering 503 until it is back",
+                    _name(why),
+                    f": {_first_line(why)}" if isinstance(why, BaseException) else "",
+                    hosts_tried(),
+                )
                 if self._watcher is None or not self._watcher.is_alive():
                     self._watcher = threading.Thread(
                         target=self._recover, name="switchboard-breaker", daemon=True
@@ -175,13 +208,13 @@ class Breaker:
         now = time.monotonic()
         if now - self._failure_logged >= PROBE_LOG_SECONDS:
             self._failure_logged = now
-            first = (str(failure).strip().splitlines() or [""])[0][:200]
             log.info(
-                "database probe %d failed in %.2f s: %s: %s",
+                "database probe %d failed in %.2f s: %s: %s (%s)",
                 self._failed_probes,
                 took,
                 _name(failure),
-                first,
+                _first_line(failure),
+                hosts_tried(),
             )
 
     def reset(self) -> None:

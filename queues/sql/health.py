@@ -23,7 +23,7 @@ from __future__ import annotations
 from queues.db.plans import Statement
 from queues.sql.fragments import LIVE, claimable_at
 
-__all__ = ["ENDPOINT_ENDINGS", "ENDPOINT_QUEUE_NOW", "WRITABLE"]
+__all__ = ["ENDPOINT_ENDINGS", "ENDPOINT_QUEUE_NOW", "HEALTH_WRITE", "WRITABLE"]
 
 
 # Non-overlapping counts of the live todos: claimable now (pending whose time has come, a due
@@ -119,4 +119,11 @@ WRITABLE = Statement(
     "writable",
     "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'",
     why="two server functions, one round trip",
+)
+# /healthz's write: a transactional message in the WAL (no table written, no privilege
+# needed), so its commit waits for a synchronous standby as every agent's write does.
+HEALTH_WRITE = Statement(
+    "health_write",
+    "SELECT pg_logical_emit_message(true, 'switchboard', 'healthz')",
+    why="a write to the WAL alone, which no ORM call makes",
 )

@@ -262,6 +262,12 @@ def _work_through_an_outage(d: Deployment, *, outage_seconds: float) -> Outage:
         d.pg.stop()
         stopped_at = time.monotonic()
         health_down = _healthz(d.base)
+        # Once the breaker knows, /healthz still says it in text, with Retry-After (the
+        # failover probe got the Board's HTML page), and Django logs no error line per probe.
+        for _ in range(3):
+            said = _healthz_said(d.base)
+            assert said[:2] == (503, "text/plain"), said
+            assert said[2].startswith("database unavailable") and said[3] == "2", said
         time.sleep(max(0.0, outage_seconds - (time.monotonic() - stopped_at)))
         restarting_at = time.monotonic()
         d.pg.start()
@@ -499,11 +505,17 @@ def test_after_a_long_outage_the_web_process_serves_again_promptly(running):
 
 def _healthz(base: str) -> int:
     """/healthz's status (its 503 has a body; urllib raises for it)."""
+    return _healthz_said(base)[0]
+
+
+def _healthz_said(base: str) -> tuple[int, str, str, str | None]:
+    """/healthz's status, content type, body and Retry-After."""
     try:
         with urllib.request.urlopen(f"{base}/healthz", timeout=30) as answer:
-            return answer.status
+            return answer.status, answer.headers["Content-Type"], answer.read().decode(), None
     except urllib.error.HTTPError as error:
-        return error.code
+        body = error.read().decode()
+        return error.code, error.headers["Content-Type"], body, error.headers["Retry-After"]
 
 
 def _signed_in_board(d: Deployment) -> httpx.Client:
@@ -967,3 +979,27 @@ def _sessions(d: Deployment) -> int:
         " AND backend_type = 'client backend' AND pid <> pg_backend_pid()",
     )
     return rows[0][0]
+
+
+def test_healthz_says_when_commits_stall_on_a_missing_synchronous_standby(running):
+    """Every commit waits for a synchronous standby that is gone (the failover probe's fault
+    4: 8.4 s of hung writes with /healthz at 200): /healthz says so within about a second,
+    and 200 again once commits finish."""
+    d = running
+    assert _healthz(d.base) == 200
+    with psycopg.connect(d.pg.url, autocommit=True) as conn:
+        conn.execute("ALTER SYSTEM SET synchronous_standby_names = 'a_standby_that_is_gone'")
+        conn.execute("SELECT pg_reload_conf()")
+        try:
+            said = wait_until(
+                lambda: (found := _healthz_said(d.base))[0] == 503 and found,
+                seconds=10,
+                what="/healthz to say commits stall",
+                logs=d.logs,
+            )
+        finally:
+            conn.execute("ALTER SYSTEM RESET synchronous_standby_names")
+            conn.execute("SELECT pg_reload_conf()")
+    assert said[1] == "text/plain" and said[2].startswith("database commits stalled"), said
+    wait_until(lambda: _healthz(d.base) == 200, seconds=10, what="/healthz ok", logs=d.logs)
+    assert "ERROR django.request" not in d.procs.logs()

@@ -131,3 +131,40 @@ def test_a_crowd_on_the_loop_is_answered_promptly_while_probes_hang(monkeypatch)
     assert answers == [False] * 200
     print(f"200 callers answered in {took:.2f} s")
     assert took < 3.0, took  # one hanging probe (libpq: 2 s) and a second of slack
+
+
+def test_an_outage_line_names_every_host_a_connection_tries(monkeypatch, caplog):
+    """With a multi-host URL libpq's message names the last host it tried (the failover
+    probe: "connection to server at 127.0.0.1, port 5443 failed: session is read-only"); the
+    line says every host, in order."""
+    from django.db import connection
+
+    monkeypatch.setitem(connection.settings_dict, "HOST", "10.0.0.1,10.0.0.2,db3.internal")
+    monkeypatch.setitem(connection.settings_dict, "PORT", "5441,5442,5443")
+    assert availability.hosts_tried() == (
+        "hosts tried: 10.0.0.1:5441, 10.0.0.2:5442, db3.internal:5443"
+    )
+    breaker = Breaker()
+    monkeypatch.setattr(breaker, "_recover", lambda: None)  # no probes of those hosts
+    with caplog.at_level("WARNING", logger="switchboard.database"):
+        breaker.trip(OperationalError('connection to server at "db3.internal" failed'))
+    [line] = [r.getMessage() for r in caplog.records]
+    assert "hosts tried: 10.0.0.1:5441, 10.0.0.2:5442, db3.internal:5443" in line, line
+    breaker.reset()
+
+
+@pytest.mark.django_db
+def test_requests_that_meet_an_outage_add_no_line_of_their_own(caplog):
+    """An outage is said once, by the breaker as it trips; the requests that meet it (a
+    failover's thousands) each say nothing more."""
+    from queues.errors import from_database_error
+
+    lost = OperationalError("server closed the connection unexpectedly")
+    with caplog.at_level("INFO"):
+        try:
+            for _ in range(50):
+                assert from_database_error(lost, verb="claim_next").code == "unavailable"
+            lines = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+        finally:
+            availability.breaker.reset()
+    assert len(lines) == 1 and lines[0].startswith("database unavailable ("), lines
