@@ -81,8 +81,12 @@ bench: $(DEV_STAMP)
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) -m bench.run
 
+# Ten minutes of mixed load, then the long crash runs: 1,000 long-polls through ten
+# PostgreSQL stops, and a Patroni failover where patroni and etcd are installed.
 soak: $(DEV_STAMP)
 	$(PY) -m bench.run --soak
+	SWITCHBOARD_CRASH_STOPS=10 SWITCHBOARD_CRASH_PATRONI=1 $(VENV)/bin/pytest -q -s \
+	  tests/crash/test_patroni.py "tests/crash/test_database_restart.py::test_a_fleet_of_long_polls_rides_through_postgresql_stopping"
 
 # The long pass of tests/fuzz (make test runs a bounded one): fresh random draws each run,
 # against the tests' own embedded PostgreSQL and live server.

@@ -177,16 +177,19 @@ class Cluster:
         )
 
     def kill_node(self, member: dict) -> None:
-        """The node dies: its Patroni and its postmaster, at once."""
+        """The node dies: its Patroni (with runuser before it, its whole process group) and
+        its postmaster, at once."""
         patroni = self.patronis[member["name"]]
-        postmaster = int(
-            (self.root / member["name"] / "data" / "postmaster.pid").read_text().split()[0]
-        )
-        for pid in (patroni.pid, postmaster):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        pid_file = self.root / member["name"] / "data" / "postmaster.pid"
+        postmaster = int(pid_file.read_text().split()[0])
+        try:
+            os.killpg(patroni.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            os.kill(postmaster, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 @pytest.fixture
