@@ -22,7 +22,7 @@ from prometheus_client.utils import floatToGoString
 
 from agents import wire
 from agents.auth import token_from_header
-from queues import counters, db
+from queues import counters, db, endpoint_health
 from queues.db.availability import breaker
 from queues.errors import DATABASE_ERRORS, DomainError, Unavailable, from_database_error
 from queues.models import (
@@ -35,8 +35,13 @@ from queues.models import (
 class SwitchboardCollector(Collector):
     """Turns a counters.Snapshot into metric families; reads nothing itself."""
 
-    def __init__(self, snapshot: counters.Snapshot) -> None:
+    def __init__(
+        self,
+        snapshot: counters.Snapshot,
+        oldest: list[endpoint_health.OldestClaimable] | None = None,
+    ) -> None:
         self.snapshot = snapshot
+        self.oldest = oldest or []
 
     def collect(self) -> Iterator[Metric]:
         stored = self.snapshot.counters
@@ -101,6 +106,18 @@ class SwitchboardCollector(Collector):
             outbox.add_metric([kind], self.snapshot.outbox_pending.get(kind, 0))
         yield outbox
 
+        # A stalled queue's first sign (the Board's "stalled", docs/board.md): alert on it,
+        # e.g. above SWITCHBOARD_STALL_SECONDS.
+        oldest = GaugeMetricFamily(
+            "switchboard_oldest_claimable_seconds",
+            "Seconds the oldest claimable todo of each endpoint (not revoked) has waited;"
+            " 0 when none is claimable.",
+            labels=["team", "endpoint"],
+        )
+        for endpoint in self.oldest:
+            oldest.add_metric([endpoint.team, endpoint.agent_id], endpoint.seconds)
+        yield oldest
+
 
 def _token_ok(authorization: str, expected: str) -> bool:
     given = token_from_header(authorization) or ""
@@ -131,12 +148,13 @@ async def scrape(method: str, authorization: str) -> tuple[int, bytes, list[tupl
             raise Unavailable("The database is unavailable; retry shortly.")
         await counters.aflush_claim_latency(wait=counters.SCRAPE_FLUSH_WAIT_SECONDS)
         snapshot = await db.arun(counters.read_snapshot_plan())
+        oldest = await db.arun(endpoint_health.oldest_claimable_plan())
     except DomainError as error:
         return wire.error_parts(error)
     except DATABASE_ERRORS as exc:
         return wire.error_parts(from_database_error(exc, verb="metrics"))
     registry = CollectorRegistry()
-    registry.register(SwitchboardCollector(snapshot))
+    registry.register(SwitchboardCollector(snapshot, oldest))
     return (
         200,
         generate_latest(registry),

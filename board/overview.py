@@ -20,7 +20,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from board import charts
-from queues.endpoint_health import MINUTES, Endings, EndpointNow, LastHour
+from queues.endpoint_health import MINUTES, Endings, EndpointNow, LastHour, Stall, endpoint_stall
 from queues.selectors import TAB_COUNT_CAP
 
 QUIET = LastHour(Endings.empty(MINUTES), [])
@@ -33,6 +33,7 @@ class Row:
     agents: list[tuple[str, datetime]]
     waiting_since: datetime | None  # when the oldest claimable todo became claimable
     dead: str  # the count as a tab says it ("10,000+" past the cap)
+    stall: Stall | None = None  # work waits and no agent is seen (queues.endpoint_health)
 
     @property
     def dom_id(self) -> str:
@@ -52,6 +53,7 @@ class Totals:
     died: int
     agents: int  # distinct names seen in the last five minutes
     waiting_since: datetime | None
+    stalled: list[Row]  # its endpoints that are stalled, the longest waiting first
 
     @property
     def dom_id(self) -> str:
@@ -67,6 +69,7 @@ def rows(now: list[EndpointNow], hour: dict[int, LastHour]) -> list[Row]:
             agents=hour.get(e.pk, QUIET).agents,
             waiting_since=at - e.oldest_claimable_age if e.oldest_claimable_age else None,
             dead=_capped(e.by_state["dead"]),
+            stall=endpoint_stall(e, hour.get(e.pk, QUIET).per_minute, at=at),
         )
         for e in now
     ]
@@ -85,6 +88,9 @@ def totals(team_id: int, shown: list[Row]) -> Totals:
         died=sum(t["died"] for t in ended),
         agents=len({who for row in shown for who, _ in row.agents}),
         waiting_since=min(since, default=None),
+        stalled=sorted(
+            (row for row in shown if row.stall), key=lambda row: row.stall.waiting, reverse=True
+        ),
     )
 
 

@@ -17,6 +17,7 @@ urlpatterns = [
     # logged as a warning on every page.
     path("favicon.ico", favicon, name="favicon"),
     path("", overview.overview_page, name="board-home"),
+    path("stalls/", overview.stalls, name="stalls"),
     path("queue/", queue.todo_list, name="queue"),
     path("queue/dead/", triage.dead_letters, name="dead-letters"),
     path("live/", live.live, name="live"),

@@ -13,7 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
+
 from queues import db, sql
+from queues.db.plans import Fetch, Plan
 from queues.models import Endpoint, TodoState
 
 MINUTES = 60  # the last hour, per minute
@@ -58,6 +61,9 @@ class EndpointHealth:
     last_claim_at: datetime | None
     last_heartbeat_at: datetime | None
     last_ended_at: datetime | None
+    # The newest claim and heartbeat of the tries its agents hold now (a stall's inputs).
+    open_claim_at: datetime | None = None
+    open_heartbeat_at: datetime | None = None
 
 
 def endpoint_health(endpoint: Endpoint) -> EndpointHealth:
@@ -95,6 +101,8 @@ def endpoint_health(endpoint: Endpoint) -> EndpointHealth:
         last_claim_at=_newest(open_claim, day_claim),
         last_heartbeat_at=_newest(open_heartbeat, day_heartbeat),
         last_ended_at=day_end,
+        open_claim_at=open_claim,
+        open_heartbeat_at=open_heartbeat,
     )
 
 
@@ -133,6 +141,9 @@ class EndpointNow:
     retry_wait: int
     scheduled: int
     oldest_claimable_age: timedelta | None
+    # The newest claim and heartbeat of the tries its agents hold now (None: none held).
+    open_claim_at: datetime | None = None
+    open_heartbeat_at: datetime | None = None
 
 
 def team_now(team_id: int, *, cap: int) -> list[EndpointNow]:
@@ -147,7 +158,7 @@ def team_now_params(team_id: int, *, cap: int) -> dict:
 
 def endpoint_now(team_id: int, row) -> EndpointNow:
     """One row of ``TEAM_NOW``."""
-    pk, agent_id, name, paused_at, revoked_at, counts, *live, _claim, _heartbeat = row
+    pk, agent_id, name, paused_at, revoked_at, counts, *live, claim, heartbeat = row
     claimable, held, retry_wait, scheduled, oldest = live
     states = TodoState.values
     return EndpointNow(
@@ -163,6 +174,8 @@ def endpoint_now(team_id: int, row) -> EndpointNow:
         retry_wait,
         scheduled,
         oldest,
+        claim,
+        heartbeat,
     )
 
 
@@ -197,3 +210,103 @@ def team_last_hour(team_id: int) -> dict[int, LastHour]:
         hour.agents.sort(key=lambda seen: seen[1], reverse=True)
         del hour.agents[AGENTS_SHOWN:]
     return found
+
+
+# ---------------------------------------------------------------------------------------
+# Stalls: an endpoint whose work waits and whose agents are not seen. The overview, the
+# endpoint page, the Board's nav and /metrics all ask the same way.
+
+STALL_HORIZON = timedelta(minutes=MINUTES)  # no threshold past what the overview reads
+
+
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """Claimable work has waited ``waiting`` (at least ``threshold``) and no agent of the
+    endpoint claimed, heartbeat or ended a try (completed or failed: a death is the sweeper's
+    act, not the agent's) in that time; ``seen_ago`` is when one last did, None when not in
+    the last hour."""
+
+    waiting: timedelta
+    threshold: timedelta
+    seen_ago: timedelta | None
+
+
+def stall_threshold(agent_id: str) -> timedelta:
+    """``SWITCHBOARD_STALL_SECONDS``, or the endpoint's own from
+    ``SWITCHBOARD_STALL_SECONDS_BY_ENDPOINT`` (by agent id), at most an hour."""
+    seconds = settings.SWITCHBOARD_STALL_SECONDS_BY_ENDPOINT.get(
+        agent_id, settings.SWITCHBOARD_STALL_SECONDS
+    )
+    return min(timedelta(seconds=seconds), STALL_HORIZON)
+
+
+def ended_ago(per_minute: Endings) -> timedelta | None:
+    """The newest minute of the last hour in which the endpoint's agents completed or failed
+    a try (to the minute: the last hour is read per minute); None: none did."""
+    pairs = zip(reversed(per_minute.completed), reversed(per_minute.failed), strict=True)
+    for ago, (completed, failed) in enumerate(pairs):
+        if completed or failed:
+            return timedelta(minutes=ago)
+    return None
+
+
+def stall(
+    *,
+    agent_id: str,
+    paused: bool,
+    revoked: bool,
+    oldest_claimable_age: timedelta | None,
+    open_claim_at: datetime | None,
+    open_heartbeat_at: datetime | None,
+    ended_ago: timedelta | None,
+    at: datetime,
+) -> Stall | None:
+    """The endpoint's stall, or None: nothing has waited that long, an agent was seen in
+    that time, or it is paused (its agents held back on purpose) or revoked."""
+    if paused or revoked or oldest_claimable_age is None:
+        return None
+    threshold = stall_threshold(agent_id)
+    if oldest_claimable_age < threshold:
+        return None
+    ages = [at - moment for moment in (open_claim_at, open_heartbeat_at) if moment is not None]
+    if ended_ago is not None:
+        ages.append(ended_ago)
+    seen = max(min(ages), timedelta(0)) if ages else None
+    if seen is not None and seen < threshold:
+        return None
+    return Stall(waiting=oldest_claimable_age, threshold=threshold, seen_ago=seen)
+
+
+def endpoint_stall(endpoint: EndpointNow, per_minute: Endings, *, at: datetime) -> Stall | None:
+    """A team's endpoint's stall, from the overview's two reads (``team_now``,
+    ``team_last_hour``)."""
+    return stall(
+        agent_id=endpoint.agent_id,
+        paused=endpoint.paused_at is not None,
+        revoked=endpoint.revoked_at is not None,
+        oldest_claimable_age=endpoint.oldest_claimable_age,
+        open_claim_at=endpoint.open_claim_at,
+        open_heartbeat_at=endpoint.open_heartbeat_at,
+        ended_ago=ended_ago(per_minute),
+        at=at,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OldestClaimable:
+    """/metrics' gauge: an endpoint (not revoked) and its oldest claimable todo's wait."""
+
+    team: str  # the team's slug
+    agent_id: str
+    seconds: float  # 0 when nothing is claimable
+
+
+def oldest_claimable_plan() -> Plan[list[OldestClaimable]]:
+    """Every live endpoint's oldest claimable wait, in one statement (queues/sql/health.py
+    ``ENDPOINTS_OLDEST_CLAIMABLE``: each endpoint's live todos through todos_claimable, as
+    the overview reads them)."""
+    rows = yield Fetch(sql.ENDPOINTS_OLDEST_CLAIMABLE, {})
+    return [
+        OldestClaimable(team, agent_id, oldest.total_seconds() if oldest else 0.0)
+        for team, agent_id, oldest in rows
+    ]

@@ -332,6 +332,29 @@ SWITCHBOARD_SEARCHES_PER_USER = env_int("SWITCHBOARD_SEARCHES_PER_USER", 3, mini
 # timer instead.
 SWITCHBOARD_BOARD_STREAMS_PER_USER = env_int("SWITCHBOARD_BOARD_STREAMS_PER_USER", 24, minimum=1)
 SWITCHBOARD_PAGE_TIMEOUT_SECONDS = env_int("SWITCHBOARD_PAGE_TIMEOUT_SECONDS", 10, minimum=0)
+# An endpoint is stalled (the Board says so in words and colour, docs/board.md) when claimable
+# work has waited this many seconds and none of its agents claimed, heartbeat or ended a try
+# in that time; `agent-id=seconds,...` sets an endpoint's own (by agent id, in every team).
+# 60 to 3600: the overview reads the last hour.
+SWITCHBOARD_STALL_SECONDS = env_int("SWITCHBOARD_STALL_SECONDS", 300, minimum=60)
+
+
+def _stall_overrides(raw: str) -> dict[str, int]:
+    found = {}
+    for part in filter(None, (p.strip() for p in raw.split(","))):
+        agent_id, _, seconds = part.partition("=")
+        if not agent_id.strip() or not seconds.strip().isdigit() or int(seconds) < 60:
+            raise ImproperlyConfigured(
+                "SWITCHBOARD_STALL_SECONDS_BY_ENDPOINT is agent-id=seconds pairs, comma-"
+                f"separated, each at least 60, not {part!r}"
+            )
+        found[agent_id.strip()] = int(seconds)
+    return found
+
+
+SWITCHBOARD_STALL_SECONDS_BY_ENDPOINT = _stall_overrides(
+    os.environ.get("SWITCHBOARD_STALL_SECONDS_BY_ENDPOINT", "")
+)
 SWITCHBOARD_METRICS_TOKEN = os.environ.get("SWITCHBOARD_METRICS_TOKEN", "")
 # The hot statements of queues/sql.py run as server-side prepared statements (planned once
 # per connection). Turn off behind a pooler that cannot keep them (pgbouncer < 1.21 in

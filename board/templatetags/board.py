@@ -160,3 +160,18 @@ def cut_short(text: str | None) -> bool:
     """Is this dead letter's summary as much of it as the queue row reads (the rest is in
     its drawer)?"""
     return bool(text) and len(text) >= DEAD_SUMMARY_CHARS
+
+
+@register.filter
+def stall_words(stall) -> str:
+    """A stalled endpoint in words (queues.endpoint_health.Stall): colour never says it
+    alone."""
+    if stall is None:
+        return ""
+    seen = (
+        "no agent seen in the last hour"
+        if stall.seen_ago is None
+        else f"no agent seen for {span(stall.seen_ago.total_seconds())}"
+    )
+    waited = span(stall.waiting.total_seconds())
+    return f"work has waited {waited} and {seen} (stalled after {span(stall.threshold.total_seconds())})"

@@ -5,6 +5,7 @@ the queue moved to ``/queue/`` is sent there."""
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET
@@ -12,6 +13,7 @@ from django.views.decorators.http import require_GET
 from board import overview
 from board.scope import board_scope
 from board.sentences import sentence
+from board.templatetags.board import stall_words
 from board.views import queue
 from queues.endpoint_health import team_last_hour, team_now
 from queues.selectors import TAB_COUNT_CAP, board_activity, owned_team_ids
@@ -38,5 +40,34 @@ def overview_page(request):
         "owner_of": owned_team_ids(request.user, team_ids),
         "ticker": [sentence(i) for i in board_activity(scope.team_ids, limit=queue.TICKER_LINES)],
         "refresh_seconds": queue.refresh_seconds(),
+        "nav_stalls": sum(len(section["totals"].stalled) for section in sections),
     }
     return render(request, "board/overview.html", context)
+
+
+@require_GET
+@login_required
+def stalls(request):
+    """The stalled endpoints of the teams the Board shows, for the nav's badge on every page
+    but the overview (which counts its own rows): static/board/board.js asks on load and now
+    and then. Two statements a team, the overview's, its counts by state capped at zero (the
+    badge needs none of them)."""
+    scope = board_scope(request)
+    found = []
+    for team in [scope.current] if scope.current else scope.teams:
+        now = team_now(team.pk, cap=0)
+        if not now:
+            continue
+        for row in overview.rows(now, team_last_hour(team.pk)):
+            if row.stall:
+                found.append(
+                    {
+                        "endpoint": row.endpoint.pk,
+                        "agent_id": row.endpoint.agent_id,
+                        "team": team.name,
+                        "words": stall_words(row.stall),
+                    }
+                )
+    response = JsonResponse({"stalled": found})
+    response["Cache-Control"] = "no-store"
+    return response

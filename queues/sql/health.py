@@ -23,7 +23,13 @@ from __future__ import annotations
 from queues.db.plans import Statement
 from queues.sql.fragments import LIVE, claimable_at
 
-__all__ = ["ENDPOINT_ENDINGS", "ENDPOINT_QUEUE_NOW", "HEALTH_WRITE", "WRITABLE"]
+__all__ = [
+    "ENDPOINTS_OLDEST_CLAIMABLE",
+    "ENDPOINT_ENDINGS",
+    "ENDPOINT_QUEUE_NOW",
+    "HEALTH_WRITE",
+    "WRITABLE",
+]
 
 
 # Non-overlapping counts of the live todos: claimable now (pending whose time has come, a due
@@ -59,6 +65,22 @@ ENDPOINT_QUEUE_NOW = Statement(
     "endpoint_queue_now",
     queue_now("%(endpoint_id)s"),
     why="FILTERed counts and maxima of the live todos, in one pass",
+)
+
+# /metrics: every endpoint not revoked, with its team's slug and its oldest claimable todo's
+# wait (the overview's number: queue_now's, over each endpoint's live todos through
+# todos_claimable). Paused endpoints are in it: their work waits all the same.
+ENDPOINTS_OLDEST_CLAIMABLE = Statement(
+    "endpoints_oldest_claimable",
+    f"""
+SELECT tm.slug, e.agent_id, n.oldest_claimable
+  FROM endpoints e
+  JOIN teams tm ON tm.id = e.team_id
+ CROSS JOIN LATERAL ({queue_now("e.id")}) n
+ WHERE e.revoked_at IS NULL
+ ORDER BY tm.slug, e.agent_id
+""",
+    why="each endpoint's FILTERed maximum over its live todos (a LATERAL per endpoint)",
 )
 
 # The day's endings, read once (a MATERIALIZED CTE) and counted three ways: per hour ago

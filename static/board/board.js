@@ -262,6 +262,7 @@
   };
 
   Live.prototype.applied = function () {
+    if (this.id === "overview") Stalls.fromPage();
     this.count += 1;
     this.updated = new Date();
     if (this.isQueue) this.showNewer();
@@ -306,6 +307,7 @@
   };
 
   Live.prototype.onUpdate = function (u) {
+    if (u.endpoints && u.endpoints.length) Stalls.changed();
     if (u.ticker) this.ticker(u.team, u.ticker); // never held: it is not where one reads
     if (u.counts) { this.teamCounts[u.team] = u.counts; this.cap = u.cap; }
     if (this.paused()) { this.missed = true; return; }
@@ -420,6 +422,7 @@
       if (fresh) { morph(el, fresh); afterPatch(el); }
     }
     if (missing) this.refresh(false);
+    Stalls.fromPage();
     this.applied();
   };
 
@@ -740,10 +743,85 @@
   }, true);
 
   // ---------------------------------------------------------------------------------------
+  // The tab's title: "(1 stalled) #12 Rebuild docs · Queue · Switchboard". The page's own
+  // title, with the open drawer's todo and the stalled endpoints' count before it.
+
+  var Title = {
+    page: null,
+    todo: "",
+    stalled: 0,
+    set: function (what) {
+      if (this.page === null) this.page = document.title.replace(/^\(\d+ stalled\) /, "");
+      if (what.todo !== undefined) this.todo = what.todo;
+      if (what.stalled !== undefined) this.stalled = what.stalled;
+      var title = (this.stalled ? "(" + this.stalled + " stalled) " : "") + (this.todo ? this.todo + " · " : "") + this.page;
+      if (document.title !== title) document.title = title;
+    },
+  };
+
+  // Stalled endpoints (work waits, no agent seen: queues/endpoint_health.py) in the nav, on
+  // every page: the overview counts its own rows as the stream patches them; any other page
+  // asks /stalls/ on load, every STALLS_SECONDS while shown, and soon after the stream says
+  // an endpoint changed.
+  var STALLS_SECONDS = 30;
+  var Stalls = {
+    badge: null,
+    timer: null,
+    last: 0,
+    start: function () {
+      this.badge = document.querySelector("[data-nav-stalls]");
+      if (!this.badge) return;
+      if (document.getElementById("overview")) { this.fromPage(); return; }
+      this.ask();
+    },
+    fromPage: function () {
+      if (!this.badge) return;
+      var rows = document.querySelectorAll("#overview tr[data-stalled]");
+      this.show(rows.length);
+    },
+    changed: function () {
+      if (!this.badge || document.getElementById("overview")) return;
+      var self = this;
+      var wait = this.last + 10000 - Date.now();
+      clearTimeout(this.timer);
+      this.timer = setTimeout(function () { self.ask(); }, Math.max(wait, 1000));
+    },
+    ask: function () {
+      var self = this;
+      clearTimeout(this.timer);
+      if (document.hidden) { this.timer = setTimeout(function () { self.ask(); }, STALLS_SECONDS * 1000); return; }
+      this.last = Date.now();
+      fetch(this.badge.getAttribute("data-stalls-url"), { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (response) { return response.ok && !response.redirected ? response.json() : null; })
+        .then(function (data) { if (data) self.show(data.stalled.length, data.stalled); })
+        .catch(function () {})
+        .then(function () { self.timer = setTimeout(function () { self.ask(); }, STALLS_SECONDS * 1000); });
+    },
+    show: function (n, which) {
+      var badge = this.badge;
+      var text = n ? "⚠ " + n + " stalled" : "";
+      if (badge.textContent !== text) {
+        badge.textContent = "";
+        if (n) {
+          var icon = document.createElement("span");
+          icon.setAttribute("aria-hidden", "true");
+          icon.textContent = "⚠";
+          badge.appendChild(icon);
+          badge.appendChild(document.createTextNode(" " + n + " stalled"));
+        }
+      }
+      badge.hidden = !n;
+      if (which) badge.title = which.map(function (s) { return s.agent_id + ": " + s.words; }).join("\n");
+      Title.set({ stalled: n });
+    },
+  };
+
+  // ---------------------------------------------------------------------------------------
 
   function start() {
     if (drawerHost() && !(history.state && history.state.board)) history.replaceState({ board: "page" }, "");
     startRegions(document);
+    Stalls.start();
     var all = document.querySelector("[data-pick-all]");
     if (all) all.hidden = false;
     var fields = document.querySelectorAll("[data-max-bytes]");

@@ -245,7 +245,13 @@ def test_metrics_query_count_does_not_grow_with_rows(
     client, metrics_on, endpoint, agent, make_todo, monkeypatch
 ):
     sweeper.sweep_once()
-    scrape_reads = ["metric_counters", "todos_by_state", "outbox_pending", "sweeper_lag"]
+    scrape_reads = [
+        "metric_counters",
+        "todos_by_state",
+        "outbox_pending",
+        "sweeper_lag",
+        "endpoints_oldest_claimable",
+    ]
     with statements_run(monkeypatch) as names:
         scrape(client)
     assert names == scrape_reads
