@@ -57,12 +57,14 @@ def _literal_sql_calls(path: Path) -> list[int]:
 
 
 def test_no_sql_is_written_outside_the_sql_package():
-    """Every raw statement is a named Statement in queues/sql/ (the migrations keep theirs)."""
+    """Every raw statement is a named Statement in queues/sql/ (the migrations keep theirs,
+    and queues/schema/ its reads of pg_catalog: SQL about the schema, not the ledger's)."""
     offenders = {
         str(path.relative_to(ROOT)): lines
         for room in (*APPS, "switchboard")
         for path in _sources(room)
-        if (lines := _literal_sql_calls(path))
+        if not path.relative_to(ROOT).as_posix().startswith("queues/schema/")
+        and (lines := _literal_sql_calls(path))
     }
     assert offenders == {}
 

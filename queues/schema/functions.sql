@@ -1,0 +1,328 @@
+-- The ledger's functions, each with the triggers that call it, as migrating from zero leaves
+-- them (queues/migrations/). Written by `python -m queues.schema --write` from the catalogs
+-- of a migrated database; edit only the lines that say what a function does (the writer
+-- keeps them, and the order). A migration that changes a function loads it from here:
+-- `migrations.RunSQL(schema.function("name"), ...)` (queues/schema/__init__.py).
+
+-- name: todos_valid --
+-- A todo's row rules, the one CHECK of `todos`: the state list, the priority range, the
+-- counters, a claimed todo has a lease, a waiting retry a time, only an ended todo an end,
+-- a dead one a reason. PL/pgSQL so the CHECK is one short call (compiled once a session).
+CREATE OR REPLACE FUNCTION todos_valid(state character varying, priority smallint,
+    max_attempts smallint, attempt integer, failures integer, round integer,
+    attempts_pruned integer, lease_expires_at timestamp with time zone,
+    next_retry_at timestamp with time zone, ended_at timestamp with time zone,
+    dead_letter_reason character varying)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+BEGIN
+    RETURN state IN ('pending', 'claimed', 'retry_wait', 'done', 'dead', 'canceled')  -- todos_state_valid
+       AND priority BETWEEN -100 AND 100                                 -- todos_priority_range
+       AND max_attempts >= 1                                             -- todos_max_attempts_min
+       AND attempt >= 0 AND failures >= 0 AND round >= 1
+       AND attempts_pruned >= 0                                          -- todos_counters_valid
+       AND (state <> 'claimed' OR lease_expires_at IS NOT NULL)          -- todos_claimed_has_lease
+       AND (state <> 'retry_wait' OR next_retry_at IS NOT NULL)          -- todos_retry_wait_has_time
+       AND (state IN ('done', 'dead', 'canceled') OR ended_at IS NULL)   -- todos_ended_only_terminal
+       AND (state <> 'dead' OR dead_letter_reason <> '');                -- todos_dead_has_reason
+END
+$function$;
+
+-- name: todo_attempts_valid --
+-- An attempt's row rules, the one CHECK of `todo_attempts`: who holds it, an open attempt
+-- has no outcome and a closed one has one of each, and the summary's words are its words.
+CREATE OR REPLACE FUNCTION todo_attempts_valid(claimer_kind character varying, endpoint_id bigint,
+    user_id integer, ended_at timestamp with time zone, outcome character varying,
+    disposition character varying, summary text, summary_document tsvector)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+BEGIN
+    -- an endpoint attempt names its endpoint and no user
+    RETURN ((claimer_kind = 'endpoint' AND endpoint_id IS NOT NULL AND user_id IS NULL)
+            OR claimer_kind = 'owner')
+       -- an open attempt has no outcome or disposition, a closed one one of each
+       AND ((ended_at IS NULL AND outcome = '' AND disposition = '')
+            OR (ended_at IS NOT NULL
+                AND outcome IN ('completed', 'failed', 'released', 'lease_expired', 'reaped',
+                                'canceled', 'revoked')
+                AND disposition IN ('done', 'retry_scheduled', 'requeued', 'dead_lettered',
+                                    'canceled')))
+       -- the summary's words are its words (the Board's search reads them)
+       AND CASE WHEN summary > '' THEN summary_document IS NOT NULL
+                                       AND summary_document = to_tsvector('simple', summary)
+                ELSE summary_document IS NULL END;
+END
+$function$;
+
+-- name: switchboard_utc --
+-- A timestamp as the API writes it (UTC, microseconds, a Z), for the outbox's payloads.
+CREATE OR REPLACE FUNCTION switchboard_utc(ts timestamp with time zone)
+ RETURNS text
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+AS $function$ SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $function$;
+
+-- name: switchboard_outbox_dead_letter --
+-- When a todo dies: one outbox row per active dead-letter sink of its team, with the todo
+-- and the attempt it died closing.
+CREATE OR REPLACE FUNCTION switchboard_outbox_dead_letter()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_final jsonb;
+    v_payload jsonb;
+BEGIN
+    IF NOT EXISTS (
+        SELECT 1 FROM dead_letter_sinks s JOIN endpoints e ON e.team_id = s.team_id
+         WHERE e.id = NEW.endpoint_id AND s.active) THEN
+        RETURN NULL;
+    END IF;
+    SELECT jsonb_build_object(
+               'seq', a.seq, 'round', a.round, 'attempt', a.attempt,
+               'claimer_kind', a.claimer_kind, 'claimant', NULLIF(a.claimant, ''),
+               'claimed_at', switchboard_utc(a.claimed_at),
+               'last_heartbeat_at', switchboard_utc(a.last_heartbeat_at),
+               'ended_at', switchboard_utc(a.ended_at),
+               'outcome', NULLIF(a.outcome, ''), 'disposition', NULLIF(a.disposition, ''),
+               'died', a.outcome IN ('lease_expired', 'reaped'),
+               'summary', a.summary, 'summary_truncated', a.summary_truncated,
+               'artifact', a.artifact, 'artifact_truncated', a.artifact_truncated)
+      INTO v_final
+      FROM todo_attempts a
+     WHERE a.todo_id = NEW.id AND a.seq = NEW.last_attempt_seq
+       AND OLD.state = 'claimed';
+    SELECT jsonb_build_object(
+               'event', 'dead_letter',
+               'todo', jsonb_build_object(
+                   'id', NEW.id, 'title', NEW.title, 'endpoint', e.agent_id, 'team', tm.slug,
+                   'state', NEW.state, 'round', NEW.round, 'attempt', NEW.attempt,
+                   'failures', NEW.failures, 'max_attempts', NEW.max_attempts,
+                   'created_at', switchboard_utc(NEW.created_at),
+                   'ended_at', switchboard_utc(NEW.ended_at)),
+               'dead_letter_reason', NEW.dead_letter_reason,
+               'final_attempt', v_final,
+               'attempts_total', NEW.last_attempt_seq - NEW.attempts_pruned)
+      INTO v_payload
+      FROM endpoints e JOIN teams tm ON tm.id = e.team_id
+     WHERE e.id = NEW.endpoint_id;
+    INSERT INTO outbox (kind, team_id, sink_id, endpoint_id, todo_id, url, payload,
+                        created_at, next_attempt_at, attempts, last_error)
+    SELECT 'dead_letter', s.team_id, s.id, NEW.endpoint_id, NEW.id, s.url, v_payload,
+           statement_timestamp(), statement_timestamp(), 0, ''
+      FROM dead_letter_sinks s JOIN endpoints e ON e.team_id = s.team_id
+     WHERE e.id = NEW.endpoint_id AND s.active;
+    RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE TRIGGER todos_outbox_dead_letter AFTER UPDATE OF state ON todos
+    FOR EACH ROW WHEN (new.state::text = 'dead'::text AND old.state::text
+        IS DISTINCT FROM 'dead'::text)
+    EXECUTE FUNCTION switchboard_outbox_dead_letter();
+
+-- name: switchboard_outbox_doorbell --
+-- When a todo becomes claimable (made pending, or back to pending): ring the endpoint's
+-- doorbell URL through the outbox, coalesced to one pending ring per endpoint.
+CREATE OR REPLACE FUNCTION switchboard_outbox_doorbell()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_team_id bigint;
+    v_url text;
+    v_payload jsonb;
+BEGIN
+    SELECT e.team_id, e.notify_url,
+           jsonb_build_object('event', 'doorbell', 'endpoint', e.agent_id, 'team', tm.slug,
+                              'todo_id', NEW.id,
+                              'rung_at', switchboard_utc(statement_timestamp()))
+      INTO v_team_id, v_url, v_payload
+      FROM endpoints e JOIN teams tm ON tm.id = e.team_id
+     WHERE e.id = NEW.endpoint_id AND e.notify_url <> '' AND e.revoked_at IS NULL;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    -- The pending doorbell is in flight or backing off: mark it rung again (see above).
+    UPDATE outbox o SET payload = v_payload
+     WHERE o.endpoint_id = NEW.endpoint_id AND o.kind = 'doorbell'
+       AND o.delivered_at IS NULL AND o.gave_up_at IS NULL
+       AND o.next_attempt_at > statement_timestamp();
+    IF FOUND THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO outbox (kind, team_id, sink_id, endpoint_id, todo_id, url, payload,
+                        created_at, next_attempt_at, attempts, last_error)
+    VALUES ('doorbell', v_team_id, NULL, NEW.endpoint_id, NEW.id, v_url, v_payload,
+            statement_timestamp(), statement_timestamp(), 0, '')
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE TRIGGER todos_outbox_doorbell_created AFTER INSERT ON todos
+    FOR EACH ROW WHEN (new.state::text = 'pending'::text)
+    EXECUTE FUNCTION switchboard_outbox_doorbell();
+
+CREATE OR REPLACE TRIGGER todos_outbox_doorbell_pending AFTER UPDATE OF state ON todos
+    FOR EACH ROW WHEN (new.state::text = 'pending'::text AND old.state::text
+        IS DISTINCT FROM 'pending'::text)
+    EXECUTE FUNCTION switchboard_outbox_doorbell();
+
+-- name: todo_search_document_on_insert --
+-- When a todo is made: write its title's and body's search words (todo_search_documents).
+CREATE OR REPLACE FUNCTION todo_search_document_on_insert()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    INSERT INTO todo_search_documents (todo_id, document)
+    VALUES (NEW.id, to_tsvector('simple'::regconfig,
+                                COALESCE(NEW.title, '') || ' ' || COALESCE(NEW.body, '')));
+    RETURN NULL;
+END $function$;
+
+CREATE OR REPLACE TRIGGER todo_search_document_on_insert AFTER INSERT ON todos
+    FOR EACH ROW
+    EXECUTE FUNCTION todo_search_document_on_insert();
+
+-- name: todo_attempt_result_words --
+-- Before an attempt's result is written: its search words beside it (`result_document`).
+CREATE OR REPLACE FUNCTION todo_attempt_result_words()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    NEW.result_document := NULLIF(
+        jsonb_to_tsvector('simple'::regconfig, NEW.result, '["string", "numeric", "key"]'),
+        ''::tsvector);
+    RETURN NEW;
+END $function$;
+
+CREATE OR REPLACE TRIGGER todo_attempt_result_words BEFORE INSERT OR UPDATE OF result,
+    result_document ON todo_attempts
+    FOR EACH ROW WHEN (new.result IS NOT NULL OR new.result_document IS NOT NULL)
+    EXECUTE FUNCTION todo_attempt_result_words();
+
+-- name: switchboard_endpoint_changed --
+-- When an endpoint changes (but for the admission window a claim writes), is deleted or
+-- truncated: say its id (or `*`) on `switchboard_endpoint`, so every process forgets the
+-- endpoint its token cache holds.
+CREATE OR REPLACE FUNCTION switchboard_endpoint_changed()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF TG_LEVEL = 'STATEMENT' THEN
+        PERFORM pg_notify('switchboard_endpoint', '*');
+    ELSE
+        PERFORM pg_notify('switchboard_endpoint', OLD.id::text);
+    END IF;
+    RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE TRIGGER endpoints_changed AFTER UPDATE ON endpoints
+    FOR EACH ROW WHEN ((to_jsonb(old.*) - 'admission_window_at'::text - 'admission_claims'::text)
+        IS DISTINCT FROM (to_jsonb(new.*) - 'admission_window_at'::text - 'admission_claims'::text))
+    EXECUTE FUNCTION switchboard_endpoint_changed();
+
+CREATE OR REPLACE TRIGGER endpoints_deleted AFTER DELETE ON endpoints
+    FOR EACH ROW
+    EXECUTE FUNCTION switchboard_endpoint_changed();
+
+CREATE OR REPLACE TRIGGER endpoints_truncated AFTER TRUNCATE ON endpoints
+    FOR EACH STATEMENT
+    EXECUTE FUNCTION switchboard_endpoint_changed();
+
+-- name: switchboard_board_todos --
+-- Once per statement that makes or changes todos: say each changed todo of a watched team
+-- on `switchboard_board` (`team:endpoint:todo:flag`; `n` new, `e` an attempt ended, `u`
+-- otherwise) for the Board's live stream.
+CREATE OR REPLACE FUNCTION switchboard_board_todos()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        PERFORM pg_notify('switchboard_board',
+                          e.team_id || ':' || n.endpoint_id || ':' || n.id || ':n')
+           FROM board_new n
+           JOIN endpoints e ON e.id = n.endpoint_id
+          WHERE EXISTS (SELECT 1 FROM board_watches w
+                         WHERE w.team_id = e.team_id AND w.expires_at > statement_timestamp());
+    ELSE
+        PERFORM pg_notify('switchboard_board',
+                          e.team_id || ':' || n.endpoint_id || ':' || n.id || ':'
+                          || CASE WHEN o.state = 'claimed'
+                                       AND (n.state <> 'claimed'
+                                            OR n.last_attempt_seq <> o.last_attempt_seq)
+                                  THEN 'e' ELSE 'u' END)
+           FROM board_new n
+           JOIN board_old o ON o.id = n.id
+           JOIN endpoints e ON e.id = n.endpoint_id
+          WHERE o IS DISTINCT FROM n
+            AND EXISTS (SELECT 1 FROM board_watches w
+                         WHERE w.team_id = e.team_id AND w.expires_at > statement_timestamp());
+    END IF;
+    RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE TRIGGER todos_board_changed AFTER UPDATE ON todos
+    REFERENCING OLD TABLE AS board_old NEW TABLE AS board_new FOR EACH STATEMENT
+    EXECUTE FUNCTION switchboard_board_todos();
+
+CREATE OR REPLACE TRIGGER todos_board_new AFTER INSERT ON todos
+    REFERENCING NEW TABLE AS board_new FOR EACH STATEMENT
+    EXECUTE FUNCTION switchboard_board_todos();
+
+-- name: switchboard_board_changed --
+-- When an endpoint is made or changes what the Board shows of it, or an audit row is written:
+-- say it on `switchboard_board` if its team is watched.
+CREATE OR REPLACE FUNCTION switchboard_board_changed()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_team bigint;
+    v_endpoint bigint;
+    v_todo text := '';
+    v_flag text := 'u';
+BEGIN
+    IF TG_TABLE_NAME = 'endpoints' THEN
+        v_team := NEW.team_id;
+        v_endpoint := NEW.id;
+    ELSE  -- todo_events
+        v_team := NEW.team_id;
+        v_endpoint := 0;
+        v_todo := COALESCE(NEW.todo_id::text, '');
+        v_flag := 'n';
+    END IF;
+    IF EXISTS (SELECT 1 FROM board_watches w
+                WHERE w.team_id = v_team AND w.expires_at > statement_timestamp()) THEN
+        PERFORM pg_notify('switchboard_board',
+                          v_team || ':' || v_endpoint || ':' || v_todo || ':' || v_flag);
+    END IF;
+    RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE TRIGGER endpoints_board_changed AFTER UPDATE ON endpoints
+    FOR EACH ROW WHEN (old.paused_at IS DISTINCT FROM new.paused_at OR old.revoked_at
+        IS DISTINCT FROM new.revoked_at OR old.rotated_at IS DISTINCT FROM new.rotated_at
+        OR old.notify_url::text IS DISTINCT FROM new.notify_url::text OR old.name::text
+        IS DISTINCT FROM new.name::text OR old.verbs IS DISTINCT FROM new.verbs)
+    EXECUTE FUNCTION switchboard_board_changed();
+
+CREATE OR REPLACE TRIGGER endpoints_board_new AFTER INSERT ON endpoints
+    FOR EACH ROW
+    EXECUTE FUNCTION switchboard_board_changed();
+
+CREATE OR REPLACE TRIGGER todo_events_board_new AFTER INSERT ON todo_events
+    FOR EACH ROW
+    EXECUTE FUNCTION switchboard_board_changed();
