@@ -618,6 +618,7 @@
     var panel = host.querySelector("#drawer-panel");
     if (panel && panel.__live) panel.__live.stop();
     host.innerHTML = "";
+    Title.set({ todo: "" });
     markOpenRow();
     var state = history.state;
     if (!viaHistory && state && state.board === "drawer") history.back();
@@ -666,6 +667,11 @@
       history.replaceState(history.state, "", url); // the drawer as a whole page
     }
     markOpenRow();
+    if (inDrawer) {
+      var named = panel.querySelector("#drawer-title");
+      var stamp = (url.match(/\/todos\/(\d+)\//) || [])[1];
+      Title.set({ todo: (stamp ? "#" + stamp + " " : "") + (named ? named.textContent.trim() : "") });
+    }
     // A drawer just opened: move focus into it for keyboard users.
     if (event.detail.target && event.detail.target.id === "drawer") {
       var heading = event.detail.target.querySelector("h1");
@@ -691,11 +697,177 @@
     }
   });
 
+  // ---------------------------------------------------------------------------------------
+  // The keyboard: shortcuts for the daily moves (SHORTCUTS, listed by "?"), the open drawer
+  // keeping focus inside it (Tab and Shift+Tab go round it) and giving it back on close.
+  // Never while typing in a field, nor with Ctrl, Alt or Meta (the browser's own).
+
+  var SHORTCUTS = [
+    ["j / k", "next / previous row"],
+    ["Enter or o", "open the row's todo"],
+    ["Esc", "close the drawer or this list"],
+    ["c", "claim the open todo yourself"],
+    ["/", "search the queue"],
+    ["g then o", "go to the overview"],
+    ["g then q", "go to the queue"],
+    ["g then w", "go to what is waiting (pending)"],
+    ["g then a", "go to Activity"],
+    ["?", "show these shortcuts"],
+  ];
+  var GO = { o: "/", q: "/queue/", w: "/queue/?state=pending", a: "/activity/" };
+
+  function typing(target) {
+    return !!(target && target.closest && (target.closest("input, textarea, select, [contenteditable]")));
+  }
+
+  function focusables(root) {
+    var found = root.querySelectorAll('a[href], button:not([disabled]), input:not([disabled]):not([type=hidden]), select:not([disabled]), textarea:not([disabled]), summary, [tabindex]:not([tabindex="-1"])');
+    return Array.prototype.filter.call(found, function (el) { return el.offsetParent !== null || el === document.activeElement; });
+  }
+
+  // The rows j and k move through: the queue's todos, else the overview's endpoints, else
+  // Activity's lines. Each row is entered by its first link.
+  function rows() {
+    var found = document.querySelectorAll("table.queue tbody[data-rows] > tr[data-todo]:not(.is-gone), table.overview tbody > tr, main .feed > li[data-key]");
+    return Array.prototype.filter.call(found, function (row) { return row.offsetParent !== null && rowLink(row); });
+  }
+
+  function rowLink(row) {
+    return row.querySelector(".col-title a, td.col-ep a, a[hx-get], a[href]");
+  }
+
+  function moveRow(step) {
+    var list = rows();
+    if (!list.length) return;
+    var at = -1;
+    for (var i = 0; i < list.length; i++) if (list[i].contains(document.activeElement) || list[i].classList.contains("is-cursor")) { at = i; break; }
+    var next = list[Math.min(Math.max(at + step, 0), list.length - 1)];
+    if (at < 0) next = list[step > 0 ? 0 : list.length - 1];
+    for (var j = 0; j < list.length; j++) list[j].classList.remove("is-cursor");
+    next.classList.add("is-cursor");
+    var link = rowLink(next);
+    link.focus({ preventScroll: true });
+    next.scrollIntoView({ block: "nearest" });
+  }
+
+  function currentRowLink() {
+    var list = rows();
+    for (var i = 0; i < list.length; i++) if (list[i].classList.contains("is-cursor") || list[i].contains(document.activeElement)) return rowLink(list[i]);
+    return null;
+  }
+
+  function shortcutsOpen() { return !!document.getElementById("shortcuts"); }
+
+  function showShortcuts() {
+    if (shortcutsOpen()) return;
+    var opener = document.activeElement;
+    var box = document.createElement("div");
+    box.id = "shortcuts";
+    box.className = "shortcuts";
+    box.setAttribute("role", "dialog");
+    box.setAttribute("aria-modal", "true");
+    box.setAttribute("aria-labelledby", "shortcuts-title");
+    var panel = document.createElement("div");
+    panel.className = "shortcuts-panel";
+    var title = document.createElement("h2");
+    title.id = "shortcuts-title";
+    title.textContent = "Keyboard shortcuts";
+    panel.appendChild(title);
+    var list = document.createElement("dl");
+    SHORTCUTS.forEach(function (pair) {
+      var row = document.createElement("div");
+      var keys = document.createElement("dt");
+      pair[0].split(" ").forEach(function (word) {
+        if (word === "/" && pair[0] !== "/" || word === "then" || word === "or") { keys.appendChild(document.createTextNode(" " + word + " ")); return; }
+        var kbd = document.createElement("kbd");
+        kbd.textContent = word;
+        keys.appendChild(kbd);
+      });
+      var what = document.createElement("dd");
+      what.textContent = pair[1];
+      row.appendChild(keys);
+      row.appendChild(what);
+      list.appendChild(row);
+    });
+    panel.appendChild(list);
+    var close = document.createElement("button");
+    close.type = "button";
+    close.className = "btn";
+    close.textContent = "Close";
+    close.addEventListener("click", function () { hideShortcuts(); });
+    panel.appendChild(close);
+    box.appendChild(panel);
+    box.__opener = opener;
+    box.addEventListener("click", function (event) { if (event.target === box) hideShortcuts(); });
+    document.body.appendChild(box);
+    close.focus();
+  }
+
+  function hideShortcuts() {
+    var box = document.getElementById("shortcuts");
+    if (!box) return;
+    var opener = box.__opener;
+    box.remove();
+    if (opener && document.body.contains(opener)) opener.focus({ preventScroll: true });
+  }
+
+  // Tab and Shift+Tab go round the open dialog (the shortcuts, else the drawer).
+  function trapFocus(event) {
+    var root = document.getElementById("shortcuts") || (drawerOpen() ? drawerHost() : null);
+    if (!root) return false;
+    var stops = focusables(root);
+    if (!stops.length) return false;
+    var first = stops[0], last = stops[stops.length - 1];
+    var inside = root.contains(document.activeElement);
+    if (event.shiftKey && (document.activeElement === first || !inside)) { last.focus(); return true; }
+    if (!event.shiftKey && (document.activeElement === last || !inside)) { first.focus(); return true; }
+    return false;
+  }
+
+  var pendingGo = 0;
+
   document.addEventListener("keydown", function (event) {
-    if (event.key !== "Escape" || !drawerOpen()) return;
-    if (event.target.closest && event.target.closest("textarea, input, select") && event.target.value) return;
-    event.preventDefault();
-    closeDrawer(false);
+    if (event.key === "Tab") {
+      if (trapFocus(event)) event.preventDefault();
+      return;
+    }
+    if (event.key === "Escape") {
+      if (shortcutsOpen()) { event.preventDefault(); hideShortcuts(); return; }
+      if (!drawerOpen()) return;
+      if (typing(event.target) && event.target.value) return;
+      event.preventDefault();
+      closeDrawer(false);
+      return;
+    }
+    if (event.ctrlKey || event.metaKey || event.altKey || typing(event.target) || event.defaultPrevented) return;
+    if (shortcutsOpen()) return;
+    var key = event.key;
+    if (pendingGo && Date.now() - pendingGo < 1500 && GO[key]) {
+      pendingGo = 0;
+      event.preventDefault();
+      location.assign(GO[key]);
+      return;
+    }
+    pendingGo = 0;
+    var inDrawer = drawerOpen() && drawerHost().contains(document.activeElement);
+    if (key === "g") { pendingGo = Date.now(); return; }
+    if (key === "?") { event.preventDefault(); showShortcuts(); return; }
+    if (key === "/") {
+      var search = document.querySelector('main input[type=search][name=q]');
+      if (search) { event.preventDefault(); search.focus(); search.select(); }
+      return;
+    }
+    if (key === "c" && drawerOpen()) {
+      var claim = drawerHost().querySelector('button[data-action="claim"]');
+      if (claim) { event.preventDefault(); claim.click(); }
+      return;
+    }
+    if (inDrawer) return; // the drawer's own controls take Enter; j and k are the list's
+    if (key === "j" || key === "k") { event.preventDefault(); moveRow(key === "j" ? 1 : -1); return; }
+    if (key === "o" || (key === "Enter" && event.target === document.body)) {
+      var link = currentRowLink();
+      if (link) { event.preventDefault(); link.click(); }
+    }
   });
 
   // ---------------------------------------------------------------------------------------
@@ -824,6 +996,8 @@
     Stalls.start();
     var all = document.querySelector("[data-pick-all]");
     if (all) all.hidden = false;
+    var hints = document.querySelectorAll("[data-js-only]");
+    for (var h = 0; h < hints.length; h++) hints[h].hidden = false;
     var fields = document.querySelectorAll("[data-max-bytes]");
     for (var i = 0; i < fields.length; i++) checkBytes(fields[i]);
   }

@@ -1,0 +1,112 @@
+"""A whole triage by keyboard alone (static/board/board.js's shortcuts): search, move to the
+row, open it, claim it, complete it from the drawer, close it, go elsewhere; focus stays in
+the open drawer and comes back to the row; the tab's title names the open todo."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from queues.models import Todo
+from tests.board.conftest import sign_in
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _focused(page) -> str:
+    return page.evaluate(
+        "() => { const el = document.activeElement;"
+        " return el ? (el.getAttribute('name') || el.textContent || el.tagName).trim() : ''; }"
+    )
+
+
+def _inside_drawer(page) -> bool:
+    return page.evaluate("() => document.getElementById('drawer').contains(document.activeElement)")
+
+
+def test_a_whole_triage_by_keyboard_alone(page, user, endpoint, make_todo):
+    make_todo("Rotate the staging certificate")
+    wanted = make_todo("Rebuild the API reference", priority=3)
+    make_todo("Bump the lockfile")
+    sign_in(page, "alice", to="/queue/")
+    keys = page.keyboard
+
+    # "/" searches; Enter sends the search.
+    keys.press("/")
+    assert page.evaluate("() => document.activeElement.name") == "q"
+    keys.type("API reference")
+    keys.press("Enter")
+    page.wait_for_url(re.compile(r"q=API\+reference"), wait_until="load")
+    rows = page.locator("table.queue tbody tr[data-todo]")
+    expect(rows).to_have_count(1)
+
+    # j moves to the row (its title link has focus); Enter opens its drawer.
+    page.locator("body").press("j")
+    expect(rows.first).to_have_class(re.compile("is-cursor"))
+    assert _focused(page) == "Rebuild the API reference"
+    keys.press("Enter")
+    drawer = page.locator("#drawer #drawer-panel")
+    expect(drawer).to_be_visible()
+    expect(page).to_have_title(f"#{wanted.id} Rebuild the API reference · Queue · Switchboard")
+
+    # c claims it; Tab goes round the drawer and never leaves it.
+    keys.press("c")
+    expect(drawer).to_contain_text("You hold this todo")
+    for _ in range(40):
+        keys.press("Tab")
+        assert _inside_drawer(page)
+        if _focused(page) == "summary" and page.evaluate(
+            "() => document.activeElement.closest('form').action.endsWith('/complete/')"
+        ):
+            break
+    else:
+        pytest.fail("Tab never reached the Complete form's summary")
+    keys.press("Shift+Tab")
+    assert _inside_drawer(page)
+    keys.press("Tab")
+    keys.type("Rebuilt by hand.")
+    keys.press("Tab")  # the result
+    keys.press("Tab")  # Complete
+    assert _focused(page) == "Complete"
+    keys.press("Enter")
+    expect(drawer).to_contain_text("Completed")
+    assert Todo.objects.get(pk=wanted.id).state == "done"
+
+    # Esc closes it: focus is back on the row, the title is the page's again.
+    page.locator("#drawer-title").focus()
+    keys.press("Escape")
+    expect(page.locator("#drawer #drawer-panel")).to_have_count(0)
+    expect(page).to_have_title("Queue · Switchboard")
+    assert _focused(page) == "Rebuild the API reference"
+
+    # "?" lists the shortcuts (focus inside it), Esc closes the list; g o goes to the overview.
+    keys.press("?")
+    expect(page.locator("#shortcuts")).to_be_visible()
+    expect(page.locator("#shortcuts")).to_contain_text("next / previous row")
+    keys.press("Tab")
+    assert page.evaluate(
+        "() => document.getElementById('shortcuts').contains(document.activeElement)"
+    )
+    keys.press("Escape")
+    expect(page.locator("#shortcuts")).to_have_count(0)
+    page.locator("body").press("g")
+    keys.press("o")
+    page.wait_for_url(re.compile(r"/$"), wait_until="load")
+    expect(page.get_by_role("heading", name="Overview", exact=True)).to_be_visible()
+    page.locator("body").press("g")
+    keys.press("w")
+    page.wait_for_url(re.compile(r"/queue/\?state=pending$"), wait_until="load")
+    assert page.js_errors == []
+
+
+def test_shortcuts_keep_out_of_typing(page, user, endpoint, make_todo):
+    make_todo("Check broken links")
+    sign_in(page, "alice", to="/queue/")
+    search = page.locator("input[name=q]")
+    search.focus()
+    page.keyboard.type("jk/?go")
+    expect(search).to_have_value("jk/?go")
+    expect(page.locator("#shortcuts")).to_have_count(0)
+    expect(page).to_have_url(re.compile(r"/queue/$"))
