@@ -7,7 +7,9 @@ and committed; tests/queues/test_schema_file.py holds them to the database the t
 migrated from zero. Each object sits under a ``-- name: … --`` header, with the lines that
 say what it is (kept by the writer: edit them in the file).
 
-A migration that changes a function loads it from here, never restates an older migration::
+A migration that changes a function (or makes a new one) loads it from here, never restates
+an older migration: edit the function in functions.sql, load it, migrate, then run the
+writer (it words the file as PostgreSQL stored it) and commit both::
 
     from queues import schema
 
@@ -16,14 +18,18 @@ A migration that changes a function loads it from here, never restates an older 
         migrations.RunSQL(schema.function("switchboard_board_todos"), migrations.RunSQL.noop),
     ]
 
-``function(name)`` is the function's ``CREATE OR REPLACE`` and its triggers' (re-runnable),
-after ``SET LOCAL check_function_bodies = off``. The file holds only the newest text, so a
-database that migrates across several migrations gets that text from every migration that
-loads the function, including ones older than the columns it reads. Creating it there is
-safe (with bodies unchecked, nothing is resolved until the function runs); running it there
-is not, so the rule is: **a migration after the first that loads from here writes no rows
-of the ledger** (a backfill is a command run after ``migrate``). docs/ledger.md, "The schema
-in one place", says the whole of it.
+``function(name)`` is the function's ``CREATE OR REPLACE`` and its triggers' (so it can run
+again), between ``SET check_function_bodies = off`` and its ``RESET``. The file holds only
+the newest text, so on a database that is behind, every migration that loads a function
+makes today's text, even one older than the columns that text reads. Three rules keep that
+safe (docs/ledger.md, "The schema in one place"):
+
+- making it early checks nothing: PL/pgSQL looks tables and columns up when it runs, and
+  with bodies unchecked an SQL-language function waits as well;
+- nothing runs it early: from the first migration that loads from here on, the ledger's
+  migrations write no rows (a backfill is a command run after ``migrate``);
+- what an older load names stays: a function that a migration loads keeps its name and its
+  arguments and is not dropped (other arguments make a new function, under a new name).
 """
 
 from __future__ import annotations
@@ -36,8 +42,11 @@ FOLDER = Path(__file__).resolve().parent
 FILES = ("tables.sql", "functions.sql")
 
 _HEADER = re.compile(r"^-- name: (\S+) --$", re.MULTILINE)
-# Loaded text may be created before what it reads exists (see above); pg_dump says the same.
-_UNCHECKED = "SET LOCAL check_function_bodies = off;\n"
+# Loaded text may be made before what it reads exists (see above), as pg_dump restores it. A
+# session SET and its RESET, not SET LOCAL: a migration with atomic = False has no
+# transaction for SET LOCAL to last in.
+_UNCHECKED = "SET check_function_bodies = off;\n"
+_CHECKED = "RESET check_function_bodies;\n"
 
 
 def sections(text: str) -> tuple[str, dict[str, tuple[str, str]]]:
@@ -64,9 +73,12 @@ def _functions() -> dict[str, tuple[str, str]]:
 
 def function(name: str) -> str:
     """The SQL that makes ``name`` (and the triggers that call it) what functions.sql says:
-    for ``migrations.RunSQL`` in an atomic migration."""
+    for ``migrations.RunSQL``."""
     try:
         _, sql = _functions()[name]
     except KeyError:
-        raise KeyError(f"{name!r} is not in {FOLDER / 'functions.sql'}") from None
-    return _UNCHECKED + sql + "\n"
+        raise KeyError(
+            f"{name!r} is not in {FOLDER / 'functions.sql'}: a new function's section is written"
+            " there first; one that migrations load is never dropped nor renamed"
+        ) from None
+    return f"{_UNCHECKED}{sql}\n{_CHECKED}"

@@ -5,9 +5,11 @@ nothing here migrates again), compared in memory with the files as committed."""
 from __future__ import annotations
 
 import difflib
+import re
 
 import pytest
-from django.db import connection
+from django.db import connection, migrations
+from django.db.migrations.loader import MigrationLoader
 
 from queues import schema
 from queues.schema import catalog
@@ -74,3 +76,44 @@ def test_functions_loaded_from_the_file_make_the_schema_the_file_says(db):
 def test_a_function_not_in_the_file_is_named_in_the_error():
     with pytest.raises(KeyError, match="switchboard_nothing"):
         schema.function("switchboard_nothing")
+
+
+# What schema.function() hands a migration, and SQL that writes rows.
+_LOADED = re.compile(r"SET check_function_bodies = off;.*?RESET check_function_bodies;", re.S)
+_WRITES = re.compile(
+    r"\b(INSERT\s+INTO|UPDATE\s+\S+\s+SET|DELETE\s+FROM|TRUNCATE|COPY|MERGE)\b", re.I
+)
+
+
+def _sql_of(operation) -> list[str]:
+    if isinstance(operation, migrations.SeparateDatabaseAndState):
+        return [sql for inner in operation.database_operations for sql in _sql_of(inner)]
+    if not isinstance(operation, migrations.RunSQL):
+        return []
+    statements = operation.sql if isinstance(operation.sql, list | tuple) else [operation.sql]
+    return [s if isinstance(s, str) else s[0] for s in statements]
+
+
+def _writers_after_a_load() -> list[str]:
+    """The ledger's migrations, from the first that loads a function from the schema file on,
+    that write rows: a RunPython, or SQL of their own (not the loaded functions') that does."""
+    graph = MigrationLoader(None, ignore_no_migrations=True).graph
+    (leaf,) = graph.leaf_nodes("queues")
+    loading, writers = False, []
+    for key in graph.forwards_plan(leaf):
+        if key[0] != "queues":
+            continue
+        migration = graph.nodes[key]
+        sqls = [sql for operation in migration.operations for sql in _sql_of(operation)]
+        loading = loading or any(_LOADED.search(sql) for sql in sqls)
+        runs_python = any(isinstance(op, migrations.RunPython) for op in migration.operations)
+        if loading and (runs_python or any(_WRITES.search(_LOADED.sub("", s)) for s in sqls)):
+            writers.append(migration.name)
+    return writers
+
+
+def test_no_migration_writes_rows_once_one_loads_a_function_from_the_schema_file():
+    """The file holds only the newest text, so a database that is behind makes it at every
+    migration that loads it, before the columns it may read: nothing may run it there
+    (queues/schema/__init__.py). A backfill is a command run after migrate."""
+    assert _writers_after_a_load() == []
