@@ -21,8 +21,8 @@ from queues import endpoints, selectors, transitions
 from queues.db import Plan
 from queues.errors import Forbidden, NotFound
 from queues.models import Endpoint
-from queues.records import UNTRUSTED_NOTICE, TodoDetail
-from queues.transitions import Actor
+from queues.records import UNTRUSTED_NOTICE, Claim, TodoDetail
+from queues.transitions import Actor, ClaimArgs, Close, Next, Then
 
 type Handler = Callable[..., Plan[dict]]
 
@@ -46,6 +46,12 @@ class Verb:
     # get_todo reads only the endpoint's own queue, which list_todos already enumerates, so
     # either allows it (the record's "no new power", docs/decisions/0039-attempt-history.md).
     allowed_by: tuple[str, ...] = ()
+    # The ledger's transition the verb calls (a selector for a read): its parameters are the
+    # struct's fields, by name (``arguments``; agents/checks.py holds the two together).
+    transition: Callable | None = None
+    # A close (complete, fail, release): the ``Close`` constructor its written fields go to,
+    # and, with ``then`` given, the handler's plan answers a ``transitions.Then``.
+    closes: Callable | None = None
 
     @property
     def mcp_description(self) -> str:
@@ -64,14 +70,14 @@ REGISTRY: dict[str, Verb] = {}
 
 def verb(
     *, params: type[schemas.Params], output: type[schemas.Out], description: str, **traits
-) -> Callable[[Handler], Handler]:
-    """Declare the decorated handler as the verb of its name."""
+) -> Callable[[Handler], Verb]:
+    """Declare the decorated handler as the verb of its name; the name is then the Verb."""
 
-    def register(handler: Handler) -> Handler:
+    def register(handler: Handler) -> Verb:
         name = handler.__name__
         if name in REGISTRY:
             raise ValueError(f"the verb {name!r} is declared twice")
-        REGISTRY[name] = Verb(
+        declared = REGISTRY[name] = Verb(
             name=name,
             params=params,
             output=output,
@@ -79,7 +85,7 @@ def verb(
             handler=handler,
             **traits,
         )
-        return handler
+        return declared
 
     return register
 
@@ -111,6 +117,7 @@ PAUSED: dict = {**NO_TODO, "paused": True}
     output=schemas.CreateTodoOut,
     description="Put a todo on this endpoint's queue, or with `to` on another endpoint's queue"
     " in the same team.",
+    transition=transitions.create_todo,
 )
 def create_todo(endpoint: Endpoint, p: schemas.CreateTodo, **_) -> Plan[dict]:
     target: Endpoint | None = endpoint
@@ -120,7 +127,7 @@ def create_todo(endpoint: Endpoint, p: schemas.CreateTodo, **_) -> Plan[dict]:
         if target is None:
             raise NotFound("No such endpoint in this team.")
     assert target is not None
-    todo, created = yield from transitions.create_todo_plan(
+    todo, created = yield from transitions.create_todo.plan(
         Actor.agent(endpoint),
         endpoint=target,
         title=p.title,
@@ -176,9 +183,10 @@ def get_todo(endpoint: Endpoint, p: schemas.GetTodo, **_) -> Plan[dict]:
     " tried. While the endpoint is paused it claims nothing (paused: true).",
     reads_attempts=True,
     claims=True,
+    transition=transitions.claim,
 )
 def claim(endpoint: Endpoint, p: schemas.Claim, *, mcp_session_id: str | None = None) -> Plan[dict]:
-    claimed = yield from transitions.claim_plan(
+    claimed = yield from transitions.claim.plan(
         Actor.agent(endpoint),
         p.todo_id,
         lease_seconds=p.lease_seconds,
@@ -199,6 +207,7 @@ def claim(endpoint: Endpoint, p: schemas.Claim, *, mcp_session_id: str | None = 
     " (paused: true; a long-poll waits for the resume).",
     reads_attempts=True,
     claims=True,
+    transition=transitions.claim_next,
 )
 def claim_next(
     endpoint: Endpoint, p: schemas.ClaimNext, *, mcp_session_id: str | None = None
@@ -206,100 +215,149 @@ def claim_next(
     """One claim, at once: the best claimable todo, or ``todo: null`` (with ``paused: true``
     while the endpoint is paused). ``wait_seconds`` is the front's to honour, around this
     (agents/waiting.py)."""
-    claimed = yield from transitions.claim_next_plan(
+    claimed = yield from transitions.claim_next.plan(
         Actor.agent(endpoint),
-        **_claim_arguments(p),
+        lease_seconds=p.lease_seconds,
+        require_fence=p.require_fence,
+        claimant=p.claimant,
         mcp_session_id=mcp_session_id,
     )
-    return _claimed(endpoint, claimed)
+    return claimed_answer(endpoint, claimed)
 
 
-def _claim_arguments(p: schemas.ClaimNext) -> dict:
-    return {
-        "lease_seconds": p.lease_seconds,
-        "require_fence": p.require_fence,
-        "claimant": p.claimant,
-    }
-
-
-def _claimed(endpoint: Endpoint, claimed) -> dict:
-    """claim_next's answer for a claim (a ``Claim``) or for none."""
+def claimed_answer(endpoint: Endpoint, claimed: Claim | None, *, paused: bool = False) -> dict:
+    """claim_next's answer for a claim or for none (``paused: true`` while the endpoint is
+    paused)."""
     if claimed is not None:
         return {**claimed.as_api(), "paused": False}
-    return dict(PAUSED if endpoint.paused else NO_TODO)
+    return dict(PAUSED if paused or endpoint.paused else NO_TODO)
 
 
-def _attempt_verb(
-    transition_plan: Callable[..., Plan],
-    *,
-    then_plan: Callable[..., Plan] | None = None,
-    **declared,
-) -> Handler:
-    """heartbeat, complete, fail, release, cancel: the struct's fields are the transition's
-    keyword arguments, by name. ``then_plan``: the transition that also claims next, in the
-    close's own statement, when it can (complete); its answer then carries ``next``, and
-    the front adds no claim (agents/waiting.py). Without one, or when it cannot, the answer
-    is the close's alone and the front claims after it."""
-
-    def handler(
-        endpoint: Endpoint, p: schemas.AttemptCall, *, mcp_session_id: str | None = None, **_
-    ) -> Plan[dict]:
-        arguments = {name: getattr(p, name) for name in p.__struct_fields__ if name != "then"}
-        todo_id = arguments.pop("todo_id")
-        actor = Actor.agent(endpoint)
-        then = getattr(p, "then", None)
-        if then is not None and then_plan is not None:
-            both = yield from then_plan(
-                actor,
-                todo_id,
-                **arguments,
-                **_claim_arguments(then),
-                mcp_session_id=mcp_session_id,
-            )
-            if both is not None:
-                if both.settled and (both.claim is not None or not then.wait_seconds):
-                    return {**both.closed.as_api(), "next": _claimed(endpoint, both.claim)}
-                return both.closed.as_api()  # the front's claim_next: long-poll, takeover
-        result = yield from transition_plan(actor, todo_id, **arguments)
-        return result.as_api()
-
-    handler.__name__ = transition_plan.__name__.removesuffix("_plan")
-    return verb(**declared)(handler)
-
-
-heartbeat = _attempt_verb(
-    transitions.heartbeat_plan,
+@verb(
     params=schemas.Heartbeat,
     output=schemas.HeartbeatOut,
     description="Keep your open attempt's lease alive.",
     idempotent=True,
+    transition=transitions.heartbeat,
 )
-complete = _attempt_verb(
-    transitions.complete_plan,
-    then_plan=transitions.complete_then_claim_next_plan,
+def heartbeat(endpoint: Endpoint, p: schemas.Heartbeat, **_) -> Plan[dict]:
+    lease = yield from transitions.heartbeat.plan(
+        Actor.agent(endpoint),
+        p.todo_id,
+        attempt_seq=p.attempt_seq,
+        lease_token=p.lease_token,
+        lease_seconds=p.lease_seconds,
+    )
+    return lease.as_api()
+
+
+@verb(
     params=schemas.Complete,
     output=schemas.ClosedOut,
     description="Report success: the todo is done. With `then`, claim the next todo in the"
     " same request.",
+    transition=transitions.complete,
+    closes=Close.complete,
 )
-fail = _attempt_verb(
-    transitions.fail_plan,
+def complete(
+    endpoint: Endpoint, p: schemas.Complete, *, mcp_session_id: str | None = None
+) -> Plan[dict | Then]:
+    close = Close.complete(result=p.result, summary=p.summary, artifact=p.artifact)
+    return (yield from _closing(endpoint, p, close, mcp_session_id))
+
+
+@verb(
     params=schemas.Fail,
     output=schemas.ClosedOut,
     description="Report failure: retried with backoff, dead-lettered at the cap or when"
     " retryable is false. With `then`, claim the next todo in the same request.",
+    transition=transitions.fail,
+    closes=Close.fail,
 )
-release = _attempt_verb(
-    transitions.release_plan,
+def fail(
+    endpoint: Endpoint, p: schemas.Fail, *, mcp_session_id: str | None = None
+) -> Plan[dict | Then]:
+    close = Close.fail(
+        result=p.result, summary=p.summary, artifact=p.artifact, retryable=p.retryable
+    )
+    return (yield from _closing(endpoint, p, close, mcp_session_id))
+
+
+@verb(
     params=schemas.Release,
     output=schemas.ClosedOut,
     description="Give the todo back without a verdict (back to pending; the failure budget is"
     " not spent). With `then`, claim the next todo in the same request.",
+    transition=transitions.release,
+    closes=Close.release,
 )
-cancel = _attempt_verb(
-    transitions.cancel_plan,
+def release(
+    endpoint: Endpoint, p: schemas.Release, *, mcp_session_id: str | None = None
+) -> Plan[dict | Then]:
+    close = Close.release(
+        summary=p.summary,
+        artifact=p.artifact,
+        not_before=p.not_before,
+        delay_seconds=p.delay_seconds,
+    )
+    return (yield from _closing(endpoint, p, close, mcp_session_id))
+
+
+@verb(
     params=schemas.Cancel,
     output=schemas.ClosedOut,
     description="Cancel a todo you hold, sent, or that waits on your queue.",
     destructive=True,
+    transition=transitions.cancel,
 )
+def cancel(endpoint: Endpoint, p: schemas.Cancel, **_) -> Plan[dict]:
+    closed = yield from transitions.cancel.plan(
+        Actor.agent(endpoint), p.todo_id, attempt_seq=p.attempt_seq, lease_token=p.lease_token
+    )
+    return closed.as_api()
+
+
+def _closing(
+    endpoint: Endpoint, p: schemas.Ending, close: Close, mcp_session_id: str | None
+) -> Plan[dict | Then]:
+    """A close's plan: the close alone (its answer), or with ``then`` the close and the next
+    claim as one ledger operation, whose ``Then`` the front answers (and long-polls when it
+    says ``WAIT``: agents/waiting.py)."""
+    actor = Actor.agent(endpoint)
+    ids = {"attempt_seq": p.attempt_seq, "lease_token": p.lease_token}
+    if p.then is None:
+        closed = yield from transitions.end(actor, close, p.todo_id, **ids)
+        return closed.as_api()
+    return (
+        yield from transitions.close_then_claim_next.plan(
+            actor,
+            close,
+            p.todo_id,
+            **ids,
+            claim=claim_args(p.then, mcp_session_id),
+            wait=bool(p.then.wait_seconds),
+        )
+    )
+
+
+def claim_args(p: schemas.ClaimNext, mcp_session_id: str | None) -> ClaimArgs:
+    return ClaimArgs(
+        lease_seconds=p.lease_seconds,
+        require_fence=p.require_fence,
+        claimant=p.claimant,
+        mcp_session_id=mcp_session_id,
+    )
+
+
+def then_answer(endpoint: Endpoint, then: Then) -> dict:
+    """A close with ``then``, as the API answers it: the close, and ``next`` (the claim, or
+    claim_next's answer for none; null for a replayed close, or a refused claim with
+    ``next_error`` saying why)."""
+    answer = then.closed.as_api()
+    if then.next is Next.NONE:
+        answer["next"] = None
+        if then.refused is not None:
+            answer["next_error"] = then.refused.as_dict()["error"]
+    else:
+        answer["next"] = claimed_answer(endpoint, then.claim, paused=then.paused)
+    return answer

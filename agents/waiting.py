@@ -16,8 +16,9 @@ from typing import Protocol
 
 from django.conf import settings
 
+from agents import verbs
 from agents.doorbell import async_doorbell, async_doorbell_of
-from agents.verbs import NO_TODO, REGISTRY, Verb
+from agents.verbs import Verb
 from queues import counters, db, endpoints, transitions
 from queues.db.availability import breaker, is_connection_failure
 from queues.errors import (
@@ -28,7 +29,7 @@ from queues.errors import (
     from_database_error,
 )
 from queues.models import Endpoint
-from queues.transitions import Actor
+from queues.transitions import Actor, Next, Then
 
 
 class Departure(Protocol):
@@ -102,32 +103,23 @@ async def call(
     gone: Departure | None = None,
 ) -> dict:
     """Run ``verb``'s plan on the async pool, claim_next's long-poll on the doorbell. ``gone``
-    is done when the client went away: a wait then ends with ClientGone, and a claim that
+    says when the client went away: a wait then ends with ClientGone, and a claim that
     committed after it went is released at once (``release_unheard``) and nobody is answered
     (ClientGone). A claim is one claim latency observation: its last claim, never its
-    waiting. A close with ``then`` is the close, committed, then claim_next (``claim_after``),
-    unless the verb's handler claimed in the close's own statement (its answer has ``next``)."""
+    waiting. A close with ``then`` is one ledger operation (its plan answers a ``Then``); it
+    is waited for here only when the ledger says ``WAIT``."""
     then = getattr(params, "then", None)
     if then is not None:
-        REGISTRY["claim_next"].check_allowed(endpoint)  # before the close, not after it
-        started = time.perf_counter()
-        closed = await db.arun(verb.handler(endpoint, params, mcp_session_id=mcp_session_id))
-        if "next" not in closed:
-            return await claim_after(
-                endpoint, closed, then, mcp_session_id=mcp_session_id, gone=gone
-            )
-        # Claimed (or found nothing) in the close's own statement (agents/verbs.py).
-        counters.claim_latency.observe(time.perf_counter() - started)
-        await _unless_gone(endpoint, closed["next"], gone)
-        return closed
+        verbs.claim_next.check_allowed(endpoint)  # before the close, not after it
+        return await _close_then(endpoint, verb, params, then, mcp_session_id, gone)
     if verb.name == "claim_next" and params.wait_seconds:
-        claim_next = REGISTRY["claim_next"].handler
+        handler = verb.handler
         result = await awaiting(
             endpoint,
-            lambda: db.arun(claim_next(endpoint, params, mcp_session_id=mcp_session_id)),
+            lambda: db.arun(handler(endpoint, params, mcp_session_id=mcp_session_id)),
             wait_seconds=params.wait_seconds,
             found=lambda result: result["todo"] is not None,
-            nothing=lambda: dict(NO_TODO),
+            nothing=lambda: dict(verbs.NO_TODO),
             gone=gone,
         )
     elif verb.claims:
@@ -142,38 +134,55 @@ async def call(
     return result
 
 
+async def _close_then(
+    endpoint: Endpoint,
+    verb: Verb,
+    params,
+    then,
+    mcp_session_id: str | None,
+    gone: Departure | None,
+) -> dict:
+    started = time.perf_counter()
+    answer: Then = await db.arun(verb.handler(endpoint, params, mcp_session_id=mcp_session_id))
+    if answer.next is Next.WAIT:
+        actor = Actor.agent(endpoint)
+        arguments = verbs.claim_args(then, mcp_session_id)
+        try:
+            found = await awaiting(
+                endpoint,
+                lambda: db.arun(
+                    transitions.claim_next.plan(
+                        actor,
+                        lease_seconds=arguments.lease_seconds,
+                        require_fence=arguments.require_fence,
+                        claimant=arguments.claimant,
+                        mcp_session_id=arguments.mcp_session_id,
+                    )
+                ),
+                wait_seconds=then.wait_seconds,
+                found=lambda claimed: claimed is not None,
+                nothing=lambda: None,
+                gone=gone,
+            )
+        except DomainError as refused:  # the close stands; the claim says why it was not
+            answer = answer.refused_by(refused)
+        except DATABASE_ERRORS as exc:
+            answer = answer.refused_by(from_database_error(exc, verb="claim_next"))
+        else:
+            answer = answer.waited(found)
+    elif answer.next is Next.CLAIMED:
+        counters.claim_latency.observe(time.perf_counter() - started)
+    result = verbs.then_answer(endpoint, answer)
+    if result["next"] is not None:
+        await _unless_gone(endpoint, result["next"], gone)
+    return result
+
+
 async def _unless_gone(endpoint: Endpoint, claim: dict, gone: Departure | None) -> None:
     """A claim committed after its client went away is released at once (ClientGone)."""
     if gone is not None and gone.done() and claim.get("todo") is not None:
         await release_unheard(endpoint, claim)
         raise ClientGone
-
-
-async def claim_after(
-    endpoint: Endpoint,
-    closed: dict,
-    then,
-    *,
-    mcp_session_id: str | None,
-    gone: Departure | None,
-) -> dict:
-    """The close's answer with the next claim's (``next``): claim_next with ``then``'s
-    arguments, long-poll and all. The close is committed already: a claim that fails says
-    why in ``next_error`` and the close stands. A replayed close claims nothing: its first
-    answer may have carried a claim the client never read (released when its client left,
-    else until its lease lapses), and a second would hold two; the client asks again."""
-    if closed["replayed"]:
-        return {**closed, "next": None}
-    try:
-        found = await call(
-            endpoint, REGISTRY["claim_next"], then, mcp_session_id=mcp_session_id, gone=gone
-        )
-    except DomainError as refused:
-        return {**closed, "next": None, "next_error": refused.as_dict()["error"]}
-    except DATABASE_ERRORS as exc:
-        failed = from_database_error(exc, verb="claim_next")
-        return {**closed, "next": None, "next_error": failed.as_dict()["error"]}
-    return {**closed, "next": found}
 
 
 def waits(verb: Verb, params) -> bool:
@@ -319,7 +328,7 @@ async def release_unheard(endpoint: Endpoint, claim: dict) -> None:
     """A claim committed but its client left before the answer reached it: release the
     attempt at once (outcome released, said why) rather than leave it to lapse."""
     await db.arun(
-        transitions.release_plan(
+        transitions.release.plan(
             Actor.agent(endpoint),
             claim["todo"]["id"],
             attempt_seq=claim["attempt_seq"],

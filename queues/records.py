@@ -267,8 +267,89 @@ def _check_layout(record: type, source: dict[str, str]) -> int:
     return len(names)
 
 
+# ---------------------------------------------------------------------------------------
+# What the transitions read to decide: each record's fields, and each field's SQL, declared
+# once; the statements' column lists are made from these (queues/sql/close.py), so a row is
+# read by the names it was selected under.
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """The failure budget as a read found it."""
+
+    failures: int
+    max_attempts: int
+
+
+BUDGET_SOURCE = {"failures": "{t}.failures", "max_attempts": "{t}.max_attempts"}
+
+
+@dataclass(frozen=True, slots=True)
+class Locked:
+    """The todo as the locked read found it (LOCK_TODO_*)."""
+
+    id: int
+    state: str
+    endpoint_id: int
+    last_attempt_seq: int
+    team_id: int
+    failures: int
+    max_attempts: int
+
+    @property
+    def budget(self) -> Budget:
+        return Budget(self.failures, self.max_attempts)
+
+
+LOCKED_SOURCE = {
+    "id": "{t}.id",
+    "state": "{t}.state",
+    "endpoint_id": "{t}.endpoint_id",
+    "last_attempt_seq": "{t}.last_attempt_seq",
+    "team_id": "le.team_id",
+    "failures": "{t}.failures",
+    "max_attempts": "{t}.max_attempts",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CheckAttempt:
+    """What the checks need of an attempt (ATTEMPT_FOR_CHECK)."""
+
+    seq: int
+    claimer_kind: str
+    endpoint_id: int | None
+    user_id: int | None
+    fenced_hash: str | None
+    ended_at: datetime | None
+    outcome: str
+    ended_by_id: int | None
+    ended_by_endpoint_id: int | None
+
+
+CHECK_ATTEMPT_SOURCE = {
+    "seq": "{a}.seq",
+    "claimer_kind": "{a}.claimer_kind",
+    "endpoint_id": "{a}.endpoint_id",
+    "user_id": "{a}.user_id",
+    "fenced_hash": "{a}.lease_token_hash",
+    "ended_at": "{a}.ended_at",
+    "outcome": "{a}.outcome",
+    "ended_by_id": "{a}.ended_by_id",
+    "ended_by_endpoint_id": "{a}.ended_by_endpoint_id",
+}
+
+
+def columns(source: dict[str, str], **aliases: str) -> str:
+    """A record's select list: each field's SQL, with ``{t}``/``{a}`` as ``aliases`` say."""
+    return ", ".join(expr.format(**aliases) for expr in source.values())
+
+
 TODO_WIDTH = _check_layout(TodoRecord, TODO_SOURCE)
 ATTEMPT_WIDTH = _check_layout(AttemptRecord, ATTEMPT_SOURCE)
+_check_layout(Budget, BUDGET_SOURCE)
+_check_layout(Locked, LOCKED_SOURCE)
+_check_layout(CheckAttempt, CHECK_ATTEMPT_SOURCE)
 _TODO_RESULT = list(TODO_SOURCE).index("result")
 _ATTEMPT_RESULT = list(ATTEMPT_SOURCE).index("result")
 
@@ -311,6 +392,10 @@ class Lease:
 
     def as_api(self) -> dict:
         return {"lease_expires_at": _iso(self.lease_expires_at), "attempt_seq": self.attempt_seq}
+
+
+LEASE_SOURCE = {"lease_expires_at": "{t}.lease_expires_at", "attempt_seq": "{t}.last_attempt_seq"}
+_check_layout(Lease, LEASE_SOURCE)
 
 
 @dataclass(frozen=True, slots=True)

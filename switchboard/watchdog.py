@@ -50,6 +50,8 @@ class LoopWatchdog:
     def _watch(self) -> None:
         stalled_since: float | None = None
         while not self._stopped.wait(TICK_SECONDS):
+            if self.loop.is_closed() or not self.loop.is_running():
+                return  # the loop ended (a server stopped): nothing to watch
             late = time.monotonic() - self.noted
             if late > self.threshold and stalled_since is None:
                 stalled_since = self.noted

@@ -41,12 +41,12 @@ from queues.sql.fragments import (
 # takeover arms, and wrote nothing) and the picked id.
 _CLAIM_CTES = """pick AS (
     SELECT t.id, t.state AS prior_state, t.last_attempt_seq, t.attempts_pruned,
-           t.last_heartbeat_at, t.lease_expires_at,
-           (t.state = 'claimed' AND t.failures + 1 >= t.max_attempts) AS dies
+           t.last_heartbeat_at, t.lease_expires_at, t.failures, t.max_attempts,
+           {dies} AS dies
       FROM todos t
      WHERE {pick_filter}
        AND t.state IN {live}
-       AND {claimable_at} <= statement_timestamp()
+       AND {claimable_at} <= statement_timestamp(){lapse_guard}
      ORDER BY t.priority DESC, {claimable_at}, t.id
      LIMIT 1
        FOR UPDATE OF t {lock_mode}
@@ -54,7 +54,8 @@ _CLAIM_CTES = """pick AS (
 {history_arms}moved AS (
     UPDATE todos t
        SET state = CASE WHEN f.dies THEN 'dead' ELSE 'claimed' END,
-           failures = t.failures + (f.prior_state = 'claimed')::int,
+           failures = t.failures + CASE WHEN f.prior_state = 'claimed' THEN {lapse_spends}
+                                        ELSE 0 END,
            attempt = t.attempt + (NOT f.dies)::int,
            last_attempt_seq = t.last_attempt_seq + (NOT f.dies)::int,
            attempts_pruned = t.attempts_pruned + {pruned_count},
@@ -64,7 +65,7 @@ _CLAIM_CTES = """pick AS (
            lease_expires_at = CASE WHEN f.dies THEN NULL ELSE
                statement_timestamp() + make_interval(secs => %(lease_seconds)s) END,
            next_retry_at = NULL,
-           dead_letter_reason = CASE WHEN f.dies THEN 'lease_expired' ELSE '' END,
+           dead_letter_reason = CASE WHEN f.dies THEN {lapse_reason} ELSE '' END,
            ended_at = CASE WHEN f.dies THEN statement_timestamp() END,
            updated_at = statement_timestamp()
       FROM fresh f
@@ -72,7 +73,7 @@ _CLAIM_CTES = """pick AS (
  RETURNING t.*
 ){opened}"""
 _CLAIM_ROW = """
-SELECT f.ok, f.slow, f.id, {todo_cols}
+SELECT f.ok, f.slow, f.id, f.failures, f.max_attempts, {todo_cols}
   FROM fresh f
   LEFT JOIN moved m ON true
   LEFT JOIN endpoints e ON e.id = m.endpoint_id
@@ -106,7 +107,7 @@ lapsed AS (
     UPDATE todo_attempts a
        SET ended_at = statement_timestamp(),
            outcome = 'lease_expired',
-           disposition = CASE WHEN f.dies THEN 'dead_lettered' ELSE 'requeued' END,
+           disposition = %(lapse_disposition)s,
            last_heartbeat_at = f.last_heartbeat_at,
            lease_expires_at = f.lease_expires_at
       FROM fresh f
@@ -185,12 +186,27 @@ _AFTER_LAPSED = """
        AND (SELECT count(*) FROM lapsed) >= 0"""
 
 
+# How a lapsed lease ends is decided in Python (queues/transitions/decide.py, Close.lapse()),
+# on the failure budget the fast pick read (its row's ``failures``, ``max_attempts``), and
+# applied here as parameters, guarded by the count it was decided on: a todo whose count
+# moved since is not picked (the plan looks again). The fast claim never takes over a lapsed
+# lease (such a pick comes back ``slow``), so it has no decision to apply.
+_LAPSE_DECIDED = {
+    "dies": "(t.state = 'claimed' AND %(lapse_dies)s::boolean)",
+    "lapse_guard": "\n       AND (t.state <> 'claimed' OR t.failures = %(failures_seen)s::int)",
+    "lapse_spends": "%(lapse_spends)s::int",
+    "lapse_reason": "%(lapse_reason)s",
+}
+_NO_LAPSE = {"dies": "false", "lapse_guard": "", "lapse_spends": "0", "lapse_reason": "''"}
+
+
 def claim_parts(
     pick_filter: str, lock_mode: str = "SKIP LOCKED", *, takeover: bool = False
 ) -> tuple[str, str]:
     """A claim statement's common table expressions (``pick``, ``fresh``, ``moved``,
     ``opened`` and, with the takeover arms, ``newest``, ``lapsed``, ``pruned``, ``carried``)
-    and its row (``ok``, ``slow``, the picked id, then the todo's columns), for one pick.
+    and its row (CLAIM_HEAD: ``ok``, ``slow``, the picked id and its failure budget; then
+    the todo's columns), for one pick.
 
     By default the fast claim: the freshness check and the new attempt, and nothing else; a
     pick that needs more (a lapsed lease, history over the cap) comes back ``slow`` with
@@ -202,12 +218,14 @@ def claim_parts(
             "history_arms": _CLAIM_ATTEMPT_ARMS,
             "pruned_count": "(SELECT count(*) FROM pruned)",
             "opened": _CLAIM_OPENED.format(after_lapsed=_AFTER_LAPSED),
+            **_LAPSE_DECIDED,
         }
     else:
         arms = {
             "history_arms": _CLAIM_FAST_ARMS,
             "pruned_count": "0",
             "opened": _CLAIM_OPENED.format(after_lapsed=""),
+            **_NO_LAPSE,
         }
     ctes = _CLAIM_CTES.format(
         live=LIVE,
@@ -246,6 +264,13 @@ CLAIM_ONE_AGENT = _claim(
     "t.id = %(todo_id)s AND " + SCOPE_ENDPOINT,
     "",
     "one todo of the agent's queue: waits for a concurrent claimer, then re-checks",
+)
+CLAIM_ONE_AGENT_TAKEOVER = _claim(
+    "claim_one_agent_takeover",
+    "t.id = %(todo_id)s AND " + SCOPE_ENDPOINT,
+    "",
+    "one todo of the agent's queue that needs the takeover arms (a lapsed lease, history over"
+    " the cap)",
     takeover=True,
 )
 CLAIM_ONE_USER = _claim(
@@ -253,8 +278,16 @@ CLAIM_ONE_USER = _claim(
     "t.id = %(todo_id)s AND " + SCOPE_USER,
     "",
     "one todo of the person's teams' queues, as an owner attempt",
+)
+CLAIM_ONE_USER_TAKEOVER = _claim(
+    "claim_one_user_takeover",
+    "t.id = %(todo_id)s AND " + SCOPE_USER,
+    "",
+    "one todo of the person's teams' queues that needs the takeover arms, as an owner attempt",
     takeover=True,
 )
+# The columns every claim row starts with, before the todo's.
+CLAIM_HEAD = ("ok", "slow", "picked", "failures", "max_attempts")
 
 # The prior attempts a claim hands back: the five newest closed ones, newest first, of those
 # the cap keeps. Read by the claim's plan after the claim statement, and only when the todo

@@ -21,6 +21,13 @@ from __future__ import annotations
 
 from queues.db.plans import Statement
 from queues.models import TodoState
+from queues.records import (
+    BUDGET_SOURCE,
+    CHECK_ATTEMPT_SOURCE,
+    LEASE_SOURCE,
+    LOCKED_SOURCE,
+    columns,
+)
 from queues.sql.claim import claim_parts
 from queues.sql.fragments import (
     SCOPE_ENDPOINT,
@@ -200,7 +207,7 @@ CLOSE_ALL_OF_ENDPOINT = _close(
 BUDGET_HELD_BY_AGENT = Statement(
     "budget_held_by_agent",
     f"""
-SELECT t.failures, t.max_attempts
+SELECT {columns(BUDGET_SOURCE, t="t")}
   FROM todos t
   JOIN todo_attempts a
     ON a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL
@@ -241,13 +248,16 @@ UPDATE todos t
  WHERE {claimed}
    AND a.todo_id = t.id AND a.seq = t.last_attempt_seq AND a.ended_at IS NULL
    AND {filter}{attempt_filter}
-RETURNING t.lease_expires_at, t.last_attempt_seq
+RETURNING {lease}
 """
 
 
 def _heartbeat(name: str, where: str, why: str, *, attempt_filter: str = "") -> Statement:
     text = _HEARTBEAT.format(
-        claimed=has_state("t", TodoState.CLAIMED), filter=where, attempt_filter=attempt_filter
+        claimed=has_state("t", TodoState.CLAIMED),
+        filter=where,
+        attempt_filter=attempt_filter,
+        lease=columns(LEASE_SOURCE, t="t"),
     )
     return Statement(name, text, why=why, prepare=True)
 
@@ -269,12 +279,11 @@ HEARTBEAT_CHECKED = _heartbeat(
 # The locked read behind every slow path: the todo (in the caller's scope), its open
 # attempt if any, and the attempt a call names (attempt_seq, else the newest closed one).
 
-_LOCK_TODO = """
-SELECT t.id, t.state, t.endpoint_id, t.last_attempt_seq, le.team_id, t.failures,
-       t.max_attempts
+_LOCK_TODO = f"""
+SELECT {columns(LOCKED_SOURCE, t="t")}
   FROM todos t
   JOIN endpoints le ON le.id = t.endpoint_id
- WHERE t.id = %(todo_id)s AND ({scope})
+ WHERE t.id = %(todo_id)s AND ({{scope}})
    FOR UPDATE OF t
 """
 LOCK_TODO_AGENT = Statement(
@@ -292,9 +301,8 @@ LOCK_TODO_USER = Statement(
 
 ATTEMPT_FOR_CHECK = Statement(
     "attempt_for_check",
-    """
-SELECT a.seq, a.claimer_kind, a.endpoint_id, a.user_id, a.lease_token_hash, a.ended_at,
-       a.outcome, a.ended_by_id, a.ended_by_endpoint_id
+    f"""
+SELECT {columns(CHECK_ATTEMPT_SOURCE, a="a")}
   FROM todo_attempts a
  WHERE a.todo_id = %(todo_id)s
    AND (a.ended_at IS NULL

@@ -1,6 +1,5 @@
-"""What the transitions share: who is acting, the locked read and its checks, the audit row,
-the doorbell, and a claim's parameters and answer. Private to the package: transitions never
-call each other, only these.
+"""What the transitions share: how one is declared (``transition``), who is acting, the locked
+read and its checks, the audit row, the doorbell, and a claim's parameters and answer.
 
 Every helper that touches the database is a plan (queues.db): it yields its statements, so
 the transitions built from them run on the sync executor and the async one alike.
@@ -8,13 +7,14 @@ the transitions built from them run on the sync executor and the async one alike
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from django.conf import settings
 
-from queues import audit, sql, tokens
+from queues import audit, db, sql, tokens
 from queues.arguments import todo_id as checked_todo_id
 from queues.arguments import whole_number
 from queues.bounds import (
@@ -27,7 +27,29 @@ from queues.bounds import (
 from queues.db import Fetch, Plan
 from queues.errors import Conflict, Invalid, NotFound, Unauthorized
 from queues.models import ClaimerKind, Endpoint, EventKind, TodoState
-from queues.records import AttemptRecord, Claim, TodoRecord
+from queues.records import AttemptRecord, CheckAttempt, Claim, Locked, TodoRecord
+
+
+class Transition[**P, T]:
+    """One transition, exported once: ``name(...)`` runs it on Django's connection (views,
+    the sweeper, commands, tests); ``name.plan(...)`` is its plan, for the async executor
+    (``await db.arun(name.plan(...))``) and for another plan to run as a step. The two take
+    the same parameters, the plan's own."""
+
+    def __init__(self, plan: Callable[P, Plan[T]]) -> None:
+        self.plan = plan
+        functools.update_wrapper(self, plan)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> T:
+        return db.run(self.plan(*args, **kwargs))
+
+    def __repr__(self) -> str:
+        return f"<transition {self.plan.__module__}.{self.plan.__qualname__}>"
+
+
+def transition[**P, T](plan: Callable[P, Plan[T]]) -> Transition[P, T]:
+    """Declare a plan a transition (``Transition``)."""
+    return Transition(plan)
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,32 +97,14 @@ class Actor:
         return {"scope_endpoint": None, "scope_user": self.user.pk}
 
 
-@dataclass(frozen=True, slots=True)
-class Locked:
-    """The todo as the locked read found it (LOCK_TODO_*)."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimArgs:
+    """claim_next's arguments, as a close's ``then`` carries them."""
 
-    id: int
-    state: str
-    endpoint_id: int
-    last_attempt_seq: int
-    team_id: int
-    failures: int
-    max_attempts: int
-
-
-@dataclass(frozen=True, slots=True)
-class CheckAttempt:
-    """What the checks need of an attempt (ATTEMPT_FOR_CHECK)."""
-
-    seq: int
-    claimer_kind: str
-    endpoint_id: int | None
-    user_id: int | None
-    fenced_hash: str | None
-    ended_at: datetime | None
-    outcome: str
-    ended_by_id: int | None
-    ended_by_endpoint_id: int | None
+    lease_seconds: int | None = None
+    require_fence: bool = False
+    claimant: str | None = None
+    mcp_session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,12 +285,12 @@ def claim_params(
     return params, token
 
 
-def claim_from_rows(rows: list, token: str | None, params: dict) -> Plan[Claim | None]:
-    """The claim statement's row (after ``slow`` and the picked id); None when the picked
-    lapsed lease was dead-lettered. The prior attempts are read only when the todo keeps one
-    besides the attempt just opened (its kept seqs are ``(attempts_pruned,
+def claim_from_rows(todo_row, token: str | None, params: dict) -> Plan[Claim | None]:
+    """The claim a claim statement made, from the todo's columns of its row; None when the
+    picked lapsed lease was dead-lettered. The prior attempts are read only when the todo
+    keeps one besides the attempt just opened (its kept seqs are ``(attempts_pruned,
     last_attempt_seq]``)."""
-    todo = TodoRecord.from_row(rows[0][2:])
+    todo = TodoRecord.from_row(todo_row)
     if todo.state != TodoState.CLAIMED:
         return None
     prior: list[AttemptRecord] = []

@@ -25,6 +25,7 @@ from queues.transitions._common import (
     lock,
     optional_seq,
     read_todo,
+    transition,
 )
 from queues.transitions.close import end
 from queues.transitions.decide import Close
@@ -36,7 +37,8 @@ def _person(actor: Actor) -> Actor:
     return actor
 
 
-def retry_now_plan(actor: Actor, todo_id: int) -> Plan[TodoRecord]:
+@transition
+def retry_now(actor: Actor, todo_id: int) -> Plan[TodoRecord]:
     """A waiting retry (retry_wait) goes to pending at once: same round, counters kept."""
     return (
         yield from _requeue(
@@ -50,7 +52,8 @@ def retry_now_plan(actor: Actor, todo_id: int) -> Plan[TodoRecord]:
     )
 
 
-def rerun_plan(actor: Actor, todo_id: int) -> Plan[TodoRecord]:
+@transition
+def rerun(actor: Actor, todo_id: int) -> Plan[TodoRecord]:
     """A finished todo (dead, done or canceled) runs again in a new round: pending, round+1,
     attempt and failures reset, the result of record cleared (each attempt keeps its own)."""
     return (
@@ -65,7 +68,8 @@ def rerun_plan(actor: Actor, todo_id: int) -> Plan[TodoRecord]:
     )
 
 
-def cancel_dead_letter_plan(actor: Actor, todo_id: int) -> Plan[TodoRecord]:
+@transition
+def cancel_dead_letter(actor: Actor, todo_id: int) -> Plan[TodoRecord]:
     """A dead letter a person decided not to run again: canceled, its round and counters as
     they were. The audit row (``cancel``) keeps the dead-letter reason it had."""
     return (
@@ -80,18 +84,6 @@ def cancel_dead_letter_plan(actor: Actor, todo_id: int) -> Plan[TodoRecord]:
             keeps_reason=True,
         )
     )
-
-
-def retry_now(actor: Actor, todo_id: int) -> TodoRecord:
-    return db.run(retry_now_plan(actor, todo_id))
-
-
-def rerun(actor: Actor, todo_id: int) -> TodoRecord:
-    return db.run(rerun_plan(actor, todo_id))
-
-
-def cancel_dead_letter(actor: Actor, todo_id: int) -> TodoRecord:
-    return db.run(cancel_dead_letter_plan(actor, todo_id))
 
 
 def _requeue(actor, todo_id, statement, kind, *, from_states, message, **how) -> Plan[TodoRecord]:
@@ -151,7 +143,8 @@ def _requeue_seen(
     return set(endpoints)
 
 
-def take_over_plan(actor: Actor, todo_id: int, *, attempt_seq: int | None = None) -> Plan[Claim]:
+@transition
+def take_over(actor: Actor, todo_id: int, *, attempt_seq: int | None = None) -> Plan[Claim]:
     """A person takes a todo from the agent holding it: in one transaction (one statement
     under the row lock, queues/sql/by_hand.py TAKE_OVER) the agent's open attempt ends as
     released, ended by the person (its fence passed, like "release their lease"), and the
@@ -163,10 +156,6 @@ def take_over_plan(actor: Actor, todo_id: int, *, attempt_seq: int | None = None
     todo_id = checked_todo_id(todo_id)
     attempt_seq = optional_seq(attempt_seq)
     return (yield Atomic(_take_over_locked(actor, todo_id, attempt_seq)))
-
-
-def take_over(actor: Actor, todo_id: int, **arguments) -> Claim:
-    return db.run(take_over_plan(actor, todo_id, **arguments))
 
 
 def _take_over_locked(actor: Actor, todo_id: int, attempt_seq: int | None) -> Plan[Claim]:

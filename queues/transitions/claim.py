@@ -1,16 +1,19 @@
 """Claiming: claim_next (an agent's best claimable todo) and claim (one todo, by an agent or a
 person). Each committed claim opens an attempt, in the same statement that moves the todo
-(queues/sql/claim.py); a lapsed lease found on the way is closed as ``lease_expired`` (the
-todo dead-lettered at the cap)."""
+(queues/sql/claim.py). A pick whose lease lapsed (its holder died) is taken over: its attempt
+closed as ``lease_expired``, or the todo dead-lettered at the cap, as ``decide`` says of
+``Close.lapse()`` on the budget the first statement read (a second statement applies it)."""
 
 from __future__ import annotations
 
-from queues import db, sql
+from dataclasses import dataclass
+
+from queues import sql
 from queues.arguments import todo_id as checked_todo_id
 from queues.db import Atomic, Fetch, Plan
 from queues.errors import Conflict, Invalid
 from queues.models import EventKind
-from queues.records import Claim
+from queues.records import Budget, Claim
 from queues.transitions._common import (
     Actor,
     check_active,
@@ -18,8 +21,10 @@ from queues.transitions._common import (
     claim_params,
     event,
     missing_or_conflict,
+    transition,
 )
 from queues.transitions.admission import admitted
+from queues.transitions.decide import Close, decide
 
 # claim_next passes over lapsed leases it dead-letters at the cap; bound the walk.
 MAX_DEAD_LETTERS_PER_CLAIM = 50
@@ -28,7 +33,40 @@ MAX_DEAD_LETTERS_PER_CLAIM = 50
 MAX_STALE_SNAPSHOT_RETRIES = 5
 
 
-def claim_next_plan(
+@dataclass(frozen=True, slots=True)
+class ClaimHead:
+    """The columns a claim row starts with (sql.CLAIM_HEAD), by name."""
+
+    ok: bool | None
+    slow: bool | None
+    picked: int | None
+    failures: int | None
+    max_attempts: int | None
+
+    @property
+    def lapse(self) -> dict:
+        """The picked todo's lapsed lease, decided on the budget this row read: the takeover
+        statement's parameters (unused for a pick that has no lapsed lease)."""
+        budget = Budget(self.failures or 0, self.max_attempts or 1)
+        return decide(Close.lapse(), budget).lapse_params()
+
+
+_HEAD = len(sql.CLAIM_HEAD)
+assert [f for f in ClaimHead.__dataclass_fields__] == list(sql.CLAIM_HEAD)
+
+
+def claim_head(row) -> ClaimHead:
+    return ClaimHead(*row[:_HEAD])
+
+
+def claimed_from_rows(row, token: str | None, params: dict) -> Plan[Claim | None]:
+    """The claim a claim row made (its todo's columns follow the head); None when the picked
+    lapsed lease was dead-lettered."""
+    return (yield from claim_from_rows(row[_HEAD:], token, params))
+
+
+@transition
+def claim_next(
     actor: Actor,
     *,
     lease_seconds: int | None = None,
@@ -55,12 +93,13 @@ def claim_next_plan(
             rows = yield from _run_claim(sql.CLAIM_NEXT, params)
             if not rows:
                 return None, False
-            slow, picked = rows[0][0], rows[0][1]
-            if slow:  # a lapsed lease or history over the cap: the takeover arms, same todo
-                rows = yield from _run_claim(sql.CLAIM_NEXT_TAKEOVER, {**params, "todo_id": picked})
+            head = claim_head(rows[0])
+            if head.slow:  # a lapsed lease or history over the cap: the takeover arms
+                takeover = {**params, "todo_id": head.picked, **head.lapse}
+                rows = yield from _run_claim(sql.CLAIM_NEXT_TAKEOVER, takeover)
                 if not rows:
-                    continue  # another claimer took it meanwhile: look again
-            claimed = yield from claim_from_rows(rows, token, params)
+                    continue  # another claimer took it meanwhile, or its budget moved
+            claimed = yield from claimed_from_rows(rows[0], token, params)
             if claimed is not None:
                 return claimed, True
         return None, False
@@ -68,11 +107,8 @@ def claim_next_plan(
     return (yield from admitted(actor, claiming))
 
 
-def claim_next(actor: Actor, **arguments) -> Claim | None:
-    return db.run(claim_next_plan(actor, **arguments))
-
-
-def claim_plan(
+@transition
+def claim(
     actor: Actor,
     todo_id: int,
     *,
@@ -92,10 +128,9 @@ def claim_plan(
     if actor.endpoint is not None and actor.endpoint.paused:
         return None  # a paused endpoint's agents claim nothing; a person still may
     params["todo_id"] = todo_id
-    statement = sql.CLAIM_ONE_AGENT if actor.is_agent else sql.CLAIM_ONE_USER
 
     def claiming() -> Plan[tuple[Claim | None, bool]]:
-        return (yield Atomic(_claim_one(actor, todo_id, statement, params, token)))
+        return (yield Atomic(_claim_one(actor, todo_id, params, token)))
 
     claimed = yield from admitted(actor, claiming)
     if claimed is None:
@@ -105,15 +140,18 @@ def claim_plan(
     return claimed
 
 
-def claim(actor: Actor, todo_id: int, **arguments) -> Claim | None:
-    return db.run(claim_plan(actor, todo_id, **arguments))
-
-
-def _claim_one(actor, todo_id, statement, params, token) -> Plan[tuple[Claim | None, bool]]:
-    rows = yield from _run_claim(statement, params)
+def _claim_one(actor, todo_id, params, token) -> Plan[tuple[Claim | None, bool]]:
+    fast, takeover = (
+        (sql.CLAIM_ONE_AGENT, sql.CLAIM_ONE_AGENT_TAKEOVER)
+        if actor.is_agent
+        else (sql.CLAIM_ONE_USER, sql.CLAIM_ONE_USER_TAKEOVER)
+    )
+    rows = yield from _run_claim(fast, params)
+    if rows and claim_head(rows[0]).slow:  # the row is locked now: the budget read holds
+        rows = yield from _run_claim(takeover, {**params, **claim_head(rows[0]).lapse})
     if not rows:
         yield from missing_or_conflict(actor, todo_id, "That todo is not claimable now.")
-    claimed = yield from claim_from_rows(rows, token, params)
+    claimed = yield from claimed_from_rows(rows[0], token, params)
     if claimed is not None and not actor.is_agent:
         yield from event(
             EventKind.CLAIM, todo_id, actor=actor, detail={"attempt_seq": claimed.attempt_seq}
@@ -123,9 +161,9 @@ def _claim_one(actor, todo_id, statement, params, token) -> Plan[tuple[Claim | N
 
 def _run_claim(statement, params: dict) -> Plan[list]:
     """Run a claim statement until its snapshot agrees with the row it locked (see
-    queues/sql/claim.py); return its rows without the leading ``ok`` column."""
+    queues/sql/claim.py); return its rows (each starting with CLAIM_HEAD)."""
     for _ in range(MAX_STALE_SNAPSHOT_RETRIES):
         rows = yield Fetch(statement, params)
         if not rows or rows[0][0]:
-            return [row[1:] for row in rows]
+            return rows
     raise Conflict("That todo kept changing under the claim; try again.")

@@ -11,25 +11,33 @@ newest closed attempt) with the same verb, that recorded result is returned unch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import enum
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.db import DatabaseError
 
-from queues import db, sql
+from queues import sql
 from queues.db import Atomic, Fetch, Plan
-from queues.errors import Conflict, DomainError, NotFound
+from queues.errors import Conflict, DomainError, NotFound, from_database_error
 from queues.models import EventKind, TodoState
-from queues.records import ATTEMPT_WIDTH, TODO_WIDTH, Claim, Closed, split_row
+from queues.records import (
+    ATTEMPT_WIDTH,
+    TODO_WIDTH,
+    Budget,
+    CheckAttempt,
+    Claim,
+    Closed,
+    Locked,
+    split_row,
+)
 from queues.transitions._common import (
     Actor,
-    CheckAttempt,
-    Locked,
+    ClaimArgs,
     attempts_for_check,
     call_params,
     check_active,
     check_fence,
-    claim_from_rows,
     claim_params,
     event,
     fence_ok,
@@ -38,134 +46,225 @@ from queues.transitions._common import (
     read_attempt,
     read_todo,
     ring,
+    transition,
 )
-from queues.transitions.decide import Budget, Close, CloseKind, decide
+from queues.transitions.claim import claim_head, claim_next, claimed_from_rows
+from queues.transitions.decide import Close, CloseKind, decide
 
 # ---------------------------------------------------------------------------------------
 # The verbs
 
 
-def _ending(constructor, doc: str):
-    """The plan of one verb that ends an attempt: the call's ids, and what its closer wrote
-    (the constructor's keyword arguments, e.g. ``result``, ``summary``, ``retryable``)."""
-
-    def plan(
-        actor: Actor, todo_id: int, *, attempt_seq=None, lease_token=None, **written
-    ) -> Plan[Closed]:
-        close = constructor(**written)
-        return (
-            yield from end(actor, close, todo_id, attempt_seq=attempt_seq, lease_token=lease_token)
-        )
-
-    plan.__doc__ = doc
-    plan.__name__ = plan.__qualname__ = f"{constructor.__name__}_plan"
-    return plan
-
-
-complete_plan = _ending(
-    Close.complete, "The holder reports success: todo done, attempt completed/done."
-)
-fail_plan = _ending(
-    Close.fail,
-    "The holder reports failure: retry_wait with backoff below the cap, dead at the cap or"
-    " when ``retryable`` is false.",
-)
-release_plan = _ending(
-    Close.release,
-    "End the attempt without a verdict: back to pending, the budget untouched; with"
-    " ``not_before`` or ``delay_seconds``, not claimable before then (a snooze). The holder"
-    " may release; so may a person on any lease in their teams (passing its fence).",
-)
-cancel_plan = _ending(
-    Close.cancel,
-    "Stop the work for good: canceled. Allowed to the holder, the requester (an agent that"
-    " sent it), the todo's own endpoint while nobody holds it, and a person of the team.",
-)
-
-
-@dataclass(frozen=True, slots=True)
-class ClosedThenClaimed:
-    """A complete that claimed the next todo in its own statement: the close, and the claim
-    (None: nothing was claimable when the statement began)."""
-
-    closed: Closed
-    claim: Claim | None
-    # False: the pick needs claim_next's takeover arms (a lapsed lease, history over the
-    # cap), which this statement has not; the caller claims with claim_next.
-    settled: bool = True
-
-
-def complete_then_claim_next_plan(
+@transition
+def complete(
     actor: Actor,
     todo_id: int,
     *,
-    attempt_seq=None,
-    lease_token=None,
-    lease_seconds=None,
-    require_fence=False,
-    claimant=None,
-    mcp_session_id=None,
-    **written,
-) -> Plan[ClosedThenClaimed | None]:
-    """complete, and claim_next with its arguments (``lease_seconds`` … ``mcp_session_id``),
-    in one statement and one commit (queues/sql/close.py, CLOSE_THEN_CLAIM_NEXT): the round
-    trip and the commit a ``then`` would otherwise add to every todo of a drain.
+    attempt_seq: int | None = None,
+    lease_token: str | None = None,
+    result: object = None,
+    summary: str | None = None,
+    artifact: str | None = None,
+) -> Plan[Closed]:
+    """The holder reports success: todo done, attempt completed/done."""
+    close = Close.complete(result=result, summary=summary, artifact=artifact)
+    return (yield from end(actor, close, todo_id, attempt_seq=attempt_seq, lease_token=lease_token))
 
-    Only where nothing needs deciding between the two: the agent's fast path (it holds the
-    open, unfenced attempt), an endpoint that is not paused, no admission limit, and a pick
-    that needs no takeover arms. Otherwise None, with nothing written, and the caller closes
-    and claims as two (complete_plan, then claim_next_plan). So does a statement that fails:
-    it was one transaction, so nothing of it stands, and the close alone, retried, stands
-    whatever the claim would have met. A release or a fail with ``then`` is always two: a
-    fail reads its budget first, and a release hands back a todo the next claim may pick."""
-    endpoint = actor.endpoint
-    if (
-        endpoint is None
-        or lease_token is not None
-        or endpoint.paused
-        or settings.SWITCHBOARD_CLAIMS_PER_MINUTE
-    ):
-        return None
-    try:
-        check_active(endpoint)
-        claim, token = claim_params(actor, lease_seconds, require_fence, claimant, mcp_session_id)
-        close = Close.complete(**written)
-        todo_id, attempt_seq, params = _close_params(
-            actor, close, todo_id, attempt_seq, lease_token
+
+@transition
+def fail(
+    actor: Actor,
+    todo_id: int,
+    *,
+    attempt_seq: int | None = None,
+    lease_token: str | None = None,
+    result: object = None,
+    summary: str | None = None,
+    artifact: str | None = None,
+    retryable: bool = True,
+) -> Plan[Closed]:
+    """The holder reports failure: retry_wait with backoff below the cap, dead at the cap or
+    when ``retryable`` is false."""
+    close = Close.fail(result=result, summary=summary, artifact=artifact, retryable=retryable)
+    return (yield from end(actor, close, todo_id, attempt_seq=attempt_seq, lease_token=lease_token))
+
+
+@transition
+def release(
+    actor: Actor,
+    todo_id: int,
+    *,
+    attempt_seq: int | None = None,
+    lease_token: str | None = None,
+    summary: str | None = None,
+    artifact: str | None = None,
+    not_before: object = None,
+    delay_seconds: float | None = None,
+) -> Plan[Closed]:
+    """End the attempt without a verdict: back to pending, the budget untouched; with
+    ``not_before`` or ``delay_seconds``, not claimable before then (a snooze). The holder may
+    release; so may a person on any lease in their teams (passing its fence)."""
+    close = Close.release(
+        summary=summary, artifact=artifact, not_before=not_before, delay_seconds=delay_seconds
+    )
+    return (yield from end(actor, close, todo_id, attempt_seq=attempt_seq, lease_token=lease_token))
+
+
+@transition
+def cancel(
+    actor: Actor, todo_id: int, *, attempt_seq: int | None = None, lease_token: str | None = None
+) -> Plan[Closed]:
+    """Stop the work for good: canceled. Allowed to the holder, the requester (an agent that
+    sent it), the todo's own endpoint while nobody holds it, and a person of the team."""
+    return (
+        yield from end(
+            actor, Close.cancel(), todo_id, attempt_seq=attempt_seq, lease_token=lease_token
         )
-    except DomainError:
-        return None  # said by the close, or the claim, when they run as two
-    params |= decide(close, None).params()
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# A close with ``then``: the close, and the next claim, as one ledger operation
+
+
+class Next(enum.Enum):
+    """What a close's ``then`` came to."""
+
+    NONE = "none"  # no claim: a replayed close claims nothing, or the claim was refused
+    CLAIMED = "claimed"
+    NOTHING = "nothing"  # nothing claimable (or the endpoint is paused: ``paused``)
+    WAIT = "wait"  # nothing claimable now, and the caller asked to wait: long-poll for it
+
+
+@dataclass(frozen=True, slots=True)
+class Then:
+    """The answer of ``close_then_claim_next``: the close, and what its claim came to."""
+
+    closed: Closed
+    next: Next
+    claim: Claim | None = None
+    paused: bool = False
+    refused: DomainError | None = None  # why there is no claim (``Next.NONE``), if refused
+
+    def waited(self, claim: Claim | None, *, paused: bool = False) -> Then:
+        """The answer once the long-poll a ``WAIT`` asked for has ended."""
+        found = Next.CLAIMED if claim is not None else Next.NOTHING
+        return replace(self, next=found, claim=claim, paused=paused)
+
+    def refused_by(self, error: DomainError) -> Then:
+        """The answer when the long-poll a ``WAIT`` asked for was refused (the close stands)."""
+        return replace(self, next=Next.NONE, claim=None, refused=error)
+
+
+@transition
+def close_then_claim_next(
+    actor: Actor,
+    close: Close,
+    todo_id: int,
+    *,
+    attempt_seq: int | None = None,
+    lease_token: str | None = None,
+    claim: ClaimArgs,
+    wait: bool = False,
+) -> Plan[Then]:
+    """End the attempt with ``close``, then claim the endpoint's next todo with ``claim``'s
+    arguments: decided here, once, whatever the path.
+
+    The close is committed first, and stands whatever the claim meets: a replayed close
+    claims nothing (its first answer may have carried a claim the client never read, and a
+    second would hold two); a refused claim (admission, a revoked endpoint, the database) says
+    why (``refused``). Where nothing needs deciding between the two (the agent's own
+    unfenced complete, not paused, no admission limit, a pick that needs no takeover) the
+    close and the claim are one statement and one commit (CLOSE_THEN_CLAIM_NEXT). Nothing
+    claimable: ``WAIT`` when ``wait`` (the caller long-polls claim_next), else ``NOTHING``.
+    The claim's arguments are checked before anything is written."""
+    claim_params(actor, claim.lease_seconds, claim.require_fence, claim.claimant, None)
+    if close.kind is CloseKind.COMPLETE and _one_statement(actor, lease_token):
+        both = yield from _complete_and_claim(
+            actor, close, todo_id, attempt_seq=attempt_seq, claim=claim
+        )
+        if both is not None:
+            closed, claimed, settled = both
+            if claimed is not None:
+                return Then(closed, Next.CLAIMED, claimed)
+            if settled:
+                return Then(closed, Next.WAIT if wait else Next.NOTHING)
+            return (yield from _claim_after(actor, closed, claim, wait))
+    closed = yield from end(actor, close, todo_id, attempt_seq=attempt_seq, lease_token=lease_token)
+    if closed.replayed:
+        return Then(closed, Next.NONE)
+    return (yield from _claim_after(actor, closed, claim, wait))
+
+
+def _one_statement(actor: Actor, lease_token: str | None) -> bool:
+    """May the close and the claim be one statement? Only the agent's fast path (it holds
+    the open, unfenced attempt), while nothing stands between the two: a pause (the claim
+    claims nothing) or an admission limit (the claim is charged in its own transaction)."""
+    endpoint = actor.endpoint
+    return (
+        endpoint is not None
+        and lease_token is None
+        and not endpoint.paused
+        and not settings.SWITCHBOARD_CLAIMS_PER_MINUTE
+    )
+
+
+def _claim_after(actor: Actor, closed: Closed, claim: ClaimArgs, wait: bool) -> Plan[Then]:
+    """The claim after a committed close: claim_next's plan, its refusal said, not raised."""
     try:
-        rows = yield Fetch(sql.CLOSE_THEN_CLAIM_NEXT, {**claim, **params})
+        claimed = yield from claim_next.plan(
+            actor,
+            lease_seconds=claim.lease_seconds,
+            require_fence=claim.require_fence,
+            claimant=claim.claimant,
+            mcp_session_id=claim.mcp_session_id,
+        )
+    except DomainError as refused:
+        return Then(closed, Next.NONE, refused=refused)
+    except DatabaseError as exc:
+        return Then(closed, Next.NONE, refused=from_database_error(exc, verb="claim_next"))
+    if claimed is not None:
+        return Then(closed, Next.CLAIMED, claimed)
+    paused = bool(actor.endpoint is not None and actor.endpoint.paused)
+    return Then(closed, Next.WAIT if wait else Next.NOTHING, paused=paused)
+
+
+def _complete_and_claim(
+    actor: Actor, close: Close, todo_id: int, *, attempt_seq: int | None, claim: ClaimArgs
+) -> Plan[tuple[Closed, Claim | None, bool] | None]:
+    """The complete and claim_next's fast claim as one statement (queues/sql/close.py,
+    CLOSE_THEN_CLAIM_NEXT): (closed, the claim or None, whether that is settled: False when
+    the pick needs claim_next's takeover arms, which this statement has not). None, with
+    nothing written, when the statement is not the call's (not the holder's fast path: a
+    replay, a conflict, the locked path decides) or it failed (one transaction: nothing of
+    it stands, and the close alone, run next, stands whatever the claim would have met)."""
+    assert actor.endpoint is not None
+    check_active(actor.endpoint)
+    params, token = claim_params(
+        actor, claim.lease_seconds, claim.require_fence, claim.claimant, claim.mcp_session_id
+    )
+    todo_id, attempt_seq, ids = _close_params(actor, close, todo_id, attempt_seq, None)
+    try:
+        rows = yield Fetch(
+            sql.CLOSE_THEN_CLAIM_NEXT, {**params, **ids, **decide(close, None).params()}
+        )
     except DatabaseError:
         return None
     if not rows:
-        return None  # not the fast path's: the locked path decides (a replay, a conflict)
+        return None
     row = rows[0]
     closed = Closed(*split_row(row))
-    ok, slow, *picked = row[TODO_WIDTH + ATTEMPT_WIDTH :]
-    if ok is None:
-        return ClosedThenClaimed(closed, None)
-    moved = not slow and picked[1] is not None  # the todo's columns, as the claim moved it
-    claimed = (yield from claim_from_rows([[slow, *picked]], token, claim)) if moved else None
-    return ClosedThenClaimed(closed, claimed, settled=claimed is not None)
+    head = claim_head(row[TODO_WIDTH + ATTEMPT_WIDTH :])
+    if head.picked is None:
+        return closed, None, True  # nothing was claimable when the statement began
+    if head.slow:
+        return closed, None, False
+    claimed = yield from claimed_from_rows(row[TODO_WIDTH + ATTEMPT_WIDTH :], token, params)
+    return closed, claimed, claimed is not None
 
 
-def complete(actor: Actor, todo_id: int, **arguments) -> Closed:
-    return db.run(complete_plan(actor, todo_id, **arguments))
-
-
-def fail(actor: Actor, todo_id: int, **arguments) -> Closed:
-    return db.run(fail_plan(actor, todo_id, **arguments))
-
-
-def release(actor: Actor, todo_id: int, **arguments) -> Closed:
-    return db.run(release_plan(actor, todo_id, **arguments))
-
-
-def cancel(actor: Actor, todo_id: int, **arguments) -> Closed:
-    return db.run(cancel_plan(actor, todo_id, **arguments))
+# ---------------------------------------------------------------------------------------
+# Ending an attempt
 
 
 def end(
@@ -198,7 +297,7 @@ def _held_by_agent(close: Close, params: dict) -> Plan[Closed | None]:
         rows = yield Fetch(sql.BUDGET_HELD_BY_AGENT, params)
         if not rows:
             return None
-        budget = Budget(*rows[0])
+        budget = Budget(*rows[0])  # BUDGET_SOURCE's columns
     rows = yield Fetch(sql.CLOSE_HELD_BY_AGENT, {**params, **decide(close, budget).params()})
     if not rows:
         return None
@@ -213,7 +312,7 @@ def _checked(actor, close: Close, todo_id, attempt_seq, lease_token, params) -> 
     locked = yield from lock(actor, todo_id)
     kind = close.kind
     is_requester = actor.is_agent and locked.endpoint_id != actor.endpoint_id
-    if is_requester and not kind.requester_may_end:
+    if is_requester and not kind.rules.requester_may_end:
         raise NotFound()  # the requester may cancel and read; the queue is someone else's
     check = yield from attempts_for_check(todo_id, attempt_seq)
     open_attempt = check.open
@@ -224,7 +323,7 @@ def _checked(actor, close: Close, todo_id, attempt_seq, lease_token, params) -> 
             return (yield from _close(actor, close, open_attempt.seq, params, locked))
         # Who may end an attempt they do not hold: a person ending any lease of their teams
         # this way, and the requester ending what it sent. Both pass the fence.
-        overrides = kind.person_may_end if not actor.is_agent else is_requester
+        overrides = kind.rules.person_may_end if not actor.is_agent else is_requester
         if overrides and attempt_seq in (None, open_attempt.seq) and lease_token is None:
             by = {
                 "ended_by": None if actor.is_agent else actor.user.pk,
@@ -254,7 +353,7 @@ def _checked(actor, close: Close, todo_id, attempt_seq, lease_token, params) -> 
 
 
 def _close(actor: Actor, close: Close, seq: int, params: dict, locked: Locked) -> Plan[Closed]:
-    decision = decide(close, Budget(locked.failures, locked.max_attempts))
+    decision = decide(close, locked.budget)
     rows = yield Fetch(sql.CLOSE_CHECKED, {**params, **decision.params(), "attempt_seq": seq})
     todo, attempt = split_row(rows[0])
     assert attempt is not None  # the close statement returns the attempt it closed

@@ -7,16 +7,17 @@ from datetime import datetime
 
 from django.conf import settings
 
-from queues import bounds, db, sql
+from queues import bounds, sql
 from queues.arguments import instant, whole_number
 from queues.db import Atomic, Fetch, Plan
 from queues.errors import Conflict, Invalid
 from queues.models import Endpoint, EventKind
 from queues.records import TodoRecord
-from queues.transitions._common import Actor, check_active, event, read_todo, ring
+from queues.transitions._common import Actor, check_active, event, read_todo, ring, transition
 
 
-def create_todo_plan(
+@transition
+def create_todo(
     actor: Actor,
     *,
     endpoint: Endpoint | None = None,
@@ -59,10 +60,6 @@ def create_todo_plan(
         "idempotency_key": _key(idempotency_key),
     }
     return (yield Atomic(_create(params, endpoint, created_by)))
-
-
-def create_todo(actor: Actor, **arguments) -> tuple[TodoRecord, bool]:
-    return db.run(create_todo_plan(actor, **arguments))
 
 
 def _create(params: dict, endpoint: Endpoint, created_by) -> Plan[tuple[TodoRecord, bool]]:

@@ -4,7 +4,8 @@
 …); ``decide`` turns it, and the failure budget the locked read found, into a ``Decision``:
 the todo's next state, the attempt's disposition, the retry's delay or the wake time, and the
 dead-letter reason. The close statement applies the decision as parameters and decides
-nothing (queues/sql/close.py).
+nothing (queues/sql/close.py); so does the claim statement that takes over a lapsed lease
+(queues/sql/claim.py, ``Close.lapse()``).
 """
 
 from __future__ import annotations
@@ -30,39 +31,65 @@ from queues.bounds import (
 )
 from queues.errors import Invalid
 from queues.models import TERMINAL_STATES, Disposition, EventKind, Outcome, TodoState
+from queues.records import Budget
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rules:
+    """What one way of ending an attempt does and allows."""
+
+    outcome: Outcome
+    goes_to: TodoState  # where the todo goes while the failure budget allows
+    spends_budget: bool = False  # counts as a failure (failures + 1; dead at the cap)
+    reports: bool = False  # the closer reports a result
+    event: EventKind | None = None  # the audit kind of a person's close
+    person_may_end: bool = False  # a person of the team may end an attempt they do not hold
+    requester_may_end: bool = False  # so may the agent that sent the todo
 
 
 class CloseKind(enum.Enum):
-    """Each way an attempt ends: its outcome, where the todo goes while the failure budget
-    allows, whether it spends the budget, whether the closer reports a result, the audit
-    kind of a person's close, and who may end an attempt they do not hold this way (a person
-    of the team; the agent that sent the todo). Each member is the verb's name."""
+    """Each way an attempt ends, with its rules (``Rules``). Each member is the verb's name,
+    or the sweeper's (``REAP``), a revocation's, or a claim's that finds a lapsed lease
+    (``LAPSE``: the holder died; the claimer takes the todo over)."""
 
-    #         outcome             todo goes to        spends reports event     person requester
-    COMPLETE = (Outcome.COMPLETED, TodoState.DONE, False, True, EventKind.COMPLETE, False, False)
-    FAIL = (Outcome.FAILED, TodoState.RETRY_WAIT, True, True, EventKind.FAIL, False, False)
-    RELEASE = (Outcome.RELEASED, TodoState.PENDING, False, False, EventKind.RELEASE, True, False)
-    CANCEL = (Outcome.CANCELED, TodoState.CANCELED, False, False, EventKind.CANCEL, True, True)
-    REAP = (Outcome.REAPED, TodoState.PENDING, True, False, None, False, False)
-    REVOKE = (Outcome.REVOKED, TodoState.DEAD, False, False, None, False, False)
+    COMPLETE = Rules(
+        outcome=Outcome.COMPLETED, goes_to=TodoState.DONE, reports=True, event=EventKind.COMPLETE
+    )
+    FAIL = Rules(
+        outcome=Outcome.FAILED,
+        goes_to=TodoState.RETRY_WAIT,
+        spends_budget=True,
+        reports=True,
+        event=EventKind.FAIL,
+    )
+    RELEASE = Rules(
+        outcome=Outcome.RELEASED,
+        goes_to=TodoState.PENDING,
+        event=EventKind.RELEASE,
+        person_may_end=True,
+    )
+    CANCEL = Rules(
+        outcome=Outcome.CANCELED,
+        goes_to=TodoState.CANCELED,
+        event=EventKind.CANCEL,
+        person_may_end=True,
+        requester_may_end=True,
+    )
+    REAP = Rules(outcome=Outcome.REAPED, goes_to=TodoState.PENDING, spends_budget=True)
+    LAPSE = Rules(outcome=Outcome.LEASE_EXPIRED, goes_to=TodoState.PENDING, spends_budget=True)
+    REVOKE = Rules(outcome=Outcome.REVOKED, goes_to=TodoState.DEAD)
 
-    def __init__(
-        self,
-        outcome: Outcome,
-        goes_to: TodoState,
-        spends_budget: bool,
-        reports: bool,
-        event: EventKind | None,
-        person_may_end: bool,
-        requester_may_end: bool,
-    ) -> None:
-        self.outcome = outcome
-        self.goes_to = goes_to
-        self.spends_budget = spends_budget
-        self.reports = reports
-        self.event = event
-        self.person_may_end = person_may_end
-        self.requester_may_end = requester_may_end
+    @property
+    def rules(self) -> Rules:
+        return self.value
+
+    @property
+    def outcome(self) -> Outcome:
+        return self.value.outcome
+
+    @property
+    def event(self) -> EventKind | None:
+        return self.value.event
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,6 +146,13 @@ class Close:
         return cls(kind=CloseKind.REAP)
 
     @classmethod
+    def lapse(cls) -> Close:
+        """A claim found the lease lapsed: the holder died. The claimer takes the todo over
+        (it was requeued to the claimer), or it is dead at the cap (a death spends the budget
+        as a failure does)."""
+        return cls(kind=CloseKind.LAPSE)
+
+    @classmethod
     def revoke(cls) -> Close:
         """The todo's endpoint was revoked: dead, whatever the budget."""
         return cls(kind=CloseKind.REVOKE)
@@ -134,16 +168,15 @@ class Close:
     @property
     def needs_budget(self) -> bool:
         """Does the decision depend on the failure budget (read before deciding)?"""
-        return self.kind.spends_budget and self.retryable
+        return self.kind.rules.spends_budget and self.retryable
 
     def written(self) -> dict:
         """What the closer wrote, as the close statement's parameters."""
+        reports = self.kind.rules.reports
         return {
             "outcome": self.kind.outcome,
-            "sets_result": self.kind.reports,
-            "result": json.dumps(self.result)
-            if self.kind.reports and self.result is not None
-            else None,
+            "sets_result": reports,
+            "result": json.dumps(self.result) if reports and self.result is not None else None,
             "summary": self.summary.text,
             "summary_truncated": self.summary.truncated,
             "summary_bytes": self.summary.bytes,
@@ -151,14 +184,6 @@ class Close:
             "artifact_truncated": self.artifact.truncated,
             "artifact_bytes": self.artifact.bytes,
         }
-
-
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """The failure budget as the locked read found it."""
-
-    failures: int
-    max_attempts: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,6 +212,19 @@ class Decision:
             "failures_seen": self.budget_seen,
         }
 
+    def lapse_params(self) -> dict:
+        """A lapsed lease's decision, for the claim statement that takes the todo over
+        (queues/sql/claim.py): whether the todo dies instead of being claimed, the lapsed
+        attempt's disposition, the dead letter's reason, and the failures it was decided
+        on (the statement's guard)."""
+        return {
+            "lapse_dies": self.state == TodoState.DEAD,
+            "lapse_disposition": self.disposition,
+            "lapse_reason": self.dead_letter_reason,
+            "lapse_spends": int(self.spends),
+            "failures_seen": self.budget_seen,
+        }
+
 
 DISPOSITION = {
     TodoState.DONE: Disposition.DONE,
@@ -210,20 +248,23 @@ def decide(close: Close, budget: Budget | None) -> Decision:
     - The disposition follows from the state; a dead todo's reason is the outcome.
     """
     kind = close.kind
+    rules = kind.rules
     if close.needs_budget and budget is None:
         raise ValueError(f"deciding a {kind.name.lower()} needs the failure budget")
     dies = (
         kind is CloseKind.REVOKE
         or (kind is CloseKind.FAIL and not close.retryable)
         or (
-            kind.spends_budget and budget is not None and budget.failures + 1 >= budget.max_attempts
+            rules.spends_budget
+            and budget is not None
+            and budget.failures + 1 >= budget.max_attempts
         )
     )
-    state = TodoState.DEAD if dies else kind.goes_to
+    state = TodoState.DEAD if dies else rules.goes_to
     return Decision(
         state=state,
         disposition=DISPOSITION[state],
-        spends=kind.spends_budget,
+        spends=rules.spends_budget,
         retry_in=backoff(budget.failures) if state == TodoState.RETRY_WAIT and budget else None,
         wake_at=close.not_before if state == TodoState.PENDING else None,
         wake_in=close.delay_seconds if state == TodoState.PENDING else None,

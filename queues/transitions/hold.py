@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from queues import db, sql
+from queues import sql
 from queues.db import Atomic, Fetch, Plan
 from queues.errors import Conflict, NotFound
 from queues.models import EventKind
@@ -17,10 +17,12 @@ from queues.transitions._common import (
     holds,
     lease_seconds,
     lock,
+    transition,
 )
 
 
-def heartbeat_plan(
+@transition
+def heartbeat(
     actor: Actor,
     todo_id: int,
     *,
@@ -39,12 +41,8 @@ def heartbeat_plan(
         # The fast path: one statement, its own transaction.
         rows = yield Fetch(sql.HEARTBEAT_HELD_BY_AGENT, params)
         if rows:
-            return Lease(*rows[0])
+            return Lease(*rows[0])  # LEASE_SOURCE's columns
     return (yield Atomic(_checked(actor, todo_id, attempt_seq, lease_token, params, audited)))
-
-
-def heartbeat(actor: Actor, todo_id: int, **arguments) -> Lease:
-    return db.run(heartbeat_plan(actor, todo_id, **arguments))
 
 
 def _lease(actor: Actor, seconds) -> int:
@@ -71,4 +69,4 @@ def _checked(actor, todo_id, attempt_seq, lease_token, params, audited) -> Plan[
             actor=actor,
             detail={"attempt_seq": open_attempt.seq},
         )
-    return Lease(*rows[0])
+    return Lease(*rows[0])  # LEASE_SOURCE's columns

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from queues import db, sql
 from queues.db import Atomic, Fetch, Plan
-from queues.records import Closed, split_row
+from queues.records import Budget, Closed, split_row
 from queues.transitions._common import ring
-from queues.transitions.decide import Budget, Close, decide
+from queues.transitions.decide import Close, decide
 
 
 def reap_lapsed(*, batch: int = 100) -> list[Closed]:
@@ -33,7 +33,7 @@ def _reap(batch: int) -> Plan[list[Closed]]:
     by_decision: dict[tuple, list[int]] = {}
     decisions = {}
     for todo_id, failures, max_attempts in (yield Fetch(sql.LAPSED_LEASES, {"batch": batch})):
-        decision = decide(close, Budget(failures, max_attempts))
+        decision = decide(close, Budget(failures=failures, max_attempts=max_attempts))
         key = (decision.state, decision.dead_letter_reason)
         decisions[key] = decision
         by_decision.setdefault(key, []).append(todo_id)

@@ -90,3 +90,25 @@ def test_the_capability_document_and_the_board_form_use_the_same_bounds():
     assert form.fields["priority"].min_value == bounds.PRIORITY_MIN
     assert form.fields["priority"].max_value == bounds.PRIORITY_MAX
     assert form.fields["max_attempts"].max_value == bounds.MAX_ATTEMPTS_MAX
+
+
+def test_each_verbs_arguments_are_its_transitions_parameters_by_name(monkeypatch):
+    """A verb's wire struct and its transition are declared to match (agents.E002), not
+    assumed to: a field the transition does not take, or one it takes that the struct
+    lacks, is said by the system check."""
+    from dataclasses import replace
+
+    from django.core import checks
+
+    from agents.checks import wire_mismatches
+
+    assert wire_mismatches() == []
+    assert [m for m in checks.run_checks() if m.id == "agents.E002"] == []
+
+    class Misspelt(schemas.Ending):
+        result: object = None
+        retry_able: bool = True  # not Close.fail's ``retryable``
+
+    monkeypatch.setitem(verbs.REGISTRY, "fail", replace(verbs.REGISTRY["fail"], params=Misspelt))
+    [line] = wire_mismatches()
+    assert "fail" in line and "retry_able" in line and "retryable" in line

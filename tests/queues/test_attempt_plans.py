@@ -70,7 +70,9 @@ HOT = (
     sql.CLAIM_NEXT,
     sql.CLAIM_NEXT_TAKEOVER,
     sql.CLAIM_ONE_AGENT,
+    sql.CLAIM_ONE_AGENT_TAKEOVER,
     sql.CLAIM_ONE_USER,
+    sql.CLAIM_ONE_USER_TAKEOVER,
     sql.CLOSE_HELD_BY_AGENT,
     sql.CLOSE_CHECKED,
     sql.CLOSE_MANY,
@@ -105,10 +107,15 @@ def test_hot_plans_over_200k_attempts_scan_indexes_only(endpoint):
         assert "Seq Scan on todo_attempts" not in plan, (name, plan)
         assert "Seq Scan on todos" not in plan, (name, plan)
 
-    for name in ("claim_next", "claim_next_takeover", "claim_one_agent", "claim_one_user"):
+    claims = ("claim_next", "claim_one_agent", "claim_one_user")
+    takeovers = ("claim_next_takeover", "claim_one_agent_takeover", "claim_one_user_takeover")
+    for name in claims + takeovers:
         # no prior attempts read here (PRIOR_ATTEMPTS, after the claim, when there are any)
         assert "auth_user" not in plans[name], (name, plans[name])
-    for name in ("claim_next_takeover", "claim_one_agent", "claim_one_user"):
+    for name in claims:
+        # the fast claims read no attempt at all (a pick that needs one comes back slow)
+        assert "todo_attempts x" not in plans[name], (name, plans[name])
+    for name in takeovers:
         # newest (the freshness check): one backward index probe keyed by pick's id
         assert re.search(
             r"Index Scan Backward using todo_attempts_todo_seq on todo_attempts x\s*\n"
@@ -133,7 +140,7 @@ def test_hot_plans_over_200k_attempts_scan_indexes_only(endpoint):
     for arm in ("Update on todo_attempts", "Delete on todo_attempts", "metric_deltas"):
         assert arm not in fast, (arm, fast)
 
-    for name in ("claim_next_takeover", "claim_one_agent", "claim_one_user"):
+    for name in takeovers:
         plan = plans[name]
         # lapsed: its keys are InitPlan parameters (NULL, so no scan, unless a lease lapsed)
         assert re.search(

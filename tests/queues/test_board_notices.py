@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from django.db import connection
 
-from queues import db, transitions
+from queues import transitions
 from queues.db.availability import connection_params
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,12 +60,14 @@ def test_each_todo_of_a_watched_team_is_said_once_with_its_flag(heard, endpoint,
     assert heard() == [f"{team}:{endpoint.pk}:{first.id}:u"]  # a claim ends nothing
 
     # The close and the next claim in one statement: both todos, the close's ended a try.
-    both = db.run(
-        transitions.complete_then_claim_next_plan(
-            agent, first.id, attempt_seq=claim.attempt_seq, result={"ok": True}
-        )
+    both = transitions.close_then_claim_next(
+        agent,
+        transitions.Close.complete(result={"ok": True}),
+        first.id,
+        attempt_seq=claim.attempt_seq,
+        claim=transitions.ClaimArgs(),
     )
-    assert both is not None and both.claim.todo.id == second.id
+    assert both.claim is not None and both.claim.todo.id == second.id
     assert sorted(heard()) == sorted(
         [f"{team}:{endpoint.pk}:{first.id}:e", f"{team}:{endpoint.pk}:{second.id}:u"]
     )

@@ -10,9 +10,10 @@ import pytest
 from django.conf import settings
 from django.db import connection, connections
 
-from queues import db, endpoints, sql, transitions
+from queues import endpoints, sql, transitions
 from queues.models import Todo, TodoAttempt
-from queues.transitions import Actor
+from queues.records import Budget
+from queues.transitions import Actor, Close, decide
 from queues.transitions._common import claim_params
 from tests.queues.helpers import run_together
 
@@ -71,8 +72,9 @@ def test_eight_connections_drain_two_thousand_todos_each_claimed_once(team):
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_eight_connections_completing_then_claiming_in_one_statement_claim_each_once(team):
-    """The same drain with each complete claiming the next todo in its own statement
-    (complete_then_claim_next_plan): no todo claimed twice, none lost, one attempt each."""
+    """The same drain with each complete claiming the next todo (close_then_claim_next: the
+    complete and the claim in one statement): no todo claimed twice, none lost, one attempt
+    each."""
     endpoint, _ = endpoints.vend(team, "then-drainer")
     todos = TODOS // 2
     _bulk_todos(endpoint, todos)
@@ -84,9 +86,14 @@ def test_eight_connections_completing_then_claiming_in_one_statement_claim_each_
         claim = transitions.claim_next(agent)
         while claim is not None:
             claimed_by[n].append(claim.todo.id)
-            ids = {"attempt_seq": claim.attempt_seq, "result": {"by": n}}
-            both = db.run(transitions.complete_then_claim_next_plan(agent, claim.todo.id, **ids))
-            assert both is not None and both.settled
+            both = transitions.close_then_claim_next(
+                agent,
+                transitions.Close.complete(result={"by": n}),
+                claim.todo.id,
+                attempt_seq=claim.attempt_seq,
+                claim=transitions.ClaimArgs(),
+            )
+            assert both.next in (transitions.Next.CLAIMED, transitions.Next.NOTHING)
             assert both.closed.todo.state == "done" and both.closed.attempt.outcome == "completed"
             in_one[n] += 1
             claim = both.claim
@@ -212,7 +219,11 @@ def test_a_claim_that_waited_for_the_row_lock_rereads_the_attempts(team):
                 release_holder.wait(30)
                 # a takeover (the claim statement itself): attempt 2, then it lapses too
                 params, _ = claim_params(agent, None, False, None, None)
-                cursor.execute(sql.CLAIM_ONE_AGENT.text, {**params, "todo_id": todo.id})
+                died = decide(Close.lapse(), Budget(failures=0, max_attempts=10))
+                cursor.execute(
+                    sql.CLAIM_ONE_AGENT_TAKEOVER.text,
+                    {**params, **died.lapse_params(), "todo_id": todo.id},
+                )
                 assert cursor.fetchall()[0][0] is True
                 cursor.execute(lapse, [todo.id])
         finally:

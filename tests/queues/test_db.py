@@ -30,15 +30,15 @@ def arun(plan):
 
 
 def test_a_claim_and_a_fenced_complete_run_the_same_on_the_async_pool(endpoint):
-    todo, created = arun(transitions.create_todo_plan(Actor.agent(endpoint), title="async"))
+    todo, created = arun(transitions.create_todo.plan(Actor.agent(endpoint), title="async"))
     assert created
-    claim = arun(transitions.claim_next_plan(Actor.agent(endpoint), require_fence=True))
+    claim = arun(transitions.claim_next.plan(Actor.agent(endpoint), require_fence=True))
     assert claim.todo.id == todo.id and claim.lease_token
     agent = Actor.agent(endpoint)
     with pytest.raises(Conflict):  # the fence, decided by the same plan code
-        arun(transitions.complete_plan(agent, todo.id, attempt_seq=claim.attempt_seq))
+        arun(transitions.complete.plan(agent, todo.id, attempt_seq=claim.attempt_seq))
     closed = arun(
-        transitions.complete_plan(
+        transitions.complete.plan(
             agent, todo.id, attempt_seq=claim.attempt_seq, lease_token=claim.lease_token
         )
     )

@@ -123,7 +123,7 @@ def test_a_racing_agent_claim_loses(team, user, make_endpoint):
             connections.close_all()
 
     with transaction.atomic():
-        taken = db.run(transitions.take_over_plan(Actor.human(user), todo.id))
+        taken = db.run(transitions.take_over.plan(Actor.human(user), todo.id))
         racer = threading.Thread(target=agent_claims)
         racer.start()
         _until_a_lock_waiter()
