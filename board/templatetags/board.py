@@ -10,16 +10,19 @@ PST") with UTC on hover, and keeps relative ones ("in 4m 12s", "3m ago") ticking
 from __future__ import annotations
 
 import json
+import re
 from datetime import UTC, datetime
 
 from django import template
 from django.utils import timezone
+from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
 from board.drawer import marker_for_outcome, span
 from board.reasons import dead_letter_reason
 from queues.models import TodoState
 from queues.selectors.queue import DEAD_SUMMARY_CHARS
+from queues.selectors.search import START, STOP
 
 register = template.Library()
 
@@ -175,3 +178,32 @@ def stall_words(stall) -> str:
     )
     waited = span(stall.waiting.total_seconds())
     return f"work has waited {waited} and {seen} (stalled after {span(stall.threshold.total_seconds())})"
+
+
+@register.filter
+def highlighted(text: str | None) -> str:
+    """A search snippet (queues.selectors.search.Snippet.text): the text escaped first,
+    whatever it holds, and only then each START…STOP stretch marked; the marks are the only
+    markup, so a worker's summary cannot add any."""
+    out, marking = [], False
+    for piece in re.split(f"([{START}{STOP}])", text or ""):
+        if piece == START and not marking:
+            out.append("<mark>")
+            marking = True
+        elif piece == STOP and marking:
+            out.append("</mark>")
+            marking = False
+        elif piece not in (START, STOP):
+            out.append(escape(piece))
+    if marking:
+        out.append("</mark>")
+    return mark_safe("".join(out))  # noqa: S308  (every piece of text escaped above)
+
+
+@register.filter
+def grouped(value) -> str:
+    """A count as every count on the Board is written: "2,035"."""
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return str(value)

@@ -38,6 +38,7 @@ from queues.selectors import (
     jump_target,
     search_time_bound,
 )
+from queues.selectors.search import search_snippets
 
 TICKER_LINES = 8
 # Seconds between the live queue's refreshes (and an open drawer's).
@@ -125,6 +126,10 @@ def todo_list(request):
             counts = board_queue_counts(
                 scope.team_ids, filters, newer_than=newer_than, endpoint_ids=endpoint_ids
             )
+            # Why each row matched: where the words are, and the text around them.
+            snippets = search_snippets(filters.text, [t.pk for t in todos])
+            for t in todos:
+                t.snippet = snippets.get(t.pk)
     except SearchRefused as refused:
         search_refused = str(refused)
         todos, next_before, upto = [], None, 0
@@ -144,6 +149,8 @@ def todo_list(request):
                 "url": f"?{_query(QueueFilters(state or None, *_rest(tab_filters)))}",
                 "current": (filters.state or "") == state,
                 "count": counts.label(state or None),
+                # A searched (or "has died") count that stopped early is at least that many.
+                "estimate": bool(filters.text or filters.died) and counts.over_cap(state or None),
             }
             for state, label in [("", "All"), *TAB_LABELS.items()]
         ],
@@ -162,7 +169,7 @@ def todo_list(request):
         ),
         # "all N matching this filter": N when the tab's count says it (no search and no
         # "has died"), else the confirmation page counts them.
-        "bulk_matching": (counts.by_state[filters.state] if filters.state else counts.total)
+        "bulk_matching": f"{counts.by_state[filters.state] if filters.state else counts.total:,}"
         if not (filters.text or filters.died or counts.over_cap(filters.state))
         else None,
         "bulk_max": BULK_MAX,

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import psycopg
 from django.conf import settings
@@ -37,6 +38,7 @@ from django.db.models import (
 from django.db.models.expressions import RawSQL
 
 from queues import db, sql
+from queues.db.plans import Statement
 from queues.models import (
     SUMMARY_SEARCHABLE,
     Todo,
@@ -230,3 +232,89 @@ def jump_target(text: str) -> int | None:
 # A search first checks the newest this many todos that pass the other filters one by one
 # (``walked_text_q``): a common word fills the page there in a few ms, where reading its GIN
 # posting list took 40 (70,000 attempts for one word over 1,000,000).
+
+
+# ---------------------------------------------------------------------------------------
+# Why a todo matched: where the words are (its title, its body, both together, a try's
+# summary, a try's result) and a short stretch of that text around them, for each todo of a
+# searched page (at most a page). The marks are control characters (START, STOP) that no
+# stored text keeps (translate() drops any from the text first), so the Board escapes the
+# text and only then turns them into <mark>: the highlight can never carry markup.
+
+START, STOP = "\x02", "\x03"
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    part: str  # "title", "body", "title and body", "summary", "result"
+    attempt: int | None  # the try's number in its round, for a summary or a result
+    round: int | None
+    text: str  # the stretch, START and STOP around each matching word
+
+    @property
+    def where(self) -> str:
+        """ "in the title", "in try 2's summary" (round 3's, when not the first)."""
+        if self.attempt is None:
+            return f"in the {self.part}"
+        of_round = f" (round {self.round})" if self.round and self.round > 1 else ""
+        return f"in try {self.attempt}'s {self.part}{of_round}"
+
+
+# Why raw SQL: ts_headline and per-todo LATERAL probes, each its own LIMIT 1 by index
+# (todo_attempts_todo_seq for a try's words, newest try first), which the ORM cannot say.
+# The title, then the body, then both together (a search's words may be split between
+# them), then the newest try whose summary, then whose result, has the words.
+_HEADLINE = (
+    f"'StartSel={START}, StopSel={STOP}, MaxWords=16, MinWords=5, ShortWord=2, "
+    'MaxFragments=2, FragmentDelimiter=" … "\''
+)
+SEARCH_SNIPPETS = Statement(
+    "search_snippets",
+    f"""
+WITH q AS (SELECT to_tsquery('simple'::regconfig, %(query)s) AS q)
+SELECT t.id, m.part, m.attempt, m.round,
+       ts_headline('simple'::regconfig, translate(m.text, E'\\x02\\x03', ''), q.q, {_HEADLINE})
+  FROM unnest(%(ids)s::bigint[]) AS t(id)
+ CROSS JOIN q
+ CROSS JOIN LATERAL (
+       SELECT * FROM (
+           SELECT 1 AS rank, 'title' AS part, NULL::int AS attempt, NULL::int AS round,
+                  td.title AS text
+             FROM todos td WHERE td.id = t.id AND to_tsvector('simple'::regconfig, td.title) @@ q.q
+           UNION ALL
+           SELECT 2, 'body', NULL, NULL, td.body
+             FROM todos td
+            WHERE td.id = t.id AND td.body > ''
+              AND to_tsvector('simple'::regconfig, td.body) @@ q.q
+           UNION ALL
+           SELECT 3, 'title and body', NULL, NULL, td.title || ' — ' || td.body
+             FROM todos td JOIN todo_search_documents d ON d.todo_id = td.id
+            WHERE td.id = t.id AND d.document @@ q.q
+           UNION ALL
+           (SELECT 4, 'summary', a.attempt, a.round, a.summary
+              FROM todo_attempts a
+             WHERE a.todo_id = t.id AND a.summary > '' AND a.summary_document @@ q.q
+             ORDER BY a.seq DESC LIMIT 1)
+           UNION ALL
+           (SELECT 5, 'result', a.attempt, a.round, a.result::text
+              FROM todo_attempts a
+             WHERE a.todo_id = t.id AND a.result_document IS NOT NULL
+               AND a.result_document @@ q.q
+             ORDER BY a.seq DESC LIMIT 1)
+       ) found ORDER BY rank LIMIT 1) m
+""",
+    why="ts_headline over the first of five LATERAL probes per todo",
+)
+
+
+def search_snippets(text: str, ids: list[int]) -> dict[int, Snippet]:
+    """Where each of these todos (a searched page's) matched the search, and the text
+    around it; a todo found only by its id ("#123") has none. One statement."""
+    raw = search_tsquery(text) if ids else None
+    if raw is None:
+        return {}
+    rows = db.fetch(SEARCH_SNIPPETS, {"query": raw, "ids": ids})
+    return {
+        todo_id: Snippet(part=part, attempt=attempt, round=round_no, text=headline)
+        for todo_id, part, attempt, round_no, headline in rows
+    }
