@@ -19,13 +19,14 @@ writer (it words the file as PostgreSQL stored it) and commit both::
     ]
 
 ``function(name)`` is the function's ``CREATE OR REPLACE`` and its triggers' (so it can run
-again), between ``SET check_function_bodies = off`` and its ``RESET``. The file holds only
-the newest text, so on a database that is behind, every migration that loads a function
-makes today's text, even one older than the columns that text reads. Three rules keep that
-safe (docs/ledger.md, "The schema in one place"):
+again), between ``SET check_function_bodies = off`` and its ``RESET``, each trigger in a
+``DO`` block. The file holds only the newest text, so on a database that is behind, every
+migration that loads a function makes today's text, even one older than the columns that
+text reads. Three rules keep that safe (docs/ledger.md, "The schema in one place"):
 
-- making it early checks nothing: PL/pgSQL looks tables and columns up when it runs, and
-  with bodies unchecked an SQL-language function waits as well;
+- making it early checks nothing: PL/pgSQL looks tables and columns up when it runs, with
+  bodies unchecked an SQL-language function waits as well, and a trigger whose table or
+  column is not there yet is left to the later migration that adds it (and loads again);
 - nothing runs it early: from the first migration that loads from here on, the ledger's
   migrations write no rows (a backfill is a command run after ``migrate``);
 - what an older load names stays: a function that a migration loads keeps its name and its
@@ -47,6 +48,16 @@ _HEADER = re.compile(r"^-- name: (\S+) --$", re.MULTILINE)
 # transaction for SET LOCAL to last in.
 _UNCHECKED = "SET check_function_bodies = off;\n"
 _CHECKED = "RESET check_function_bodies;\n"
+# Each trigger as the writer lays it out, and what it is loaded in: a trigger's table and the
+# columns it names are looked up when it is made, so one that a database behind cannot have
+# yet is left, as it was, to the later migration that adds what it names (and loads again).
+_TRIGGER = "\n\nCREATE OR REPLACE TRIGGER "
+_GUARD = """DO $load$ BEGIN
+{}
+EXCEPTION WHEN undefined_table OR undefined_column THEN
+    NULL;
+END $load$;
+"""
 
 
 def sections(text: str) -> tuple[str, dict[str, tuple[str, str]]]:
@@ -81,4 +92,6 @@ def function(name: str) -> str:
             f"{name!r} is not in {FOLDER / 'functions.sql'}: a new function's section is written"
             " there first; one that migrations load is never dropped nor renamed"
         ) from None
-    return f"{_UNCHECKED}{sql}\n{_CHECKED}"
+    definition, *triggers = sql.split(_TRIGGER)
+    guarded = [_GUARD.format(f"{_TRIGGER.strip()} {trigger.strip()}") for trigger in triggers]
+    return f"{_UNCHECKED}{definition}\n{''.join(guarded)}{_CHECKED}"

@@ -335,29 +335,47 @@ def _indented(text: str, indent: str) -> str:
     return "\n".join(indent + line for line in text.split("\n"))
 
 
-# Quoted literals and names are matched whole, so that no break falls inside one.
-_BREAK = re.compile(
-    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|, "
-    r"| (?=(?:AND|OR|IS DISTINCT FROM|CHECK|FOREIGN KEY|REFERENCES|DEFERRABLE|USING|INCLUDE|WITH) )"
+# Where a long line may break: after a comma or before one of these words, and only where
+# that is not enough, before the second kind; never inside a quoted literal or name (matched
+# whole, first).
+_QUOTED = r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\""
+_BREAKS = (
+    re.compile(
+        _QUOTED + r"|, | (?=(?:AND|OR|CHECK|FOREIGN KEY|REFERENCES|DEFERRABLE|USING|INCLUDE|WITH) )"
+    ),
+    re.compile(_QUOTED + r"| (?=IS DISTINCT FROM )"),
 )
 
 
 def _wrap(text: str, indent: str) -> str:
-    """Each line of ``text`` broken to ``WIDTH`` after a comma or before a keyword of
-    ``_BREAK`` (never inside a quoted literal or name), its later lines indented by
-    ``indent`` beyond its own."""
+    """Each line of ``text`` broken to ``WIDTH`` where ``_BREAKS`` allow, its later lines
+    indented by ``indent`` beyond its own."""
     if "\n" in text:
         return "\n".join(_wrap(line, indent) for line in text.split("\n"))
-    if len(text) <= WIDTH:
-        return text
-    lead = text[: len(text) - len(text.lstrip())] + indent
-    breaks = [m.end() for m in _BREAK.finditer(text) if m.group() in (", ", " ")]
-    out: list[str] = []
+    own = text[: len(text) - len(text.lstrip())]
+    parts = [text.strip()]
+    for pattern in _BREAKS:
+        parts = [
+            piece
+            for n, part in enumerate(parts)
+            for piece in _broken(
+                part, pattern, len(own if n == 0 else own + indent), len(own + indent)
+            )
+        ]
+    return own + f"\n{own}{indent}".join(parts)
+
+
+def _broken(text: str, pattern: re.Pattern, first: int, rest: int) -> list[str]:
+    """``text`` in pieces that fit ``WIDTH`` after ``first`` spaces (the first piece) or
+    ``rest`` (the others), broken greedily at ``pattern``'s breaks."""
+    if first + len(text) <= WIDTH:
+        return [text]
+    breaks = [m.end() for m in pattern.finditer(text) if m.group() in (", ", " ")]
+    pieces: list[str] = []
     start = last = 0
     for at in [*breaks, len(text)]:
-        if (len(lead) if out else 0) + at - start > WIDTH and last > start:
-            out.append(text[start:last].rstrip())
+        if (rest if pieces else first) + at - start > WIDTH and last > start:
+            pieces.append(text[start:last].strip())
             start = last
         last = at
-    out.append(text[start:])
-    return out[0] + "".join(f"\n{lead}{part.lstrip()}" for part in out[1:])
+    return [*pieces, text[start:].strip()]

@@ -121,8 +121,8 @@ END
 $function$;
 
 CREATE OR REPLACE TRIGGER todos_outbox_dead_letter AFTER UPDATE OF state ON todos
-    FOR EACH ROW WHEN (new.state::text = 'dead'::text AND old.state::text
-        IS DISTINCT FROM 'dead'::text)
+    FOR EACH ROW WHEN (new.state::text = 'dead'::text
+        AND old.state::text IS DISTINCT FROM 'dead'::text)
     EXECUTE FUNCTION switchboard_outbox_dead_letter();
 
 -- name: switchboard_outbox_doorbell --
@@ -169,8 +169,8 @@ CREATE OR REPLACE TRIGGER todos_outbox_doorbell_created AFTER INSERT ON todos
     EXECUTE FUNCTION switchboard_outbox_doorbell();
 
 CREATE OR REPLACE TRIGGER todos_outbox_doorbell_pending AFTER UPDATE OF state ON todos
-    FOR EACH ROW WHEN (new.state::text = 'pending'::text AND old.state::text
-        IS DISTINCT FROM 'pending'::text)
+    FOR EACH ROW WHEN (new.state::text = 'pending'::text
+        AND old.state::text IS DISTINCT FROM 'pending'::text)
     EXECUTE FUNCTION switchboard_outbox_doorbell();
 
 -- name: todo_search_document_on_insert --
@@ -313,10 +313,11 @@ END
 $function$;
 
 CREATE OR REPLACE TRIGGER endpoints_board_changed AFTER UPDATE ON endpoints
-    FOR EACH ROW WHEN (old.paused_at IS DISTINCT FROM new.paused_at OR old.revoked_at
-        IS DISTINCT FROM new.revoked_at OR old.rotated_at IS DISTINCT FROM new.rotated_at
-        OR old.notify_url::text IS DISTINCT FROM new.notify_url::text OR old.name::text
-        IS DISTINCT FROM new.name::text OR old.verbs IS DISTINCT FROM new.verbs)
+    FOR EACH ROW WHEN (old.paused_at IS DISTINCT FROM new.paused_at
+        OR old.revoked_at IS DISTINCT FROM new.revoked_at
+        OR old.rotated_at IS DISTINCT FROM new.rotated_at
+        OR old.notify_url::text IS DISTINCT FROM new.notify_url::text
+        OR old.name::text IS DISTINCT FROM new.name::text OR old.verbs IS DISTINCT FROM new.verbs)
     EXECUTE FUNCTION switchboard_board_changed();
 
 CREATE OR REPLACE TRIGGER endpoints_board_new AFTER INSERT ON endpoints
