@@ -148,6 +148,14 @@ UNION ALL
 SELECT 'rule ' || r.rulename || ' on ' || c.relname
   FROM pg_rewrite r JOIN pg_class c ON c.oid = r.ev_class
  WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind <> 'v'
+UNION ALL
+SELECT 'statistics ' || x.stxname
+  FROM pg_statistic_ext x
+ WHERE x.stxnamespace = current_schema()::regnamespace
+UNION ALL
+SELECT 'policy ' || y.polname || ' on ' || c.relname
+  FROM pg_policy y JOIN pg_class c ON c.oid = y.polrelid
+ WHERE c.relnamespace = current_schema()::regnamespace
 """
 
 
