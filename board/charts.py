@@ -45,11 +45,12 @@ class Chart:
     width: int
     height: int
     bar_width: int
-    peak: int  # the tallest bucket's total (the top of the scale)
+    peak: int  # the tallest bucket's total
     totals: dict[str, int]
     start: str  # the axis' ends: "60 min ago", "now"
     end: str
     unit: str  # "minute", "hour"
+    top: int = 0  # the top of the scale: the peak, or a scale shared with other charts
 
     @property
     def empty(self) -> bool:
@@ -64,17 +65,31 @@ class Chart:
         return f"{self.title}: {counts}; the busiest {self.unit} had {self.peak}."
 
 
-def per_minute(endings: Endings) -> Chart:
-    return _chart("Last hour, per minute", endings, unit="minute", short="min", ends="60 min ago")
+def per_minute(endings: Endings, *, scale: int = 0) -> Chart:
+    """``scale``: the top of a scale shared with other charts (the overview's endpoints of a
+    team, so their bars compare), when above this chart's own peak."""
+    return _chart(
+        "Last hour, per minute", endings, unit="minute", short="min", ends="60 min ago", scale=scale
+    )
 
 
 def per_hour(endings: Endings) -> Chart:
     return _chart("Last day, per hour", endings, unit="hour", short="h", ends="24 h ago")
 
 
-def _chart(title: str, endings: Endings, *, unit: str, short: str, ends: str) -> Chart:
+def peak(endings: Endings) -> int:
+    """The busiest bucket's total."""
+    return max(
+        map(sum, zip(endings.completed, endings.failed, endings.died, strict=True)), default=0
+    )
+
+
+def _chart(
+    title: str, endings: Endings, *, unit: str, short: str, ends: str, scale: int = 0
+) -> Chart:
     columns = list(zip(endings.completed, endings.failed, endings.died, strict=True))
     peak = max((sum(c) for c in columns), default=0)
+    top = max(peak, scale)
     bars = []
     for i, counts in enumerate(columns):
         ago = len(columns) - 1 - i  # buckets ago: 0 is the one ending now
@@ -83,7 +98,7 @@ def _chart(title: str, endings: Endings, *, unit: str, short: str, ends: str) ->
         bars.append(
             Bar(
                 x=_number(i * SLOT + (SLOT - BAR) / 2),
-                segments=_stack(counts, peak),
+                segments=_stack(counts, top),
                 title=f"{when}: {said or 'nothing ended'}",
             )
         )
@@ -98,10 +113,11 @@ def _chart(title: str, endings: Endings, *, unit: str, short: str, ends: str) ->
         start=ends,
         end="now",
         unit=unit,
+        top=top,
     )
 
 
-def _stack(counts: tuple[int, ...], peak: int) -> list[Segment]:
+def _stack(counts: tuple[int, ...], top: int) -> list[Segment]:
     """Each kind's piece of a bar, bottom up, in the SVG's units (y grows downward). A
     bucket with any ending shows at least one unit of it."""
     segments = []
@@ -109,7 +125,7 @@ def _stack(counts: tuple[int, ...], peak: int) -> list[Segment]:
     for kind, n in zip(KINDS, counts, strict=True):
         if not n:
             continue
-        height = max(1.0, n / peak * HEIGHT)
+        height = max(1.0, n / top * HEIGHT)
         bottom -= height
         segments.append(Segment(kind=kind, y=_number(max(bottom, 0.0)), height=_number(height)))
     return segments

@@ -61,11 +61,15 @@ class Totals:
 
 
 def rows(now: list[EndpointNow], hour: dict[int, LastHour]) -> list[Row]:
+    """A team's rows. Their charts share one scale, the team's busiest minute, so a bar of
+    one endpoint compares with another's (each on its own scale, 27 and 1,780 tries an hour
+    drew bars of the same height)."""
     at = timezone.now()
+    scale = max((charts.peak(hour.get(e.pk, QUIET).per_minute) for e in now), default=0)
     return [
         Row(
             endpoint=e,
-            chart=charts.per_minute(hour.get(e.pk, QUIET).per_minute),
+            chart=charts.per_minute(hour.get(e.pk, QUIET).per_minute, scale=scale),
             agents=hour.get(e.pk, QUIET).agents,
             waiting_since=at - e.oldest_claimable_age if e.oldest_claimable_age else None,
             dead=_capped(e.by_state["dead"]),
