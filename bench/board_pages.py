@@ -15,18 +15,7 @@ from bench import db
 from bench.ledger import latency
 from bench.table import f, log, table
 
-
-def _named(path: Path) -> dict[str, str]:
-    """The parts of a named-query file (``-- name: <part>`` begins each), without their
-    comment lines (a ``%`` there would read as a placeholder)."""
-    parts = re.split(r"^-- name: (\w+)\n", path.read_text(), flags=re.M)
-    return {
-        name: "\n".join(line for line in body.strip().splitlines() if not line.startswith("--"))
-        for name, body in zip(parts[1::2], parts[2::2], strict=True)
-    }
-
-
-SEED = _named(Path(__file__).with_name("board_seed.sql"))
+SEED = db.named(Path(__file__).with_name("board_seed.sql"))
 PLAN, PLAN_FINISH = SEED["plan"], SEED["plan_finish"]
 ATTEMPTS, AGGREGATE, TODOS, ATTEMPT_ROWS = (
     SEED[name] for name in ("attempts", "aggregate", "todos", "attempt_rows")
@@ -160,8 +149,7 @@ def _counts(team_id: int, drawer_todo: int) -> dict:
     )[0]
     keys = ("team_todos", "other_todos", "team_attempts", "other_attempts")
     drawer = db.with_cursor("SELECT count(*) FROM todo_attempts WHERE todo_id = %s", (drawer_todo,))
-    return {
-        **dict(zip(keys, map(int, counts), strict=True)),
+    return dict(zip(keys, map(int, counts), strict=True)) | {
         "states": states,
         "drawer_attempts": drawer[0],
     }
@@ -223,7 +211,7 @@ def pages(fixture: Fixture) -> list[Page]:
     ]
 
 
-SMALL_TEAM_PAGES = [
+SMALL = [  # the small team's pages
     Page(f"small team ({SMALL_TEAM_TODOS} todos): overview", "/"),
     Page(f"small team ({SMALL_TEAM_TODOS} todos): queue", "/queue/"),
     Page(f"small team ({SMALL_TEAM_TODOS} todos): activity", "/activity/"),
@@ -274,66 +262,47 @@ def measure(client, page: Page, requests: int, budget_s: float) -> dict:
     }
 
 
-def run_section(ctx) -> None:
-    """Seed, measure every page, and store the figures in ``ledger.notes["board"]``."""
+def run_section(ctx) -> dict:
+    """Seed, measure every page; the section's note."""
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    args, started = ctx.args, time.monotonic()
+    args = ctx.args
     fixture = seed(args)
     rows: list[dict] = []
-    for user_id, todo in (
-        (fixture.user_id, pages(fixture)),
-        (fixture.small_user_id, SMALL_TEAM_PAGES),
-    ):
+    for user_id, todo in ((fixture.user_id, pages(fixture)), (fixture.small_user_id, SMALL)):
         client = Client(HTTP_HOST="127.0.0.1", raise_request_exception=False)
         client.force_login(get_user_model().objects.get(pk=user_id))
         while todo:
             page = todo.pop(0)
             rows.append(row := measure(client, page, args.board_requests, args.board_budget))
             log(
-                f"board: {page.name}: {row['status']}, {row['queries']} queries, p95 {row['p95_ms']} ms"
+                f"board: {page.name}: {row['status']}, {row['queries']} queries, p95 {row['p95_ms']}"
             )
             if page.name == "queue" and row["older"]:
                 todo.insert(0, Page("queue, older page", row["older"]))
-    ctx.ledger.notes["board"] = note = {
-        "requests": args.board_requests,
-        "quick": args.quick,
-        "fixture": {"seed_s": fixture.seconds, **fixture.counts},
-        "rows": rows,
-        "git": db.git_state(),
-        "duration_s": round(time.monotonic() - started, 1),
-    }
-    (db.RESULTS / f"board-{ctx.stamp}.txt").write_text(render(note) + "\n")
+    note = {"requests": args.board_requests, "quick": args.quick, "rows": rows}
+    return note | {"fixture": {"seed_s": fixture.seconds, **fixture.counts}}
 
 
 def render(note: dict) -> str:
-    fx, f1 = note["fixture"], (lambda x: f(x, "{:.1f}"))
+    fx, f1, rows = note["fixture"], (lambda x: f(x, "{:.1f}")), []
+    for r in note["rows"]:
+        times = [f1(r[k]) for k in ("p50_ms", "p95_ms", "max_ms")]
+        sql, target = f"{f1(r['sql']['p50_ms'])}/{f1(r['sql']['p95_ms'])}", r["target_ms"]
+        met = ("met" if r["p95_ms"] <= target else "NOT met") if r["status"] == 200 else "-"
+        rows.append([r["page"], str(r["status"]), r["n"], r["kib"], r["queries"], *times, sql])
+        rows[-1] += [f"<= {target:.0f} ms", met]
     states = ", ".join(f"{k} {v:,}" for k, v in fx["states"].items())
-    out = [
-        f"The Board in-process (django.test.Client), {note['requests']} requests per page after "
-        f"{WARMUPS} warm-ups; the user's team {fx['team_todos']:,} todos / "
-        f"{fx['team_attempts']:,} attempts ({states}), another team's {fx['other_todos']:,} "
-        f"between them by id; seeded in {fx['seed_s']:.0f} s; {db.code_line(note['git'])}",
-        "",
-    ]
-    rows = [
-        [
-            r["page"],
-            str(r["status"]),
-            r["n"],
-            r["kib"],
-            r["queries"],
-            f1(r["p50_ms"]),
-            f1(r["p95_ms"]),
-            f1(r["max_ms"]),
-            f"{f1(r['sql']['p50_ms'])}/{f1(r['sql']['p95_ms'])}",
-            f"<= {r['target_ms']:.0f} ms",
-            ("met" if r["p95_ms"] <= r["target_ms"] else "NOT met") if r["status"] == 200 else "-",
-        ]
-        for r in note["rows"]
-    ]
     headers = "page|status|n|KiB|queries|p50 ms|p95 ms|max ms|SQL p50/p95 ms|target p95|verdict"
-    out += table(headers.split("|"), rows, left=2)
-    out.append(f"board section took {note['duration_s']:.0f} s")
-    return "\n".join(out)
+    return "\n".join(
+        [
+            f"The Board in-process (django.test.Client), {note['requests']} requests per page after "
+            f"{WARMUPS} warm-ups; the user's team {fx['team_todos']:,} todos / "
+            f"{fx['team_attempts']:,} attempts ({states}), another team's {fx['other_todos']:,} "
+            f"between them by id; seeded in {fx['seed_s']:.0f} s; {db.code_line(note['git'])}",
+            "",
+            *table(headers.split("|"), rows, left=2),
+            f"board section took {note['duration_s']:.0f} s",
+        ]
+    )

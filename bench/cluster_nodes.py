@@ -6,14 +6,12 @@ own; and the small helpers the steps share."""
 from __future__ import annotations
 
 import glob
-import http.client
 import json
 import os
 import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,10 +19,10 @@ import time
 from contextlib import suppress
 from pathlib import Path
 
-from bench import db, httpbench
+from bench import db, fleet
+from bench.httpbench import free_port, healthy, switchboard_command, wait_until
 
 NODES = "abc"
-ENDPOINTS = 10
 PG_USER = os.environ.get("SWITCHBOARD_PGBOUNCER_USER", "pgserver")  # PostgreSQL's, under root
 CLAIMED_FOR = re.compile(r'^([\d.]+):\d+ - "POST /api/v1/claim_next \S+" 200', re.M)
 
@@ -45,43 +43,6 @@ def tools() -> dict[str, str] | str:
     return {name: str(path) for name, path in found.items()}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(what: str, predicate, seconds: float = 60.0, proc=None) -> float:
-    """Seconds until ``predicate()`` holds; RuntimeError naming ``what`` when ``seconds`` pass
-    first or ``proc`` exits."""
-    started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > seconds or (proc is not None and proc.poll() is not None):
-            raise RuntimeError(f"gave up waiting for {what}")
-        time.sleep(0.05)
-    return time.monotonic() - started
-
-
-def request(port: int, path: str, body: dict | None = None, token: str = "") -> tuple[int, dict]:
-    """One request on a fresh connection (POST when there is a body): the status (0: no
-    answer) and a 200's JSON."""
-    link = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    try:
-        link.request("GET" if body is None else "POST", path, json.dumps(body), headers)
-        response = link.getresponse()
-        data = response.read()
-        return response.status, json.loads(data) if response.status == 200 and body else {}
-    except (OSError, http.client.HTTPException, ValueError):
-        return 0, {}
-    finally:
-        link.close()
-
-
-def healthy(port: int) -> bool:
-    return request(port, "/healthz")[0] == 200
-
-
 def held(port: int) -> int:
     """Established connections to ``port`` (HAProxy's to a node: the long-polls it holds)."""
     with open("/proc/net/tcp") as fh:
@@ -90,7 +51,7 @@ def held(port: int) -> int:
 
 
 def prepare_database(tokens: str) -> None:
-    """In a child whose DATABASE_URL is the cluster's primary: migrate, then ENDPOINTS
+    """In a child whose DATABASE_URL is the cluster's primary: migrate, then the fleet's
     endpoints on a user's team, their tokens written to ``tokens`` as JSON."""
     import django
 
@@ -102,7 +63,7 @@ def prepare_database(tokens: str) -> None:
 
     call_command("migrate", verbosity=0)
     team = get_user_model().objects.create_user(username="bench", password="bench-only").teams.get()
-    made = [endpoints.vend(team, f"cluster-{i}", verbs="all")[1] for i in range(ENDPOINTS)]
+    made = [endpoints.vend(team, f"cluster-{i}", verbs="all")[1] for i in range(fleet.ENDPOINTS)]
     Path(tokens).write_text(json.dumps(made))
 
 
@@ -143,20 +104,16 @@ class Cluster:
             raise RuntimeError(f"{name} failed; its log is in bench/results/cluster-{self.stamp}/")
 
     def stop(self, name: str, sig: int = signal.SIGKILL) -> float:
-        """SIGKILL to ``name``'s process group, or another signal to its leader alone (gunicorn
-        drains on SIGTERM); seconds until the leader exited. What it leaves is killed, and a
-        killed postmaster's shared memory removed."""
+        """SIGKILL to node ``name``'s process group, or another signal to its leader alone
+        (gunicorn drains on SIGTERM); seconds until the leader exited. What it leaves is
+        killed."""
         proc, started = self.procs[name], time.monotonic()
-        pidfile = self.dir / name / "postmaster.pid"
-        shm = pidfile.read_text().split("\n")[6].split()[-1] if pidfile.exists() else None
         with suppress(ProcessLookupError):
             os.killpg(proc.pid, sig) if sig == signal.SIGKILL else proc.send_signal(sig)
         proc.wait(timeout=60)
         took = time.monotonic() - started
         with suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        if shm and sig == signal.SIGKILL:
-            subprocess.run(["ipcrm", "-m", shm], capture_output=True)
         return took
 
     def close(self) -> None:
@@ -245,7 +202,7 @@ class Cluster:
         started = time.monotonic()
         full = {**os.environ, "SWITCHBOARD_WEB_WORKERS": "1", "LOG_LEVEL": "WARNING", **env}
         for n in names:
-            serve = [httpbench.switchboard_command(), "serve", "--host", "127.0.0.1", "--port"]
+            serve = [switchboard_command(), "serve", "--host", "127.0.0.1", "--port"]
             self.start(f"node-{n}", [*serve, self.ports[n]], full)
         for n in names:
             port, proc = self.ports[n], self.procs[f"node-{n}"]

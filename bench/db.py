@@ -1,11 +1,12 @@
 """The bench's database, always its own ``switchboard_bench`` (on ``DATABASE_URL``'s server, or
 a throwaway embedded PostgreSQL in a temporary folder); which code was measured; the CPU of
-local processes, from /proc."""
+local processes, from /proc; named-query files."""
 
 from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,7 @@ def prepare_environment() -> dict:
     """Pick the server, (re)create the bench database and export DATABASE_URL naming it,
     once, in the parent, before Django: every process spawned later inherits it."""
     os.environ.update(SWITCHBOARD_DEV="1", DJANGO_SETTINGS_MODULE="switchboard.settings")
+    RESULTS.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     from switchboard import dburl
 
@@ -92,20 +94,21 @@ def setup_django() -> None:
 
 
 def migrate() -> None:
-    """The product's migrations, and the bare loop's table (a plain one, without history)."""
+    """The product's migrations."""
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    with_cursor(
-        """
-        CREATE TABLE IF NOT EXISTS bench_bare_jobs (
-            id bigserial PRIMARY KEY, endpoint_id bigint NOT NULL, state text NOT NULL,
-            priority smallint NOT NULL DEFAULT 0, lease_expires_at timestamptz,
-            created_at timestamptz NOT NULL DEFAULT now(), result jsonb);
-        CREATE INDEX IF NOT EXISTS bench_bare_jobs_pending ON bench_bare_jobs
-            (endpoint_id, priority DESC, created_at, id) WHERE state = 'pending';
-        """
-    )
+
+
+def named(path: Path) -> dict[str, str]:
+    """The statements of a named-query file (``-- name: <name>`` begins each, as procrastinate
+    keeps its queries), without their comment lines (a ``%`` there would read as a
+    placeholder)."""
+    parts = re.split(r"^-- name: (\w+)\n", path.read_text(), flags=re.M)
+    return {
+        name: "\n".join(line for line in body.strip().splitlines() if not line.startswith("--"))
+        for name, body in zip(parts[1::2], parts[2::2], strict=True)
+    }
 
 
 def with_cursor(statement: str, params=None):
@@ -127,17 +130,6 @@ def server_facts() -> dict:
     return {name: with_cursor(f"SHOW {name}")[0] for name in names}
 
 
-def postgres_pids() -> list[int]:
-    """This database's backends and the server's background processes (when local)."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() OR datname IS NULL"
-        )
-        return [row[0] for row in cursor.fetchall() if is_postgres(row[0])]
-
-
 def git_state() -> dict:
     """HEAD, and the product's files changed but not committed (others may be editing)."""
 
@@ -153,10 +145,8 @@ def git_state() -> dict:
 
 def code_line(git: dict) -> str:
     """'code 1a2b3c4d5e + 2 uncommitted files of the product'."""
-    dirty = git.get("dirty") or 0
-    return f"code {git.get('head', '?')[:10]}" + (
-        f" + {dirty} uncommitted file(s) of the product" if dirty else ""
-    )
+    dirty = f" + {git['dirty']} uncommitted file(s) of the product" if git.get("dirty") else ""
+    return f"code {git.get('head', '?')[:10]}{dirty}"
 
 
 def _stat(pid: int) -> list[bytes] | None:
@@ -172,19 +162,17 @@ def cpu_of(pids) -> dict[int, float]:
     return {pid: (int(s[11]) + int(s[12])) / _TICK for pid in pids if (s := _stat(pid))}
 
 
+def rss_mib(pids) -> float:
+    """Resident memory of the local processes still there, in MiB."""
+    pages = sum(int(s[21]) for pid in pids if (s := _stat(pid)))
+    return round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+
+
 def cpu_delta(before: dict[int, float] | None, after: dict[int, float] | None) -> float | None:
     """CPU spent between two snapshots; a process that appeared in between counts whole."""
     if before is None or after is None:
         return None
     return sum(v - before.get(pid, 0.0) for pid, v in after.items())
-
-
-def is_postgres(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return b"postgres" in fh.read()
-    except OSError:
-        return False
 
 
 def children(pid: int) -> list[int]:
@@ -197,8 +185,10 @@ def children(pid: int) -> list[int]:
 
 def postmaster_pid() -> int | None:
     """The local server's postmaster (the parent of this session's backend), or None."""
-    s = _stat(with_cursor("SELECT pg_backend_pid()")[0])
-    return int(s[1]) if s and is_postgres(int(s[1])) else None
+    if (s := _stat(with_cursor("SELECT pg_backend_pid()")[0])) is None:
+        return None  # a server on another machine
+    with open(f"/proc/{int(s[1])}/cmdline", "rb") as fh:
+        return int(s[1]) if b"postgres" in fh.read() else None
 
 
 def server_cpu(postmaster: int | None) -> dict[int, float] | None:

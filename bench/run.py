@@ -1,11 +1,10 @@
-"""Switchboard's benchmarks (``make bench``; ``make soak`` for ``--soak``). docs/benchmarks.md
-says what each section measures and how to read it.
+"""Switchboard's benchmarks (``make bench``). docs/benchmarks.md says what each section
+measures and how to read it.
 
     .venv/bin/python -m bench.run                    # every section, then the summary table
     .venv/bin/python -m bench.run --quick            # small counts, one run per cell
-    .venv/bin/python -m bench.run --sections http    # of main, growth, http, peers,
-                                                     #   fleet, cluster, live, board
-    .venv/bin/python -m bench.run --soak --minutes 1 --quick
+    .venv/bin/python -m bench.run --sections http    # of growth, http, peers, fleet,
+                                                     #   cluster, live, board
     .venv/bin/python -m bench.run bench/results/ledger-<stamp>.json   # re-print a run
 
 The database is always a dedicated ``switchboard_bench`` (bench/db.py). stdout gets the
@@ -28,33 +27,32 @@ try:
         cluster,
         db,
         fleet,
+        growth,
         httpbench,
-        inprocess,
         live,
         peers,
-        soak,
         summary,
+        workers,
     )
     from bench.ledger import Ledger
-    from bench.table import ints, log
+    from bench.table import log
 except ModuleNotFoundError as exc:  # run as a script: the repository is not on sys.path
     raise SystemExit(f"{exc}: run the bench as .venv/bin/python -m bench.run") from None
 
-SECTIONS = ("main", "growth", "http", "peers", "fleet", "cluster", "live", "board")
+# In this order: the board's seed empties the todo tables, so it goes last.
+SECTIONS = {
+    "growth": growth,
+    "http": httpbench,
+    "peers": peers,
+    "fleet": fleet,
+    "cluster": cluster,  # its own PostgreSQL pair, PgBouncer, HAProxy and nodes
+    "live": live,  # one served node and a Chromium
+    "board": board_pages,
+}
 FLAGS = {
     "--quick": "small counts, one run per cell",
-    "--no-heartbeat": "main: no heartbeat cells",
     "--keep-db": "keep the bench databases on a DATABASE_URL server",
-    "--soak": "the soak (make soak) instead of the bench",
 }
-OPTIONS = [  # flag, type, default, --quick's, help
-    ("--workers", ints, [1, 2, 4, 8], [1, 4], "main: worker processes"),
-    ("--todos", int, 1500, 300, "main, growth: todos per drain"),
-    ("--reps", int, 3, 1, "main, growth: runs per cell, the order reversed every other"),
-    ("--history-sizes", ints, [10_000, 200_000], [10_000, 50_000], "growth: history rows"),
-    ("--growth-workers", int, 4, 4, "growth: worker processes"),
-]
-MODULES = (httpbench, peers, fleet, cluster, live, board_pages, soak)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -64,8 +62,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for flag, what in FLAGS.items():
         p.add_argument(flag, action="store_true", help=what)
     p.add_argument("--sections", default=",".join(SECTIONS), help=f"of {','.join(SECTIONS)}")
-    p.add_argument("--scenarios", default="empty,history", help="main: of empty,history")
-    options = OPTIONS + [option for module in MODULES for option in module.OPTIONS]
+    options = [option for module in SECTIONS.values() for option in module.OPTIONS]
     for flag, kind, full, quick, what in options:
         p.add_argument(
             flag,
@@ -76,7 +73,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for flag, _, full, quick, _ in options:
         if getattr(args, dest := flag[2:].replace("-", "_")) is None:
             setattr(args, dest, quick if args.quick else full)
-    args.scenarios = [s for s in args.scenarios.split(",") if s]
     args.sections = {s for s in args.sections.split(",") if s}
     if unknown := args.sections - set(SECTIONS):
         raise SystemExit(f"unknown sections {sorted(unknown)}; known: {', '.join(SECTIONS)}")
@@ -85,64 +81,47 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.soak:
-        return soak.main(args)
     started, load0 = time.monotonic(), os.getloadavg()
     env = db.prepare_environment()
     db.setup_django()
     db.migrate()
+    workers.check_twin()  # ADR-0039's reference against the schema just migrated
     import django
 
     from bench import seed
-    from bench.workers import LedgerPool
 
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     ledger_path, git = db.RESULTS / f"ledger-{stamp}.json", db.git_state()
-    meta = {"started_utc": stamp, "argv": sys.argv[1:], "quick": args.quick, "todos": args.todos}
-    meta |= {"reps": args.reps, "cpus": os.cpu_count(), "platform": platform.platform()}
+    meta = {"started_utc": stamp, "argv": sys.argv[1:], "quick": args.quick}
+    meta |= {"cpus": os.cpu_count(), "platform": platform.platform()}
     meta |= {"python": platform.python_version(), "django": django.get_version(), **env}
     meta |= {"git": git, "code": db.code_line(git), "server": db.server_facts()}
     meta |= {"loadavg_start": [round(x, 2) for x in load0], "ledger_path": ledger_path.name}
-    ledger = Ledger(meta)
-    ctx = SimpleNamespace(args=args, ledger=ledger, stamp=stamp, pool=None)
+    ctx = SimpleNamespace(args=args, ledger=Ledger(meta), stamp=stamp, pool=None)
     ctx.endpoint_id = seed.make_endpoint()  # and the user "bench", whose team every section uses
-    if args.sections & {"main", "growth", "peers"}:  # they drain with the ledger's workers
-        size = max([*args.workers, args.growth_workers, *args.peer_workers])
+    if args.sections & {"growth", "peers"}:  # they drain with the ledger's workers
+        size = max(args.growth_workers, *args.peer_workers)
         log(
             f"{env['database']} ({'embedded' if env['embedded'] else 'DATABASE_URL'}); {size} workers"
         )
-        ctx.pool = LedgerPool(size)
+        ctx.pool = workers.Pool(workers.ledger_worker, size)
     try:
-        if ctx.pool is not None:  # warm-up: both loops once at full width (not recorded)
-            warm = seed.Scenario("warm-up", ctx.endpoint_id, None)
-            for loop in ("bare", "ours"):
-                warm.reset(loop, max(200, args.todos // 4))
-                ctx.pool.run(loop, size, ctx.endpoint_id, False)
-        if args.sections & {"main", "growth"}:
-            inprocess.run_section(ctx)
-        if "http" in args.sections:
-            httpbench.run_section(ctx)
-        if "peers" in args.sections and peers.available():
-            peers.run_section(ctx)
-        elif "peers" in args.sections:
-            log("peers: procrastinate is not installed (make bench installs it); section skipped")
+        for name, module in SECTIONS.items():
+            if name in args.sections:
+                t = time.monotonic()
+                if (note := module.run_section(ctx)) is not None:
+                    note |= {"git": db.git_state(), "duration_s": round(time.monotonic() - t, 1)}
+                    ctx.ledger.notes[name] = note
+                    (db.RESULTS / f"{name}-{stamp}.txt").write_text(module.render(note) + "\n")
     finally:
         if ctx.pool is not None:
             ctx.pool.close()
-    if "fleet" in args.sections:
-        fleet.run_section(ctx)
-    if "cluster" in args.sections:  # its own PostgreSQL pair, PgBouncer, HAProxy and nodes
-        cluster.run_section(ctx)
-    if "live" in args.sections:  # one served node, a Chromium and hundreds of Board streams
-        live.run_section(ctx)
-    if "board" in args.sections:  # last: it empties the todo tables
-        board_pages.run_section(ctx)
-    ledger.meta["duration_s"] = round(time.monotonic() - started, 1)
-    ledger.meta["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    ledger.notes["summary"] = summary.rows(ledger)
-    ledger.write(ledger_path)
-    print(render(ledger))
-    (db.RESULTS / f"summary-{stamp}.txt").write_text(summary.render(ledger) + "\n")
+    ctx.ledger.meta["duration_s"] = round(time.monotonic() - started, 1)
+    ctx.ledger.meta["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    ctx.ledger.notes["summary"] = summary.rows(ctx.ledger)
+    ctx.ledger.write(ledger_path)
+    print(render(ctx.ledger))
+    (db.RESULTS / f"summary-{stamp}.txt").write_text(summary.render(ctx.ledger) + "\n")
     if not env["embedded"] and not args.keep_db:
         from django.db import connection
 
@@ -153,26 +132,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def render(ledger: Ledger) -> str:
     """Every section's table that ran, then the summary table."""
-    notes, m = ledger.notes, ledger.meta
-    parts = [
-        inprocess.render(ledger) if ledger.all_cells else "",
-        *(
-            module.render(notes[key])
-            for key, module in (
-                ("http", httpbench),
-                ("peers", peers),
-                ("fleet", fleet),
-                ("cluster", cluster),
-                ("live", live),
-                ("board", board_pages),
-            )
-            if notes.get(key)
-        ),
+    m = ledger.meta
+    parts = [module.render(ledger.notes[n]) for n, module in SECTIONS.items() if n in ledger.notes]
+    parts.append(
         f"run took {m.get('duration_s', 0):.0f} s; load average before/after "
-        f"{m.get('loadavg_start')} / {m.get('loadavg_end')}; ledger: {m.get('ledger_path')}",
-        summary.render(ledger),
-    ]
-    return "\n\n".join(p for p in parts if p)
+        f"{m.get('loadavg_start')} / {m.get('loadavg_end')}; ledger: {m.get('ledger_path')}"
+    )
+    return "\n\n".join([*parts, summary.render(ledger)])
 
 
 if __name__ == "__main__":

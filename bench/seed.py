@@ -1,8 +1,6 @@
-"""Table states for the drains: empty tables, or a baseline of history, then N pending items.
-
-Ours has ``todos`` + ``todo_attempts``, bare ``bench_bare_jobs``: neither disturbs the other's
-statistics. History is done items (ours with one closed attempt each), as many for both.
-"""
+"""Table states for the drains: N done todos with one closed attempt each as a baseline of
+history, then per drain the todos the last drain made deleted, VACUUM (ANALYZE), N pending
+todos, ANALYZE, CHECKPOINT; and the endpoints and tokens the sections drain with."""
 
 from __future__ import annotations
 
@@ -10,8 +8,6 @@ from contextlib import contextmanager, suppress
 
 from django.db import connection
 
-_VIA = None  # when set (``via``), statements run on this psycopg connection, not Django's
-TABLES = {"ours": ("todos", "todo_attempts"), "bare": ("bench_bare_jobs",)}
 HISTORY_TODOS = """
 INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts, attempt, failures,
                    round, last_attempt_seq, attempts_pruned, owner, dead_letter_reason, result,
@@ -36,47 +32,50 @@ SELECT t.id, 1, 1, 1, 'endpoint', %(ep)s, NULL, '', false, 0, 'agent:bench-agent
        NULL, false, 0, '{"ok": true}', NULL
   FROM todos t WHERE t.id > %(first)s
 """
-PENDING = {
-    "ours": "INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts, attempt,"
-    " failures, round, last_attempt_seq, attempts_pruned, owner, dead_letter_reason)"
-    " SELECT %(ep)s, 'bench todo ' || g, '', 0, 'pending', 5, 0, 0, 1, 0, 0, '', ''"
-    " FROM generate_series(1, %(n)s) g",
-    "bare": "INSERT INTO bench_bare_jobs (endpoint_id, state, created_at, result)"
-    " SELECT %(ep)s, %(state)s, now() - interval '7 days' + g * interval '1 ms', %(result)s"
-    " FROM generate_series(1, %(n)s) g",
-}
-
-
-@contextmanager
-def via(pg_connection):
-    """Run this module's statements on another (autocommit) psycopg connection: another
-    PostgreSQL session, so nothing cached in Django's session is used or disturbed."""
-    global _VIA
-    saved, _VIA = _VIA, pg_connection
-    try:
-        yield
-    finally:
-        _VIA = saved
+PENDING = """
+INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts, attempt, failures,
+                   round, last_attempt_seq, attempts_pruned, owner, dead_letter_reason)
+SELECT %(ep)s, 'bench todo ' || g, '', 0, 'pending', 5, 0, 0, 1, 0, 0, '', ''
+  FROM generate_series(1, %(n)s) g
+"""
 
 
 def scalar(statement: str, params=None):
-    """Run one statement (on Django's connection, or ``via``'s); its first value, if any."""
-    if _VIA is not None:
-        cursor = _VIA.execute(statement, params)
-        return cursor.fetchone()[0] if cursor.description else None
+    """Run one statement on Django's connection; its first value, if any."""
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         return cursor.fetchone()[0] if cursor.description else None
 
 
 def make_endpoint() -> int:
-    """A user (with its personal team) and an endpoint vended on it; returns the endpoint id."""
+    """The user "bench" (with its personal team, which every section uses) and an endpoint
+    vended on it; returns the endpoint's id."""
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.create_user(username="bench", password="bench-only")
+    return vend("bench-agent")[0]
+
+
+def vend(agent_id: str) -> tuple[int, str]:
+    """Another endpoint on the user "bench"'s team: its id and token."""
     from django.contrib.auth import get_user_model
 
     from queues import endpoints
 
-    user = get_user_model().objects.create_user(username="bench", password="bench-only")
-    return endpoints.vend(user.teams.get(), "bench-agent", verbs="all")[0].pk
+    team = get_user_model().objects.get(username="bench").teams.get()
+    endpoint, token = endpoints.vend(team, agent_id, verbs="all")
+    return endpoint.pk, token
+
+
+def session_cookie(username: str) -> str:
+    """A signed-in session's cookie for that user, as "name=value"."""
+    from django.conf import settings
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    client = Client()
+    client.force_login(get_user_model().objects.get(username=username))
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
 
 
 def checkpoint() -> None:
@@ -85,29 +84,21 @@ def checkpoint() -> None:
         scalar("CHECKPOINT")
 
 
-def truncate(system: str) -> None:
-    # todos cascades to todo_attempts and todo_events (the vend event goes too; harmless).
-    scalar(f"TRUNCATE {', '.join(TABLES[system])} RESTART IDENTITY CASCADE")
-
-
-def analyze(system: str, vacuum: bool = False) -> None:
-    for table in TABLES[system]:
+def analyze(vacuum: bool = False) -> None:
+    for table in ("todos", "todo_attempts"):
         scalar(f"{'VACUUM (ANALYZE)' if vacuum else 'ANALYZE'} {table}")
 
 
-def add_history(system: str, endpoint_id: int, rows: int) -> None:
-    """``rows`` done items, each with one closed attempt (ours)."""
-    if system == "bare":
-        done = {"ep": endpoint_id, "n": rows, "state": "done", "result": '{"ok": true}'}
-        return scalar(PENDING["bare"], done)
+def add_history(endpoint_id: int, rows: int) -> None:
+    """``rows`` done todos, each with one closed attempt."""
     # ANALYZE, the todos, ANALYZE, then their attempts: each insert's deferred foreign-key
     # checks run at its commit on plans this session cached, and one made while todos was
     # small scans per check (docs/benchmarks.md, "A fifth look"); ANALYZE invalidates them.
-    first = max_id(system)
-    analyze(system)
+    first = max_id()
+    analyze()
     with _no_autovacuum("todos"):
         scalar(HISTORY_TODOS, {"ep": endpoint_id, "n": rows})
-    analyze(system)
+    analyze()
     scalar(HISTORY_ATTEMPTS, {"ep": endpoint_id, "first": first})
 
 
@@ -115,12 +106,9 @@ def add_history(system: str, endpoint_id: int, rows: int) -> None:
 def _no_autovacuum(table: str):
     """One transaction holding ``table`` in SHARE UPDATE EXCLUSIVE mode (inserts go on,
     autovacuum's ANALYZE does not). An auto-ANALYZE during a big insert into an empty table
-    sees its new pages but none of its rows (not yet committed) and records an empty table
-    of thousands of pages; the insert's deferred foreign-key checks (todo_search_documents'
-    on todos), planned at its commit, then took ``todos_endpoint_state``, whose id is a later
-    column, and read all of it for every row: the growth section's 200,000-row history ran
-    for over 15 minutes (gdb: RI_FKey_check under AfterTriggerFireDeferred; the same generic
-    plan in EXPLAIN with those statistics)."""
+    records it as thousands of pages and no rows, and the insert's deferred foreign-key
+    checks, planned at its commit on those statistics, then read a whole index each
+    (docs/benchmarks.md, "The same stall, by another road")."""
     scalar("BEGIN")
     try:
         scalar(f"LOCK TABLE {table} IN SHARE UPDATE EXCLUSIVE MODE")
@@ -131,60 +119,39 @@ def _no_autovacuum(table: str):
     scalar("COMMIT")
 
 
-def add_pending(system: str, endpoint_id: int, rows: int) -> None:
-    scalar(PENDING[system], {"ep": endpoint_id, "n": rows, "state": "pending", "result": None})
-
-
-def max_id(system: str) -> int:
-    return scalar(f"SELECT coalesce(max(id), 0) FROM {TABLES[system][0]}")
-
-
-def delete_after(system: str, last_id: int) -> None:
-    """Back to a baseline: drop the items a drain made (attempts go with them)."""
-    scalar(f"DELETE FROM {TABLES[system][0]} WHERE id > %s", (last_id,))
+def max_id() -> int:
+    return scalar("SELECT coalesce(max(id), 0) FROM todos")
 
 
 def attempts_after(after_id: int) -> int:
-    """The attempt rows of ours' todos after ``after_id`` (a drain's)."""
+    """The attempt rows of the todos after ``after_id`` (a drain's)."""
     return scalar("SELECT count(*) FROM todo_attempts WHERE todo_id > %s", (after_id,))
 
 
-def unfinished(system: str, after_id: int) -> int:
-    return scalar(
-        f"SELECT count(*) FROM {TABLES[system][0]} WHERE id > %s AND state <> 'done'", (after_id,)
-    )
+def unfinished(after_id: int) -> int:
+    return scalar("SELECT count(*) FROM todos WHERE id > %s AND state <> 'done'", (after_id,))
 
 
 class Scenario:
-    """A table state every drain of a system starts from: ``history=None``, empty tables
-    (TRUNCATE, ANALYZE of the empty tables as on a fresh install, then the pending items
-    with the statistics unrefreshed); ``history=H``, H done items as a baseline, then per
-    drain: delete what the last drain made, VACUUM (ANALYZE), add the items, ANALYZE."""
+    """``history`` done todos of ``endpoint_id`` as a baseline (``build``), and the state
+    each drain starts from (``reset``)."""
 
-    def __init__(self, name: str, endpoint_id: int, history: int | None):
-        self.name, self.endpoint_id, self.history = name, endpoint_id, history
-        self.baseline: dict[str, int] = {}
+    def __init__(self, endpoint_id: int, history: int):
+        self.endpoint_id, self.history, self.baseline = endpoint_id, history, 0
 
-    def build(self, systems) -> None:
-        for system in systems:
-            truncate(system)
-            if self.history:
-                add_history(system, self.endpoint_id, self.history)
-                analyze(system, vacuum=True)
-            self.baseline[system] = max_id(system)
+    def build(self) -> None:
+        # todos cascades to todo_attempts and todo_events (the vend event goes too; harmless).
+        scalar("TRUNCATE todos, todo_attempts RESTART IDENTITY CASCADE")
+        add_history(self.endpoint_id, self.history)
+        analyze(vacuum=True)
+        self.baseline = max_id()
 
-    def reset(self, system: str, pending: int) -> int:
-        """``system`` back in this scenario's state with ``pending`` items to drain; returns
-        the id after which the drain's items start."""
-        if self.history is None:
-            truncate(system)
-            analyze(system)
-            add_pending(system, self.endpoint_id, pending)
-            checkpoint()
-            return 0
-        delete_after(system, self.baseline[system])
-        analyze(system, vacuum=True)
-        add_pending(system, self.endpoint_id, pending)
-        analyze(system)
+    def reset(self, pending: int) -> int:
+        """The baseline again with ``pending`` todos to drain; returns the id after which the
+        drain's todos start."""
+        scalar("DELETE FROM todos WHERE id > %s", (self.baseline,))  # attempts go with them
+        analyze(vacuum=True)
+        scalar(PENDING, {"ep": self.endpoint_id, "n": pending})
+        analyze()
         checkpoint()
-        return self.baseline[system]
+        return self.baseline

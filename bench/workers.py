@@ -1,37 +1,51 @@
-"""Worker processes, and the ledger's loops they drain the queue with.
+"""Worker processes, and the in-process loops they drain a queue with.
 
-A ``Pool`` is a fixed set of processes (multiprocessing 'spawn') started once, serving drains
-on a pipe so start-up and imports never fall inside a timed drain: "prepare" readies each
-child (it answers "ready"), "go" sent to all in a row is the start barrier, each answers
-"done" with its stats; a drain's wall time runs from the first "go" to the latest end.
+A ``Pool`` is a fixed set of spawned processes started once, serving drains over pipes so that
+start-up and imports never fall inside a timed drain: "prepare" readies each child (it answers
+"ready"), "go" sent to all in a row is the start barrier, each answers "done" with its stats;
+a drain's wall time runs from the first "go" to the latest end. A ``Child`` is one helper
+process spoken to over a pipe (the fleet's and the cluster's waiters).
 
-The ledger's loops: ``ours`` runs the product's plans (claim_next, heartbeat, complete) with
-``queues.db.run``; ``ours-then`` the same with each complete claiming the next todo in its
-own statement (``then``); ``nohist-then`` that loop on the statements without attempt history
-(bench/nohist.py, ADR-0039's reference); ``bare`` three statements on a plain table with the
-same executor.
+The ledger's loops, each draining one endpoint's queue until it is empty:
+
+- ``ours``: claim_next, then complete, through ``queues.transitions`` (two calls a todo);
+- ``ours-then``: each complete claims the next todo in its own statement, as ``then`` does;
+- ``nohist-then``: ADR-0039's reference, the same drain without attempt history: the bench's
+  own statements (bench/nohist.sql) on a psycopg connection of the worker's own.
 """
 
 from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import re
 import time
 from contextlib import suppress
+from pathlib import Path
+
+import psycopg
 
 from bench import db
 
 RESULT = {"ok": True}
+_PARTS = db.named(Path(__file__).with_name("nohist.sql"))
+_AFTER_CLOSE = " " + _PARTS["close_also"]
+TWIN = {  # ADR-0039's reference: the two statements bench/nohist.sql's parts make
+    "claim": f"WITH {_PARTS['claim'].format(also='')}\n{_PARTS['claim_row']}",
+    "close_then_claim": f"WITH {_PARTS['close']},\n{_PARTS['claim'].format(also=_AFTER_CLOSE)}\n"
+    + _PARTS["close_row"],
+}
+PLACEHOLDER = re.compile(r"%\((\w+)\)s")  # psycopg's, $1... in a PREPARE
 
 
 class DrainFailed(RuntimeError):
-    pass
+    """A drain that did not do what it names: the run stops rather than report it."""
 
 
 class Child:
     """A spawned helper process, ``target(conn, *args)``, spoken to over a pipe and ended by
-    its handle: on leaving ``with``, None is sent (a loop that reads its pipe ends on it),
-    and a child still there after 10 s is terminated."""
+    its handle: on ``close``, None is sent (a loop that reads its pipe ends on it), and a
+    child still there after a while is terminated."""
 
     def __init__(self, target, *args) -> None:
         spawn = mp.get_context("spawn")
@@ -40,22 +54,15 @@ class Child:
         self.proc.start()
         child.close()
 
-    def __enter__(self) -> Child:
-        return self
-
     def send(self, message) -> None:
         self.pipe.send(message)
-
-    def ask(self, message) -> tuple:
-        self.pipe.send(message)
-        return self.recv()
 
     def recv(self, timeout: float = 300.0) -> tuple:
         if not self.pipe.poll(timeout):
             raise TimeoutError(f"{self.proc.name}: no answer in {timeout:.0f} s")
         return self.pipe.recv()
 
-    def __exit__(self, *exc) -> None:
+    def close(self) -> None:
         with suppress(OSError):
             self.pipe.send(None)
         self.proc.join(10)
@@ -65,67 +72,53 @@ class Child:
 
 
 class Pool:
-    def __init__(self, target, size: int, *args, name: str):
-        ctx = mp.get_context("spawn")
-        self.pipes, self.procs = [], []
-        for i in range(size):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(
-                target=target, args=(child, i, *args), daemon=True, name=f"{name}-{i}"
-            )
-            proc.start()
-            child.close()
-            self.pipes.append(parent)
-            self.procs.append(proc)
-        self.hello = []
-        for pipe in self.pipes:
-            msg = pipe.recv()
-            assert msg[0] == "hello", msg
-            self.hello.append(msg[1])
+    """``size`` children running ``target(conn, index, *args)``, which calls ``serve``."""
+
+    def __init__(self, target, size: int, *args):
+        self.children = [Child(target, i, *args) for i in range(size)]
+        for child in self.children:
+            assert child.recv()[0] == "hello"
+        self.postmaster = db.postmaster_pid()
 
     def drain(self, n: int, *payload, probe=lambda: None) -> dict:
-        """One drain on the first ``n`` children. ``probe()`` is called just before "go" and
-        after the last "done" (CPU, WAL); returns wall, each child's stats and both probes."""
-        pipes = self.pipes[:n]
-        for pipe in pipes:
-            pipe.send(("prepare", *payload))
-        errors = [m[1] for m in (pipe.recv() for pipe in pipes) if m[0] == "error"]
-        if errors:
+        """One drain on the first ``n`` children: the todos they did, the wall time, their
+        claims' latencies and CPU, PostgreSQL's CPU (every process of a local server) and the
+        WAL it wrote; and ``probe()`` just before "go" and after the last "done"."""
+        children = self.children[:n]
+        for child in children:
+            child.send(("prepare", *payload))
+        if errors := [m[1] for m in (c.recv() for c in children) if m[0] == "error"]:
             raise DrainFailed(f"{payload[0]}: {errors[0]}")
-        before = probe()
+        pg, wal, before = db.server_cpu(self.postmaster), db.wal_lsn(), probe()
         t0 = time.perf_counter()
-        for pipe in pipes:
-            pipe.send(("go",))
-        results = [pipe.recv()[1] for pipe in pipes]
+        for child in children:
+            child.send(("go",))
+        results = [child.recv()[1] for child in children]
         after = probe()
         if errors := [r["error"] for r in results if r["error"]]:
             raise DrainFailed(f"{payload[0]} drain failed: {errors[0]}")
         return {
+            "n": sum(r["n"] for r in results),
             "wall": max(r["end"] for r in results) - t0,
+            "lat": [x for r in results for x in r["lat"]],
+            "client_cpu": sum(r["cpu"] for r in results),
+            "pg_cpu": db.cpu_delta(pg, db.server_cpu(self.postmaster)),
+            "wal_bytes": db.wal_lsn() - wal,
             "results": results,
             "before": before,
             "after": after,
         }
 
     def close(self) -> None:
-        """Ask each child to stop, then join it (terminating only our own children)."""
-        for pipe in self.pipes:
-            with suppress(OSError):
-                pipe.send(("stop",))
-        for proc in self.procs:
-            proc.join(timeout=10)
-            if proc.is_alive():
-                proc.terminate()  # our own child, by its handle
+        for child in self.children:
+            child.close()
 
 
-def serve(conn, hello, prepare) -> None:
+def serve(conn, prepare) -> None:
     """A child's side of the protocol: ``prepare(*payload)`` readies a drain and returns
-    ``run()``, which drains and returns its stats; CPU is this process's."""
-    conn.send(("hello", hello))
-    while True:
-        msg = conn.recv()
-        if msg[0] == "stop":
-            return
+    ``run()``, which drains and returns its stats; CPU is this process's. None ends it."""
+    conn.send(("hello",))
+    while (msg := conn.recv()) is not None:
         try:
             run = prepare(*msg[1:])
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which stops
@@ -142,157 +135,99 @@ def serve(conn, hello, prepare) -> None:
         conn.send(("done", {**stats, "start": start, "end": end, "cpu": cpu, "error": error}))
 
 
-# --- the ledger's loops --------------------------------------------------------------------
-
-_PICK = """(SELECT id FROM bench_bare_jobs WHERE endpoint_id = %(ep)s AND state = 'pending'
-              ORDER BY priority DESC, created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)"""
-BARE = {
-    "claim": f"""UPDATE bench_bare_jobs SET state = 'claimed',
-       lease_expires_at = now() + interval '300 s' WHERE id = {_PICK} RETURNING id""",
-    "heartbeat": """UPDATE bench_bare_jobs SET lease_expires_at = now() + interval '300 s'
- WHERE id = %(id)s AND state = 'claimed'""",
-    "complete": """UPDATE bench_bare_jobs SET state = 'done', result = %(result)s
- WHERE id = %(id)s AND state = 'claimed'""",
-}
+# --- the ledger's loops ----------------------------------------------------------------------
 
 
-def _steps(loop: str, endpoint_id: int):
-    """The loop's claim() (a handle, or None when the queue is empty), heartbeat(handle) and
-    complete(handle), each one statement and transaction."""
-    from queues import db as ledger_db
+def _product(loop: str, endpoint_id: int):
+    """``ours`` and ``ours-then``: claim_next() -> a claim or None, and close(claim) -> the
+    claim its answer brought, or None. The bench's one use of the ledger's transitions."""
     from queues import transitions
-    from queues.db import Statement
     from queues.models import Endpoint
 
-    if loop == "bare":
-        s = {
-            k: Statement(f"bench_bare_{k}", v, why="the bench's floor", prepare=True)
-            for k, v in BARE.items()
-        }
-        payload = json.dumps(RESULT)
-        return (
-            lambda: next(iter(ledger_db.fetch(s["claim"], {"ep": endpoint_id})), (None,))[0],
-            lambda job: ledger_db.fetch(s["heartbeat"], {"id": job}),
-            lambda job: ledger_db.fetch(s["complete"], {"result": payload, "id": job}),
-        )
     actor = transitions.Actor.agent(Endpoint.objects.get(pk=endpoint_id))
-    if loop in ("ours-then", "nohist-then"):
-        return _then_steps(actor)
-    return (
-        lambda: ledger_db.run(transitions.claim_next_plan(actor)),
-        lambda c: ledger_db.run(
-            transitions.heartbeat_plan(actor, c.todo.id, attempt_seq=c.attempt_seq)
-        ),
-        lambda c: ledger_db.run(
-            transitions.complete_plan(actor, c.todo.id, attempt_seq=c.attempt_seq, result=RESULT)
-        ),
-    )
 
+    def claim_next():
+        return transitions.claim_next(actor)
 
-def _then_steps(actor):
-    """``ours-then``: each complete claims the next todo in its own statement
-    (transitions.complete_then_claim_next_plan), as the agents' ``then`` does; claim() hands
-    that claim over, and runs claim_next only to start (or when the complete could not
-    claim: then it completes alone)."""
-    from queues import db as ledger_db
-    from queues import transitions
+    def complete(c) -> None:
+        transitions.complete(actor, c.todo.id, attempt_seq=c.attempt_seq, result=RESULT)
 
-    brought: list = []
-
-    def claim():
-        if brought:
-            return brought.pop()
-        return ledger_db.run(transitions.claim_next_plan(actor))
-
-    def complete(c):
-        both = ledger_db.run(
-            transitions.complete_then_claim_next_plan(
-                actor, c.todo.id, attempt_seq=c.attempt_seq, result=RESULT
-            )
+    def complete_then(c):
+        done = transitions.Close.complete(result=RESULT)
+        then = transitions.close_then_claim_next(
+            actor, done, c.todo.id, attempt_seq=c.attempt_seq, claim=transitions.ClaimArgs()
         )
-        if both is None:
-            ledger_db.run(
-                transitions.complete_plan(
-                    actor, c.todo.id, attempt_seq=c.attempt_seq, result=RESULT
-                )
-            )
-        elif both.claim is not None:
-            brought.append(both.claim)
+        return then.claim
 
-    def heartbeat(c):
-        ledger_db.run(transitions.heartbeat_plan(actor, c.todo.id, attempt_seq=c.attempt_seq))
-
-    return claim, heartbeat, complete
+    return claim_next, complete_then if loop == "ours-then" else complete
 
 
-def _drain(steps, heartbeat: bool, lat: list, hb_lat: list, *, then: bool = False) -> int:
-    """Claim, (heartbeat,) complete until the queue is empty. ``lat``: each claim's time, or
-    with ``then`` each complete's (which brings the next claim, as over HTTP)."""
-    claim, beat, complete = steps
-    clock, n = time.perf_counter, 0
+def _twin(conn, endpoint_id: int):
+    """``nohist-then``, on ``conn``: the same two callables, on bench/nohist.sql."""
+    claiming = {"endpoint": endpoint_id, "owner": "agent:bench-nohist", "lease_seconds": 300}
+
+    def claim_next():
+        return conn.execute(TWIN["claim"], claiming, prepare=True).fetchone()
+
+    def complete_then(claim):
+        ids = {"todo_id": claim[0], "attempt_seq": claim[1], "result": json.dumps(RESULT)}
+        row = conn.execute(TWIN["close_then_claim"], claiming | ids, prepare=True).fetchone()
+        if row is None:
+            raise DrainFailed(f"the twin's close found todo {claim[0]} not held")
+        return row if row[0] is not None else None
+
+    return claim_next, complete_then
+
+
+def check_twin() -> None:
+    """Stop the run, naming the statement, if the migrated schema no longer takes one of
+    bench/nohist.sql's (a column renamed, a table gone): ADR-0039's reference would no longer
+    be the product's drain without history."""
+    with db.connect() as conn:
+        for name, text in TWIN.items():
+            found = dict.fromkeys(PLACEHOLDER.findall(text))
+            numbers = {p: f"${i}" for i, p in enumerate(found, 1)}
+            native = PLACEHOLDER.sub(lambda m, n=numbers: n[m[1]], text)
+            try:
+                conn.execute(f"PREPARE bench_twin AS {native}")
+            except psycopg.Error as exc:
+                raise SystemExit(f"bench/nohist.sql, {name}: no longer prepares: {exc}") from None
+            conn.execute("DEALLOCATE bench_twin")
+
+
+def _drain(claim_next, close, lat: list[float]) -> int:
+    """Claim and close until the queue is empty; ``lat``: the time of each call whose answer
+    was a claim (with then, most are completes)."""
+    n, clock, claim = 0, time.perf_counter, None
     while True:
-        t = clock()
-        if (handle := claim()) is None:
-            return n  # the empty claim that ends the drain is not a claim
-        if not then:
-            lat.append(clock() - t)
-        if heartbeat:
+        if claim is None:
             t = clock()
-            beat(handle)
-            hb_lat.append(clock() - t)
+            if (claim := claim_next()) is None:
+                return n  # the empty claim that ends the drain is not a claim
+            lat.append(clock() - t)
         t = clock()
-        complete(handle)
-        if then:
+        if (claim := close(claim)) is not None:
             lat.append(clock() - t)
         n += 1
 
 
 def ledger_worker(conn, index: int) -> None:
-    """Entry point of a ledger worker process; says hello with its backend's pid."""
+    """A ledger worker process: Django for ours, a psycopg connection of its own for the twin.
+    Each drain ends by flushing its backends' statistics, so the parent reads them whole."""
     db.setup_django()
-    from bench import nohist
+    own = db.connect()
 
-    backend = db.with_cursor("SELECT pg_backend_pid()")[0]
-
-    def prepare(loop: str, endpoint_id: int, heartbeat: bool):
+    def prepare(loop: str, endpoint_id: int):
         db.with_cursor("SELECT 1")  # a live connection before the barrier
-        nohist.use(loop == "nohist-then")  # the statements without history, or the product's
-        steps = _steps(loop, endpoint_id)
+        steps = _twin(own, endpoint_id) if loop == "nohist-then" else _product(loop, endpoint_id)
         lat: list[float] = []
-        hb_lat: list[float] = []
 
         def run() -> dict:
-            n = _drain(steps, heartbeat, lat, hb_lat, then=loop.endswith("-then"))
-            return {"n": n, "lat": lat, "hb_lat": hb_lat}
+            n = _drain(*steps, lat)
+            for flush in (db.with_cursor, own.execute):
+                flush("SELECT pg_stat_force_next_flush()")
+            return {"n": n, "lat": lat}
 
         return run
 
-    serve(conn, backend, prepare)
-
-
-class LedgerPool(Pool):
-    """Ledger workers; a drain also records their backends' CPU (from /proc, when the server
-    is local) and the WAL the server wrote."""
-
-    def __init__(self, size: int):
-        super().__init__(ledger_worker, size, name="bench-worker")
-        self.local = all(db.is_postgres(pid) for pid in self.hello)
-
-    def run(self, loop: str, workers: int, endpoint_id: int, heartbeat: bool) -> dict:
-        backends = self.hello[:workers]
-
-        def probe():
-            return {"wal": db.wal_lsn(), "pg": db.cpu_of(backends) if self.local else None}
-
-        d = self.drain(workers, loop, endpoint_id, heartbeat, probe=probe)
-        results, n = d["results"], sum(r["n"] for r in d["results"])
-        return {
-            "n": n,
-            "wall": d["wall"],
-            "per_s": n / d["wall"] if d["wall"] > 0 else 0.0,
-            "lat": [x for r in results for x in r["lat"]],
-            "hb_lat": [x for r in results for x in r["hb_lat"]],
-            "client_cpu": sum(r["cpu"] for r in results),
-            "server_cpu": db.cpu_delta(d["before"]["pg"], d["after"]["pg"]),
-            "wal_bytes": d["after"]["wal"] - d["before"]["wal"],
-        }
+    serve(conn, prepare)
