@@ -121,15 +121,12 @@ def run_section(ctx) -> dict | None:
         log(f"cluster: {args.cluster_waiters} waiters do not fit the open-files limit; skipped")
         return None
     c = Cluster(found, ctx.stamp)
-    note: dict = {"waiters": args.cluster_waiters, "versions": c.versions(), "cpus": os.cpu_count()}
+    note: dict = {"waiters": args.cluster_waiters, "cpus": os.cpu_count()}
     try:
         tokens = c.database()
-        c.pooled = {
-            "DATABASE_URL": c.pgbouncer(),
-            "SWITCHBOARD_LISTEN_DATABASE_URL": c.url("primary"),
-            "SWITCHBOARD_PREPARED_STATEMENTS": "0",
-            "SWITCHBOARD_PAGE_TIMEOUT_SECONDS": "0",
-        }
+        c.pooled = {"DATABASE_URL": c.pgbouncer(), "SWITCHBOARD_PREPARED_STATEMENTS": "0"}
+        c.pooled |= {"SWITCHBOARD_LISTEN_DATABASE_URL": c.url("primary")}
+        c.pooled |= {"SWITCHBOARD_PAGE_TIMEOUT_SECONDS": "0"}
         c.nodes(NODES, **c.pooled)
         c.haproxy()
         log(f"cluster: databases, PgBouncer, nodes and HAProxy up; {args.cluster_waiters} waiters")
@@ -162,12 +159,10 @@ def row(step: str, s: dict, polls: str) -> list:
 
 
 def render(note: dict) -> str:
-    v = note["versions"]
     out = [
         f"Three nodes behind one address: switchboard serve x 3 (1 worker each) behind HAProxy "
-        f"{v['haproxy']} (deploy/haproxy.cfg), pools through PgBouncer {v['pgbouncer']} "
-        f"(deploy/pgbouncer.ini, transaction mode; LISTEN direct), PostgreSQL {v['postgres']} "
-        f"with a synchronous standby; {note['waiters']:,} waiters (claim_next, wait_seconds "
+        f"(deploy/haproxy.cfg), pools through PgBouncer (deploy/pgbouncer.ini, transaction "
+        f"mode; LISTEN direct), PostgreSQL with a synchronous standby; {note['waiters']:,} waiters (claim_next, wait_seconds "
         f"{WAIT_SECONDS}) over {fleet.ENDPOINTS} endpoints through HAProxy; all on loopback, "
         f"{note['cpus']} CPUs; {db.code_line(note['git'])}",
         "",

@@ -216,13 +216,6 @@ class Cluster:
         proc = self.start("haproxy", args, env)
         wait_until("HAProxy", lambda: healthy(self.ports["proxy"]), proc=proc)
 
-    def versions(self) -> dict[str, str]:
-        out = {}
-        for name, path in {**self.tools, "postgres": f"{self.tools['postgres']}/postgres"}.items():
-            said = subprocess.run([path, "-v" if name == "haproxy" else "-V"], capture_output=True)
-            out[name] = (re.findall(r"\d+\.[\d.]+\d", said.stdout.decode()) or ["?"])[0]
-        return out
-
     def marks(self) -> dict[str, int]:
         return {n: (self.dir / f"node-{n}.log").stat().st_size for n in NODES}
 

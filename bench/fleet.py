@@ -209,10 +209,8 @@ def idle_fleet(ctx, n: int, waiters: Waiters, tokens: list[str], cookie: str) ->
     from switchboard.client import Client as Agent
 
     args, errors = ctx.args, Counter()
-    caps = {
-        "SWITCHBOARD_WAITERS_PER_ENDPOINT": str(math.ceil(1.25 * n / ENDPOINTS)),
-        "SWITCHBOARD_WAITERS_PER_PROCESS": str(math.ceil(1.25 * n)),
-    }
+    caps = {"SWITCHBOARD_WAITERS_PER_PROCESS": str(math.ceil(1.25 * n))}
+    caps["SWITCHBOARD_WAITERS_PER_ENDPOINT"] = str(math.ceil(1.25 * n / ENDPOINTS))
     with httpbench.Server(db.RESULTS / f"fleet-{n}-{ctx.stamp}.log", **caps) as server:
         agents = [Agent(server.base_url, token, timeout=60) for token in tokens]
         link = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)

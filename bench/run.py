@@ -21,23 +21,9 @@ import time
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
-try:
-    from bench import (
-        board_pages,
-        cluster,
-        db,
-        fleet,
-        growth,
-        httpbench,
-        live,
-        peers,
-        summary,
-        workers,
-    )
-    from bench.ledger import Ledger
-    from bench.table import log
-except ModuleNotFoundError as exc:  # run as a script: the repository is not on sys.path
-    raise SystemExit(f"{exc}: run the bench as .venv/bin/python -m bench.run") from None
+from bench import board_pages, cluster, db, fleet, growth, httpbench, live, peers, summary, workers
+from bench.ledger import Ledger
+from bench.table import log
 
 # In this order: the board's seed empties the todo tables, so it goes last.
 SECTIONS = {

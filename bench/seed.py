@@ -89,19 +89,6 @@ def analyze(vacuum: bool = False) -> None:
         scalar(f"{'VACUUM (ANALYZE)' if vacuum else 'ANALYZE'} {table}")
 
 
-def add_history(endpoint_id: int, rows: int) -> None:
-    """``rows`` done todos, each with one closed attempt."""
-    # ANALYZE, the todos, ANALYZE, then their attempts: each insert's deferred foreign-key
-    # checks run at its commit on plans this session cached, and one made while todos was
-    # small scans per check (docs/benchmarks.md, "A fifth look"); ANALYZE invalidates them.
-    first = max_id()
-    analyze()
-    with _no_autovacuum("todos"):
-        scalar(HISTORY_TODOS, {"ep": endpoint_id, "n": rows})
-    analyze()
-    scalar(HISTORY_ATTEMPTS, {"ep": endpoint_id, "first": first})
-
-
 @contextmanager
 def _no_autovacuum(table: str):
     """One transaction holding ``table`` in SHARE UPDATE EXCLUSIVE mode (inserts go on,
@@ -140,9 +127,17 @@ class Scenario:
         self.endpoint_id, self.history, self.baseline = endpoint_id, history, 0
 
     def build(self) -> None:
+        """Empty tables, then the history: ANALYZE, the todos, ANALYZE, their attempts. Each
+        insert's deferred foreign-key checks run at its commit on plans this session cached,
+        and one made while todos was small scans per check (docs/benchmarks.md, "Why make
+        bench stalled, again"); ANALYZE invalidates them."""
         # todos cascades to todo_attempts and todo_events (the vend event goes too; harmless).
         scalar("TRUNCATE todos, todo_attempts RESTART IDENTITY CASCADE")
-        add_history(self.endpoint_id, self.history)
+        analyze()
+        with _no_autovacuum("todos"):
+            scalar(HISTORY_TODOS, {"ep": self.endpoint_id, "n": self.history})
+        analyze()
+        scalar(HISTORY_ATTEMPTS, {"ep": self.endpoint_id, "first": 0})
         analyze(vacuum=True)
         self.baseline = max_id()
 

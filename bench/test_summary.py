@@ -4,8 +4,6 @@ MET only when all it stands for is. No database: the notes are made here."""
 from bench import cluster, fleet, summary
 from bench.ledger import Ledger
 
-TARGET = {"waiters": 2000, "p95_ms": 100.0, "wake_p95_ms": 100.0}
-
 
 def _rows(**notes) -> list[dict]:
     return summary.rows(Ledger({}, notes))
@@ -71,9 +69,8 @@ def test_the_mcp_rows_read_mcp_then_against_http_then_at_one_and_four_clients():
 
 def test_growth_is_not_met_with_a_sequential_scan_whatever_the_cpu_and_buffers():
     def at(history: int, seq_scans: int = 0) -> dict:
-        return {"history": history, "cpu_ms_per_todo": 1.0, "buffers_per_todo": 30.0} | {
-            "seq_scans": seq_scans
-        }
+        cost = {"cpu_ms_per_todo": 1.0, "buffers_per_todo": 30.0, "seq_scans": seq_scans}
+        return {"history": history, **cost}
 
     [row] = _rows(growth={"workers": 4, "rows": [at(10_000), at(200_000)]})
     assert row["ratio"] == "1.00" and ": MET" in row["note"]
@@ -110,16 +107,16 @@ def test_adr_rows_read_ours_then_against_its_twin_without_history_not_procrastin
 def test_the_best_fleet_is_the_largest_meeting_every_bar_with_no_error():
     fleets = [_fleet(1000), _fleet(2000), _fleet(3000, unwoken=1), _fleet(4000, wake=120.0)]
     fleets += [_fleet(5000, p95=150.0), {"waiters": 6000, "failed": "RuntimeError"}]
-    assert fleet.best({"target": TARGET, "fleets": fleets}) == 2000
-    [row] = _rows(fleet={"fleets": fleets, "best": 2000, "target": TARGET})
+    target = {"waiters": 2000, "p95_ms": 100.0, "wake_p95_ms": 100.0}
+    assert fleet.best({"target": target, "fleets": fleets}) == 2000
+    [row] = _rows(fleet={"fleets": fleets, "best": 2000, "target": target})
     assert (row["ours"], row["note"]) == ("2,000 waiters", "fleet >= target: MET")
 
 
 def _cluster(wake_p95: float = 20.0, unclaimed: int = 0, drain_errors: dict | None = None) -> dict:
     def step(claimed: int = 12, errors: dict | None = None) -> dict:
-        return {"created": 12, "claimed": claimed, "wake": {"p95_ms": wake_p95}} | {
-            "errors": errors or {}
-        }
+        wake = {"p95_ms": wake_p95}
+        return {"created": 12, "claimed": claimed, "wake": wake, "errors": errors or {}}
 
     kill = step(12 - unclaimed, {"502": 190})  # the killed node's polls: expected
     return {"waiters": 600, "wake": step(), "kill": kill, "drain": step(errors=drain_errors)}

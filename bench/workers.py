@@ -179,6 +179,15 @@ def _twin(conn, endpoint_id: int):
     return claim_next, complete_then
 
 
+def twin_columns() -> dict[str, set[str]]:
+    """The columns bench/nohist.sql names, by table: todos (as t, m, n, and the ones its
+    updates set), endpoints (as e, rq)."""
+    text = "\n".join(TWIN.values())
+    todos = {c for _, c in re.findall(r"\b(t|m|n)\.(\w+)", text)}
+    todos |= set(re.findall(r"(?:SET|,)\s+(\w+) =", text))
+    return {"todos": todos, "endpoints": {c for _, c in re.findall(r"\b(e|rq)\.(\w+)", text)}}
+
+
 def check_twin() -> None:
     """Stop the run, naming the statement, if the migrated schema no longer takes one of
     bench/nohist.sql's (a column renamed, a table gone): ADR-0039's reference would no longer
