@@ -158,10 +158,12 @@ class UtcDateTimeField(forms.DateTimeField):
 
 
 class TodoForm(forms.Form):
+    # No endpoint is picked for the person (the alphabetically first one was: a demo agent
+    # claimed the new todo within a second): the one asked for or used last, else a choice.
     endpoint = forms.ModelChoiceField(
         label="Endpoint",
         queryset=Endpoint.objects.none(),
-        empty_label=None,
+        empty_label="Choose the endpoint whose agents should do it…",
         help_text="The queue the todo goes on (active endpoints of your teams).",
     )
     title = forms.CharField(label="Title", max_length=TITLE_MAX_CHARS)

@@ -19,6 +19,7 @@ from queues.selectors import (
     board_endpoint_choices,
     board_people,
 )
+from queues.selectors.board import ACTIVITY_KINDS
 
 PAGE = 50
 
@@ -46,6 +47,23 @@ def activity_list(request):
         "people": people,
         "several_teams": len(scope.team_ids) > 1,
         "live_url": reverse("activity-list") + (f"?{urlencode(query)}" if query else ""),
+        # Everything, or only what went wrong, or what people did: links that keep the
+        # other filters.
+        "kinds": [
+            {
+                "label": kind.label,
+                "url": "?"
+                + urlencode(
+                    {
+                        **{k: v for k, v in query.items() if k != "kind"},
+                        **({"kind": key} if key else {}),
+                    }
+                ),
+                "current": key == filters.kind,
+                "key": key or "all",
+            }
+            for key, kind in ACTIVITY_KINDS.items()
+        ],
     }
     if request.htmx and request.htmx.target == "activity":
         return render(request, "board/activity_list.html#activity", context)
@@ -62,13 +80,17 @@ def _filters(get, endpoints, people) -> tuple[ActivityFilters, dict]:
     person_id = id_from_text(get.get("person", ""))
     if person_id not in {pk for pk, _ in people}:
         person_id = None
-    filters = ActivityFilters(todo_id=todo_id, endpoint=endpoint, person_id=person_id)
+    kind = get.get("kind", "")
+    if kind not in ACTIVITY_KINDS:
+        kind = ""
+    filters = ActivityFilters(todo_id=todo_id, endpoint=endpoint, person_id=person_id, kind=kind)
     query = {
         key: value
         for key, value in (
             ("todo", todo_id),
             ("endpoint", endpoint.pk if endpoint else None),
             ("person", person_id),
+            ("kind", kind),
         )
         if value
     }

@@ -14,8 +14,10 @@ from board.forms import TodoForm
 from board.scope import board_scope
 from queues import transitions
 from queues.arguments import id_from_text
-from queues.errors import Conflict, Invalid, Unauthorized
+from queues.errors import Conflict, Invalid, NotFound, Unauthorized
 from queues.transitions import Actor
+
+LAST_ENDPOINT_KEY = "board_last_endpoint"  # the endpoint the person last put a todo on
 
 
 @login_required
@@ -47,19 +49,34 @@ def todo_new(request: HttpRequest) -> HttpResponse:
         if first_run:
             return _first_todo(request, form=form, status=400)
         return _page(request, form, status=400)
+    request.session[LAST_ENDPOINT_KEY] = data["endpoint"].pk
     if first_run:
         response = _first_todo(request, todo=todo, endpoint=data["endpoint"])
         # The person made it: the live queue shows it at once, not behind the "new" bar.
         response["HX-Trigger"] = json.dumps({"queue-changed": {"show": True}})
         return response
-    messages.success(request, f"Todo #{todo.id} created on {data['endpoint'].agent_id}.")
+    made = f"Todo #{todo.id} created on {data['endpoint'].agent_id}"
+    if request.POST.get("claim") == "1":
+        # Two steps, so an agent polling that queue may claim it in between: said if so.
+        try:
+            held = transitions.claim(Actor.human(request.user), todo.id)
+        except (Conflict, Invalid, NotFound, Unauthorized):
+            held = None
+        if held is None:
+            messages.warning(request, f"{made}, but an agent claimed it before you could.")
+        else:
+            messages.success(request, f"{made}; you hold it.")
+        return redirect("todo-detail", todo_id=todo.id)
+    messages.success(request, f"{made}.")
     return redirect("todo-detail", todo_id=todo.id)
 
 
 def _preselect(request: HttpRequest) -> dict:
-    """``?endpoint=<id>`` preselects that endpoint; the form's choices decide if it may."""
-    value = request.GET.get("endpoint", "")
-    endpoint_id = id_from_text(value)
+    """``?endpoint=<id>`` preselects that endpoint, else the one the person last put a todo
+    on; the form's choices decide if it may (one it may not is no choice: none is picked)."""
+    endpoint_id = id_from_text(request.GET.get("endpoint", ""))
+    if endpoint_id is None:
+        endpoint_id = request.session.get(LAST_ENDPOINT_KEY)
     return {"endpoint": endpoint_id} if endpoint_id is not None else {}
 
 

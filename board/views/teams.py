@@ -61,6 +61,8 @@ def _page(request, team, memberships, form, *, sink_form=None, status: int = 200
         "personal_of": _personal_of(team, memberships),
         "memberships": memberships,
         "is_owner": is_owner,
+        # The last owner is offered no Leave or Remove: the team would have no owner.
+        "owners": sum(1 for m in memberships if m.role == Membership.Role.OWNER),
         "invitations": teams.pending_invitations(team) if team and is_owner else [],
         # Loaded with the user (board/auth.py): no query of its own.
         "my_invitations": getattr(request.user, "pending_invitations", []),
@@ -251,6 +253,12 @@ def team_switch(request: HttpRequest) -> HttpResponse:
         request.session[board_scopes.SESSION_KEY] = slug
         # The session's open streams that show another team end (board/live.py).
         live.narrow(request.session.session_key, [picked.pk])
+        if request.POST.get("say"):  # a button that switches as a side effect says so
+            messages.info(
+                request,
+                f"Now showing {picked.name}. The other teams' work is one pick away in the "
+                "team menu (All teams).",
+            )
     else:
         request.session.pop(board_scopes.SESSION_KEY, None)
         if slug:  # the same words for an unknown and a foreign slug

@@ -20,11 +20,13 @@ from django.db.models.functions import Coalesce, JSONObject
 from queues import db, sql
 from queues.endpoint_health import EndpointNow, endpoint_now, team_now_params
 from queues.models import (
+    DIED_OUTCOMES,
     LIVE_STATES,
     DeadLetterSink,
     Delivery,
     Endpoint,
     Membership,
+    Outcome,
     Team,
     Todo,
     TodoState,
@@ -60,10 +62,34 @@ class ActivityFilters:
     todo_id: int | None = None
     endpoint: Endpoint | None = None
     person_id: int | None = None
+    kind: str = ""  # a key of ACTIVITY_KINDS ("" everything)
 
     @property
     def active(self) -> bool:
-        return bool(self.todo_id or self.endpoint or self.person_id)
+        return bool(self.todo_id or self.endpoint or self.person_id or self.kind)
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityKind:
+    """What one of Activity's kinds reads: tries that ended with these outcomes (None: any;
+    an empty tuple: none), and events (a person's only, or none)."""
+
+    label: str
+    outcomes: tuple[str, ...] | None
+    events: bool
+    people_only: bool = False
+
+
+# Activity narrowed to what went wrong or to what people did. (Questions and answers, once
+# agents can ask a person, are one more kind here: their events, by kind.)
+ACTIVITY_KINDS = {
+    "": ActivityKind("Everything", None, events=True),
+    "failures": ActivityKind("Failures", (Outcome.FAILED.value,), events=False),
+    "deaths": ActivityKind(
+        "Deaths", tuple(outcome.value for outcome in DIED_OUTCOMES), events=False
+    ),
+    "people": ActivityKind("People's acts", (), events=True, people_only=True),
+}
 
 
 def board_activity(
@@ -97,6 +123,16 @@ def _activity_params(
         "endpoint_agent": endpoint.agent_id if endpoint else None,
         "person_id": filters.person_id,
         "limit": limit,
+        **_kind_params(ACTIVITY_KINDS.get(filters.kind, ACTIVITY_KINDS[""])),
+    }
+
+
+def _kind_params(kind: ActivityKind) -> dict:
+    return {
+        "endings": kind.outcomes != (),
+        "outcomes": list(kind.outcomes) if kind.outcomes else None,
+        "events": kind.events,
+        "people_only": kind.people_only,
     }
 
 

@@ -6,7 +6,11 @@ Why raw SQL: the ticker runs on every queue page, and the ORM spent 5 ms of each
 compiling the two reads and their model rows, more than PostgreSQL took to plan and run them
 (10 ms against 5 for the same rows; docs/benchmarks.md). Each filter is a ``%(x)s IS NULL OR``
 arm: these are not prepared, so each runs on a custom plan, where PostgreSQL folds an absent
-filter's arm away before it picks an index (the same plans as one query per filter set).
+filter's arm away before it picks an index (the same plans as one query per filter set). The
+kind filter (Activity's "Failures", "Deaths", "People's acts") is three of them: the tries'
+outcomes (``outcomes``; the endpoint index carries the outcome, so the walk filters on the
+index), whether endings are read at all (``endings``), and events (``events``, a person's
+only with ``people_only``).
 
 - ``ACTIVITY_ENDINGS`` walks each of the teams' endpoints' ``todo_attempts_endpoint_ended``
   newest first (a LATERAL per endpoint, each stopping at the limit), and people's own claims
@@ -52,11 +56,13 @@ WITH ended AS (
               AND a.endpoint_id >= ep.id
               AND a.ended_by_id IS NULL AND a.ended_by_endpoint_id IS NULL
               AND (%(todo_id)s::bigint IS NULL OR a.todo_id = %(todo_id)s::bigint)
+              AND (%(outcomes)s::text[] IS NULL OR a.outcome = ANY(%(outcomes)s::text[]))
             ORDER BY a.endpoint_id DESC, a.ended_at DESC
             LIMIT %(limit)s) w
      WHERE ep.team_id = ANY(%(team_ids)s::bigint[])
        AND (%(endpoint_id)s::bigint IS NULL OR ep.id = %(endpoint_id)s::bigint)
        AND %(person_id)s::bigint IS NULL
+       AND %(endings)s::bool
     UNION ALL
     -- People's own claims (no endpoint) that lapsed: few, walked on their own partial index
     -- (the same predicate as todo_attempts_owner_lapsed's, so the planner may use it).
@@ -72,6 +78,8 @@ WITH ended AS (
               AND (%(todo_id)s::bigint IS NULL OR a.todo_id = %(todo_id)s::bigint)
               AND (%(endpoint_id)s::bigint IS NULL OR t.endpoint_id = %(endpoint_id)s::bigint)
               AND (%(person_id)s::bigint IS NULL OR a.user_id = %(person_id)s::bigint)
+              AND (%(outcomes)s::text[] IS NULL OR a.outcome = ANY(%(outcomes)s::text[]))
+              AND %(endings)s::bool
             ORDER BY a.ended_at DESC
             LIMIT %(limit)s) o
 )
@@ -115,6 +123,8 @@ SELECT e.*
                OR (ev.todo_id IS NULL AND ev.team_id = %(endpoint_team)s::bigint
                    AND ev.detail ->> 'agent_id' = %(endpoint_agent)s::text))
           AND (%(person_id)s::bigint IS NULL OR ev.actor_user_id = %(person_id)s::bigint)
+          AND %(events)s::bool
+          AND (NOT %(people_only)s::bool OR ev.actor_user_id IS NOT NULL)
         ORDER BY ev.created_at DESC
         LIMIT %(limit)s) e
 """,

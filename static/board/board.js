@@ -448,14 +448,17 @@
 
   // -- the bar: status, Pause/Resume, the "new" bar
 
+  // "Connecting…" until the stream says ready or is refused: "Refreshes every 5 s" first and
+  // "Live" a second later described two mechanisms where there is one.
   Live.prototype.status = function (reason, holding) {
     var status = this.el.querySelector("[data-live-status]");
     if (!status) return;
-    var how = Stream.live ? "Live" : "Refreshes every " + this.seconds + " s";
-    var text = reason || (this.paused() ? "Paused" : how + (this.updated ? " · updated " + clockText(this.updated) : ""));
+    var how = Stream.live ? "Live" : Stream.connecting ? "Connecting…" : "Refreshes every " + this.seconds + " s";
+    var text = reason || (this.paused() ? "Paused" : how + (this.updated && !Stream.connecting ? " · updated " + clockText(this.updated) : ""));
     if (status.textContent !== text) status.textContent = text;
     status.classList.toggle("is-holding", !!holding || this.paused());
     status.classList.toggle("is-live", !reason && !this.paused() && Stream.live);
+    status.classList.toggle("is-refreshing", !reason && !this.paused() && !Stream.live && !Stream.connecting);
   };
 
   Live.prototype.setUpBar = function () {
@@ -476,8 +479,41 @@
     }
     var show = bar.querySelector("[data-live-show]");
     if (show) show.addEventListener("click", function () { self.refresh(true); });
+    var auto = bar.querySelector("[data-live-auto]");
+    if (auto) {
+      auto.hidden = false;
+      auto.addEventListener("click", function () {
+        if (self.autoShow()) sessionStorage.removeItem(self.autoKey()); else sessionStorage.setItem(self.autoKey(), "1");
+        self.syncAuto();
+        self.showNewer();
+      });
+      this.syncAuto();
+      var table = this.el.querySelector(".queue-main");
+      if (table) table.addEventListener("pointermove", function () { self.pointedAt = Date.now(); });
+    }
     this.status(null, false);
     if (this.isQueue) this.showNewer();
+  };
+
+  // "Auto-show new": new todos come in at the top by themselves, but only while the reader
+  // is not in the list (no focus or selection in it, no pointer over it in the last
+  // AUTO_IDLE_MS): rows never move under someone reading them.
+  var AUTO_IDLE_MS = 3000;
+  Live.prototype.autoKey = function () { return "switchboard.autoshow." + this.id; };
+  Live.prototype.autoShow = function () { return sessionStorage.getItem(this.autoKey()) === "1"; };
+  Live.prototype.syncAuto = function () {
+    var auto = this.el.querySelector("[data-live-auto]");
+    if (!auto) return;
+    var on = this.autoShow();
+    auto.setAttribute("aria-pressed", on ? "true" : "false");
+    auto.classList.toggle("primary", on);
+  };
+  Live.prototype.idle = function () {
+    var main = this.el.querySelector(".queue-main");
+    var selection = window.getSelection();
+    if (main && main.contains(document.activeElement) && document.activeElement !== document.body) return false;
+    if (selection && !selection.isCollapsed && main && main.contains(selection.anchorNode)) return false;
+    return Date.now() - (this.pointedAt || 0) > AUTO_IDLE_MS && !drawerOpen();
   };
 
   Live.prototype.syncPause = function () {
@@ -500,6 +536,12 @@
     var text = parts.length ? parts.join(" · ") + " — show" : "";
     if (show.textContent !== text) show.textContent = text;
     show.hidden = !parts.length;
+    var self = this;
+    clearTimeout(this.autoTimer);
+    if (newer && this.autoShow() && !this.paused()) {
+      if (this.idle()) this.refresh(true);
+      else this.autoTimer = setTimeout(function () { self.showNewer(); }, AUTO_IDLE_MS);
+    }
   };
 
   function clockText(date) {
@@ -512,6 +554,8 @@
   var Stream = {
     source: null,
     live: false,
+    // Until the stream is ready or refused (a page without one never waits for it).
+    connecting: !!(document.body && document.body.getAttribute("data-live-stream") && window.EventSource),
     key: null,
     start: function () {
       var url = document.body.getAttribute("data-live-stream");
@@ -523,9 +567,11 @@
       if (this.source) this.source.close();
       this.key = key;
       this.live = false;
+      this.connecting = true;
       var source = this.source = new EventSource(url + "?want=" + key);
       source.addEventListener("ready", function (event) {
         Stream.live = true;
+        Stream.connecting = false;
         var data = JSON.parse(event.data);
         each(function (live) { live.ready(data); });
       });
@@ -548,6 +594,10 @@
       source.addEventListener("error", function () {
         // Reconnecting (the browser does, after the server's retry) or refused for good
         // (no stream here: 204): the regions read themselves on their timers meanwhile.
+        if (Stream.connecting) {
+          Stream.connecting = false;
+          each(function (live) { live.status(null, false); });
+        }
         if (!Stream.live) return;
         Stream.live = false;
         each(function (live) { live.status(null, false); live.schedule(); });
@@ -811,9 +861,66 @@
     if (opener && document.body.contains(opener)) opener.focus({ preventScroll: true });
   }
 
-  // Tab and Shift+Tab go round the open dialog (the shortcuts, else the drawer).
+  // A drawer action asked first (Cancel, Take over, Release their lease: hx-confirm) asks in
+  // a dialog of the Board's own, not the browser's confirm(): the same words as the page a
+  // browser without JavaScript gets, the act named on its button, Esc or Back to leave it.
+  function askFirst(question, elt, go) {
+    var opener = document.activeElement;
+    var button = elt.querySelector && elt.querySelector("button[type=submit], button:not([type])");
+    var act = button ? button.textContent.replace(/…$/, "").trim() : "Go ahead";
+    var box = document.createElement("div");
+    box.id = "confirm";
+    box.className = "shortcuts";
+    box.setAttribute("role", "alertdialog");
+    box.setAttribute("aria-modal", "true");
+    box.setAttribute("aria-labelledby", "confirm-title");
+    box.setAttribute("aria-describedby", "confirm-text");
+    var panel = document.createElement("div");
+    panel.className = "shortcuts-panel";
+    var title = document.createElement("h2");
+    title.id = "confirm-title";
+    title.textContent = act + "?";
+    var text = document.createElement("p");
+    text.id = "confirm-text";
+    text.textContent = question;
+    var row = document.createElement("p");
+    row.className = "row-actions";
+    var yes = document.createElement("button");
+    yes.type = "button";
+    yes.className = "btn " + (button && button.classList.contains("danger") ? "danger" : "primary");
+    yes.textContent = act;
+    var no = document.createElement("button");
+    no.type = "button";
+    no.className = "btn";
+    no.textContent = "Back, change nothing";
+    row.appendChild(yes);
+    row.appendChild(no);
+    panel.appendChild(title);
+    panel.appendChild(text);
+    panel.appendChild(row);
+    box.appendChild(panel);
+    function close() {
+      box.remove();
+      if (opener && document.body.contains(opener)) opener.focus({ preventScroll: true });
+    }
+    yes.addEventListener("click", function () { close(); go(); });
+    no.addEventListener("click", close);
+    box.addEventListener("keydown", function (event) {
+      if (event.key === "Escape") { event.preventDefault(); event.stopPropagation(); close(); }
+    });
+    document.body.appendChild(box);
+    no.focus();
+  }
+
+  document.addEventListener("htmx:confirm", function (event) {
+    if (!event.detail.question) return;
+    event.preventDefault();
+    askFirst(event.detail.question, event.detail.elt, function () { event.detail.issueRequest(true); });
+  });
+
+  // Tab and Shift+Tab go round the open dialog (a question, the shortcuts, else the drawer).
   function trapFocus(event) {
-    var root = document.getElementById("shortcuts") || (drawerOpen() ? drawerHost() : null);
+    var root = document.getElementById("confirm") || document.getElementById("shortcuts") || (drawerOpen() ? drawerHost() : null);
     if (!root) return false;
     var stops = focusables(root);
     if (!stops.length) return false;
@@ -831,6 +938,7 @@
       if (trapFocus(event)) event.preventDefault();
       return;
     }
+    if (document.getElementById("confirm")) return; // its own keys (Esc: leave it)
     if (event.key === "Escape") {
       if (shortcutsOpen()) { event.preventDefault(); hideShortcuts(); return; }
       if (!drawerOpen()) return;

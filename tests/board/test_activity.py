@@ -199,6 +199,10 @@ def test_the_feed_walks_its_indexes_newest_first(team, endpoint, user):
         "endpoint_agent": None,
         "person_id": None,
         "limit": 8,
+        "endings": True,
+        "outcomes": None,
+        "events": True,
+        "people_only": False,
     }
     endings = _plan(sql.ACTIVITY_ENDINGS, params)
     assert "todo_attempts_endpoint_ended" in endings, endings

@@ -237,33 +237,35 @@ def test_without_javascript_each_asked_act_goes_through_its_page(
     assert outcomes(other.id) == [("released", "requeued"), ("", "")]
 
 
-# --- With JavaScript: htmx asks in a dialog and posts, the page is not opened
+# --- With JavaScript: the Board asks in a dialog of its own and posts, no page is opened
 
 
 @pytest.mark.django_db(transaction=True)
-def test_with_javascript_htmx_asks_and_posts_in_place(page, user, agent, make_todo):
+def test_with_javascript_the_board_asks_in_its_own_dialog_and_posts_in_place(
+    page, user, agent, make_todo
+):
     todo = make_todo("stuck translation")
     transitions.claim(agent, todo.id, claimant="buildbox/3")
     sign_in(page, "alice")
     page.goto(f"/todos/{todo.id}/")
     page.wait_for_function("() => window.htmx !== undefined")
     drawer = page.locator("#drawer-panel")
-    asked = []
+    native = []
+    page.on("dialog", lambda dialog: (native.append(dialog.message), dialog.dismiss()))
 
-    def dismiss(dialog):
-        asked.append(dialog.message)
-        dialog.dismiss()
-
-    page.once("dialog", dismiss)
     drawer.get_by_role("button", name="Cancel", exact=True).click()
-    expect(drawer.get_by_role("button", name="Cancel", exact=True)).to_be_visible()
-    page.wait_for_timeout(300)
-    assert asked == [CONFIRMATIONS.get("cancel").dialog]
-    assert Todo.objects.get(pk=todo.id).state == "claimed"  # dismissed: nothing done
+    asked = page.get_by_role("alertdialog", name="Cancel?")
+    expect(asked).to_contain_text(CONFIRMATIONS.get("cancel").dialog)
+    # Focus starts on the way back; Esc leaves it, and nothing is done.
+    assert page.evaluate("() => document.activeElement.textContent") == "Back, change nothing"
+    page.keyboard.press("Escape")
+    expect(asked).to_have_count(0)
+    assert Todo.objects.get(pk=todo.id).state == "claimed"
 
-    page.once("dialog", lambda dialog: dialog.accept())
     drawer.get_by_role("button", name="Cancel", exact=True).click()
+    page.get_by_role("alertdialog").get_by_role("button", name="Cancel", exact=True).click()
     expect(drawer.locator(".notice.good")).to_have_text("Canceled.")
     expect(page).to_have_url(re.compile(rf"/todos/{todo.id}/$"))  # no confirmation page
     assert Todo.objects.get(pk=todo.id).state == "canceled"
+    assert native == []  # never the browser's confirm()
     assert page.js_errors == []

@@ -95,8 +95,9 @@ def test_take_over_in_a_browser(page, user, endpoint, agent, make_todo):
     page.get_by_role("link", name="stuck translation", exact=True).click()
     drawer = page.locator("#drawer #drawer-panel")
     expect(drawer.get_by_role("button", name="Release their lease")).to_be_visible()
-    page.once("dialog", lambda dialog: dialog.accept())  # hx-confirm
     drawer.get_by_role("button", name="Take over").click()
+    # Asked first, in the Board's own dialog (hx-confirm, static/board/board.js askFirst).
+    page.get_by_role("alertdialog").get_by_role("button", name="Take over").click()
     # The news ("You hold this todo now", test_drawer_labels.py) becomes the state line at
     # the drawer's next live refresh, which the claim itself sets off: either says it.
     expect(drawer.locator(".heldby")).to_contain_text("You hold this todo")

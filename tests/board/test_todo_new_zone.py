@@ -61,6 +61,7 @@ def test_with_javascript_it_is_typed_in_the_browsers_zone(zoned_page, user, endp
     page = zoned_page(javascript=True)
     sign_in(page, "alice")
     page.goto(reverse("todo-new"))
+    page.get_by_label("Endpoint").select_option(str(endpoint.pk))  # none is picked for you
     field = page.locator("input[data-local-datetime]")
     label = page.locator("label", has=field)
     expect(label.locator("[data-local-label]")).to_have_text(re.compile(r"^Not before \(P[SD]T\)$"))
@@ -82,6 +83,7 @@ def test_without_javascript_it_is_utc_and_says_so(zoned_page, user, endpoint):
     page = zoned_page(javascript=False)
     sign_in(page, "alice")
     page.goto(reverse("todo-new"))
+    page.get_by_label("Endpoint").select_option(str(endpoint.pk))  # none is picked for you
     field = page.locator("input[data-local-datetime]")
     label = page.locator("label", has=field)
     expect(label.locator("[data-local-label]")).to_have_text("Not before (UTC)")
