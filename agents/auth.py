@@ -1,15 +1,16 @@
 """Bearer tokens, the one parser for every machine-facing surface (the agent API, MCP and
 /metrics), and the endpoint a request's token names: from this process's token cache while
-its doorbell connection listens for the endpoints' changes (agents/token_cache.py), else one
+its LISTEN connection hears the endpoints' changes (agents/token_cache.py), else one
 statement."""
 
 from __future__ import annotations
 
-from agents.doorbell import async_doorbell
+from agents.token_cache import caches
 from queues import db, tokens
 from queues.endpoints import endpoint_from_row, token_row_plan
 from queues.errors import Unauthorized
 from queues.models import Endpoint
+from queues.notify import listener
 
 
 def token_from_header(header: str) -> str | None:
@@ -27,9 +28,8 @@ async def endpoint_for(authorization: str) -> Endpoint:
     digest = tokens.lookup_digest(token_from_header(authorization))
     if digest is None:
         raise _missing()
-    bell = async_doorbell()
-    bell.ensure_listening()
-    cache = bell.tokens
+    cache = caches.get()
+    listener()  # started: its trust is what the cache keeps by
     row = cache.get(digest)
     if row is None:
         generation = cache.generation

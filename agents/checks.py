@@ -44,7 +44,7 @@ def wire_mismatches() -> list[str]:
         if verb.transition is None:
             continue
         fields = set(verb.params.__struct_fields__) - FRONT_FIELDS
-        wanted = _parameters(verb.transition.plan)
+        wanted = _parameters(verb.transition.plan)  # the plan's own parameters
         if verb.closes is not None:
             wanted = {"todo_id", "attempt_seq", "lease_token"} | _parameters(verb.closes)
         if fields != wanted:

@@ -3,11 +3,11 @@ statement more for its token (issue 31: the lookup was a third of a todo's state
 ``then``, and 17 % of a worker's time).
 
 A cached endpoint is trusted only while the process's doorbell connection is heard to hear
-(agents/doorbell.py): a trigger on ``endpoints`` says on ``switchboard_endpoint``, in the
+(queues/notify/listener.py): a trigger on ``endpoints`` says on ``switchboard_endpoint``, in the
 transaction that made it, every change that could change a request's answer (a revoke, a
 rotation, a pause or resume, its verbs; migration 0029), and the doorbell forgets that
 endpoint when it hears it. A connection that answers queries is not enough (through a
-transaction pooler it hears nothing): the doorbell trusts it from the moment a nonce it said
+transaction pooler it hears nothing): the listener trusts it from the moment a nonce it said
 from another session comes back until a ping round passes without it. While it is not
 trusted nothing is kept, and each request looks its token up as before; trust starts from an
 empty cache, since what was said meanwhile may be lost.
@@ -27,11 +27,13 @@ at most MAX_ENDPOINTS, emptied when full.
 
 from __future__ import annotations
 
+from queues.notify import ENDPOINT_CHANGED, EndpointChanged, Listener, LoopLocal, listeners
+
 MAX_ENDPOINTS = 10_000
 
 
 class TokenCache:
-    """One per doorbell (per event loop). Keyed by the token's digest; each entry is the
+    """One per event loop (``caches``), hearing the loop's listener. Keyed by the token's digest; each entry is the
     endpoint's row (queues.sql.ENDPOINT_FIELDS' order), from which each request builds its
     own model instance."""
 
@@ -66,10 +68,10 @@ class TokenCache:
     def holds(self, endpoint_id: int) -> bool:
         return endpoint_id in self._digests
 
-    def heard(self, payload: str) -> None:
-        """A notification on ``switchboard_endpoint``: an endpoint's id, or ``*``."""
-        if payload.isdigit():
-            self.forget(int(payload))
+    def heard(self, changed: EndpointChanged) -> None:
+        """A notification on ``switchboard_endpoint``: one endpoint changed, or every one."""
+        if changed.endpoint is not None:
+            self.forget(changed.endpoint)
         else:
             self.forget_all()
 
@@ -85,7 +87,17 @@ class TokenCache:
         self._digests.clear()
 
     def listening(self, yes: bool) -> None:
-        """The doorbell's connection began (True, after its LISTEN) or stopped listening:
-        either way, what was kept may have changed unheard."""
+        """The LISTEN connection began hearing (True: its nonce came back) or stopped: either
+        way, what was kept may have changed unheard."""
         self.forget_all()
         self.trusted = yes
+
+
+def _listening_on(listener: Listener) -> TokenCache:
+    cache = TokenCache()
+    listener.subscribe(ENDPOINT_CHANGED, cache.heard)
+    listener.on_trust(cache.listening)
+    return cache
+
+
+caches: LoopLocal[TokenCache] = LoopLocal(lambda loop: _listening_on(listeners.of(loop)))

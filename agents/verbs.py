@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from agents import schemas
 from queues import endpoints, selectors, transitions
@@ -22,9 +23,10 @@ from queues.db import Plan
 from queues.errors import Forbidden, NotFound
 from queues.models import Endpoint
 from queues.records import UNTRUSTED_NOTICE, Claim, TodoDetail
-from queues.transitions import Actor, ClaimArgs, Close, Next, Then
+from queues.transitions import Actor, ClaimArgs, Close, Next, Then, Transition
 
-type Handler = Callable[..., Plan[dict]]
+# A handler's plan answers the verb's dict; a close's with ``then``, a ``transitions.Then``.
+type Handler = Callable[..., Plan[Any]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +50,7 @@ class Verb:
     allowed_by: tuple[str, ...] = ()
     # The ledger's transition the verb calls (a selector for a read): its parameters are the
     # struct's fields, by name (``arguments``; agents/checks.py holds the two together).
-    transition: Callable | None = None
+    transition: Transition | None = None
     # A close (complete, fail, release): the ``Close`` constructor its written fields go to,
     # and, with ``then`` given, the handler's plan answers a ``transitions.Then``.
     closes: Callable | None = None
@@ -324,16 +326,18 @@ def _closing(
     claim as one ledger operation, whose ``Then`` the front answers (and long-polls when it
     says ``WAIT``: agents/waiting.py)."""
     actor = Actor.agent(endpoint)
-    ids = {"attempt_seq": p.attempt_seq, "lease_token": p.lease_token}
     if p.then is None:
-        closed = yield from transitions.end(actor, close, p.todo_id, **ids)
+        closed = yield from transitions.end(
+            actor, close, p.todo_id, attempt_seq=p.attempt_seq, lease_token=p.lease_token
+        )
         return closed.as_api()
     return (
         yield from transitions.close_then_claim_next.plan(
             actor,
             close,
             p.todo_id,
-            **ids,
+            attempt_seq=p.attempt_seq,
+            lease_token=p.lease_token,
             claim=claim_args(p.then, mcp_session_id),
             wait=bool(p.then.wait_seconds),
         )

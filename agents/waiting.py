@@ -12,14 +12,15 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Protocol, cast
 
 from django.conf import settings
 
 from agents import verbs
-from agents.doorbell import async_doorbell, async_doorbell_of
+from agents.doorbell import async_doorbell, doorbells
 from agents.verbs import Verb
 from queues import counters, db, endpoints, transitions
+from queues.db import Plan
 from queues.db.availability import breaker, is_connection_failure
 from queues.errors import (
     DATABASE_ERRORS,
@@ -29,6 +30,7 @@ from queues.errors import (
     from_database_error,
 )
 from queues.models import Endpoint
+from queues.notify import LoopLocal
 from queues.transitions import Actor, Next, Then
 
 
@@ -82,16 +84,12 @@ class Waiters:
 
 
 WAITER_RETRY_AFTER_SECONDS = 2.0
-_waiters: dict[int, Waiters] = {}
+_waiters: LoopLocal[Waiters] = LoopLocal(lambda loop: Waiters())
 
 
 def waiters() -> Waiters:
     """This event loop's waiters (one loop per worker process)."""
-    loop = asyncio.get_running_loop()
-    found = _waiters.get(id(loop))
-    if found is None:
-        found = _waiters[id(loop)] = Waiters()
-    return found
+    return _waiters.get()
 
 
 async def call(
@@ -143,7 +141,9 @@ async def _close_then(
     gone: Departure | None,
 ) -> dict:
     started = time.perf_counter()
-    answer: Then = await db.arun(verb.handler(endpoint, params, mcp_session_id=mcp_session_id))
+    answer: Then = await db.arun(
+        cast(Plan[Then], verb.handler(endpoint, params, mcp_session_id=mcp_session_id))
+    )
     if answer.next is Next.WAIT:
         actor = Actor.agent(endpoint)
         arguments = verbs.claim_args(then, mcp_session_id)
@@ -261,7 +261,8 @@ async def awaiting[T](
                 return result
             if remaining <= 0 or drain.started:
                 return result
-            woken = await bell.wait(endpoint.pk, ticket, remaining, gone=gone)
+            watched = gone if isinstance(gone, asyncio.Future) else None
+            woken = await bell.wait(endpoint.pk, ticket, remaining, gone=watched)
             if gone is not None and gone.done():
                 raise ClientGone
             if drain.started:
@@ -318,7 +319,7 @@ class Drain:
     def begin(self, loop: asyncio.AbstractEventLoop) -> None:
         """Start draining: callable from a signal handler (the waiters wake on ``loop``)."""
         self.started = True
-        loop.call_soon_threadsafe(async_doorbell_of(loop).wake_everyone)
+        loop.call_soon_threadsafe(doorbells.of(loop).wake_everyone)
 
 
 drain = Drain()

@@ -1,10 +1,11 @@
 """The Board's live stream: ``GET /live/`` answers Server-Sent Events, and every open Board
 page that can hold one hears its teams' changes within a second of their commit.
 
-How a change reaches a page. A transition's row trigger says ``team:endpoint:todo:flag`` on
-``switchboard_board`` when someone watches the team (migration 0027: this module keeps
-``board_watches`` up to date for the teams its streams show). The process's one LISTEN
-connection (agents/doorbell.py, wired in switchboard/asgi.py) hands each to ``Hub.hear``,
+How a change reaches a page. A trigger on the todos (once per statement), the endpoints and
+the audit trail says a ``BoardNotice`` (queues/notify/channels.py: the team, what changed, the
+endpoint and the todo) on ``switchboard_board`` when someone watches the team (this module
+keeps ``board_watches`` up to date for the teams its streams show). The process's one LISTEN
+connection (queues/notify, which the Hub subscribes to) hands each to ``Hub.hear``,
 which gathers a team's changes for FLUSH_GAP seconds and then reads what the team's viewers
 need once, in a thread: the changed rows (one query, each drawn with the queue's own row
 template), every endpoint's counts and live numbers (one statement: the tab counts and the
@@ -69,6 +70,7 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import msgspec
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
@@ -81,6 +83,7 @@ from board.scope import board_scope
 from board.views.queue import TICKER_LINES, ticker_html, ticker_lines, todo_rows_html
 from queues import db, sql
 from queues.endpoint_health import team_last_hour, team_now
+from queues.notify import BOARD, BoardNotice, Listener, LoopLocal, listener, listeners
 from queues.selectors import TAB_COUNT_CAP, board_team_now_and_feed
 
 log = logging.getLogger("switchboard.board.live")
@@ -169,7 +172,7 @@ class Hub:
     each team's gathered changes, and its open streams (their rows, checked every
     CHECK_SECONDS)."""
 
-    def __init__(self) -> None:
+    def __init__(self, listener: Listener | None = None) -> None:
         self.viewers: dict[int, set[Viewer]] = defaultdict(set)
         self.pending: dict[int, Change] = {}
         self.flushing: dict[int, asyncio.Task] = {}
@@ -185,6 +188,9 @@ class Hub:
         self._opening: dict[int, _Opening] = {}  # by user id, while they open streams
         self.stopping = asyncio.Event()
         self.statements = 0  # statements the updates ran (the bench reads it)
+        if listener is not None:
+            listener.subscribe(BOARD, self.hear)
+            listener.on_connect(self.listening)
 
     # -- viewers
 
@@ -360,21 +366,16 @@ class Hub:
 
     # -- changes
 
-    def hear(self, payload: str) -> None:
-        """A notification from the LISTEN connection: ``team:endpoint:todo:flag``."""
-        try:
-            team, endpoint, todo, flag = payload.split(":")
-            team_id = int(team)
-        except ValueError:
-            return
-        if team_id not in self.viewers:
+    def hear(self, notice: BoardNotice) -> None:
+        """A change of a watched team, as the LISTEN connection heard it."""
+        if notice.team not in self.viewers:
             return  # watched by another process
-        change = Change(feed=flag in ("e", "n"))
-        if todo:
-            change.todos.add(int(todo))
-        if endpoint != "0":
-            change.endpoints.add(int(endpoint))
-        self._gather(team_id, change)
+        change = Change(feed=notice.moves_the_feed)
+        if notice.todo is not None:
+            change.todos.add(notice.todo)
+        if notice.endpoint is not None:
+            change.endpoints.add(notice.endpoint)
+        self._gather(notice.team, change)
 
     def _gather(self, team_id: int, change: Change) -> None:
         gathered = self.pending.setdefault(team_id, Change())
@@ -407,7 +408,7 @@ class Hub:
             self.statements += statements
             if hour is not None:
                 self.charts[team_id] = (time.monotonic(), hour)
-            data = json.dumps(update, separators=(",", ":"))
+            data = _ENCODER.encode(update).decode()
             for viewer in self.viewers.get(team_id, ()):
                 viewer.send("team", data)
         except Exception as exc:  # the database is away: the pages read themselves again
@@ -433,42 +434,67 @@ class Hub:
         self.stopping.set()
 
 
+class TeamUpdate(msgspec.Struct, omit_defaults=True):
+    """One ``event: team`` update, as the pages read it (static/board/board.js,
+    ``Live.prototype.onUpdate`` and ``queueUpdate``; tests/board/test_live_stream.py holds
+    the two to the same names). What a page did not ask for (``?want=``) is left out."""
+
+    team: int
+    todos: list[int]  # the changed todos (at most ROWS_MAX)
+    endpoints: list[int]  # the changed endpoints
+    many: bool  # more todos changed than ROWS_MAX: pages read themselves
+    feed: bool  # a try ended or someone acted: the feed has a new line
+    rows: dict[str, dict] | None = None  # todo id -> its queue row, state and endpoint
+    counts: dict[str, dict] | None = None  # endpoint id -> its counts by state
+    cap: int | None = None  # where the counts stop being exact
+    ticker: list[dict] | None = None  # the feed's newest lines
+    overview: dict[str, str] | None = None  # DOM id -> the overview's row
+
+
+def _str_of_html(value: object) -> str:
+    """The drawn HTML (Django's SafeString, a str msgspec does not take as one) as text."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    raise NotImplementedError(type(value).__name__)
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=_str_of_html)
+
+
 def read_update(team_id: int, change: Change, wants: frozenset[str], chart) -> tuple:
-    """What the team's viewers are sent (in a thread): (update, statements run, the last
-    hour when it was read again, else None)."""
+    """What the team's viewers are sent (in a thread): (the update, statements run, the
+    last hour when it was read again, else None)."""
     try:
         statements = 0
         many = len(change.todos) > ROWS_MAX
-        update: dict = {
-            "team": team_id,
-            "todos": sorted(change.todos)[:ROWS_MAX],
-            "endpoints": sorted(change.endpoints),
-            "many": many,
-            "feed": change.feed,
-        }
+        update = TeamUpdate(
+            team=team_id,
+            todos=sorted(change.todos)[:ROWS_MAX],
+            endpoints=sorted(change.endpoints),
+            many=many,
+            feed=change.feed,
+        )
         if "rows" in wants and change.todos and not many:
-            update["rows"] = todo_rows_html([team_id], sorted(change.todos))
+            update.rows = todo_rows_html([team_id], sorted(change.todos))
             statements += 1
         feed = "ticker" in wants and change.feed
+        hour = None
         if wants & {"counts", "overview"}:
             if feed:  # the counts and the feed's lines in one statement
                 now, lines = board_team_now_and_feed(team_id, cap=TAB_COUNT_CAP, limit=TICKER_LINES)
-                update["ticker"], feed = ticker_html(lines), False
+                update.ticker, feed = ticker_html(lines), False
             else:
                 now = team_now(team_id, cap=TAB_COUNT_CAP)
             statements += 1
-            update["counts"] = {str(e.pk): e.by_state for e in now}
-            update["cap"] = TAB_COUNT_CAP
-            hour = None
+            update.counts = {str(e.pk): e.by_state for e in now}
+            update.cap = TAB_COUNT_CAP
             if "overview" in wants:
                 if chart is True:
                     hour = team_last_hour(team_id)
                     statements += 1
-                update["overview"] = overview.rows_html(now, hour if hour is not None else chart)
-        else:
-            hour = None
+                update.overview = overview.rows_html(now, hour if hour is not None else chart)
         if feed:
-            update["ticker"] = ticker_lines([team_id])
+            update.ticker = ticker_lines([team_id])
             statements += 1
         return update, statements, hour
     finally:
@@ -488,27 +514,14 @@ def read_counts(team_ids: list[int]) -> dict:
         connection.close()
 
 
-_hubs: dict[int, Hub] = {}
+hubs: LoopLocal[Hub] = LoopLocal(lambda loop: Hub(listeners.of(loop)))
 
 
 def hub() -> Hub:
-    """The running event loop's hub."""
-    return hub_of(asyncio.get_running_loop())
-
-
-def hub_of(loop: asyncio.AbstractEventLoop) -> Hub:
-    found = _hubs.get(id(loop))
-    if found is None:
-        found = _hubs[id(loop)] = Hub()
+    """The running event loop's hub, hearing the loop's listener (queues/notify)."""
+    found = hubs.get()
+    listener()  # started
     return found
-
-
-def attach(bell) -> None:
-    """Hear the Board's channel on this process's LISTEN connection (agents/doorbell.py;
-    wired by switchboard/asgi.py, since the board does not import the agents' room)."""
-    here = hub()
-    bell.board_hearer = here.hear
-    bell.board_listening = here.listening
 
 
 def narrow(session_key: str | None, team_ids: list[int]) -> None:

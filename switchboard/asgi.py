@@ -3,9 +3,10 @@
 Two parts: the agents' paths (``/api/``, ``/mcp``, ``/metrics`` while a metrics token is set)
 go to their front door, ``agents.front.app``, which answers on the event loop (a long-poll
 holds no thread); everything else (the Board, admin, sign-in, static files, /healthz) goes to
-Django's own ASGI handler, whose sync views and middleware run in threads (docs/deploy.md). The lifespan starts this process's doorbell (one
-LISTEN connection, which the Board's live stream hears too: board/live.py) and the event loop's
-watchdog (switchboard/watchdog.py), and closes the async pool on shutdown.
+Django's own ASGI handler, whose sync views and middleware run in threads (docs/deploy.md).
+The lifespan starts this process's LISTEN connection (queues/notify: the agents' doorbell and
+token cache and the Board's live stream hear it) and the event loop's watchdog
+(switchboard/watchdog.py), and closes the async pool on shutdown.
 
 A request body for the site must also arrive within SWITCHBOARD_BODY_TIMEOUT_SECONDS: a slow
 or silent client is dropped (408), never left holding anything but its socket.
@@ -29,8 +30,7 @@ from django.conf import settings  # noqa: E402
 
 from agents import front  # noqa: E402
 from agents.doorbell import async_doorbell  # noqa: E402
-from board import live  # noqa: E402
-from queues import db  # noqa: E402
+from queues import db, notify  # noqa: E402
 from switchboard import watchdog  # noqa: E402
 
 log = logging.getLogger("switchboard.asgi")
@@ -96,8 +96,7 @@ async def _lifespan(receive, send) -> None:
         if message["type"] == "lifespan.startup":
             watchdog.watch(settings.SWITCHBOARD_LOOP_WATCHDOG_SECONDS)
             try:
-                live.attach(async_doorbell())
-                async_doorbell().ensure_listening()
+                notify.listener()  # the process's LISTEN connection, which the rooms hear
                 await db.async_pool()
             except Exception as exc:  # the database may be away; the first request retries
                 log.warning("start-up without the database: %s", exc)
@@ -105,6 +104,7 @@ async def _lifespan(receive, send) -> None:
         elif message["type"] == "lifespan.shutdown":
             with contextlib.suppress(Exception):
                 await async_doorbell().stop()
+                await notify.listeners.get().stop()
                 await db.close_async_pool()
             await send({"type": "lifespan.shutdown.complete"})
             return

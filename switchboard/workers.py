@@ -215,7 +215,7 @@ class DrainingServer(Server):
             log.info("draining: waiting long-polls answered now, connections closed")
             loop = asyncio.get_running_loop()
             drain.begin(loop)
-            live.hub_of(loop).stop()  # the Board's streams end; browsers reconnect elsewhere
+            live.hubs.of(loop).stop()  # the Board's streams end; browsers reconnect elsewhere
         super().handle_exit(sig, frame)
 
 

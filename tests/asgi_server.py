@@ -74,10 +74,10 @@ class AsgiLiveServer:
         await self._server.serve(sockets=[self._socket])
 
     def token_cache(self):
-        """The server's token cache (agents/token_cache.py), its doorbell's."""
-        from agents.doorbell import async_doorbell_of
+        """The server's token cache (agents/token_cache.py), its event loop's."""
+        from agents.token_cache import caches
 
-        return async_doorbell_of(self.loop).tokens
+        return caches.of(self.loop)
 
     def forgets(self, endpoint, timeout: float = 5.0) -> float:
         """Wait until the server has heard that ``endpoint`` changed (its token cache no

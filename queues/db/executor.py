@@ -32,6 +32,7 @@ from psycopg.types.datetime import TimestamptzLoader
 from queues.db import pool_checks
 from queues.db.availability import connection_params
 from queues.db.plans import Atomic, Fetch, Plan, Statement, one
+from queues.loops import LoopLocal
 
 
 class _Steps:
@@ -239,7 +240,23 @@ def as_django_error(exc: psycopg.Error) -> django.db.Error:
     return django.db.Error(*exc.args)
 
 
-_pools: dict[int, Any] = {}  # AsyncConnectionPool by event loop
+def _new_pool(loop) -> pool_checks.AsyncOutageAwarePool:
+    # Django's own parameters, its adapters ("context": jsonb as text, time zones) included,
+    # so a row reads the same on both executors; not its sync cursor.
+    params = connection_params(adapters=True)
+    return pool_checks.AsyncOutageAwarePool(
+        kwargs={**params, "autocommit": True},
+        min_size=1,
+        max_size=max(1, settings.SWITCHBOARD_DB_POOL_SIZE or 8),
+        timeout=10,
+        reconnect_timeout=5,
+        check=pool_checks.acheck_if_idle,
+        configure=_django_time_zone,
+        open=False,
+    )
+
+
+_pools: LoopLocal[pool_checks.AsyncOutageAwarePool] = LoopLocal(_new_pool)
 
 
 async def async_pool():
@@ -247,23 +264,7 @@ async def async_pool():
     same connection parameters and size as Django's. One per loop: an ASGI worker process has
     one loop, a test may run several. In autocommit: a plan's statements outside ``Atomic``
     are each their own transaction, as on the sync path."""
-
-    key = id(asyncio.get_running_loop())
-    pool = _pools.get(key)
-    if pool is None:
-        # Django's own parameters, its adapters ("context": jsonb as text, time zones)
-        # included, so a row reads the same on both executors; not its sync cursor.
-        params = connection_params(adapters=True)
-        pool = _pools[key] = pool_checks.AsyncOutageAwarePool(
-            kwargs={**params, "autocommit": True},
-            min_size=1,
-            max_size=max(1, settings.SWITCHBOARD_DB_POOL_SIZE or 8),
-            timeout=10,
-            reconnect_timeout=5,
-            check=pool_checks.acheck_if_idle,
-            configure=_django_time_zone,
-            open=False,
-        )
+    pool = _pools.get()
     if pool.closed:
         await pool.open(wait=False)
     return pool
@@ -288,7 +289,7 @@ SET_TIME_ZONE = Statement(
 
 async def close_async_pool() -> None:
     """Close this event loop's pool (the ASGI lifespan's shutdown; tests)."""
-    pool = _pools.pop(id(asyncio.get_running_loop()), None)
+    pool = _pools.pop()
     if pool is not None:
         await pool.close()
 

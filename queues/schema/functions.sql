@@ -48,9 +48,9 @@ BEGIN
        AND ((ended_at IS NULL AND outcome = '' AND disposition = '')
             OR (ended_at IS NOT NULL
                 AND outcome IN ('completed', 'failed', 'released', 'lease_expired', 'reaped',
-                                'canceled', 'revoked')
+                                'canceled', 'revoked', 'taken_over')
                 AND disposition IN ('done', 'retry_scheduled', 'requeued', 'dead_lettered',
-                                    'canceled')))
+                                    'canceled', 'taken_over')))
        -- the summary's words are its words (the Board's search reads them)
        AND CASE WHEN summary > '' THEN summary_document IS NOT NULL
                                        AND summary_document = to_tsvector('simple', summary)
@@ -241,8 +241,8 @@ CREATE OR REPLACE TRIGGER endpoints_truncated AFTER TRUNCATE ON endpoints
 
 -- name: switchboard_board_todos --
 -- Once per statement that makes or changes todos: say each changed todo of a watched team
--- on `switchboard_board` (`team:endpoint:todo:flag`; `n` new, `e` an attempt ended, `u`
--- otherwise) for the Board's live stream.
+-- on `switchboard_board` as a BoardNotice (queues/notify/channels.py: `what` is `new`,
+-- `ended` when an attempt ended, `changed` otherwise) for the Board's live stream.
 CREATE OR REPLACE FUNCTION switchboard_board_todos()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -250,18 +250,21 @@ AS $function$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         PERFORM pg_notify('switchboard_board',
-                          e.team_id || ':' || n.endpoint_id || ':' || n.id || ':n')
+                          json_build_object('team', e.team_id, 'what', 'new',
+                                            'endpoint', n.endpoint_id, 'todo', n.id)::text)
            FROM board_new n
            JOIN endpoints e ON e.id = n.endpoint_id
           WHERE EXISTS (SELECT 1 FROM board_watches w
                          WHERE w.team_id = e.team_id AND w.expires_at > statement_timestamp());
     ELSE
         PERFORM pg_notify('switchboard_board',
-                          e.team_id || ':' || n.endpoint_id || ':' || n.id || ':'
-                          || CASE WHEN o.state = 'claimed'
-                                       AND (n.state <> 'claimed'
-                                            OR n.last_attempt_seq <> o.last_attempt_seq)
-                                  THEN 'e' ELSE 'u' END)
+                          json_build_object('team', e.team_id,
+                                            'what', CASE WHEN o.state = 'claimed'
+                                                              AND (n.state <> 'claimed'
+                                                                   OR n.last_attempt_seq
+                                                                      <> o.last_attempt_seq)
+                                                         THEN 'ended' ELSE 'changed' END,
+                                            'endpoint', n.endpoint_id, 'todo', n.id)::text)
            FROM board_new n
            JOIN board_old o ON o.id = n.id
            JOIN endpoints e ON e.id = n.endpoint_id
@@ -283,31 +286,26 @@ CREATE OR REPLACE TRIGGER todos_board_new AFTER INSERT ON todos
 
 -- name: switchboard_board_changed --
 -- When an endpoint is made or changes what the Board shows of it, or an audit row is written:
--- say it on `switchboard_board` if its team is watched.
+-- say it on `switchboard_board` as a BoardNotice (`endpoint`, `event`) if its team is watched.
 CREATE OR REPLACE FUNCTION switchboard_board_changed()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
 DECLARE
-    v_team bigint;
-    v_endpoint bigint;
-    v_todo text := '';
-    v_flag text := 'u';
+    v_notice json;
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM board_watches w
+                    WHERE w.team_id = NEW.team_id AND w.expires_at > statement_timestamp()) THEN
+        RETURN NULL;
+    END IF;
     IF TG_TABLE_NAME = 'endpoints' THEN
-        v_team := NEW.team_id;
-        v_endpoint := NEW.id;
+        v_notice := json_build_object('team', NEW.team_id, 'what', 'endpoint',
+                                      'endpoint', NEW.id);
     ELSE  -- todo_events
-        v_team := NEW.team_id;
-        v_endpoint := 0;
-        v_todo := COALESCE(NEW.todo_id::text, '');
-        v_flag := 'n';
+        v_notice := json_build_object('team', NEW.team_id, 'what', 'event',
+                                      'todo', NEW.todo_id);
     END IF;
-    IF EXISTS (SELECT 1 FROM board_watches w
-                WHERE w.team_id = v_team AND w.expires_at > statement_timestamp()) THEN
-        PERFORM pg_notify('switchboard_board',
-                          v_team || ':' || v_endpoint || ':' || v_todo || ':' || v_flag);
-    END IF;
+    PERFORM pg_notify('switchboard_board', v_notice::text);
     RETURN NULL;
 END
 $function$;

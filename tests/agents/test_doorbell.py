@@ -71,6 +71,7 @@ def test_the_listener_wakes_a_waiter_of_that_endpoint_only(team):
     import asyncio
 
     from agents.doorbell import AsyncDoorbell
+    from queues.notify import Listener
 
     endpoint, _ = endpoints.vend(team, "woken")
     other, _ = endpoints.vend(team, "asleep")
@@ -82,7 +83,8 @@ def test_the_listener_wakes_a_waiter_of_that_endpoint_only(team):
             connection.close()
 
     async def go() -> dict[str, bool]:
-        bell = AsyncDoorbell()
+        listener = Listener()
+        bell = AsyncDoorbell(listener)
         try:
             bell.ensure_listening()
             await asyncio.wait_for(bell.listening.wait(), 10)
@@ -93,6 +95,7 @@ def test_the_listener_wakes_a_waiter_of_that_endpoint_only(team):
             return {"mine": await mine, "theirs": await theirs}
         finally:
             await bell.stop()
+            await listener.stop()
 
     assert asyncio.run(go()) == {"mine": True, "theirs": False}
 
@@ -106,9 +109,10 @@ def _bell_scenario(body):
     import asyncio
 
     from agents.doorbell import AsyncDoorbell
+    from queues.notify import Listener
 
     async def go():
-        bell = AsyncDoorbell()
+        bell = AsyncDoorbell(Listener())
         bell.ensure_listening = lambda: None  # no LISTEN connection in this unit test
         return await body(bell)
 

@@ -10,10 +10,11 @@ import time
 import pytest
 from django.db import connection
 
-from agents.doorbell import APPLICATION_NAME
 from agents.token_cache import TokenCache
 from queues import endpoints, transitions
 from queues.models import Endpoint
+from queues.notify import ENDPOINT_CHANGED
+from queues.notify.listener import APPLICATION_NAME
 from tests.agents.api_helpers import post, statements_run
 
 LOOKUP = "endpoint_by_token"
@@ -169,9 +170,9 @@ def test_nothing_is_kept_or_trusted_while_not_listening(cache):
 def test_what_is_heard(cache):
     for endpoint_id, digest in ((1, "a"), (2, "b")):
         cache.fill(digest, endpoint_id, (endpoint_id,), cache.generation)
-    cache.heard("1")
+    cache.heard(ENDPOINT_CHANGED.read("1"))
     assert cache.get("a") is None and cache.get("b") == (2,)
-    cache.heard("*")
+    cache.heard(ENDPOINT_CHANGED.read("*"))
     assert cache.get("b") is None
     cache.fill("c", 3, (3,), cache.generation)
     cache.fill("c2", 3, (3,), cache.generation)  # a rotation seen by its new token

@@ -103,7 +103,7 @@ def _streams_ended(request):
     )
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        streaming = any(hub.viewers or hub.flushing for hub in list(live._hubs.values()))
+        streaming = any(hub.viewers or hub.flushing for hub in list(live.hubs.all()))
         if not streaming and (server is None or server.in_flight == 0):
             return
         time.sleep(0.02)

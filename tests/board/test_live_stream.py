@@ -116,7 +116,7 @@ def test_a_change_reaches_every_viewer_of_its_team_within_a_second(
         assert endpoint.team_id in _watches()
         from board import live
 
-        [hub] = [h for h in live._hubs.values() if h.viewers]
+        [hub] = [h for h in live.hubs.all() if h.viewers]
         before = hub.statements
         started = time.monotonic()
         todo = make_todo("pushed to everyone")
@@ -277,3 +277,17 @@ def test_the_counts_with_the_feed_read_as_the_two_reads_do(endpoint, make_endpoi
         (x.at, x.todo_id, x.attempt, x.event) for x in board_activity([endpoint.team_id], limit=4)
     ]
     assert len(lines) == 4 and len(now) == 2
+
+
+def test_the_pages_read_exactly_what_a_team_update_says():
+    """The update's shape is declared once (board/live.py ``TeamUpdate``); board.js reads
+    each update as ``u`` and nothing else: every field it reads is declared, and every field
+    declared is read."""
+    import re
+    from pathlib import Path
+
+    from board.live import TeamUpdate
+
+    js = (Path(__file__).resolve().parents[2] / "static" / "board" / "board.js").read_text()
+    read = set(re.findall(r"\bu\.([A-Za-z_]+)", js))
+    assert read == set(TeamUpdate.__struct_fields__)

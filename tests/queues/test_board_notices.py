@@ -1,7 +1,8 @@
-"""What ``todos``' statement triggers say on ``switchboard_board`` (migrations 0027, 0030):
-heard on a real LISTEN connection, after each commit. A row of a watched team is said once
-with its flag; a row nobody watches, or an UPDATE that changed nothing, says nothing; the
-close and the next claim in one statement say both todos."""
+"""What the triggers say on ``switchboard_board`` (queues/schema/functions.sql), heard on a real
+LISTEN connection after each commit and read as the channel's record (a BoardNotice,
+queues/notify/channels.py): a todo of a watched team is said once, with what happened to it;
+a todo nobody watches, or an UPDATE that changed nothing, says nothing; the close and the next
+claim in one statement say both todos; an endpoint's change and an audit row say theirs."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django.db import connection
 
 from queues import transitions
 from queues.db.availability import connection_params
+from queues.notify import BOARD
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,7 +32,9 @@ def heard():
         for note in listener.notifies(timeout=5):
             if note.payload == "marker":
                 return got
-            got.append(note.payload)
+            notice = BOARD.read(note.payload)
+            assert notice is not None, note.payload
+            got.append(f"{notice.team}:{notice.endpoint}:{notice.todo}:{notice.what}")
         raise AssertionError(f"the marker did not arrive within 5 s; heard {got}")
 
     yield payloads
@@ -53,11 +57,14 @@ def test_each_todo_of_a_watched_team_is_said_once_with_its_flag(heard, endpoint,
 
     _watch(team)
     second, third = make_todo("second"), make_todo("third")
-    assert heard() == [f"{team}:{endpoint.pk}:{second.id}:n", f"{team}:{endpoint.pk}:{third.id}:n"]
+    assert heard() == [
+        f"{team}:{endpoint.pk}:{second.id}:new",
+        f"{team}:{endpoint.pk}:{third.id}:new",
+    ]
 
     claim = transitions.claim_next(agent)
     assert claim.todo.id == first.id
-    assert heard() == [f"{team}:{endpoint.pk}:{first.id}:u"]  # a claim ends nothing
+    assert heard() == [f"{team}:{endpoint.pk}:{first.id}:changed"]  # a claim ends nothing
 
     # The close and the next claim in one statement: both todos, the close's ended a try.
     both = transitions.close_then_claim_next(
@@ -69,14 +76,14 @@ def test_each_todo_of_a_watched_team_is_said_once_with_its_flag(heard, endpoint,
     )
     assert both.claim is not None and both.claim.todo.id == second.id
     assert sorted(heard()) == sorted(
-        [f"{team}:{endpoint.pk}:{first.id}:e", f"{team}:{endpoint.pk}:{second.id}:u"]
+        [f"{team}:{endpoint.pk}:{first.id}:ended", f"{team}:{endpoint.pk}:{second.id}:changed"]
     )
 
     with connection.cursor() as cursor:  # one statement, many rows; one that changed nothing
         cursor.execute("UPDATE todos SET priority = 5 WHERE endpoint_id = %s", [endpoint.pk])
         assert cursor.rowcount == 3
         assert sorted(heard()) == sorted(
-            f"{team}:{endpoint.pk}:{t.id}:u" for t in (first, second, third)
+            f"{team}:{endpoint.pk}:{t.id}:changed" for t in (first, second, third)
         )
         cursor.execute("UPDATE todos SET priority = 5 WHERE endpoint_id = %s", [endpoint.pk])
         cursor.execute("UPDATE todos SET priority = 9 WHERE id = -1")
@@ -91,7 +98,24 @@ def test_a_team_nobody_watches_hears_nothing_of_a_watched_ones(
     elsewhere = make_endpoint("agent-elsewhere", team=teams.get_or_create_team("elsewhere"))
     _watch(endpoint.team_id)
     mine, theirs = make_todo("mine"), make_todo("theirs", on=elsewhere)
-    assert heard() == [f"{endpoint.team_id}:{endpoint.pk}:{mine.id}:n"]
+    assert heard() == [f"{endpoint.team_id}:{endpoint.pk}:{mine.id}:new"]
     with connection.cursor() as cursor:
         cursor.execute("UPDATE todos SET priority = 3 WHERE id IN (%s, %s)", [mine.id, theirs.id])
-    assert heard() == [f"{endpoint.team_id}:{endpoint.pk}:{mine.id}:u"]
+    assert heard() == [f"{endpoint.team_id}:{endpoint.pk}:{mine.id}:changed"]
+
+
+def test_an_endpoint_change_and_an_audit_row_say_theirs(heard, endpoint, user, make_todo):
+    from queues import endpoints as endpoint_accounts
+
+    todo = make_todo("acted on")
+    _watch(endpoint.team_id)
+    endpoint_accounts.pause(endpoint)
+    said = heard()  # the endpoint, and the pause's audit row (a team-level one: no todo)
+    assert said == [
+        f"{endpoint.team_id}:{endpoint.pk}:None:endpoint",
+        f"{endpoint.team_id}:None:None:event",
+    ]
+    transitions.cancel(transitions.Actor.human(user), todo.id)
+    said = heard()
+    assert f"{endpoint.team_id}:None:{todo.id}:event" in said  # the cancel's audit row
+    assert f"{endpoint.team_id}:{endpoint.pk}:{todo.id}:changed" in said  # the todo itself
