@@ -177,7 +177,9 @@ def stall_words(stall) -> str:
         else f"no agent seen for {span(stall.seen_ago.total_seconds())}"
     )
     waited = span(stall.waiting.total_seconds())
-    return f"work has waited {waited} and {seen} (stalled after {span(stall.threshold.total_seconds())})"
+    minutes, seconds = divmod(int(stall.threshold.total_seconds()), 60)
+    after = f"{minutes} min" if not seconds else span(stall.threshold.total_seconds())
+    return f"work has waited {waited} and {seen} (stalled after {after})"
 
 
 @register.filter
