@@ -85,9 +85,18 @@ ResultOut = Annotated[
 ]
 State = Literal["pending", "claimed", "retry_wait", "done", "dead", "canceled"]
 OutcomeName = Literal[
-    "completed", "failed", "released", "lease_expired", "reaped", "canceled", "revoked"
+    "completed",
+    "failed",
+    "released",
+    "lease_expired",
+    "reaped",
+    "canceled",
+    "revoked",
+    "taken_over",
 ]
-DispositionName = Literal["done", "retry_scheduled", "requeued", "dead_lettered", "canceled"]
+DispositionName = Literal[
+    "done", "retry_scheduled", "requeued", "dead_lettered", "canceled", "taken_over"
+]
 
 
 class Params(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -370,6 +379,8 @@ class ErrorBody(Out):
     ]
     message: str
     retry_after: float | None = None
+    # A conflict because a person took the attempt over from the Board: who (their name).
+    taken_over_by: str | None = None
 
 
 class ClosedOut(Out):

@@ -24,6 +24,7 @@ MARKERS = {
     Outcome.RELEASED: ("released", "↺", "released"),
     Outcome.CANCELED: ("canceled", "–", "canceled"),
     Outcome.REVOKED: ("revoked", "⊘", "revoked"),
+    Outcome.TAKEN_OVER: ("released", "⇄", "taken over by a person"),
 }
 OPEN_MARKER = ("open", "…", "open: holds the lease")
 

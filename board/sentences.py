@@ -22,6 +22,7 @@ _DISPOSITIONS = {
     "requeued": "requeued",
     "dead_lettered": "dead-lettered",
     "canceled": "canceled",
+    "taken_over": "taken over",
 }
 
 _OUTCOME_VERBS = {
@@ -30,6 +31,7 @@ _OUTCOME_VERBS = {
     "released": "released it",
     "canceled": "was canceled",
     "revoked": "was ended by revoking its endpoint",
+    "taken_over": "was taken over by a person",
 }
 
 # A person's (or a requester's) action on a todo: the verb before the todo's title.

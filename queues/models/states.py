@@ -28,6 +28,9 @@ class Outcome(models.TextChoices):
     REAPED = "reaped"
     CANCELED = "canceled"
     REVOKED = "revoked"
+    # A person took the lease over from the Board: the agent's try ended, the todo stayed
+    # claimed, now by that person (queues/transitions/by_hand.py, take_over).
+    TAKEN_OVER = "taken_over"
 
 
 DIED_OUTCOMES = (Outcome.LEASE_EXPIRED, Outcome.REAPED)
@@ -42,6 +45,7 @@ class Disposition(models.TextChoices):
     REQUEUED = "requeued"
     DEAD_LETTERED = "dead_lettered"
     CANCELED = "canceled"
+    TAKEN_OVER = "taken_over"  # the todo stayed claimed, by the person who took it over
 
 
 class ClaimerKind(models.TextChoices):

@@ -99,7 +99,7 @@ TAKE_OVER = Statement(
     f"""
 WITH ended AS (
     UPDATE todo_attempts a
-       SET ended_at = statement_timestamp(), outcome = 'released', disposition = 'requeued',
+       SET ended_at = statement_timestamp(), outcome = %(outcome)s, disposition = %(disposition)s,
            last_heartbeat_at = t.last_heartbeat_at, lease_expires_at = t.lease_expires_at,
            ended_by_id = %(user_id)s
       FROM todos t

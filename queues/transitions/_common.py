@@ -26,7 +26,7 @@ from queues.bounds import (
 )
 from queues.db import Fetch, Plan
 from queues.errors import Conflict, Invalid, NotFound, Unauthorized
-from queues.models import ClaimerKind, Endpoint, EventKind, TodoState
+from queues.models import ClaimerKind, Endpoint, EventKind, Outcome, TodoState
 from queues.records import AttemptRecord, CheckAttempt, Claim, Locked, TodoRecord
 
 
@@ -306,4 +306,21 @@ def claim_from_rows(todo_row, token: str | None, params: dict) -> Plan[Claim | N
         prior = [AttemptRecord.from_row(row) for row in found]
     return Claim(
         todo=todo, attempt_seq=todo.last_attempt_seq, lease_token=token, prior_attempts=prior
+    )
+
+
+def taken_over_conflict(actor: Actor, todo_id: int, check: Check) -> Plan[Conflict | None]:
+    """The conflict for a caller whose attempt a person took over (the Board's take-over):
+    it says who and when, so the agent knows its report will not count and why; None when
+    the caller's last attempt was not taken over."""
+    mine = check.named
+    if mine is None or mine.outcome != Outcome.TAKEN_OVER or not holds(actor, mine):
+        return None
+    attempt = yield from read_attempt(todo_id, mine.seq)
+    who = attempt.ended_by if attempt is not None and attempt.ended_by else "a person"
+    when = attempt.ended_at.isoformat() if attempt is not None and attempt.ended_at else ""
+    return Conflict(
+        f"{who} took this todo over from the Board at {when}: your attempt {mine.seq} has"
+        " ended (outcome taken_over) and nothing you report on it counts.",
+        taken_over_by=who,
     )

@@ -28,7 +28,7 @@ from queues.transitions._common import (
     transition,
 )
 from queues.transitions.close import end
-from queues.transitions.decide import Close
+from queues.transitions.decide import Close, decide
 
 
 def _person(actor: Actor) -> Actor:
@@ -146,9 +146,9 @@ def _requeue_seen(
 @transition
 def take_over(actor: Actor, todo_id: int, *, attempt_seq: int | None = None) -> Plan[Claim]:
     """A person takes a todo from the agent holding it: in one transaction (one statement
-    under the row lock, queues/sql/by_hand.py TAKE_OVER) the agent's open attempt ends as
-    released, ended by the person (its fence passed, like "release their lease"), and the
-    person's ``owner`` attempt opens. The todo is claimed throughout, so no other claimer
+    under the row lock, queues/sql/by_hand.py TAKE_OVER) the agent's open attempt ends taken
+    over (``Close.take_over()``), ended by the person (its fence passed), and the person's
+    ``owner`` attempt opens. The todo is claimed throughout, so no other claimer
     ever sees it claimable; the agent's next heartbeat, complete or fail is a conflict.
     ``attempt_seq``, when given, is the attempt the person saw: a later one is not taken.
     Audited (``take_over``)."""
@@ -168,9 +168,13 @@ def _take_over_locked(actor: Actor, todo_id: int, attempt_seq: int | None) -> Pl
         raise Conflict("The try you saw has ended; another holds the todo now.")
     if held.claimer_kind != ClaimerKind.ENDPOINT:
         raise Conflict("A person holds that todo, not an agent; only an agent's lease is taken.")
+    taken = Close.take_over()
+    decision = decide(taken, None)
     [(ended_seq, opened_seq)] = yield Fetch(
         sql.TAKE_OVER,
         {
+            "outcome": taken.kind.outcome,
+            "disposition": decision.disposition,
             "todo_id": todo_id,
             "from_seq": held.seq,
             "user_id": actor.user.pk,

@@ -46,6 +46,7 @@ from queues.transitions._common import (
     read_attempt,
     read_todo,
     ring,
+    taken_over_conflict,
     transition,
 )
 from queues.transitions.claim import claim_head, claim_next, claimed_from_rows
@@ -349,7 +350,8 @@ def _checked(actor, close: Close, todo_id, attempt_seq, lease_token, params) -> 
         todo = yield from read_todo(todo_id)
         attempt = yield from read_attempt(todo_id, named.seq)
         return Closed(todo=todo, attempt=attempt, replayed=True)
-    raise Conflict(_conflict_message(locked, open_attempt, attempt_seq))
+    taken = yield from taken_over_conflict(actor, todo_id, check)
+    raise taken or Conflict(_conflict_message(locked, open_attempt, attempt_seq))
 
 
 def _close(actor: Actor, close: Close, seq: int, params: dict, locked: Locked) -> Plan[Closed]:

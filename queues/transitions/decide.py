@@ -50,7 +50,8 @@ class Rules:
 class CloseKind(enum.Enum):
     """Each way an attempt ends, with its rules (``Rules``). Each member is the verb's name,
     or the sweeper's (``REAP``), a revocation's, or a claim's that finds a lapsed lease
-    (``LAPSE``: the holder died; the claimer takes the todo over)."""
+    (``LAPSE``: the holder died; the claimer takes the todo over), or a person's who takes
+    the lease over from a live agent (``TAKE_OVER``)."""
 
     COMPLETE = Rules(
         outcome=Outcome.COMPLETED, goes_to=TodoState.DONE, reports=True, event=EventKind.COMPLETE
@@ -78,6 +79,7 @@ class CloseKind(enum.Enum):
     REAP = Rules(outcome=Outcome.REAPED, goes_to=TodoState.PENDING, spends_budget=True)
     LAPSE = Rules(outcome=Outcome.LEASE_EXPIRED, goes_to=TodoState.PENDING, spends_budget=True)
     REVOKE = Rules(outcome=Outcome.REVOKED, goes_to=TodoState.DEAD)
+    TAKE_OVER = Rules(outcome=Outcome.TAKEN_OVER, goes_to=TodoState.CLAIMED)
 
     @property
     def rules(self) -> Rules:
@@ -151,6 +153,12 @@ class Close:
         (it was requeued to the claimer), or it is dead at the cap (a death spends the budget
         as a failure does)."""
         return cls(kind=CloseKind.LAPSE)
+
+    @classmethod
+    def take_over(cls) -> Close:
+        """A person takes the lease from the agent holding it: the agent's try ends taken
+        over, and the todo stays claimed, by the person (an owner attempt opens)."""
+        return cls(kind=CloseKind.TAKE_OVER)
 
     @classmethod
     def revoke(cls) -> Close:
@@ -232,6 +240,7 @@ DISPOSITION = {
     TodoState.PENDING: Disposition.REQUEUED,
     TodoState.DEAD: Disposition.DEAD_LETTERED,
     TodoState.CANCELED: Disposition.CANCELED,
+    TodoState.CLAIMED: Disposition.TAKEN_OVER,
 }
 
 

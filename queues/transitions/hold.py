@@ -17,6 +17,7 @@ from queues.transitions._common import (
     holds,
     lease_seconds,
     lock,
+    taken_over_conflict,
     transition,
 )
 
@@ -56,7 +57,8 @@ def _checked(actor, todo_id, attempt_seq, lease_token, params, audited) -> Plan[
     if actor.is_agent and locked.endpoint_id != actor.endpoint_id:
         raise NotFound()  # a requester may not heartbeat what it sent
     if open_attempt is None or not holds(actor, open_attempt):
-        raise Conflict("The caller does not hold an open attempt on this todo.")
+        taken = yield from taken_over_conflict(actor, todo_id, check)
+        raise taken or Conflict("The caller does not hold an open attempt on this todo.")
     if attempt_seq is not None and attempt_seq != open_attempt.seq:
         raise Conflict(f"attempt_seq {attempt_seq} is not the open attempt.")
     check_fence(open_attempt, lease_token)

@@ -41,7 +41,7 @@ def test_take_over_ends_their_try_and_gives_you_the_lease(signed_in, user, agent
     body = response.content.decode()
     assert "You hold this todo now" in body and 'data-action="complete"' not in body
     assert "Complete</summary>" in body  # the holder's forms
-    assert outcomes(todo.id) == [("released", "requeued"), ("", "")]
+    assert outcomes(todo.id) == [("taken_over", "taken_over"), ("", "")]
     assert Todo.objects.get(pk=todo.id).owner == f"user:{user.pk}"
     assert TodoEvent.objects.get(todo_id=todo.id).kind == "take_over"
     assert response["HX-Trigger"] == "queue-changed"

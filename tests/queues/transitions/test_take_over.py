@@ -18,7 +18,7 @@ from queues.transitions import Actor
 from tests.queues.helpers import attempts_of, events_of, lapse_lease, open_attempts
 
 
-def test_the_agents_try_ends_released_and_the_persons_opens(user, endpoint, agent, make_todo):
+def test_the_agents_try_ends_taken_over_and_the_persons_opens(user, endpoint, agent, make_todo):
     todo = make_todo(max_attempts=3)
     claimed = transitions.claim(agent, todo.id, require_fence=True, claimant="buildbox/1")
 
@@ -28,8 +28,8 @@ def test_the_agents_try_ends_released_and_the_persons_opens(user, endpoint, agen
     assert taken.todo.owner == f"user:{user.pk}" and taken.todo.failures == 0
     theirs, mine = attempts_of(todo.id)
     assert (theirs.outcome, theirs.disposition, theirs.ended_by_id) == (
-        "released",
-        "requeued",
+        "taken_over",
+        "taken_over",
         user.pk,
     )
     assert theirs.ended_at == mine.claimed_at  # one statement: no moment in between
@@ -150,3 +150,23 @@ def _until_a_lock_waiter() -> None:
                 return
         time.sleep(0.02)
     raise AssertionError("the racing claim never waited for the take over's lock")
+
+
+def test_the_agents_next_call_is_told_who_took_it_over(user, agent, make_todo):
+    """After a take-over the agent's heartbeat, complete, fail or release is a conflict that
+    says a person took the todo over, and who (it was a bare 'does not hold' before)."""
+    todo = make_todo()
+    claimed = transitions.claim(agent, todo.id)
+    transitions.take_over(Actor.human(user), todo.id)
+    calls = (
+        lambda: transitions.heartbeat(agent, todo.id, attempt_seq=claimed.attempt_seq),
+        lambda: transitions.complete(agent, todo.id, attempt_seq=claimed.attempt_seq),
+        lambda: transitions.fail(agent, todo.id),
+        lambda: transitions.release(agent, todo.id, attempt_seq=claimed.attempt_seq),
+    )
+    for call in calls:
+        with pytest.raises(Conflict) as refused:
+            call()
+        said = refused.value
+        assert f"{user.username} took this todo over" in said.message, said.message
+        assert said.extra == {"taken_over_by": user.username}
