@@ -4,7 +4,10 @@
     .venv/bin/python docs/screenshots/take.py --password <the printed one>
 
 Give the demo a few minutes first, so drawers have history. Uses Debian's Chromium
-(/usr/bin/chromium) through Playwright, like the browser tests.
+(/usr/bin/chromium) through Playwright, like the browser tests. Every page at 1440 and 390 px
+in light and dark (720 px too for the queue, the drawer and Activity); a stalled endpoint
+shows once an endpoint's work has waited five minutes with no agent seen (vend one and put
+todos on it without running its agent).
 """
 
 from __future__ import annotations
@@ -29,7 +32,14 @@ def main() -> None:
         browser = playwright.chromium.launch(
             executable_path=args.chromium, args=["--no-sandbox", "--disable-gpu"]
         )
-        sizes = ((1440, "light"), (1440, "dark"), (720, "light"), (720, "dark"), (390, "light"))
+        sizes = (
+            (1440, "light"),
+            (1440, "dark"),
+            (720, "light"),
+            (720, "dark"),
+            (390, "light"),
+            (390, "dark"),
+        )
         for width, scheme in sizes:
             suffix = ("" if width == 1440 else f"-{width}") + ("" if scheme == "light" else "-dark")
             context = browser.new_context(
@@ -57,13 +67,18 @@ def take(page, args, suffix: str) -> None:
         hide.click()
         page.wait_for_load_state("load")
     page.wait_for_timeout(1500)  # the stream's first update
-    if suffix in ("", "-dark"):
+    if "720" not in suffix:
         page.screenshot(path=HERE / f"board-overview{suffix}.png")
     page.goto("/queue/")
     page.wait_for_timeout(1500)
     page.screenshot(path=HERE / f"board-queue{suffix}.png")
-    if suffix == "-390":
-        return  # a phone: the queue as cards
+    # A search that explains itself: where each hit matched, the words marked.
+    if "720" not in suffix:
+        page.goto("/queue/?q=failed")
+        page.wait_for_timeout(800)
+        page.screenshot(path=HERE / f"board-search{suffix}.png")
+    if "390" in suffix:
+        return  # a phone: the overview, the queue as cards, a search
 
     # A drawer with a mixed history: of the todos with a death, the one with most tries.
     page.goto("/queue/?died=1")
@@ -83,6 +98,12 @@ def take(page, args, suffix: str) -> None:
         died.click()
         page.wait_for_timeout(500)
         page.screenshot(path=HERE / f"board-drawer{suffix}.png")
+        if suffix in ("", "-dark"):  # the keyboard's shortcuts, over the drawer
+            page.keyboard.press("Escape")
+            page.locator("body").press("?")
+            page.wait_for_timeout(200)
+            page.screenshot(path=HERE / f"board-shortcuts{suffix}.png")
+            page.keyboard.press("Escape")
 
     page.goto("/activity/")
     page.screenshot(path=HERE / f"board-activity{suffix}.png")
@@ -125,6 +146,13 @@ def take(page, args, suffix: str) -> None:
             busiest.click()
             page.wait_for_load_state("load")
             page.screenshot(path=HERE / "endpoint.png", full_page=True)
+        # A stalled endpoint's page, when one is (the overview marks its row).
+        page.goto("/")
+        stalled = page.locator("tr[data-stalled] td.col-ep a")
+        if stalled.count():
+            stalled.first.click()
+            page.wait_for_load_state("load")
+            page.screenshot(path=HERE / "endpoint-stalled.png")
 
 
 if __name__ == "__main__":
