@@ -2,9 +2,8 @@ from django.http import HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import path
 
-from board import live
 from board.demo_strip import demo_strip_hide
-from board.views import activity, create, endpoints, overview, queue, teams, todos, triage
+from board.views import activity, create, endpoints, live, overview, queue, teams, todos, triage
 
 
 def favicon(request):

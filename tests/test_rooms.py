@@ -176,3 +176,18 @@ def test_state_lists_in_sql_come_from_the_enums():
         if by_hand.search(path.read_text())
     ]
     assert offenders == []
+
+
+# No module of the product over this many lines (docs/architecture.md): past it, a module
+# holds more than one job.
+MODULE_LINES_MAX = 600
+
+
+def test_no_product_module_is_over_600_lines():
+    too_long = {
+        str(path.relative_to(ROOT)): lines
+        for room in (*APPS, "switchboard")
+        for path in _sources(room)
+        if (lines := len(path.read_text().splitlines())) > MODULE_LINES_MAX
+    }
+    assert too_long == {}
