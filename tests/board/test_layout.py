@@ -159,6 +159,7 @@ def _luminance(css: str) -> float:
 def test_a_body_too_large_is_stopped_in_the_browser_with_the_text_kept(page, user, endpoint):
     sign_in(page, "alice")
     page.goto("/todos/new/")
+    page.get_by_label("Endpoint").select_option(str(endpoint.pk))  # none is picked for you
     page.get_by_label("Title").fill("too much")
     body = page.locator("textarea[name=body]")
     body.evaluate(
