@@ -5,7 +5,8 @@ doorbell and token cache, the Board's hub. It knows none of them.
 It listens on every channel, hands each notification to the channel's subscribers as its
 record, and proves, every PING_SECONDS, both that the connection is there (a ping that does
 not return within PING_TIMEOUT_SECONDS is a connection lost) and that it *hears*: a fresh
-nonce is said from another session (the async pool's) and must come back on this one. A
+nonce is said from another session (a connection made for it) and must come back on this
+one. A
 connection through a transaction pooler answers queries and hears nothing (PgBouncer drops
 every notification that reaches a server connection between its client's transactions, and
 hands a session its own at once: so the nonce comes from elsewhere). What the subscribers
@@ -30,7 +31,7 @@ from collections.abc import Callable
 
 import psycopg
 
-from queues import db, sql
+from queues import sql
 from queues.db.availability import PING, breaker, connection_params, log_failure
 from queues.loops import LoopLocal
 from queues.notify.channels import CHANNELS, Channel
@@ -220,13 +221,15 @@ _BY_NAME = {channel.name: channel for channel in CHANNELS}
 
 
 async def _say(nonce: str) -> bool:
-    """Say ``nonce`` on the ping channel from another session (the async pool's); False if it
+    """Say ``nonce`` on the ping channel from another session: a connection of its own, made
+    for it and closed after (one a ping round; the async pool's connections are the
+    requests', and a pool closed under it would be opened again by the ping). False if it
     could not be said (the database is away: the requests' own failures say so)."""
     try:
-        # On a pooled connection, not through a plan: a request's statements are counted
-        # by the executor (tests, the bench), and this is none of theirs.
-        pool = await db.async_pool()
-        async with pool.connection() as conn:
+        conn = await psycopg.AsyncConnection.connect(
+            **connection_params(), autocommit=True, prepare_threshold=None, connect_timeout=2
+        )
+        async with conn:
             await conn.execute(sql.PING_SELF.text, {"nonce": nonce})
     except Exception as exc:
         log_failure(log, "listener: could not say its ping", exc)
