@@ -2,14 +2,15 @@
 loop without Django's request handler, and nowhere else (the site, under the same ASGI
 application, is Django's: switchboard/asgi.py routes between the two).
 
-Why not Django's handler: every sync middleware and view hop of it crosses
-``sync_to_async`` (a thread and back), which measured 0.5-0.6× the throughput for the agents'
-hot path. Here a verb is decoded, authenticated and answered on the loop, its plan run on the
-async pool (queues.db), a long-poll waits on the doorbell holding no thread, and MCP runs
-django-mcpz's view on the loop (agents/mcp.py). What the site's middleware does for these
-paths is asked of Django itself, not written again: the Host header is judged by
-``HttpRequest.get_host()`` (ALLOWED_HOSTS, the forwarded-host settings), and the plain-http
-redirect and the security headers come from Django's ``SecurityMiddleware`` (``_SiteRules``).
+Why not Django's handler: every sync middleware and view hop of it crosses ``sync_to_async`` (a
+thread and back), which cost the agents' hot path much of its throughput (docs/benchmarks.md,
+"Django's ASGI handler on the hot path"). Here a verb is decoded, authenticated and answered on
+the loop, its plan run on the async pool (queues.db), a long-poll waits on the doorbell holding
+no thread, and MCP runs django-mcpz's view on the loop (agents/mcp.py). What the site's
+middleware does for these paths is asked of Django itself, not written again: the Host header
+is judged by ``HttpRequest.get_host()`` (ALLOWED_HOSTS, the forwarded-host settings), and the
+plain-http redirect and the security headers come from Django's ``SecurityMiddleware``
+(``_SiteRules``).
 
 A request body must arrive within SWITCHBOARD_BODY_TIMEOUT_SECONDS (else 408, and the
 connection closes) and be at most 1 MiB (else 400 ``invalid``, without reading it, and the

@@ -1,16 +1,17 @@
 """The endpoints this process's agents' tokens named, so that an agent's request is not one
-statement more for its token (issue 31: the lookup was a third of a todo's statements with
-``then``, and 17 % of a worker's time).
+statement more for its token (issue 31: with ``then`` the lookup was one of a todo's three
+statements; docs/benchmarks.md, "One round trip a todo").
 
-A cached endpoint is trusted only while the process's doorbell connection is heard to hear
-(queues/notify/listener.py): a trigger on ``endpoints`` says on ``switchboard_endpoint``, in the
-transaction that made it, every change that could change a request's answer (a revoke, a
-rotation, a pause or resume, its verbs; migration 0029), and the doorbell forgets that
-endpoint when it hears it. A connection that answers queries is not enough (through a
-transaction pooler it hears nothing): the listener trusts it from the moment a nonce it said
-from another session comes back until a ping round passes without it. While it is not
-trusted nothing is kept, and each request looks its token up as before; trust starts from an
-empty cache, since what was said meanwhile may be lost.
+A cached endpoint is trusted only while the process's LISTEN connection is heard to hear
+(queues/notify/listener.py): a trigger on ``endpoints`` says on ``switchboard_endpoint``, in
+the transaction that made it, every change that could change a request's answer (a revoke, a
+rotation, a pause or resume, its verbs; ``switchboard_endpoint_changed``,
+queues/schema/functions.sql), and the cache forgets that endpoint when it hears it. A
+connection that answers queries is not enough (through a transaction pooler it hears nothing):
+the listener trusts it from the moment a nonce it said from another session comes back until a
+ping round passes without it. While it is not trusted nothing is kept, and each request looks
+its token up as before; trust starts from an empty cache, since what was said meanwhile may be
+lost.
 
 What it costs: a change is seen by every process when its notification arrives, a few
 milliseconds after the commit (tests/agents/test_token_cache.py measures it), where the lookup

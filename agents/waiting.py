@@ -270,9 +270,8 @@ async def awaiting[T](
             if not woken:
                 # The wait ran out and nothing rang (a ring, or the recheck's look): the last
                 # look stands. Looking again, and checking the token first, was two
-                # statements per waiter per wait for nothing, half of what an idle fleet
-                # asked of the database (bench/fleet.py: at 5,000 waiters the pool queued
-                # past its timeout).
+                # statements per waiter per wait for nothing, and a large idle fleet queued
+                # on the pool past its timeout (docs/benchmarks.md, "A wait that runs out").
                 return result
     finally:
         crowd.leave(endpoint.pk)

@@ -208,7 +208,7 @@ class SignInBackend(ModelBackend):
 def _users_with_invitations():
     """Users, each with the invitations waiting for them and their teams (one query with
     the user's row): built once per process and only ever filtered (building the subquery
-    was 1.7 ms of every Board request's 4)."""
+    was a large share of every Board request; docs/benchmarks.md, "Issue 15 again")."""
     return get_user_model()._default_manager.annotate(
         pending_invitations_json=teams.pending_invitations_of_users(),
         teams_json=teams.teams_of_users(),

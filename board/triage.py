@@ -131,7 +131,7 @@ def _outcome(action: Action, acted: Acted) -> Outcome:
 
 # A reason lists its most common errors (the start of the last try's summary) this many, and
 # the page its largest reasons this many (the rest counted in one line): a page of bounded
-# size however varied the dead letters (the bench's made 784 KiB with every reason shown).
+# size however varied the dead letters (docs/benchmarks.md, "Dead letters at scale").
 ERRORS_SHOWN = 5
 REASONS_SHOWN = 12
 

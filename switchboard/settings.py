@@ -152,9 +152,11 @@ if SWITCHBOARD_DB_POOL_SIZE:
         "min_size": 1,
         "max_size": SWITCHBOARD_DB_POOL_SIZE,
         "timeout": 10,
-        # After a database restart, keep retrying every few seconds instead of psycopg_pool's
-        # doubling backoff (1, 2, 4 … 32 s, for up to 300 s): a 40 s outage otherwise left
-        # the web process answering 503 for 18 s more (tests/crash/test_database_restart.py).
+        # After a database restart, a new connection is tried every quarter second
+        # (queues/db/pool_checks.py) for up to 5 s, instead of psycopg_pool's doubling backoff
+        # (1, 2, 4 … 32 s, for up to 300 s), which left the web process answering 503 long
+        # after PostgreSQL was back (tests/crash/test_database_restart.py; docs/benchmarks.md,
+        # "The crash tests").
         "reconnect_timeout": 5,
         # Checked as lent; a broken one has the pool check all its idle ones at once
         # (queues/db/pool_checks.py: after a restart they are all dead).
@@ -356,14 +358,15 @@ SWITCHBOARD_STALL_SECONDS_BY_ENDPOINT = _stall_overrides(
     os.environ.get("SWITCHBOARD_STALL_SECONDS_BY_ENDPOINT", "")
 )
 SWITCHBOARD_METRICS_TOKEN = os.environ.get("SWITCHBOARD_METRICS_TOKEN", "")
-# The hot statements of queues/sql.py run as server-side prepared statements (planned once
+# The hot statements of queues/sql/ run as server-side prepared statements (planned once
 # per connection). Turn off behind a pooler that cannot keep them (pgbouncer < 1.21 in
 # transaction mode).
 SWITCHBOARD_PREPARED_STATEMENTS = env_bool("SWITCHBOARD_PREPARED_STATEMENTS", True)
 if SWITCHBOARD_PREPARED_STATEMENTS:
     # psycopg ignores prepare=True while the connection's threshold is None (Django's
     # default). Django's own cursors bind client-side and never prepare, so a threshold that
-    # is never reached leaves them alone; only queues.db asks for preparation (the hot statements of queues/sql).
+    # is never reached leaves them alone; only queues.db asks for preparation (the hot
+    # statements of queues/sql/).
     DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 2**31 - 1
 
 # --- Signing in (board/auth.py, queues/signin_throttle.py) --------------------------------

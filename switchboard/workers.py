@@ -3,17 +3,17 @@ a deadline for each request's headers), the lifespan on, and the open-files limi
 one worker can hold thousands of waiting connections (docs/deploy.md: file descriptors).
 
 uvicorn has no timeout before a request's headers: a connection that sends nothing, half a
-request line or half its headers stays open for as long as the client likes (120 s and more,
-in the second hardening round: 4,500 such sockets used up a worker's open files and 10 of 10
-real requests failed). ``HttpToolsProtocol`` here gives every request's line and headers
-SWITCHBOARD_HEADER_TIMEOUT_SECONDS: from the connection's opening for its first request, from
-its first byte for each later one on a kept connection (the idle time between is the
-keep-alive's, SWITCHBOARD_WEB_KEEPALIVE, to bound). A request whose headers are late is
-answered 408 and closed; a new connection that sent nothing is closed.
+request line or half its headers stays open for as long as the client likes (in the second
+hardening round enough such sockets used up a worker's open files, and real requests failed;
+docs/benchmarks.md, "The second hardening round"). ``HttpToolsProtocol`` here gives every
+request's line and headers SWITCHBOARD_HEADER_TIMEOUT_SECONDS: from the connection's opening
+for its first request, from its first byte for each later one on a kept connection (the idle
+time between is the keep-alive's, SWITCHBOARD_WEB_KEEPALIVE, to bound). A request whose headers
+are late is answered 408 and closed; a new connection that sent nothing is closed.
 
 Nor has uvicorn a bound on their size: an 8 MB header was answered 200, and a connection that
 kept streaming one was buffered (httptools joins a header's pieces as they come) until the
-deadline cut it, 59 to 83 MiB a connection in the third round. Here each request's line and
+deadline cut it (docs/benchmarks.md, "The third hardening round"). Here each request's line and
 headers may take SWITCHBOARD_MAX_HEADER_BYTES and SWITCHBOARD_MAX_HEADERS lines; past either the
 request is answered 431 and the connection closed. The bytes are counted as they arrive, before
 the parser sees (and keeps) them, so a connection holds at most that much of a request's head."""

@@ -13,9 +13,9 @@ no restart, is noticed within a probe interval of the database's return, and cos
 four connection attempts a second per process while the database is away. A process that
 gets no request probes too (a thread, once a probe interval, while tripped): a web worker
 nobody asked during the outage is closed again before its next burst, rather than refusing
-the burst until its next probe is due. (With one probe a second, a burst that came 0.7 s
-after PostgreSQL was back was refused whole by the worker whose last probe had failed 0.8 s
-before: tests/crash/test_database_restart.py, in CI.)
+the burst until its next probe is due. (With one probe a second, a burst soon after
+PostgreSQL was back was refused whole by the worker whose last probe had failed just before
+it: tests/crash/test_database_restart.py, in CI; docs/benchmarks.md, "The crash tests".)
 """
 
 from __future__ import annotations

@@ -160,8 +160,8 @@ class _PreparingCursor(psycopg.RawCursor):
     """Server-side binding of PostgreSQL's own placeholders (``Statement.native``), prepared
     on first use: each connection plans a statement once.
 
-    Planning the claim and close statements costs more than running them (bench/: about
-    2.7 ms of a 4 ms claim). A generic plan made while the tables are small is dropped when
+    Planning the claim and close statements costs more than running them (docs/benchmarks.md,
+    "Prepared hot statements"). A generic plan made while the tables are small is dropped when
     ANALYZE updates their statistics, which invalidates cached plans;
     tests/queues/test_sql.py checks that the plans use the indexes."""
 

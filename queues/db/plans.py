@@ -27,8 +27,8 @@ class Statement:
     (``$1``, ``$2`` ...; a name used twice is one placeholder), ``names``, the parameter each
     stands for, and ``writes``. The executors run ``native`` on psycopg's ``RawCursor`` with
     the parameters as a tuple (``bind``), so psycopg never parses the text again: it caches
-    that parse only for statements under 4 KB, and the claim statements are over 6 KB (the
-    parse cost about 0.35 ms of Python per claim; docs/benchmarks.md)."""
+    that parse only for statements under 4 KB, and the claim statements are longer
+    (docs/benchmarks.md, "ADR-0039's bar", what issue 13 changed)."""
 
     name: str
     text: str = field(repr=False)

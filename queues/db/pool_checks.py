@@ -16,7 +16,7 @@ asks whether the database is there (``OutageAwarePool``): a fresh connection ref
 outage, and the request is refused at once (the breaker trips), where it waited out the
 pool's 10 s timeout before; a fresh connection that connects means the pool is only busy,
 and the request waits on for the rest of the timeout (issue 27: the first page or verb after
-PostgreSQL stopped answered 503 after 10 s).
+PostgreSQL stopped answered 503 only once the whole timeout had passed).
 
 Imported by the settings: nothing of Django here.
 """
@@ -49,9 +49,9 @@ OUTAGE_WAIT_SECONDS = 1.0
 class _SteadyAttempt(AttemptWithBackoff):
     """A pool's reconnection tries every quarter second (the breaker's probe interval) until
     it gives up (``reconnect_timeout``), where psycopg_pool's own double from 1 s: a pool
-    whose last try failed just before PostgreSQL came back waited for its next, up to 1.7 s
-    later, and every request with it (tests/crash/test_database_restart.py, told within two
-    seconds and forgotten within one: the first 200 now comes 0.03-0.1 s after its return).
+    whose last try failed just before PostgreSQL came back waited for its next, and every
+    request with it (tests/crash/test_database_restart.py, told within two seconds and
+    forgotten within one; docs/benchmarks.md, "The crash tests").
     Its own log lines are quietened in the settings: the breaker says when the database went
     and came back."""
 
@@ -125,8 +125,9 @@ def check_pooled(conn: psycopg.Connection) -> None:
 
 async def acheck_if_idle(conn: psycopg.AsyncConnection) -> None:
     """The async pool's check, for a connection that sat idle. Checking every lend cost a
-    round trip per plan, two per verb (auth, then the verb): half again the web process's
-    and PostgreSQL's CPU per claim_next + complete (bench/fleet.py)."""
+    round trip per plan, two per verb (auth, then the verb), a large share of the web
+    process's and PostgreSQL's CPU per claim_next + complete (docs/benchmarks.md, "A pooled
+    connection checked when it sat idle")."""
     if time.monotonic() - last_used.get(conn, 0.0) <= CHECK_IDLE_SECONDS:
         return
     try:

@@ -28,8 +28,9 @@ SUMMARY_SEARCHABLE = Q(summary__gt="")
 
 
 def row_rules(function: str, *columns: str) -> models.Func:
-    """A table's row rules as one boolean call of its PL/pgSQL function (migration 0021 has
-    the functions and says why; tests/queues/test_row_rules.py holds them to the enums)."""
+    """A table's row rules as one boolean call of its PL/pgSQL function (the functions are in
+    queues/schema/functions.sql, migration 0021 says why; tests/queues/test_row_rules.py holds
+    them to the enums)."""
     return models.Func(*columns, function=function, output_field=models.BooleanField())
 
 
@@ -110,8 +111,8 @@ class Todo(models.Model):
             # Every rule of a todo row (its state's values, the counters' ranges, a claimed
             # todo has a lease, a retry a time, only an ended todo an end, a dead one a
             # reason) in one CHECK calling one PL/pgSQL function: PostgreSQL reads and plans a
-            # table's CHECKs again on every statement that writes it, and nine of them were a
-            # sixth of the backend's instructions per todo (migration 0021 holds the function).
+            # table's CHECKs again on every statement that writes it (docs/benchmarks.md,
+            # "Instructions per todo"; the function is in queues/schema/functions.sql).
             models.CheckConstraint(
                 condition=row_rules(
                     "todos_valid",

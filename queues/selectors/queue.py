@@ -67,7 +67,7 @@ def _in_teams(team_ids: list[int], endpoint_ids: list[int] | None = None) -> Q:
     endpoint filter) the todos' own column is filtered too, which PostgreSQL estimates from
     its statistics: a small team's page reads its dozen todos by todos_endpoint_list, where
     the join's filter alone let it walk every team's todos newest first looking for them
-    (a 12-todo team's queue page at 200 ms beside a team of 100,000, whose own took 60)."""
+    (docs/benchmarks.md, "The second hardening round")."""
     scoped = Q(endpoint__team_id__in=team_ids)
     return scoped & Q(endpoint_id__in=endpoint_ids) if endpoint_ids is not None else scoped
 
@@ -84,8 +84,9 @@ def _board_todos(team_ids: list[int], endpoint_ids: list[int] | None = None):
 @functools.cache
 def _all_board_todos() -> QuerySet[Todo]:
     """``_board_todos`` for every team: built once per process and only ever filtered (a
-    filter clones it; it is never evaluated itself). Building its annotations took 4 ms of
-    each queue page, filtering the built one takes 0.05."""
+    filter clones it; it is never evaluated itself). Building its annotations was a large share
+    of each queue page; filtering the built one costs next to nothing (docs/benchmarks.md,
+    "Issue 15 again")."""
     newest_closed = TodoAttempt.objects.filter(
         todo=OuterRef("pk"), ended_at__isnull=False
     ).order_by("-seq")
@@ -103,7 +104,8 @@ def _all_board_todos() -> QuerySet[Todo]:
     return (
         Todo.objects.only(*_QUEUE_FIELDS)
         .annotate(
-            # The endpoint's name, not its row: 51 Endpoint instances were 1.5 ms a page.
+            # The endpoint's name, not its row: an Endpoint instance a row cost a page more
+            # than the one name it shows (docs/benchmarks.md, "Issue 15, a third pass").
             endpoint_agent=F("endpoint__agent_id"),
             open_attempt=FilteredRelation(
                 "attempts",
@@ -183,9 +185,9 @@ def board_queue(
     if filters.text:
         # The page's ids (one more than a page when there are more), each look a narrow
         # query of ids; then the page's rows with their annotations in one query (building
-        # and planning those took 9 ms, each look once did). Its other filters are asked
-        # again as the rows are read: one that moved on in between is left out (its words
-        # stay: a todo's title, body and attempt summaries are written once).
+        # and planning it is the page's heavy part, which each look once did). Its other
+        # filters are asked again as the rows are read: one that moved on in between is left
+        # out (its words stay: a todo's title, body and attempt summaries are written once).
         ids = _searched_ids(team_ids, filters, before_id, endpoint_ids)
         page = ids[:BOARD_PAGE]
         others = _filter_q(replace(filters, text=""))
@@ -237,9 +239,10 @@ def _searched_ids(
 
 def _listed(ids: list[int]) -> Q:
     """``todos.id`` is one of these ids, as one array parameter. Why raw SQL: the ORM's
-    ``pk__in`` binds each id as its own parameter, and 512 of them cost 4 ms of quoting,
-    parsing and planning; PostgreSQL also walks the primary key in order over ``= ANY``,
-    so the walk stops at the page's last match. For a queryset of ``todos`` itself."""
+    ``pk__in`` binds each id as its own parameter, and 512 of them are each quoted, parsed and
+    planned (docs/benchmarks.md, "Issue 15, a third pass"); PostgreSQL also walks the primary
+    key in order over ``= ANY``, so the walk stops at the page's last match. For a queryset of
+    ``todos`` itself."""
     return Q(RawSQL('"todos"."id" = ANY(%s::bigint[])', [ids], output_field=BooleanField()))
 
 
@@ -329,16 +332,16 @@ def board_todo_exists(team_ids: list[int], todo_id: int) -> bool:
 
 
 # A state tab counts its todos exactly up to this many and says "10,000+" beyond: counting
-# every done todo of a busy team walked 90,000 index entries for each page (30 to 40 ms of
-# the queue page's 100).
+# every done todo of a busy team walked all their index entries for each page, much of
+# the queue page's time (docs/benchmarks.md, "Issue 15: triage, search and the endpoint page").
 TAB_COUNT_CAP = 10_000
 # With a search or "has died attempts", a tab tests its state's newest this many todos one by
-# one (the walk's test, about 15 µs a todo with ten tries) and says "N+" when the state has
-# more: a rare word's GIN look (below) makes it exact instead.
+# one (the walk's test, cheap for a todo; docs/benchmarks.md, "Dead letters at scale") and
+# says "N+" when the state has more: a rare word's GIN look (below) makes it exact instead.
 COUNT_WALK = 100
 # ...when the walk found at most one match in this many todos tested: the word is rare, so its
-# GIN posting lists are short (a word in a third of the todos read 100,000 attempts' worth,
-# 100 to 300 ms over 1,000,000; a rare one under 2 ms).
+# GIN posting lists are short and reading them whole is cheap, where a common word's are
+# long (docs/benchmarks.md, "Dead letters at scale").
 COUNT_RARE = 50
 
 
@@ -471,8 +474,7 @@ def _filtered_counts(
 
 # The newest this many dead letters of the teams (or of one endpoint) are grouped: each one is
 # a probe of its last round's tries, so the page costs what these do however many dead letters
-# the teams keep (bench: 5,000 took 72/94 ms of SQL at p50/p95, 2,000 about a third); it says
-# how many it left out.
+# the teams keep (docs/benchmarks.md, "Dead letters at scale"); it says how many it left out.
 DEAD_GROUPED = 2000
 # The start of the first line of a dead letter's last try's summary its sub-group goes by.
 ERROR_START_CHARS = 64

@@ -6,14 +6,16 @@ A todo is found by the words of three documents, each written once, where its te
 written, and never again:
 
 - its title and body: ``todo_search_documents``, by a trigger when the todo is made
-  (migration 0018);
+  (``todo_search_document_on_insert``);
 - each try's summary: ``todo_attempts.summary_document``, by the close that writes the
-  summary, held to it by the row's CHECK (migrations 0020, 0022);
+  summary, held to it by the row's CHECK (``todo_attempts_valid``);
 - each try's result (the JSON an agent or a person gave ``complete`` or ``fail``):
   ``todo_attempts.result_document``, its strings, numbers and keys, by a trigger on the
-  attempt row as the close writes the result (migration 0028, which also gave the results
-  already written their words). The column is the database's alone (the model does not
-  name it), so it is read here in SQL.
+  attempt row as the close writes the result (``todo_attempt_result_words``; migration 0028
+  gave the results already written their words). The column is the database's alone (the
+  model does not name it), so it is read here in SQL.
+
+The functions and triggers are in queues/schema/functions.sql.
 
 A result is a try's, like a summary: a todo is found by what any of its kept tries reported,
 the result of record (a done todo's) included, since it is its completing try's.
@@ -49,8 +51,8 @@ from queues.models import (
 SEARCH_WORDS_MAX = 16
 # At most this many lexemes in all: PostgreSQL's parser makes a hyphenated word one lexeme
 # for the whole and one per part ("a-b-c" is four), each a prefix that the GIN indexes look
-# up on their own, so a 199-character "a-b-c-..." was 101 one-letter prefixes and took
-# 1.4-2.4 s a page over 100,000 todos (a normal search 70-140 ms): second hardening round.
+# up on their own, so a 199-character "a-b-c-..." was 101 one-letter prefixes, each a look-up
+# of every word that starts with its letter (docs/benchmarks.md, "The second hardening round").
 SEARCH_LEXEMES_MAX = 32
 # The advisory lock class of search slots (slot n is SEARCH_LOCK_CLASS + n, keyed by user id).
 SEARCH_LOCK_CLASS = 0x53420000
@@ -185,9 +187,10 @@ _RESULT_WORDS = (
 
 # The walk's test of one todo, ``todos`` being the queue's own row. Why raw SQL: each probe
 # must be a scalar subquery with LIMIT 1, which PostgreSQL runs per row as written (an EXISTS
-# it may turn into a hashed subplan, a sequential scan of every attempt's words, 500 ms over
-# 1,000,000, when it expects many rows to test), and the ORM took 2.5 ms of each search to
-# build and compile the two. ts_match_vq is ``@@`` in a form no index answers.
+# it may turn into a hashed subplan, a sequential scan of every attempt's words, when it
+# expects many rows to test), and the ORM took longer to build and compile the two than this
+# one condition (docs/benchmarks.md, "Issue 15 again"). ts_match_vq is ``@@`` in a form no
+# index answers.
 _WALK_TEST = """(
     COALESCE((SELECT ts_match_vq(d.document, to_tsquery('simple'::regconfig, %s))
                 FROM todo_search_documents d WHERE d.todo_id = "todos"."id" LIMIT 1), false)

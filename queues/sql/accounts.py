@@ -1,9 +1,9 @@
 """Endpoints' tokens, admission limits and the sign-in throttle.
 
 Why raw SQL: every agent request starts with the token lookup, so it is one prepared statement
-(bench/: +15% requests/s through gunicorn over an ORM query compiled per request); admission
-and the throttle are upserts whose new values depend on the old row (a window that may be
-over), returning what the caller decides on, in one round trip.
+rather than an ORM query compiled per request (docs/benchmarks.md, "The token lookup as one
+prepared statement"); admission and the throttle are upserts whose new values depend on the
+old row (a window that may be over), returning what the caller decides on, in one round trip.
 """
 
 from __future__ import annotations
@@ -28,27 +28,28 @@ ENDPOINT_STILL_VALID = Statement(
     why="a long-poll's re-check when it wakes, as cheap as the lookup itself",
     prepare=True,
 )
-# An endpoint changed (any column but the admission window; migration 0029): its id, or
-# "*" when the table was truncated. The doorbell's connection hears it for the token cache.
+# An endpoint changed (any column but the admission window; the trigger is
+# switchboard_endpoint_changed, queues/schema/functions.sql): its id, or "*" when the table was
+# truncated. The process's LISTEN connection (queues/notify) hears it for the token cache.
 ENDPOINT_CHANNEL = "switchboard_endpoint"
 LISTEN_ENDPOINTS = Statement(
     "listen_endpoints",
     f"LISTEN {ENDPOINT_CHANNEL}",
-    why="LISTEN, on the doorbell's own connection (agents/doorbell.py, agents/token_cache.py)",
+    why="LISTEN, on the process's LISTEN connection (queues/notify), for agents/token_cache.py",
 )
-# The doorbell's proof that it hears: each ping says a fresh nonce on this channel from its
-# own LISTEN connection, and the token cache is trusted only while the nonce comes back (a
+# The LISTEN connection's proof that it hears: each ping says a fresh nonce on this channel
+# from another session, and the token cache is trusted only while the nonce comes back (a
 # connection through a transaction pooler answers queries but hears nothing).
 PING_CHANNEL = "switchboard_ping"
 LISTEN_PING = Statement(
     "listen_ping",
     f"LISTEN {PING_CHANNEL}",
-    why="LISTEN, on the doorbell's own connection (agents/doorbell.py)",
+    why="LISTEN, on the process's LISTEN connection (queues/notify/listener.py)",
 )
 PING_SELF = Statement(
     "ping_self",
     f"SELECT pg_notify('{PING_CHANNEL}', %(nonce)s)",
-    why="pg_notify to the doorbell's own connection: the ping it must hear back",
+    why="pg_notify to the process's LISTEN connection: the ping it must hear back",
 )
 LIVE_ENDPOINT_IN_TEAM = Statement(
     "live_endpoint_in_team",

@@ -2,9 +2,9 @@
 queue page's ticker): the attempts that ended and the audited actions of the teams' queues,
 newest first, each row with the few names its sentence uses (board/sentences.py).
 
-Why raw SQL: the ticker runs on every queue page, and the ORM spent 5 ms of each building and
-compiling the two reads and their model rows, more than PostgreSQL took to plan and run them
-(10 ms against 5 for the same rows; docs/benchmarks.md). Each filter is a ``%(x)s IS NULL OR``
+Why raw SQL: the ticker runs on every queue page, and the ORM spent more of each building and
+compiling the two reads and their model rows than PostgreSQL took to plan and run them
+(docs/benchmarks.md, "Issue 15, a third pass"). Each filter is a ``%(x)s IS NULL OR``
 arm: these are not prepared, so each runs on a custom plan, where PostgreSQL folds an absent
 filter's arm away before it picks an index (the same plans as one query per filter set). The
 kind filter (Activity's "Failures", "Deaths", "People's acts") is three of them: the tries'
@@ -17,13 +17,13 @@ only with ``people_only``).
   that lapsed on ``todo_attempts_owner_lapsed`` (few: a person's own actions are told by
   their events); then the newest of those. It once walked the global
   ``todo_attempts_ended_recent``, through every other team's endings: a small team's queue
-  page and Activity took 400-525 ms beside a team with 100,000 todos, where that team's own
-  took 70 (second hardening round). An attempt a person or a requester ended is told by
-  their event (it names who), and a person's own claim that the person ended too, so those
-  are left out.
+  page and Activity cost a big team's volume, not its own (docs/benchmarks.md, "The second
+  hardening round"). An attempt a person or a requester ended is told by their event (it
+  names who), and a person's own claim that the person ended too, so those are left out.
 - ``ACTIVITY_EVENTS`` walks each team's ``todo_events_team_recent`` in turn (a LATERAL per
   team id: one walk of an IN over several teams cannot be in order, and PostgreSQL joined
-  and sorted all of the teams' events, 54 ms over 3,000 of them), each stopping at the limit.
+  and sorted all of the teams' events: docs/benchmarks.md, "Issue 15: triage, search and the
+  endpoint page"), each stopping at the limit.
 """
 
 from __future__ import annotations
