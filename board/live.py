@@ -179,7 +179,7 @@ class Hub:
         self._closer: asyncio.Task | None = None
         self._opening: dict[int, _Opening] = {}  # by user id, while they open streams
         self.stopping = asyncio.Event()
-        self.statements = 0  # statements the updates ran (the bench reads it)
+        self.statements = 0  # statements the updates ran (tests/board/test_live_stream.py)
         if listener is not None:
             listener.subscribe(BOARD, self.hear)
             listener.on_connect(self.listening)

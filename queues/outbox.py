@@ -1,8 +1,8 @@
 """The outbox's sender: signed webhooks for dead-letter sinks and doorbells.
 
 Rows are written by PostgreSQL triggers in the transaction that made them necessary
-(migration 0007); this module sends them, from the sweeper (``sweeper.sweep_once`` calls
-``deliver_due`` every pass). One batch:
+(queues/schema/functions.sql); this module sends them, from the sweeper (``sweeper.sweep_once``
+calls ``deliver_due`` every pass). One batch:
 
 1. **Lease**, in one short transaction: take due rows (undelivered, not given up,
    ``next_attempt_at`` passed) with ``FOR UPDATE SKIP LOCKED``, give up at once on those whose
@@ -23,8 +23,9 @@ receivers dedupe on ``X-Switchboard-Delivery``. docs/notifications.md says this 
 Finished deliveries are kept (the Board shows each sink's and endpoint's last one) as long as
 terminal todos, ``SWITCHBOARD_RETENTION_DAYS``, then deleted a batch per call.
 
-A doorbell rung again while its row was in flight has a new payload (see migration 0007):
-its 2xx then also writes a new doorbell, due at once, so the receiver hears the later ring.
+A doorbell rung again while its row was in flight has a new payload (see
+``switchboard_outbox_doorbell`` in queues/schema/functions.sql): its 2xx then also writes a
+new doorbell, due at once, so the receiver hears the later ring.
 """
 
 from __future__ import annotations

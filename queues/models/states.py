@@ -98,11 +98,12 @@ class EventKind(models.TextChoices):
 
 # The Board's search (issue 15): PostgreSQL's built-in full-text search with the 'simple'
 # configuration (words lowercased, no stemming and no stop words, so it reads any language the
-# same way). A todo's title and body are in TodoSearchDocument (made by a trigger, migration
-# 0018, with SearchVector("title", "body", config="simple")'s expression); an attempt's
-# summary words are stored on its row (TodoAttempt.summary_document: to_tsvector('simple',
-# summary), written with the summary and held to it by the row's CHECK, migration 0022), which
-# the summaries' GIN index is built on and the Board's search (queues.selectors) matches
-# against, so the two cannot drift apart.
+# same way). A todo's title and body are in TodoSearchDocument (made by a trigger,
+# todo_search_document_on_insert, with SearchVector("title", "body", config="simple")'s
+# expression); an attempt's summary words are stored on its row
+# (TodoAttempt.summary_document: to_tsvector('simple', summary), written with the summary and
+# held to it by the row's CHECK, todo_attempts_valid), which the summaries' GIN index is built
+# on and the Board's search (queues.selectors) matches against, so the two cannot drift apart.
+# Both functions are in queues/schema/functions.sql.
 # Only attempts that wrote a summary have words, and only they are in the summary index: a
 # claim (an insert, no summary) and a close that reports none never touch it.

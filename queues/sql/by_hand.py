@@ -4,8 +4,8 @@ the lock behind a bulk rerun or cancel from the Board.
 Why raw SQL: each is a guarded update (``WHERE state = expected``; no row back means the todo
 moved on) inside a plan that the async executor may run too, where the ORM cannot.
 
-Triggers they rely on (migration 0007): ``todos_outbox_doorbell_pending`` rings the
-endpoint's notify URL when a todo becomes pending again.
+Triggers they rely on (queues/schema/functions.sql): ``todos_outbox_doorbell_pending`` rings
+the endpoint's notify URL when a todo becomes pending again.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ todo and opens the new attempt. The ORM would need five round trips and five Pyt
 The five newest closed attempts it hands back are read after it (PRIOR_ATTEMPTS), only for a
 todo that has any: a first claim does not pay for the read, its joins and its wide rows.
 
-Triggers it relies on (migration 0007): ``todos_outbox_dead_letter`` writes the dead-letter
-outbox row when a lapsed lease at the cap kills the todo.
+Triggers it relies on (queues/schema/functions.sql): ``todos_outbox_dead_letter`` writes the
+dead-letter outbox row when a lapsed lease at the cap kills the todo.
 
 Snapshot freshness: under READ COMMITTED, ``FOR UPDATE`` locks the newest version of the todo
 row, but the other reads in this statement (the todo's attempts, read by the claims that can

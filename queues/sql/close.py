@@ -11,8 +11,8 @@ but the read that found it took no lock) is not closed: no row comes back, and t
 takes the locked path. The ORM would need a locked read and two updates: three round trips
 on the hottest path.
 
-Triggers they rely on (migration 0007, re-made in 0012): ``todos_outbox_dead_letter`` writes
-the dead-letter outbox row (with the attempt this statement closed as ``final_attempt``) when
+Triggers they rely on (queues/schema/functions.sql): ``todos_outbox_dead_letter`` writes the
+dead-letter outbox row (with the attempt this statement closed as ``final_attempt``) when
 the todo becomes dead; ``todos_outbox_doorbell_pending`` rings the endpoint's notify URL when
 it becomes pending again.
 """

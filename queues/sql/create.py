@@ -4,8 +4,8 @@ Why raw SQL: the insert answers in the records' row layout (a CTE joins the endp
 one round trip, and ``ON CONFLICT DO NOTHING`` lets a concurrent create with the same key lose
 without an error; and both run on the async path, where the ORM cannot.
 
-Triggers it relies on (migration 0007): ``todos_outbox_doorbell_created`` rings the
-endpoint's notify URL for the new pending todo.
+Triggers it relies on (queues/schema/functions.sql): ``todos_outbox_doorbell_created`` rings
+the endpoint's notify URL for the new pending todo.
 """
 
 from __future__ import annotations

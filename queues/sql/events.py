@@ -61,5 +61,5 @@ SELECT pg_notify('{DOORBELL_CHANNEL}', endpoint_id::text)
 LISTEN_DOORBELL = Statement(
     "listen_doorbell",
     f"LISTEN {DOORBELL_CHANNEL}",
-    why="LISTEN, on the doorbell's own connection (agents/doorbell.py)",
+    why="LISTEN, on the process's LISTEN connection (queues/notify/listener.py)",
 )

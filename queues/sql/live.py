@@ -1,6 +1,7 @@
-"""The Board's live stream (board/live.py): the watch list its triggers read (migration
-0027), and what the stream reads once per watched team after a change, for every viewer of
-that team at once.
+"""The Board's live stream (board/live.py): the watch list its triggers read
+(queues/schema/functions.sql, ``switchboard_board_todos`` and ``switchboard_board_changed``),
+and what the stream reads once per watched team after a change, for every viewer of that team
+at once.
 
 Why raw SQL: the upsert of a watch, and per-endpoint LATERAL reads each bounded by its own
 index, which the ORM cannot say.
@@ -47,7 +48,7 @@ BOARD_CHANNEL = "switchboard_board"
 LISTEN_BOARD = Statement(
     "listen_board",
     f"LISTEN {BOARD_CHANNEL}",
-    why="LISTEN, on the doorbell's own connection (agents/doorbell.py)",
+    why="LISTEN, on the process's LISTEN connection (queues/notify/listener.py)",
 )
 
 # A web process's watches: its teams, renewed before they expire. A process that dies leaves

@@ -3,8 +3,8 @@
 Why raw SQL: guarded updates returning what they changed, for the audit rows written with them
 (the claimed todos are closed by close.CLOSE_ALL_OF_ENDPOINT).
 
-Triggers they rely on (migration 0007): ``todos_outbox_dead_letter`` writes each dead-letter
-outbox row (``final_attempt`` null for a todo that had no open attempt).
+Triggers they rely on (queues/schema/functions.sql): ``todos_outbox_dead_letter`` writes each
+dead-letter outbox row (``final_attempt`` null for a todo that had no open attempt).
 """
 
 from __future__ import annotations

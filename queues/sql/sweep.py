@@ -3,8 +3,8 @@ statistics, its one status row, and the outbox's pruning. Each batch is its own 
 transaction that takes its rows with ``FOR UPDATE SKIP LOCKED``, so several sweepers split
 the work. (Reaping lapsed leases is close.LAPSED_LEASES and close.CLOSE_MANY.)
 
-Triggers they rely on (migration 0007): ``todos_outbox_doorbell_pending`` rings the
-endpoint's notify URL for each requeued retry.
+Triggers they rely on (queues/schema/functions.sql): ``todos_outbox_doorbell_pending`` rings
+the endpoint's notify URL for each requeued retry.
 """
 
 from __future__ import annotations
