@@ -73,7 +73,7 @@ def rows(now: list[EndpointNow], hour: dict[int, LastHour]) -> list[Row]:
             agents=hour.get(e.pk, QUIET).agents,
             waiting_since=at - e.oldest_claimable_age if e.oldest_claimable_age else None,
             dead=_capped(e.by_state["dead"]),
-            stall=endpoint_stall(e, hour.get(e.pk, QUIET).per_minute, at=at),
+            stall=endpoint_stall(e, waits=e, per_minute=hour.get(e.pk, QUIET).per_minute, at=at),
         )
         for e in now
     ]

@@ -277,16 +277,23 @@ def stall(
     return Stall(waiting=oldest_claimable_age, threshold=threshold, seen_ago=seen)
 
 
-def endpoint_stall(endpoint: EndpointNow, per_minute: Endings, *, at: datetime) -> Stall | None:
-    """A team's endpoint's stall, from the overview's two reads (``team_now``,
-    ``team_last_hour``)."""
+def endpoint_stall(
+    endpoint: Endpoint | EndpointNow,
+    *,
+    waits: EndpointHealth | EndpointNow,
+    per_minute: Endings,
+    at: datetime,
+) -> Stall | None:
+    """An endpoint's stall, from what the overview (``team_now``, ``team_last_hour``) or the
+    endpoint page (``endpoint_health``) read: the endpoint (its agent id, paused, revoked),
+    its live todos' numbers (``waits``) and its last hour per minute."""
     return stall(
         agent_id=endpoint.agent_id,
         paused=endpoint.paused_at is not None,
         revoked=endpoint.revoked_at is not None,
-        oldest_claimable_age=endpoint.oldest_claimable_age,
-        open_claim_at=endpoint.open_claim_at,
-        open_heartbeat_at=endpoint.open_heartbeat_at,
+        oldest_claimable_age=waits.oldest_claimable_age,
+        open_claim_at=waits.open_claim_at,
+        open_heartbeat_at=waits.open_heartbeat_at,
         ended_ago=ended_ago(per_minute),
         at=at,
     )

@@ -32,7 +32,7 @@ from board.redirects import next_url
 from board.scope import board_scope
 from board.views.queue import first_run_context
 from queues import endpoints, outbox, selectors, transitions
-from queues.endpoint_health import ended_ago, endpoint_health, stall
+from queues.endpoint_health import endpoint_health, endpoint_stall
 from queues.errors import Conflict, Invalid
 from queues.models import (
     LIVE_STATES,
@@ -174,15 +174,8 @@ def _detail_page(request, endpoint: Endpoint, form: NotifyUrlForm, *, status: in
         "charts": [charts.per_minute(health.per_minute), charts.per_hour(health.per_hour)],
         # Agents are alive if one claimed, heartbeat or ended a try within a lease's length.
         "quiet": _quiet(health),
-        "stall": stall(
-            agent_id=endpoint.agent_id,
-            paused=endpoint.paused_at is not None,
-            revoked=endpoint.revoked_at is not None,
-            oldest_claimable_age=health.oldest_claimable_age,
-            open_claim_at=health.open_claim_at,
-            open_heartbeat_at=health.open_heartbeat_at,
-            ended_ago=ended_ago(health.per_minute),
-            at=timezone.now(),
+        "stall": endpoint_stall(
+            endpoint, waits=health, per_minute=health.per_minute, at=timezone.now()
         ),
     }
     return render(request, "board/endpoint_detail.html", context, status=status)
