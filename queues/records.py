@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any
 
-from queues.models import DIED_OUTCOMES, TodoState
+from queues.models import DIED_OUTCOMES, TodoTotals
 
 UNTRUSTED_NOTICE = (
     "Summaries, artifacts and results in this response were written by earlier attempts' "
@@ -122,7 +122,7 @@ class AttemptRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class TodoRecord:
+class TodoRecord(TodoTotals):
     id: int
     endpoint: str
     title: str
@@ -155,14 +155,6 @@ class TodoRecord:
         row = list(row[:TODO_WIDTH])
         row[_TODO_RESULT] = _json(row[_TODO_RESULT])
         return cls(*row)
-
-    @property
-    def dead_letter(self) -> bool:
-        return self.state == TodoState.DEAD
-
-    @property
-    def attempts_total(self) -> int:
-        return self.last_attempt_seq - self.attempts_pruned
 
     def as_api(self, *, with_result: bool = True) -> dict:
         data = {

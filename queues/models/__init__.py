@@ -31,6 +31,7 @@ from queues.models.todos import (
     TodoEvent,
     TodoQuerySet,
     TodoSearchDocument,
+    TodoTotals,
     row_rules,
 )
 
@@ -64,5 +65,6 @@ __all__ = [
     "TodoQuerySet",
     "TodoSearchDocument",
     "TodoState",
+    "TodoTotals",
     "row_rules",
 ]

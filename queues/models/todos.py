@@ -4,6 +4,8 @@ the database-enforced invariants."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVectorField
@@ -58,7 +60,31 @@ class TodoQuerySet(models.QuerySet):
         return self.filter(endpoint__team__memberships__user=user)
 
 
-class Todo(models.Model):
+class _Counted(Protocol):
+    @property
+    def state(self) -> str: ...
+    @property
+    def last_attempt_seq(self) -> int: ...
+    @property
+    def attempts_pruned(self) -> int: ...
+
+
+class TodoTotals:
+    """What a todo's state and counters say that no column does, the same for the model and
+    for the ledger's record (queues.records.TodoRecord): a mixin of both, with no fields."""
+
+    __slots__ = ()
+
+    @property
+    def dead_letter(self: _Counted) -> bool:
+        return self.state == TodoState.DEAD
+
+    @property
+    def attempts_total(self: _Counted) -> int:
+        return self.last_attempt_seq - self.attempts_pruned
+
+
+class Todo(TodoTotals, models.Model):
     """One unit of work on one endpoint's queue, with its lease and counters."""
 
     # No index of its own: the composite indexes below all lead with endpoint.
@@ -182,14 +208,6 @@ class Todo(models.Model):
 
     def __str__(self) -> str:
         return f"todo #{self.pk}"
-
-    @property
-    def dead_letter(self) -> bool:
-        return self.state == TodoState.DEAD
-
-    @property
-    def attempts_total(self) -> int:
-        return self.last_attempt_seq - self.attempts_pruned
 
 
 class TodoSearchDocument(models.Model):
