@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import http.cookiejar
-import os
 import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.parse
@@ -20,32 +18,19 @@ from pathlib import Path
 import pytest
 from django.conf import global_settings
 from django.contrib.auth import get_user_model
-from django.db import connection
 
 from queues import endpoints, transitions
 from queues.models import Endpoint, Membership, Team, Todo, TodoAttempt
 from queues.transitions import Actor
-from switchboard import dburl
 from tests.queues.helpers import lapse_lease
+from tests.shell import SWITCHBOARD, shell_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-# The console script installed beside this interpreter (pyproject: [project.scripts]).
-SWITCHBOARD = str(Path(sys.executable).with_name("switchboard"))
 
 
 @pytest.fixture
 def cli_env() -> dict[str, str]:
-    """The environment of a user's shell pointed at the test database (committed rows are
-    visible to the subprocess: these tests run outside a test transaction)."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"DJANGO_SETTINGS_MODULE", "SWITCHBOARD_PASSWORD", "SECRET_KEY", "DEBUG"}
-    }
-    env["DATABASE_URL"] = dburl.build(connection.settings_dict)
-    env["SWITCHBOARD_DEV"] = "1"
-    return env
+    return shell_env()
 
 
 @pytest.fixture

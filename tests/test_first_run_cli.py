@@ -11,7 +11,6 @@ import signal
 import socket
 import stat
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,31 +18,20 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
 from django.utils import timezone
 
 from queues import teams
 from queues.models import Membership, Team
-from switchboard import dburl
 from switchboard.management.commands import up
+from tests.shell import SWITCHBOARD, shell_env
 
 ROOT = Path(__file__).resolve().parent.parent
-SWITCHBOARD = str(Path(sys.executable).with_name("switchboard"))
 PASSWORD = "correct horse battery"
 
 
 @pytest.fixture
 def cli_env() -> dict[str, str]:
-    """A user's shell pointed at the test database (committed rows only: these tests run
-    outside a test transaction)."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"DJANGO_SETTINGS_MODULE", "SWITCHBOARD_PASSWORD", "SECRET_KEY", "DEBUG"}
-    }
-    env["DATABASE_URL"] = dburl.build(connection.settings_dict)
-    env["SWITCHBOARD_DEV"] = "1"
-    return env
+    return shell_env()
 
 
 def _free_port() -> int:
