@@ -125,3 +125,9 @@ class RecordingProxy:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def __enter__(self) -> RecordingProxy:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

@@ -210,9 +210,8 @@ def test_errors_carry_the_apis_code_and_the_token_stays_out_of_sight(live_server
 
 @pytest.fixture
 def proxy(live_server):
-    recording = RecordingProxy(live_server.url)
-    yield recording
-    recording.close()
+    with RecordingProxy(live_server.url) as recording:
+        yield recording
 
 
 @live

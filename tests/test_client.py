@@ -95,9 +95,8 @@ def test_the_docs_mcp_example_runs_as_written_and_outlives_httpx2s_default_timeo
 
 @pytest.fixture
 def proxy(live_server):
-    recording = RecordingProxy(live_server.url)
-    yield recording
-    recording.close()
+    with RecordingProxy(live_server.url) as recording:
+        yield recording
 
 
 class Loop(threading.Thread):

@@ -107,9 +107,8 @@ def alive(pid: int) -> bool:
 
 @pytest.fixture
 def proxy(live_server):
-    recording = RecordingProxy(live_server.url)
-    yield recording
-    recording.close()
+    with RecordingProxy(live_server.url) as recording:
+        yield recording
 
 
 # --- ADR-0039's relay: failed, died, then done with both in the context ----------------------
