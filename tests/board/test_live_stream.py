@@ -94,6 +94,18 @@ def _until(event_name: str, stream: Stream, within: float = 3.0):
     return None
 
 
+def _let_in(server, cookie: str, *, within: float = 5.0) -> Stream:
+    """A stream opened again until one is let in (a closed stream's place is free once its row
+    is gone), or the last one refused when ``within`` seconds have passed."""
+    deadline = time.monotonic() + within
+    while True:
+        stream = Stream(server, cookie)
+        if stream.status == 200 or time.monotonic() >= deadline:
+            return stream
+        stream.close()
+        time.sleep(0.1)
+
+
 def _watches() -> set[int]:
     from django.db import connection
 
@@ -205,15 +217,9 @@ def test_one_person_holds_a_bounded_number_of_streams(live_server, client, user,
         assert refused.status == 429 and b"retry-after: 60" in refused.head.lower()
         refused.close()
         held.pop().close()  # a tab closed: its place is free again
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            again = Stream(live_server, cookie)
-            if again.status == 200:
-                break
-            again.close()
-            time.sleep(0.1)
-        assert again.status == 200 and _until("ready", again)
+        again = _let_in(live_server, cookie)
         held.append(again)
+        assert again.status == 200 and _until("ready", again)
     finally:
         for stream in held:
             stream.close()
