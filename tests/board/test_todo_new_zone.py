@@ -56,14 +56,20 @@ def zoned_page(browser, live_server):
         context.close()
 
 
+def _not_before(page, endpoint):
+    """New todo, signed in, its endpoint picked (none is picked for you): the "Not before"
+    input and its label."""
+    sign_in(page, "alice")
+    page.goto(reverse("todo-new"))
+    page.get_by_label("Endpoint").select_option(str(endpoint.pk))
+    field = page.locator("input[data-local-datetime]")
+    return field, page.locator("label", has=field)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_with_javascript_it_is_typed_in_the_browsers_zone(zoned_page, user, endpoint):
     page = zoned_page(javascript=True)
-    sign_in(page, "alice")
-    page.goto(reverse("todo-new"))
-    page.get_by_label("Endpoint").select_option(str(endpoint.pk))  # none is picked for you
-    field = page.locator("input[data-local-datetime]")
-    label = page.locator("label", has=field)
+    field, label = _not_before(page, endpoint)
     expect(label.locator("[data-local-label]")).to_have_text(re.compile(r"^Not before \(P[SD]T\)$"))
     expect(label.locator("[data-local-hint]")).to_contain_text(f"your browser's time zone, {LA}")
     # Refused (no title): the value comes back in the same zone as typed.
@@ -81,11 +87,7 @@ def test_with_javascript_it_is_typed_in_the_browsers_zone(zoned_page, user, endp
 @pytest.mark.django_db(transaction=True)
 def test_without_javascript_it_is_utc_and_says_so(zoned_page, user, endpoint):
     page = zoned_page(javascript=False)
-    sign_in(page, "alice")
-    page.goto(reverse("todo-new"))
-    page.get_by_label("Endpoint").select_option(str(endpoint.pk))  # none is picked for you
-    field = page.locator("input[data-local-datetime]")
-    label = page.locator("label", has=field)
+    field, label = _not_before(page, endpoint)
     expect(label.locator("[data-local-label]")).to_have_text("Not before (UTC)")
     expect(label.locator("[data-local-hint]")).to_contain_text("Read as UTC")
     page.get_by_label("Title").fill("in utc")
