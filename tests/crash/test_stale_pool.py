@@ -23,6 +23,13 @@ POOL_TIMEOUT_SECONDS = 10
 # A working connection after the restart within this long: a new connection and a round
 # trip, with slack for two loaded cores (the backoff alone would be 1 + 2 + 4 s).
 PROMPT_SECONDS = 2.5
+# Both pools as the product sizes them, each with its own check.
+POOL_OPTIONS = {
+    "min_size": 1,
+    "max_size": POOL_SIZE,
+    "timeout": POOL_TIMEOUT_SECONDS,
+    "kwargs": {"autocommit": True},
+}
 
 
 def _restart(pg) -> None:
@@ -32,15 +39,7 @@ def _restart(pg) -> None:
 
 def test_the_sync_pool_lends_a_working_connection_at_once_after_a_restart(dedicated_postgres):
     pg = dedicated_postgres
-    pool = ConnectionPool(
-        pg.url,
-        min_size=1,
-        max_size=POOL_SIZE,
-        timeout=POOL_TIMEOUT_SECONDS,
-        check=check_pooled,
-        kwargs={"autocommit": True},
-        open=True,
-    )
+    pool = ConnectionPool(pg.url, check=check_pooled, open=True, **POOL_OPTIONS)
     try:
         held = [pool.getconn() for _ in range(POOL_SIZE)]  # the pool at its full size
         for conn in held:
@@ -72,15 +71,7 @@ def test_the_async_pool_lends_a_working_connection_at_once_after_a_restart(dedic
     pg = dedicated_postgres
 
     async def scenario() -> tuple[float, list[float]]:
-        pool = AsyncConnectionPool(
-            pg.url,
-            min_size=1,
-            max_size=POOL_SIZE,
-            timeout=POOL_TIMEOUT_SECONDS,
-            check=acheck_if_idle,
-            kwargs={"autocommit": True},
-            open=False,
-        )
+        pool = AsyncConnectionPool(pg.url, check=acheck_if_idle, open=False, **POOL_OPTIONS)
         await pool.open()
         try:
             held = [await pool.getconn() for _ in range(POOL_SIZE)]
