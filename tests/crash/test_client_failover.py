@@ -259,12 +259,12 @@ def test_the_relay_claims_and_reports_through_an_outage(running, procs, tmp_path
         ],
         env,
     )
-    wait_until(
-        lambda: (out / f"pid-{gated}-1").exists(),
-        seconds=30,
-        what="the relay to run the gated command",
-        logs=procs.logs,
-        watch=[relay],
+
+    def until(check, what: str, *, seconds: float = 60) -> None:
+        wait_until(check, seconds=seconds, what=what, logs=procs.logs, watch=[relay])
+
+    until(
+        lambda: (out / f"pid-{gated}-1").exists(), "the relay to run the gated command", seconds=30
     )
     d.pg.stop()
     try:
@@ -272,21 +272,9 @@ def test_the_relay_claims_and_reports_through_an_outage(running, procs, tmp_path
         time.sleep(RELAY_OUTAGE_SECONDS)
     finally:
         d.pg.start()
-    wait_until(
-        lambda: _done(d, [gated]),
-        seconds=60,
-        what="the gated todo to be completed",
-        logs=procs.logs,
-        watch=[relay],
-    )
+    until(lambda: _done(d, [gated]), "the gated todo to be completed")
     after = _create(d, "relay after")
-    wait_until(
-        lambda: _done(d, [after]),
-        seconds=60,
-        what="the relay to work on after the outage",
-        logs=procs.logs,
-        watch=[relay],
-    )
+    until(lambda: _done(d, [after]), "the relay to work on after the outage")
     assert relay.stop() == 0, procs.logs()
 
     said = relay.output()
