@@ -135,3 +135,60 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.xdist_group("serial"))
         else:  # a file stays on one worker (its module fixtures are set up once)
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
+# What migrate makes and its post_migrate handlers keep (content types, permissions, the
+# Operators group): the same before and after every test, so a transactional test's teardown
+# leaves them.
+_MADE_BY_MIGRATE = frozenset(
+    {
+        "django_migrations",
+        "django_content_type",
+        "auth_permission",
+        "auth_group",
+        "auth_group_permissions",
+    }
+)
+
+
+def _emptied_by_one_truncate(self) -> None:
+    """A transactional test's teardown as one TRUNCATE of the tables the test wrote to.
+    Django's own (``flush``) truncates every table, then runs every app's post_migrate
+    handler to make the content types, permissions and groups again: 0.2 s a test, a fifth
+    of the suite's time over its ~600 transactional tests. The end is the same: what migrate
+    made is as migrate made it, every other model's table empty (one read says which have
+    rows; TRUNCATE's cost is per table, an empty table's included)."""
+    from django.db import connections
+
+    for alias in self._databases_names(include_mirrors=False):
+        connection = connections[alias]
+        found = _tables_to_empty.get(alias)
+        if found is None:
+            names = connection.introspection.django_table_names(
+                only_existing=True, include_views=False
+            )
+            quote = connection.ops.quote_name
+            tables = [quote(name) for name in sorted(set(names) - _MADE_BY_MIGRATE)]
+            which = " UNION ALL ".join(
+                f"SELECT {n} WHERE EXISTS (SELECT FROM {table})" for n, table in enumerate(tables)
+            )
+            found = _tables_to_empty[alias] = (tables, which)
+        tables, which = found
+        with connection.cursor() as cursor:
+            cursor.execute(which)
+            written = [tables[n] for (n,) in cursor.fetchall()]
+            if written:
+                cursor.execute(f"TRUNCATE {', '.join(written)} CASCADE")
+
+
+_tables_to_empty: dict[str, tuple[list[str], str]] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _transactional_teardown_is_one_truncate():
+    from django.test import TransactionTestCase
+
+    original = TransactionTestCase._fixture_teardown
+    TransactionTestCase._fixture_teardown = _emptied_by_one_truncate
+    yield
+    TransactionTestCase._fixture_teardown = original
