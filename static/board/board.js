@@ -808,21 +808,30 @@
 
   function shortcutsOpen() { return !!document.getElementById("shortcuts"); }
 
-  function showShortcuts() {
-    if (shortcutsOpen()) return;
-    var opener = document.activeElement;
+  // A dialog of the Board's own (the shortcuts, a confirmation): a modal box over the page
+  // and its panel, headed by the title that names it (#<id>-title).
+  function dialog(id, role, heading) {
     var box = document.createElement("div");
-    box.id = "shortcuts";
+    box.id = id;
     box.className = "shortcuts";
-    box.setAttribute("role", "dialog");
+    box.setAttribute("role", role);
     box.setAttribute("aria-modal", "true");
-    box.setAttribute("aria-labelledby", "shortcuts-title");
+    box.setAttribute("aria-labelledby", id + "-title");
     var panel = document.createElement("div");
     panel.className = "shortcuts-panel";
     var title = document.createElement("h2");
-    title.id = "shortcuts-title";
-    title.textContent = "Keyboard shortcuts";
+    title.id = id + "-title";
+    title.textContent = heading;
     panel.appendChild(title);
+    box.appendChild(panel);
+    return { box: box, panel: panel };
+  }
+
+  function showShortcuts() {
+    if (shortcutsOpen()) return;
+    var opener = document.activeElement;
+    var shown = dialog("shortcuts", "dialog", "Keyboard shortcuts");
+    var box = shown.box, panel = shown.panel;
     var list = document.createElement("dl");
     SHORTCUTS.forEach(function (pair) {
       var row = document.createElement("div");
@@ -846,7 +855,6 @@
     close.textContent = "Close";
     close.addEventListener("click", function () { hideShortcuts(); });
     panel.appendChild(close);
-    box.appendChild(panel);
     box.__opener = opener;
     box.addEventListener("click", function (event) { if (event.target === box) hideShortcuts(); });
     document.body.appendChild(box);
@@ -868,18 +876,9 @@
     var opener = document.activeElement;
     var button = elt.querySelector && elt.querySelector("button[type=submit], button:not([type])");
     var act = button ? button.textContent.replace(/…$/, "").trim() : "Go ahead";
-    var box = document.createElement("div");
-    box.id = "confirm";
-    box.className = "shortcuts";
-    box.setAttribute("role", "alertdialog");
-    box.setAttribute("aria-modal", "true");
-    box.setAttribute("aria-labelledby", "confirm-title");
+    var shown = dialog("confirm", "alertdialog", act + "?");
+    var box = shown.box, panel = shown.panel;
     box.setAttribute("aria-describedby", "confirm-text");
-    var panel = document.createElement("div");
-    panel.className = "shortcuts-panel";
-    var title = document.createElement("h2");
-    title.id = "confirm-title";
-    title.textContent = act + "?";
     var text = document.createElement("p");
     text.id = "confirm-text";
     text.textContent = question;
@@ -895,10 +894,8 @@
     no.textContent = "Back, change nothing";
     row.appendChild(yes);
     row.appendChild(no);
-    panel.appendChild(title);
     panel.appendChild(text);
     panel.appendChild(row);
-    box.appendChild(panel);
     function close() {
       box.remove();
       if (opener && document.body.contains(opener)) opener.focus({ preventScroll: true });
