@@ -13,6 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 
+from tests.recorded import Recorded
+
 # The answer's headers a client reads, passed on as they came.
 PASSED_ON = ("content-type", "retry-after", "www-authenticate")
 
@@ -42,7 +44,7 @@ def _json(data: bytes) -> dict | None:
 
 class RecordingProxy:
     def __init__(self, target: str) -> None:
-        self.exchanges: list[Exchange] = []
+        self.exchanges: Recorded[Exchange] = Recorded()
         self._lose: dict[str, int] = {}  # verb: how many more of its answers to lose
         self._lock = threading.Lock()
         proxy = self
@@ -73,7 +75,7 @@ class RecordingProxy:
                     self.wfile.write(answer.content)
                 else:
                     self.close_connection = True  # closed without a word
-                proxy._record(
+                proxy.exchanges.add(
                     Exchange(
                         self.command,
                         self.path,
@@ -111,13 +113,8 @@ class RecordingProxy:
                 self._lose[verb] = left - 1
             return bool(left)
 
-    def _record(self, exchange: Exchange) -> None:
-        with self._lock:
-            self.exchanges.append(exchange)
-
     def seen(self) -> list[Exchange]:
-        with self._lock:
-            return list(self.exchanges)
+        return self.exchanges.snapshot()
 
     def verbs(self) -> list[str]:
         return [e.verb for e in self.seen() if e.method == "POST"]

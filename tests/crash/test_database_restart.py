@@ -35,6 +35,7 @@ from agents import schemas
 from switchboard.client import Client, SwitchboardError
 from tests.crash.conftest import DedicatedPostgres, base_env
 from tests.crash.harness import SWITCHBOARD, Proc, Procs, wait_until
+from tests.recorded import Recorded
 
 pytestmark = [pytest.mark.slow]
 
@@ -73,26 +74,12 @@ class Call:
     problem: str | None = None  # a body that is not the JSON error shape, a transport error
 
 
-class Recorder:
-    def __init__(self) -> None:
-        self.calls: list[Call] = []
-        self._lock = threading.Lock()
-
-    def add(self, call: Call) -> None:
-        with self._lock:
-            self.calls.append(call)
-
-    def snapshot(self) -> list[Call]:
-        with self._lock:
-            return list(self.calls)
-
-
 class Agent(threading.Thread):
     """create_todo → claim_next → complete, over and over. A 503 is retried (the same
     arguments: an idempotency key on create, the attempt on complete), as a real agent
     would; what the server acknowledged with a 200 is recorded."""
 
-    def __init__(self, base: str, token: str, name: str, recorder: Recorder) -> None:
+    def __init__(self, base: str, token: str, name: str, recorder: Recorded[Call]) -> None:
         super().__init__(name=name, daemon=True)
         self.client = Client(base, token, timeout=60)
         self.recorder = recorder
@@ -153,7 +140,7 @@ class Agent(threading.Thread):
 class Probe(threading.Thread):
     """A plain HTTP client asking list_todos in a loop, checking each answer's shape."""
 
-    def __init__(self, base: str, token: str, recorder: Recorder) -> None:
+    def __init__(self, base: str, token: str, recorder: Recorded[Call]) -> None:
         super().__init__(name="probe", daemon=True)
         self.url = f"{base}/api/v1/list_todos"
         self.token = token
@@ -236,7 +223,7 @@ class Outage:
 def _work_through_an_outage(d: Deployment, *, outage_seconds: float) -> Outage:
     """Agents work; PostgreSQL stops for ``outage_seconds`` and starts again on the same
     data folder and socket; agents work on until 20 more completions are acknowledged."""
-    recorder = Recorder()
+    recorder = Recorded[Call]()
     agents = [Agent(d.base, d.token, f"agent-{n}", recorder) for n in range(AGENTS)]
     probe = Probe(d.base, d.token, recorder)
     threads = [*agents, probe]
