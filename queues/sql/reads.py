@@ -52,13 +52,17 @@ SELECT_TODO_FOR_USER = Statement(
     prepare=True,
 )
 
-SELECT_ATTEMPTS = Statement(
-    "select_attempts",
-    f"""
+# Attempts in the records' layout, with their claimer's names: the two reads below say which.
+_SELECT_ATTEMPTS = f"""
 SELECT {attempt_columns("a")}
   FROM todo_attempts a
   {attempt_joins("a")}
- WHERE a.todo_id = %(todo_id)s
+"""
+
+SELECT_ATTEMPTS = Statement(
+    "select_attempts",
+    _SELECT_ATTEMPTS
+    + """ WHERE a.todo_id = %(todo_id)s
  ORDER BY a.seq DESC
  LIMIT %(limit)s
 """,
@@ -68,12 +72,7 @@ SELECT {attempt_columns("a")}
 
 SELECT_ATTEMPT = Statement(
     "select_attempt",
-    f"""
-SELECT {attempt_columns("a")}
-  FROM todo_attempts a
-  {attempt_joins("a")}
- WHERE a.todo_id = %(todo_id)s AND a.seq = %(seq)s
-""",
+    _SELECT_ATTEMPTS + " WHERE a.todo_id = %(todo_id)s AND a.seq = %(seq)s\n",
     why="one attempt in the records' layout (a replayed close answers with it)",
     prepare=True,
 )
