@@ -32,6 +32,16 @@ from queues.transitions import Actor
 # Endpoints
 
 
+def _action(description: str, permission: str):
+    """An action on the endpoint list and on an endpoint's own page, for those who have the
+    permission (``has_<permission>_permission``)."""
+    return admin.action(
+        description=description,
+        permissions=[permission],
+        location=[ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM],
+    )
+
+
 class EndpointStatusFilter(admin.SimpleListFilter):
     title = "status"
     parameter_name = "status"
@@ -147,11 +157,7 @@ class EndpointAdmin(ReadOnlyAdmin):
     def has_revoke_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(f"queues.{operators.REVOKE_ENDPOINT}")
 
-    @admin.action(
-        description="Revoke the selected endpoints (their live todos become dead letters)",
-        permissions=["revoke"],
-        location=[ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM],
-    )
+    @_action("Revoke the selected endpoints (their live todos become dead letters)", "revoke")
     def revoke_endpoints(self, request: HttpRequest, queryset):
         """Confirm first (how many endpoints, how many live todos die), then revoke each
         active endpoint through the one transition that does it."""
@@ -196,21 +202,13 @@ class EndpointAdmin(ReadOnlyAdmin):
     def has_pause_permission(self, request: HttpRequest) -> bool:
         return request.user.has_perm(f"queues.{operators.PAUSE_ENDPOINT}")
 
-    @admin.action(
-        description="Pause the selected endpoints (their agents claim nothing until resumed)",
-        permissions=["pause"],
-        location=[ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM],
-    )
+    @_action("Pause the selected endpoints (their agents claim nothing until resumed)", "pause")
     def pause_endpoints(self, request: HttpRequest, queryset):
         """Pause each active endpoint through queues.endpoints.pause (audited as the
         operator). Metadata only: no todo is read or changed; leases held are kept."""
         self._pause_or_resume(request, queryset, endpoints.pause, "Paused", "paused")
 
-    @admin.action(
-        description="Resume the selected endpoints",
-        permissions=["pause"],
-        location=[ActionLocation.CHANGE_LIST, ActionLocation.CHANGE_FORM],
-    )
+    @_action("Resume the selected endpoints", "pause")
     def resume_endpoints(self, request: HttpRequest, queryset):
         self._pause_or_resume(request, queryset, endpoints.resume, "Resumed", "not paused")
 
