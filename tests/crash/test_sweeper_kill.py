@@ -22,7 +22,7 @@ from queues.models import Delivery, Todo, TodoAttempt
 from queues.transitions import Actor
 from tests.crash.harness import SWITCHBOARD, wait_until
 from tests.queues.helpers import lapse_lease
-from tests.queues.receivers import QuietHandler, serve_on_loopback
+from tests.queues.receivers import QuietHandler, serve_posts
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -275,24 +275,20 @@ class Sink:
         self.hold_after: int | None = None
         self._gate = threading.Event()
         self._lock = threading.Lock()
-        sink = self
-
-        class Handler(QuietHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
-                body = self.body()
-                with sink._lock:
-                    sink.received.append((self.headers["X-Switchboard-Delivery"], body))
-                    hold = sink.hold_after is not None and len(sink.received) > sink.hold_after
-                    sink.held += hold
-                if hold:
-                    sink._gate.wait(timeout=60)
-                try:
-                    self.answer(200, b"ok")
-                except OSError:
-                    pass  # the sender was killed while we held its answer
-
-        self.server, self.thread = serve_on_loopback(Handler)
+        self.server, self.thread = serve_posts(self._received)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/dead-letters"
+
+    def _received(self, handler: QuietHandler, body: bytes) -> None:
+        with self._lock:
+            self.received.append((handler.headers["X-Switchboard-Delivery"], body))
+            hold = self.hold_after is not None and len(self.received) > self.hold_after
+            self.held += hold
+        if hold:
+            self._gate.wait(timeout=60)
+        try:
+            handler.answer(200, b"ok")
+        except OSError:
+            pass  # the sender was killed while we held its answer
 
     def hold_from_now_after(self, answered: int) -> None:
         with self._lock:

@@ -76,6 +76,17 @@ def serve_on_loopback(handler: type[BaseHTTPRequestHandler]):
     return server, thread
 
 
+def serve_posts(received):
+    """Serve POSTs on 127.0.0.1 (``serve_on_loopback``): each one's handler and body go to
+    ``received(handler, body)`` on the server's thread, which answers (``handler.answer``)."""
+
+    class Handler(QuietHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            received(self, self.body())
+
+    return serve_on_loopback(Handler)
+
+
 class Receiver:
     """Answers each POST with the next of ``statuses`` (then 200 for ever), after ``delay``
     seconds; ``location`` is sent with a 3xx; ``on_request`` (if given) runs before each
@@ -90,33 +101,29 @@ class Receiver:
         self.on_request = on_request
         self.requests: list[Request] = []
         self._lock = threading.Lock()
-        receiver = self
+        self.server, self.thread = serve_posts(self._received)
 
-        class Handler(QuietHandler):
-            def do_POST(self):  # noqa: N802 - http.server's name
-                body = self.body()
-                if receiver.delay:
-                    time.sleep(receiver.delay)
-                if receiver.on_request is not None:
-                    receiver.on_request()
-                with receiver._lock:
-                    status = receiver.statuses.pop(0) if receiver.statuses else 200
-                    receiver.requests.append(
-                        Request(
-                            self.path,
-                            {k.lower(): v for k, v in self.headers.items()},
-                            body,
-                            status,
-                        )
-                    )
-                redirect = receiver.location and 300 <= status < 400
-                self.answer(
+    def _received(self, handler: QuietHandler, body: bytes) -> None:
+        if self.delay:
+            time.sleep(self.delay)
+        if self.on_request is not None:
+            self.on_request()
+        with self._lock:
+            status = self.statuses.pop(0) if self.statuses else 200
+            self.requests.append(
+                Request(
+                    handler.path,
+                    {k.lower(): v for k, v in handler.headers.items()},
+                    body,
                     status,
-                    b"receiver says no" if status >= 400 else b"ok",
-                    {"Location": receiver.location} if redirect else None,
                 )
-
-        self.server, self.thread = serve_on_loopback(Handler)
+            )
+        redirect = self.location and 300 <= status < 400
+        handler.answer(
+            status,
+            b"receiver says no" if status >= 400 else b"ok",
+            {"Location": self.location} if redirect else None,
+        )
 
     @property
     def port(self) -> int:
