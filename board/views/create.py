@@ -27,12 +27,10 @@ def todo_new(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         form = TodoForm(team_ids=team_ids, initial=_preselect(request))
         return _page(request, form)
-    form = TodoForm(request.POST, team_ids=team_ids)
     first_run = bool(request.htmx) and request.POST.get("first_run") == "1"
+    form = TodoForm(request.POST, team_ids=team_ids)
     if not form.is_valid():
-        if first_run:
-            return _first_todo(request, form=form, status=400)
-        return _page(request, form, status=400)
+        return _refused(request, form, first_run=first_run)
     data = form.cleaned_data
     try:
         todo, _ = transitions.create_todo(
@@ -46,9 +44,7 @@ def todo_new(request: HttpRequest) -> HttpResponse:
         )
     except (Invalid, Unauthorized, Conflict) as exc:  # e.g. revoked since the form loaded
         form.add_error(None, exc.message)
-        if first_run:
-            return _first_todo(request, form=form, status=400)
-        return _page(request, form, status=400)
+        return _refused(request, form, first_run=first_run)
     request.session[LAST_ENDPOINT_KEY] = data["endpoint"].pk
     if first_run:
         response = _first_todo(request, todo=todo, endpoint=data["endpoint"])
@@ -69,6 +65,14 @@ def todo_new(request: HttpRequest) -> HttpResponse:
         return redirect("todo-detail", todo_id=todo.id)
     messages.success(request, f"{made}.")
     return redirect("todo-detail", todo_id=todo.id)
+
+
+def _refused(request: HttpRequest, form: TodoForm, *, first_run: bool) -> HttpResponse:
+    """The form again with what was wrong (400), where it was sent from: the walkthrough's
+    first todo, or the New todo page."""
+    if first_run:
+        return _first_todo(request, form=form, status=400)
+    return _page(request, form, status=400)
 
 
 def _preselect(request: HttpRequest) -> dict:

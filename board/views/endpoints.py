@@ -108,9 +108,7 @@ def endpoint_new(request: HttpRequest) -> HttpResponse:
     form = VendForm(request.POST, teams=board_scope(request).teams)
     first_run = bool(request.htmx) and request.POST.get("first_run") == "1"
     if not form.is_valid():
-        if first_run:
-            return _first_run(request, form=form, status=400)
-        return _list_page(request, form, status=400)
+        return _refused(request, form, first_run=first_run)
     data = form.cleaned_data
     try:
         endpoint, token = endpoints.vend(
@@ -122,21 +120,21 @@ def endpoint_new(request: HttpRequest) -> HttpResponse:
         )
     except Conflict:  # a concurrent vend of the same agent id won the race
         form.add_error("agent_id", duplicate_agent_id(data["agent_id"], data["team"]))
-        return (
-            _first_run(request, form=form, status=400)
-            if first_run
-            else _list_page(request, form, status=400)
-        )
+        return _refused(request, form, first_run=first_run)
     except Invalid as exc:
         form.add_error(None, exc.message)
-        return (
-            _first_run(request, form=form, status=400)
-            if first_run
-            else _list_page(request, form, status=400)
-        )
+        return _refused(request, form, first_run=first_run)
     if first_run:
         return _first_run(request, endpoint=endpoint, token=token)
     return _token_page(request, endpoint, token, rotated=False)
+
+
+def _refused(request: HttpRequest, form: VendForm, *, first_run: bool) -> HttpResponse:
+    """The form again with what was wrong (400), where it was sent from: the walkthrough's
+    first step, or the endpoints page."""
+    if first_run:
+        return _first_run(request, form=form, status=400)
+    return _list_page(request, form, status=400)
 
 
 def _first_run(request: HttpRequest, *, form=None, endpoint=None, token=None, status=200):
