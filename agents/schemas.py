@@ -83,7 +83,7 @@ ResultOut = Annotated[
         extra_json_schema=_JSON_TYPES,
     ),
 ]
-State = Literal["pending", "claimed", "retry_wait", "done", "dead", "canceled"]
+State = Literal["pending", "claimed", "retry_wait", "done", "dead", "canceled", "waiting"]
 OutcomeName = Literal[
     "completed",
     "failed",
@@ -93,9 +93,10 @@ OutcomeName = Literal[
     "canceled",
     "revoked",
     "taken_over",
+    "asked",
 ]
 DispositionName = Literal[
-    "done", "retry_scheduled", "requeued", "dead_lettered", "canceled", "taken_over"
+    "done", "retry_scheduled", "requeued", "dead_lettered", "canceled", "taken_over", "waiting"
 ]
 
 
@@ -223,7 +224,8 @@ class Ending(AttemptCall):
 
 class Release(Ending):
     """A release with ``not_before`` or ``delay_seconds`` is a snooze: the todo is given back
-    without a try spent and is not claimed again before then."""
+    without a try spent and is not claimed again before then. A release with ``question``
+    asks: the todo waits for an answer (queues/questions.py)."""
 
     not_before: (
         Annotated[
@@ -247,6 +249,67 @@ class Release(Ending):
         ]
         | None
     ) = None
+    # Asking (issue 43): the todo waits for an answer, the attempt closes ``asked``.
+    question: (
+        Annotated[
+            str,
+            Meta(
+                description="Ask: give the todo to people with this question (UTF-8, at most "
+                f"{bounds.QUESTION_MAX_BYTES} bytes, truncated and marked beyond). The "
+                "attempt closes `asked` (no try spent) and the todo waits (state `waiting`) "
+                "until a person on the Board, or the todo's requester with `answer`, answers;"
+                " then it is pending again and its next claimer reads the question and the "
+                "answer in prior_attempts. Written by you, shown as untrusted text."
+            ),
+        ]
+        | None
+    ) = None
+    choices: (
+        Annotated[
+            list[Annotated[str, Meta(min_length=1, max_length=bounds.CHOICE_MAX_CHARS)]],
+            Meta(
+                min_length=bounds.CHOICES_MIN,
+                max_length=bounds.CHOICES_MAX,
+                description="With question: the answers a person picks from (distinct).",
+            ),
+        ]
+        | None
+    ) = None
+    answer_schema: (
+        Annotated[
+            dict[str, Any],
+            Meta(
+                description="With question (instead of choices): the form an answer fills, a "
+                "flat JSON Schema object of string, number, integer, boolean and enum "
+                "properties (MCP elicitation's requestedSchema). Without choices or a "
+                "schema, the answer is free text."
+            ),
+        ]
+        | None
+    ) = None
+    answer_within_seconds: (
+        Annotated[
+            int,
+            Meta(
+                ge=bounds.ANSWER_WITHIN_SECONDS_MIN,
+                le=bounds.ANSWER_WITHIN_SECONDS_MAX,
+                description="With question: unanswered this long, the wait ends as "
+                "on_no_answer says.",
+            ),
+        ]
+        | None
+    ) = None
+    on_no_answer: (
+        Annotated[
+            Literal["requeue", "dead_letter"],
+            Meta(
+                extra_json_schema={"type": "string"},
+                description="What an unanswered question comes to: back to the queue, the "
+                "question marked unanswered (requeue, the default), or a dead letter.",
+            ),
+        ]
+        | None
+    ) = None
 
 
 class Complete(Ending):
@@ -255,6 +318,21 @@ class Complete(Ending):
 
 class Fail(Complete):
     retryable: bool = True
+
+
+class Answer(Params):
+    """The answer to a waiting todo's question, by the agent that sent the todo (or made it on
+    its own queue): a person answers on the Board."""
+
+    todo_id: TodoId
+    value: Annotated[
+        Any,
+        Meta(
+            description="One of the question's choices; an object of its form's fields "
+            f"(answer_schema); or text of at most {bounds.ANSWER_TEXT_MAX_BYTES} bytes.",
+            extra_json_schema=_JSON_TYPES,
+        ),
+    ]
 
 
 # --- What the verbs return (for the OpenAPI document and for tests that check every
@@ -295,6 +373,47 @@ class AttemptOut(Out):
     mcp_session_id_truncated: bool = False
     # A release with a wake time (a snooze): the todo was not to be claimed before this.
     not_before: datetime | None = None
+    # An asking attempt (outcome asked): its question, and the answer once given.
+    question: QuestionOut | None = None
+
+
+class AnsweredBy(Out):
+    kind: Literal["person", "endpoint"]
+    label: str | None  # the person's name, or the endpoint's agent id
+
+
+class AnswerGiven(Out):
+    value: Annotated[
+        Any,
+        Meta(
+            description="The answer: one of the question's choices, an object of its form's "
+            "fields, or text.",
+            extra_json_schema=_JSON_TYPES,
+        ),
+    ]
+    answered_at: datetime
+    answered_by: AnsweredBy
+
+
+class QuestionOut(Out):
+    """An agent's question (release with ``question``), and its answer once there is one.
+    Written by an agent: untrusted text, like a summary."""
+
+    attempt_seq: int
+    text: str
+    text_truncated: bool
+    text_bytes: int
+    choices: list[str] | None
+    answer_schema: dict | None
+    asked_at: datetime
+    answer_within_seconds: int | None
+    expires_at: datetime | None
+    on_no_answer: Literal["requeue", "dead_letter"]
+    claimant: str | None
+    endpoint: str | None
+    ended_at: datetime | None
+    ending: Literal["answered", "unanswered", "withdrawn"] | None
+    answer: AnswerGiven | None
 
 
 class TodoOut(Out):
@@ -314,7 +433,7 @@ class TodoOut(Out):
     not_before: datetime | None
     next_retry_at: datetime | None
     dead_letter: bool
-    dead_letter_reason: Literal["failed", "reaped", "lease_expired", "revoked"] | None
+    dead_letter_reason: Literal["failed", "reaped", "lease_expired", "revoked", "unanswered"] | None
     requester: str | None
     created_at: datetime
     updated_at: datetime
@@ -324,11 +443,17 @@ class TodoOut(Out):
     owner: str | None = None
     attempts_total: int | None = None
     attempts_pruned: int | None = None
+    # A waiting todo: what it waits for ("people": an answer to its question), and the
+    # question open now.
+    waiting_for: Literal["people"] | None = None
+    question: QuestionOut | None = None
 
 
 class TodoDetailOut(TodoOut):
     # Left out when a requester reads a todo it sent: state and result, no attempts.
     attempts: list[AttemptOut] | None = None
+    # Every question the todo's agents asked, newest first, each with how it ended.
+    questions: list[QuestionOut] = []
 
 
 class CreateTodoOut(Out):
@@ -381,6 +506,10 @@ class ErrorBody(Out):
     retry_after: float | None = None
     # A conflict because a person took the attempt over from the Board: who (their name).
     taken_over_by: str | None = None
+
+
+class AnswerOut(Out):
+    todo: TodoOut
 
 
 class ClosedOut(Out):

@@ -140,11 +140,11 @@ def create_todo(endpoint: Endpoint, p: schemas.CreateTodo, **_) -> Plan[dict]:
         idempotency_key=p.idempotency_key,
     )
     if target is not endpoint:
-        # A sender reads what it sent as get_todo shows it to a requester: no attempts.
-        return {
-            "todo": TodoDetail(todo=todo, attempts=[], as_requester=True).as_api()["todo"],
-            "created": created,
-        }
+        # A sender reads what it sent as get_todo shows it to a requester: no attempts (and,
+        # new, no questions).
+        shown = TodoDetail(todo=todo, attempts=[], as_requester=True).as_api()["todo"]
+        del shown["questions"]
+        return {"todo": shown, "created": created}
     return {"todo": todo.as_api(), "created": created}
 
 
@@ -289,7 +289,9 @@ def fail(
     params=schemas.Release,
     output=schemas.ClosedOut,
     description="Give the todo back without a verdict (back to pending; the failure budget is"
-    " not spent). With `then`, claim the next todo in the same request.",
+    " not spent). With `question`, ask: the todo waits (state waiting) until a person or its"
+    " requester answers, then is pending again and its next claimer reads the question and"
+    " the answer. With `then`, claim the next todo in the same request.",
     transition=transitions.release,
     closes=Close.release,
 )
@@ -301,6 +303,11 @@ def release(
         artifact=p.artifact,
         not_before=p.not_before,
         delay_seconds=p.delay_seconds,
+        question=p.question,
+        choices=p.choices,
+        answer_schema=p.answer_schema,
+        answer_within_seconds=p.answer_within_seconds,
+        on_no_answer=p.on_no_answer,
     )
     return (yield from _closing(endpoint, p, close, mcp_session_id))
 
@@ -317,6 +324,19 @@ def cancel(endpoint: Endpoint, p: schemas.Cancel, **_) -> Plan[dict]:
         Actor.agent(endpoint), p.todo_id, attempt_seq=p.attempt_seq, lease_token=p.lease_token
     )
     return closed.as_api()
+
+
+@verb(
+    params=schemas.Answer,
+    output=schemas.AnswerOut,
+    description="Answer the question of a waiting todo you sent (or made on your own queue):"
+    " it is pending again at once, and its next claimer reads the question and your answer."
+    " The value must be one of the question's choices, fill its answer_schema, or be text.",
+    transition=transitions.answer,
+)
+def answer(endpoint: Endpoint, p: schemas.Answer, **_) -> Plan[dict]:
+    todo = yield from transitions.answer.plan(Actor.agent(endpoint), p.todo_id, value=p.value)
+    return {"todo": todo.as_api()}
 
 
 def _closing(

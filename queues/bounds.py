@@ -54,6 +54,17 @@ ARTIFACT_SCHEMES = ("mcp://", "https://")
 ARTIFACT_PATTERN = "^(?:[Mm][Cc][Pp]|[Hh][Tt][Tt][Pp][Ss])://"
 # A list_todos cursor (queues/selectors/details.py gives them out): at most this long.
 CURSOR_MAX_CHARS = 64
+# A question an agent asks (queues/questions.py): its text is attempt text (truncated and
+# marked, never refused); the answers a person picks from; a free-text answer; how long it
+# may wait for an answer (as a snooze may: 30 days); the fields of an answer's form.
+QUESTION_MAX_BYTES = 2048
+CHOICES_MIN, CHOICES_MAX = 1, 10
+CHOICE_MAX_CHARS = 100
+ANSWER_TEXT_MAX_BYTES = 2048
+ANSWER_WITHIN_SECONDS_MIN, ANSWER_WITHIN_SECONDS_MAX = 1, SNOOZE_SECONDS_MAX
+ANSWER_SCHEMA_FIELDS_MAX = 20
+# get_todo's questions: the newest this many of a todo.
+QUESTIONS_MAX = 50
 
 
 @dataclass(frozen=True, slots=True)

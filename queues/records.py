@@ -23,7 +23,7 @@ UNTRUSTED_NOTICE = (
 )
 
 
-def _json(value: Any) -> Any:
+def json_value(value: Any) -> Any:
     """Django has psycopg hand jsonb over as text (JSONField decodes it); so do we."""
     return json.loads(value) if isinstance(value, str) else value
 
@@ -63,11 +63,14 @@ class AttemptRecord:
     artifact_bytes: int
     result: Any
     ended_by: str | None
+    # An asking attempt's question, with its answer once there is one; else None.
+    question: dict | None
 
     @classmethod
     def from_row(cls, row) -> AttemptRecord:
         row = list(row)
-        row[_ATTEMPT_RESULT] = _json(row[_ATTEMPT_RESULT])
+        row[_ATTEMPT_RESULT] = json_value(row[_ATTEMPT_RESULT])
+        row[_ATTEMPT_QUESTION] = json_value(row[_ATTEMPT_QUESTION])
         return cls(*row)
 
     @property
@@ -118,6 +121,7 @@ class AttemptRecord:
             "artifact": self.artifact,
             "artifact_truncated": self.artifact_truncated,
             "artifact_bytes": self.artifact_bytes,
+            "question": self.question,
         }
 
 
@@ -149,11 +153,15 @@ class TodoRecord(TodoTotals):
     requester: str | None
     endpoint_id: int
     idempotency_key: str | None
+    waiting_for: str
+    # A waiting todo's open question (queues/questions.py), as the API shows it; else None.
+    question: dict | None
 
     @classmethod
     def from_row(cls, row) -> TodoRecord:
         row = list(row[:TODO_WIDTH])
-        row[_TODO_RESULT] = _json(row[_TODO_RESULT])
+        row[_TODO_RESULT] = json_value(row[_TODO_RESULT])
+        row[_TODO_QUESTION] = json_value(row[_TODO_QUESTION])
         return cls(*row)
 
     def as_api(self, *, with_result: bool = True) -> dict:
@@ -182,10 +190,41 @@ class TodoRecord(TodoTotals):
             "ended_at": _iso(self.ended_at),
             "attempts_total": self.attempts_total,
             "attempts_pruned": self.attempts_pruned,
+            "waiting_for": self.waiting_for or None,
+            "question": self.question,
         }
         if with_result:
             data["result"] = self.result
         return data
+
+
+def question_json(todo: str, *, seq: str | None = None) -> str:
+    """A question as the API shows it (queues/questions.py), as one JSON value made in the
+    statement: the open question of ``todo`` (an SQL expression), or the one attempt ``seq``
+    asked; with the asking attempt's claimant and endpoint, and, once answered, the answer,
+    who gave it (a person by name, an endpoint by agent id) and when. NULL when there is none.
+    Read only for a waiting todo and an asking attempt (a CASE around it): no other row pays
+    for it."""
+    which = "q.ended_at IS NULL" if seq is None else f"q.attempt_seq = {seq}"
+    return f"""(SELECT json_build_object(
+        'attempt_seq', q.attempt_seq, 'text', q.text, 'text_truncated', q.text_truncated,
+        'text_bytes', q.text_bytes, 'choices', q.choices, 'answer_schema', q.answer_schema,
+        'asked_at', q.asked_at, 'answer_within_seconds', q.answer_within_seconds,
+        'expires_at', q.expires_at, 'on_no_answer', q.on_no_answer,
+        'claimant', NULLIF(qa.claimant, ''), 'endpoint', qae.agent_id,
+        'ended_at', q.ended_at, 'ending', NULLIF(q.ending, ''),
+        'answer', CASE WHEN q.ending = 'answered' THEN json_build_object(
+            'value', q.answer, 'answered_at', q.ended_at,
+            'answered_by', json_build_object(
+                'kind', CASE WHEN q.answered_by_user_id IS NOT NULL THEN 'person'
+                             ELSE 'endpoint' END,
+                'label', COALESCE(qu.username, qe.agent_id))) END)
+      FROM todo_questions q
+      LEFT JOIN todo_attempts qa ON qa.todo_id = q.todo_id AND qa.seq = q.attempt_seq
+      LEFT JOIN endpoints qae ON qae.id = qa.endpoint_id
+      LEFT JOIN auth_user qu ON qu.id = q.answered_by_user_id
+      LEFT JOIN endpoints qe ON qe.id = q.answered_by_endpoint_id
+     WHERE q.todo_id = {todo} AND {which})"""
 
 
 # Where each field comes from. ``{t}`` is the todo's alias and ``{a}`` the attempt's in the
@@ -218,6 +257,8 @@ TODO_SOURCE = {
     "requester": "rq.agent_id",
     "endpoint_id": "{t}.endpoint_id",
     "idempotency_key": "{t}.idempotency_key",
+    "waiting_for": "{t}.waiting_for",
+    "question": "CASE WHEN {t}.state = 'waiting' THEN " + question_json("{t}.id") + " END",
 }
 ATTEMPT_SOURCE = {
     "seq": "{a}.seq",
@@ -249,6 +290,9 @@ ATTEMPT_SOURCE = {
     "artifact_bytes": "{a}.artifact_bytes",
     "result": "{a}.result",
     "ended_by": "eb.username",
+    "question": "CASE WHEN {a}.outcome = 'asked' THEN "
+    + question_json("{a}.todo_id", seq="{a}.seq")
+    + " END",
 }
 
 
@@ -343,7 +387,9 @@ _check_layout(Budget, BUDGET_SOURCE)
 _check_layout(Locked, LOCKED_SOURCE)
 _check_layout(CheckAttempt, CHECK_ATTEMPT_SOURCE)
 _TODO_RESULT = list(TODO_SOURCE).index("result")
+_TODO_QUESTION = list(TODO_SOURCE).index("question")
 _ATTEMPT_RESULT = list(ATTEMPT_SOURCE).index("result")
+_ATTEMPT_QUESTION = list(ATTEMPT_SOURCE).index("question")
 
 
 def split_row(row) -> tuple[TodoRecord, AttemptRecord | None]:
@@ -422,7 +468,7 @@ class EventRecord:
     @classmethod
     def from_row(cls, row) -> EventRecord:
         kind, at, user, endpoint, detail = row
-        return cls(kind, at, user, endpoint, _json(detail) or {})
+        return cls(kind, at, user, endpoint, json_value(detail) or {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,7 +513,7 @@ class ActivityEvent:
         """The event, its todo's title and its todo's endpoint's agent id ("" without), and
         its team."""
         todo_id, kind, detail, at, title, agent, actor_name, actor_agent, team_id = row
-        event = cls(todo_id, kind, _json(detail) or {}, at, actor_name, actor_agent)
+        event = cls(todo_id, kind, json_value(detail) or {}, at, actor_name, actor_agent)
         return event, title or "", agent or "", team_id
 
 
@@ -481,9 +527,13 @@ class TodoDetail:
     as_requester: bool = False
     # The Board's drawer only: people's actions on the todo, oldest first (never in the API).
     events: list[EventRecord] = field(default_factory=list)
+    # Every question its agents asked, newest first, with how each ended (the requester
+    # reads them too: it may be the one asked).
+    questions: list[dict] = field(default_factory=list)
 
     def as_api(self) -> dict:
         data = self.todo.as_api()
+        data["questions"] = self.questions
         if self.as_requester:
             for key in ("attempts_total", "attempts_pruned", "owner"):
                 data.pop(key)

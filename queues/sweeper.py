@@ -1,6 +1,7 @@
 """The sweeper: the background work no request does .
 
-One pass reaps lapsed leases, requeues due retries, folds attempt endings into the metric
+One pass reaps lapsed leases, requeues due retries, ends the waits of questions whose time
+ran out, folds attempt endings into the metric
 counters (``queues.metrics``), deletes terminal todos past retention, delivers the outbox, and
 records itself in the one ``sweeper_status`` row.
 Every step works in batches, each its own short transaction that takes its rows with
@@ -43,6 +44,7 @@ class SweepReport:
     reaped: int = 0
     dead_lettered_by_reap: int = 0
     requeued_retries: int = 0
+    unanswered: int = 0  # questions whose time ran out (their todos requeued or dead)
     deleted_by_age: int = 0
     deleted_by_cap: int = 0
     dead_lettered_revoked: int = 0
@@ -79,8 +81,14 @@ def sweep_once(
         report.requeued_retries += count
         return count
 
+    def expire() -> int:
+        count = len(transitions.expire_questions(batch=reap_batch))
+        report.unanswered += count
+        return count
+
     _drain(reap, reap_batch)
     _drain(requeue, retry_batch)
+    _drain(expire, reap_batch)
     report.dead_lettered_revoked = transitions.dead_letter_revoked_leftovers()
     # Before retention, which deletes only todos that ended days ago, long since folded.
     counters.fold_attempt_endings()

@@ -14,4 +14,5 @@ VERBS = (
     "fail",
     "release",
     "cancel",
+    "answer",
 )

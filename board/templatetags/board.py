@@ -104,6 +104,7 @@ STATE_LABELS = {
     TodoState.DONE: "done",
     TodoState.DEAD: "dead letter",
     TodoState.CANCELED: "canceled",
+    TodoState.WAITING: "waiting on people",
 }
 
 

@@ -47,6 +47,7 @@ TAB_LABELS = {
     TodoState.PENDING: "Pending",
     TodoState.CLAIMED: "Claimed",
     TodoState.RETRY_WAIT: "Retry wait",
+    TodoState.WAITING: "Waiting",
     TodoState.DONE: "Done",
     TodoState.DEAD: "Dead letters",
     TodoState.CANCELED: "Canceled",

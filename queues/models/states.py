@@ -14,10 +14,26 @@ class TodoState(models.TextChoices):
     DONE = "done"
     DEAD = "dead"
     CANCELED = "canceled"
+    # Not claimable and not reaped until what it waits for comes (``waiting_for``: a person's
+    # answer to its agent's question; queues/transitions/ask.py).
+    WAITING = "waiting"
 
 
+# The states a claim may pick from (the claimable index's predicate): a waiting todo is in
+# none of them until its wait ends.
 LIVE_STATES = (TodoState.PENDING, TodoState.CLAIMED, TodoState.RETRY_WAIT)
 TERMINAL_STATES = (TodoState.DONE, TodoState.DEAD, TodoState.CANCELED)
+# Not ended: the live states and the waiting one (what a revocation kills, what retention
+# never deletes).
+OPEN_STATES = (*LIVE_STATES, TodoState.WAITING)
+# Not ended and nobody holds it: what a cancel ends at once, and a revocation kills.
+UNCLAIMED_STATES = (TodoState.PENDING, TodoState.RETRY_WAIT, TodoState.WAITING)
+
+
+class WaitingFor(models.TextChoices):
+    """What a waiting todo waits for."""
+
+    PEOPLE = "people"  # an answer to its agent's question
 
 
 class Outcome(models.TextChoices):
@@ -31,6 +47,8 @@ class Outcome(models.TextChoices):
     # A person took the lease over from the Board: the agent's try ended, the todo stayed
     # claimed, now by that person (queues/transitions/by_hand.py, take_over).
     TAKEN_OVER = "taken_over"
+    # The holder asked a question and gave the todo to people to answer (no try spent).
+    ASKED = "asked"
 
 
 DIED_OUTCOMES = (Outcome.LEASE_EXPIRED, Outcome.REAPED)
@@ -46,6 +64,32 @@ class Disposition(models.TextChoices):
     DEAD_LETTERED = "dead_lettered"
     CANCELED = "canceled"
     TAKEN_OVER = "taken_over"  # the todo stayed claimed, by the person who took it over
+    WAITING = "waiting"  # the todo waits (for an answer to its question)
+
+
+class DeadLetterReason(models.TextChoices):
+    """Why a todo is a dead letter: the outcome of the attempt that killed it, or what a
+    wait came to when no attempt was open."""
+
+    FAILED = "failed"
+    REAPED = "reaped"
+    LEASE_EXPIRED = "lease_expired"
+    REVOKED = "revoked"
+    UNANSWERED = "unanswered"  # its question had no answer in time (on_no_answer: dead_letter)
+
+
+class QuestionEnding(models.TextChoices):
+    """How a question stopped waiting."""
+
+    ANSWERED = "answered"
+    UNANSWERED = "unanswered"  # its time ran out
+    WITHDRAWN = "withdrawn"  # the todo left the wait otherwise (claimed by a person, canceled,
+    # its endpoint revoked)
+
+
+class OnNoAnswer(models.TextChoices):
+    REQUEUE = "requeue"  # back to the queue, the question marked unanswered
+    DEAD_LETTER = "dead_letter"
 
 
 class ClaimerKind(models.TextChoices):
@@ -73,6 +117,10 @@ class EventKind(models.TextChoices):
     RERUN = "rerun"
     # A person took a todo from the agent holding it (queues/transitions/by_hand.py).
     TAKE_OVER = "take_over"
+    # A question answered (by a person, or the requester's endpoint), or left unanswered in
+    # its time (the sweeper: no actor).
+    ANSWER = "answer"
+    UNANSWERED = "unanswered"
     # A todo dead-lettered with no open attempt because its endpoint was revoked.
     REVOKE_DEAD_LETTER = "revoke_dead_letter"
     # Endpoints (team-level rows, no todo).

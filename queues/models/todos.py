@@ -19,10 +19,14 @@ from queues.models.states import (
     DIED_OUTCOMES,
     LAPSED_OUTCOMES,
     ClaimerKind,
+    DeadLetterReason,
     Disposition,
     EventKind,
+    OnNoAnswer,
     Outcome,
+    QuestionEnding,
     TodoState,
+    WaitingFor,
 )
 from queues.models.teams import Team
 
@@ -123,7 +127,10 @@ class Todo(TodoTotals, models.Model):
     lease_expires_at = models.DateTimeField(null=True, blank=True)
 
     result = models.JSONField(null=True, blank=True)
-    dead_letter_reason = models.CharField(max_length=16, choices=Outcome, blank=True)
+    dead_letter_reason = models.CharField(max_length=16, choices=DeadLetterReason, blank=True)
+    # What a waiting todo waits for ('' unless waiting): set by the close that starts the
+    # wait, cleared with it (the trigger todos_wait_ended, queues/schema/functions.sql).
+    waiting_for = models.CharField(max_length=16, choices=WaitingFor, blank=True, db_default="")
     # The database's clock, like every lease time: claimability compares against now().
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
@@ -374,6 +381,67 @@ class TodoAttempt(models.Model):
     @property
     def fenced(self) -> bool:
         return bool(self.lease_token_hash)
+
+
+class TodoQuestion(models.Model):
+    """A question an agent asked in closing its attempt (``release`` with ``question``): the
+    todo waits for a person's answer, or its requester's (queues/transitions/ask.py). One per
+    asking attempt, kept with its todo (its attempt may be pruned: the question stays), with
+    what ended it: the answer and who gave it, its time running out, or the todo leaving the
+    wait otherwise. Written by an agent: untrusted text, like a summary."""
+
+    todo = models.ForeignKey(
+        Todo, on_delete=models.DB_CASCADE, related_name="questions", db_index=False
+    )  # the (todo, attempt_seq) unique index serves it
+    attempt_seq = models.IntegerField()
+    asked_at = models.DateTimeField(db_default=Now())
+    text = models.TextField()
+    text_truncated = models.BooleanField(default=False)
+    text_bytes = models.IntegerField(default=0)
+    # The answers a person picks from, or the form an answer fills (a flat JSON Schema
+    # object); neither: free text.
+    choices = models.JSONField(null=True, blank=True)
+    answer_schema = models.JSONField(null=True, blank=True)
+    # Unanswered this long after it was asked, it ends as on_no_answer says (the sweeper).
+    answer_within_seconds = models.IntegerField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    on_no_answer = models.CharField(max_length=16, choices=OnNoAnswer, default=OnNoAnswer.REQUEUE)
+
+    ended_at = models.DateTimeField(null=True, blank=True)
+    ending = models.CharField(max_length=16, choices=QuestionEnding, blank=True)
+    answer = models.JSONField(null=True, blank=True)
+    answered_by_user = reference(settings.AUTH_USER_MODEL, index=False)
+    answered_by_endpoint = reference(Endpoint, index=False)
+
+    class Meta:
+        db_table = "todo_questions"
+        constraints = [
+            models.UniqueConstraint(fields=["todo", "attempt_seq"], name="todo_questions_seq"),
+            # At most one question waits per todo (the one its waiting is for).
+            models.UniqueConstraint(
+                fields=["todo"], condition=Q(ended_at__isnull=True), name="todo_questions_open"
+            ),
+            models.CheckConstraint(
+                condition=(Q(ended_at__isnull=True) & Q(ending=""))
+                | (Q(ended_at__isnull=False) & Q(ending__in=QuestionEnding.values)),
+                name="todo_questions_ending_valid",
+            ),
+            models.CheckConstraint(
+                condition=Q(choices__isnull=True) | Q(answer_schema__isnull=True),
+                name="todo_questions_choices_or_schema",
+            ),
+        ]
+        indexes = [
+            # The sweeper's expiry: open questions with a time, by when it runs out.
+            models.Index(
+                "expires_at",
+                name="todo_questions_expiring",
+                condition=Q(ended_at__isnull=True, expires_at__isnull=False),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"question of todo #{self.todo_id} attempt seq {self.attempt_seq}"
 
 
 class TodoEvent(models.Model):

@@ -18,7 +18,7 @@ CREATE OR REPLACE FUNCTION todos_valid(state character varying, priority smallin
  IMMUTABLE PARALLEL SAFE
 AS $function$
 BEGIN
-    RETURN state IN ('pending', 'claimed', 'retry_wait', 'done', 'dead', 'canceled')  -- todos_state_valid
+    RETURN state IN ('pending', 'claimed', 'retry_wait', 'done', 'dead', 'canceled', 'waiting')  -- todos_state_valid
        AND priority BETWEEN -100 AND 100                                 -- todos_priority_range
        AND max_attempts >= 1                                             -- todos_max_attempts_min
        AND attempt >= 0 AND failures >= 0 AND round >= 1
@@ -48,9 +48,9 @@ BEGIN
        AND ((ended_at IS NULL AND outcome = '' AND disposition = '')
             OR (ended_at IS NOT NULL
                 AND outcome IN ('completed', 'failed', 'released', 'lease_expired', 'reaped',
-                                'canceled', 'revoked', 'taken_over')
+                                'canceled', 'revoked', 'taken_over', 'asked')
                 AND disposition IN ('done', 'retry_scheduled', 'requeued', 'dead_lettered',
-                                    'canceled', 'taken_over')))
+                                    'canceled', 'taken_over', 'waiting')))
        -- the summary's words are its words (the Board's search reads them)
        AND CASE WHEN summary > '' THEN summary_document IS NOT NULL
                                        AND summary_document = to_tsvector('simple', summary)
@@ -325,3 +325,24 @@ CREATE OR REPLACE TRIGGER endpoints_board_new AFTER INSERT ON endpoints
 CREATE OR REPLACE TRIGGER todo_events_board_new AFTER INSERT ON todo_events
     FOR EACH ROW
     EXECUTE FUNCTION switchboard_board_changed();
+
+-- name: switchboard_wait_ended --
+-- When a todo leaves `waiting` (answered, its time run out, claimed by a person, canceled,
+-- revoked): it waits for nothing more, and a question still open is withdrawn (an answer or
+-- the sweeper's expiry end theirs first, saying how).
+CREATE OR REPLACE FUNCTION switchboard_wait_ended()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    NEW.waiting_for := '';
+    UPDATE todo_questions
+       SET ended_at = statement_timestamp(), ending = 'withdrawn'
+     WHERE todo_id = NEW.id AND ended_at IS NULL;
+    RETURN NEW;
+END
+$function$;
+
+CREATE OR REPLACE TRIGGER todos_wait_ended BEFORE UPDATE OF state ON todos
+    FOR EACH ROW WHEN (old.state::text = 'waiting'::text AND new.state::text <> 'waiting'::text)
+    EXECUTE FUNCTION switchboard_wait_ended();

@@ -13,12 +13,13 @@ from django.db import connection, transaction
 
 from queues import arguments, bounds, db, sql
 from queues.arguments import whole_number
-from queues.bounds import ATTEMPTS_DEFAULT, ATTEMPTS_MAX, LIST_DEFAULT, LIST_MAX
+from queues.bounds import ATTEMPTS_DEFAULT, ATTEMPTS_MAX, LIST_DEFAULT, LIST_MAX, QUESTIONS_MAX
 from queues.db import Fetch, Plan
 from queues.errors import Invalid, NotFound
 from queues.models import (
     Endpoint,
     EventKind,
+    Outcome,
     TodoState,
 )
 from queues.records import (
@@ -26,6 +27,7 @@ from queues.records import (
     EventRecord,
     TodoDetail,
     TodoRecord,
+    json_value,
 )
 
 
@@ -49,8 +51,12 @@ def get_todo_for_endpoint_plan(
         raise NotFound()
     todo = TodoRecord.from_row(rows[0])
     if todo.endpoint_id != endpoint.pk:
-        return TodoDetail(todo=todo, attempts=[], as_requester=True)
-    return TodoDetail(todo=todo, attempts=(yield from _attempts(todo, limit)))
+        asked = yield from _questions(todo, None)
+        return TodoDetail(todo=todo, attempts=[], as_requester=True, questions=asked)
+    attempts = yield from _attempts(todo, limit)
+    return TodoDetail(
+        todo=todo, attempts=attempts, questions=(yield from _questions(todo, attempts))
+    )
 
 
 def get_todo_for_user_plan(user, todo_id, *, attempts_limit=None) -> Plan[TodoDetail]:
@@ -69,7 +75,27 @@ def _detail_for_user(user, todo_id, limit: int) -> Plan[TodoDetail]:
     if not rows:
         raise NotFound()
     todo = TodoRecord.from_row(rows[0])
-    return TodoDetail(todo=todo, attempts=(yield from _attempts(todo, limit)))
+    attempts = yield from _attempts(todo, limit)
+    return TodoDetail(
+        todo=todo, attempts=attempts, questions=(yield from _questions(todo, attempts))
+    )
+
+
+def _questions(todo: TodoRecord, attempts: list[AttemptRecord] | None) -> Plan[list[dict]]:
+    """Every question of the todo (kept with it, however many of its attempts were
+    pruned), newest first, as the API shows each. Read only when there may be one: not when
+    the todo was never claimed, nor when the attempts read (``attempts``, all of those it
+    ever had) asked none."""
+    if todo.last_attempt_seq == 0:
+        return []
+    if (
+        attempts is not None
+        and len(attempts) == todo.last_attempt_seq
+        and all(a.outcome != Outcome.ASKED for a in attempts)
+    ):
+        return []
+    rows = yield Fetch(sql.SELECT_QUESTIONS, {"todo_id": todo.id, "limit": QUESTIONS_MAX})
+    return [json_value(row[0]) for row in rows]
 
 
 def _attempts(todo: TodoRecord, limit: int) -> Plan[list[AttemptRecord]]:

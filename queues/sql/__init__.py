@@ -8,6 +8,7 @@ it (procrastinate's ``-- name --`` queries are the model). One module per family
 - ``by_hand``: a person's retry now and rerun, cancel of an unclaimed todo or a dead letter,
   the lock of a bulk rerun or cancel;
 - ``revoke``: an endpoint's revocation and the todos it kills;
+- ``ask``: a question and its wait: recorded, answered, expired, read back;
 - ``reads``: the todo and attempt reads of get_todo, list_todos and the Board's drawer;
 - ``activity``: the Activity feed: endings and events, one statement (the Activity page, the
   tickers, the Board stream);
@@ -39,6 +40,7 @@ from types import ModuleType
 from queues.db.plans import Statement
 from queues.sql.accounts import *  # noqa: F403
 from queues.sql.activity import *  # noqa: F403
+from queues.sql.ask import *  # noqa: F403
 from queues.sql.board import *  # noqa: F403
 from queues.sql.by_hand import *  # noqa: F403
 from queues.sql.claim import *  # noqa: F403

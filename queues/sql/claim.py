@@ -27,6 +27,7 @@ from __future__ import annotations
 from queues.db.plans import Statement
 from queues.sql.fragments import (
     LIVE,
+    NO_QUESTION,
     SCOPE_ENDPOINT,
     SCOPE_USER,
     attempt_columns,
@@ -45,8 +46,7 @@ _CLAIM_CTES = """pick AS (
            {dies} AS dies
       FROM todos t
      WHERE {pick_filter}
-       AND t.state IN {live}
-       AND {claimable_at} <= statement_timestamp(){lapse_guard}
+       AND {claimable}{lapse_guard}
      ORDER BY t.priority DESC, {claimable_at}, t.id
      LIMIT 1
        FOR UPDATE OF t {lock_mode}
@@ -201,7 +201,11 @@ _NO_LAPSE = {"dies": "false", "lapse_guard": "", "lapse_spends": "0", "lapse_rea
 
 
 def claim_parts(
-    pick_filter: str, lock_mode: str = "SKIP LOCKED", *, takeover: bool = False
+    pick_filter: str,
+    lock_mode: str = "SKIP LOCKED",
+    *,
+    takeover: bool = False,
+    waiting_too: bool = False,
 ) -> tuple[str, str]:
     """A claim statement's common table expressions (``pick``, ``fresh``, ``moved``,
     ``opened`` and, with the takeover arms, ``newest``, ``lapsed``, ``pruned``, ``carried``)
@@ -212,7 +216,9 @@ def claim_parts(
     pick that needs more (a lapsed lease, history over the cap) comes back ``slow`` with
     nothing written. ``takeover=True`` adds the arms that close a lapsed attempt, prune and
     carry pruned counts. A close that claims next in the same statement
-    (queues/sql/close.py, CLOSE_THEN_CLAIM_NEXT) puts these after its own."""
+    (queues/sql/close.py, CLOSE_THEN_CLAIM_NEXT) puts these after its own. ``waiting_too``:
+    a waiting todo may be picked as well (a person claims one instead of answering it; the
+    trigger todos_wait_ended withdraws its question)."""
     if takeover:
         arms = {
             "history_arms": _CLAIM_ATTEMPT_ARMS,
@@ -227,21 +233,30 @@ def claim_parts(
             "opened": _CLAIM_OPENED.format(after_lapsed=""),
             **_NO_LAPSE,
         }
+    claimable = f"t.state IN {LIVE}\n       AND {claimable_at('t')} <= statement_timestamp()"
+    if waiting_too:
+        claimable = f"(t.state = 'waiting' OR ({claimable}))"
     ctes = _CLAIM_CTES.format(
-        live=LIVE,
+        claimable=claimable,
         pick_filter=pick_filter,
         lock_mode=lock_mode,
         claimable_at=claimable_at("t"),
         **arms,
     )
-    return ctes, _CLAIM_ROW.format(todo_cols=todo_columns("m"))
+    return ctes, _CLAIM_ROW.format(todo_cols=todo_columns("m", **NO_QUESTION))
 
 
 def _claim(
-    name: str, pick_filter: str, lock_mode: str, why: str, *, takeover: bool = False
+    name: str,
+    pick_filter: str,
+    lock_mode: str,
+    why: str,
+    *,
+    takeover: bool = False,
+    waiting_too: bool = False,
 ) -> Statement:
     """The claim statement for one pick (``claim_parts``)."""
-    ctes, row = claim_parts(pick_filter, lock_mode, takeover=takeover)
+    ctes, row = claim_parts(pick_filter, lock_mode, takeover=takeover, waiting_too=waiting_too)
     return Statement(name, f"\nWITH {ctes}{row}", why=why, prepare=True)
 
 
@@ -277,7 +292,8 @@ CLAIM_ONE_USER = _claim(
     "claim_one_user",
     "t.id = %(todo_id)s AND " + SCOPE_USER,
     "",
-    "one todo of the person's teams' queues, as an owner attempt",
+    "one todo of the person's teams' queues (a waiting one too), as an owner attempt",
+    waiting_too=True,
 )
 CLAIM_ONE_USER_TAKEOVER = _claim(
     "claim_one_user_takeover",
@@ -285,6 +301,7 @@ CLAIM_ONE_USER_TAKEOVER = _claim(
     "",
     "one todo of the person's teams' queues that needs the takeover arms, as an owner attempt",
     takeover=True,
+    waiting_too=True,
 )
 # The columns every claim row starts with, before the todo's.
 CLAIM_HEAD = ("ok", "slow", "picked", "failures", "max_attempts")

@@ -30,6 +30,7 @@ from queues.records import (
 )
 from queues.sql.claim import claim_parts
 from queues.sql.fragments import (
+    NO_QUESTION,
     SCOPE_ENDPOINT,
     SCOPE_USER,
     attempt_columns,
@@ -69,6 +70,7 @@ ended AS (
            not_before = COALESCE({_WAKE}, t.not_before),
            result = CASE WHEN %(sets_result)s THEN %(result)s::jsonb ELSE t.result END,
            dead_letter_reason = %(dead_letter_reason)s,
+           waiting_for = %(waiting_for)s,
            ended_at = CASE WHEN %(ends)s THEN statement_timestamp() END,
            updated_at = statement_timestamp()
       FROM cur
@@ -151,8 +153,8 @@ def _close(
         attempt_filter=attempt_filter,
         ended_by="NULL" if holder_names else "%(ended_by)s",
         ended_by_endpoint="NULL" if holder_names else "%(ended_by_endpoint)s",
-        todo_cols=todo_columns("m"),
-        attempt_cols=attempt_columns("c", **(_HOLDER_NAMES if holder_names else {})),
+        todo_cols=todo_columns("m", **NO_QUESTION),
+        attempt_cols=attempt_columns("c", **NO_QUESTION, **(_HOLDER_NAMES if holder_names else {})),
         todo_joins=todo_joins("m"),
         attempt_joins="" if holder_names else attempt_joins("c"),
     )

@@ -11,7 +11,7 @@ the endpoint's notify URL for the new pending todo.
 from __future__ import annotations
 
 from queues.db.plans import Statement
-from queues.sql.fragments import todo_columns, todo_joins
+from queues.sql.fragments import NO_QUESTION, todo_columns, todo_joins
 
 INSERT_TODO = Statement(
     "insert_todo",
@@ -27,7 +27,7 @@ WITH made AS (
     ON CONFLICT DO NOTHING
  RETURNING *
 )
-SELECT {todo_columns("t")}
+SELECT {todo_columns("t", **NO_QUESTION)}
   FROM made t
   {todo_joins("t")}
 """,

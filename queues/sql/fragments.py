@@ -6,12 +6,26 @@ the statements once, at import; never with input."""
 
 from __future__ import annotations
 
-from queues.models import LIVE_STATES, TERMINAL_STATES, TodoState
+from queues.models import (
+    LIVE_STATES,
+    OPEN_STATES,
+    TERMINAL_STATES,
+    UNCLAIMED_STATES,
+    TodoState,
+)
 from queues.records import ATTEMPT_SOURCE, TODO_SOURCE
 
 
-def todo_columns(alias: str) -> str:
-    return ", ".join(expr.format(t=alias) for expr in TODO_SOURCE.values())
+def todo_columns(alias: str, **instead: str) -> str:
+    """The todo record's columns from ``alias`` (and todo_joins' names), or for each field in
+    ``instead`` that expression."""
+    return ", ".join(instead.get(name, expr).format(t=alias) for name, expr in TODO_SOURCE.items())
+
+
+# A statement whose todo is never waiting (a claim's, a new todo's), or that re-reads it when
+# it is (a close that asks: queues/transitions/ask.py), leaves the question's subquery out of
+# its plan.
+NO_QUESTION = {"question": "NULL"}
 
 
 def attempt_columns(alias: str, **instead: str) -> str:
@@ -73,5 +87,6 @@ def states(members) -> str:
 
 
 LIVE = states(LIVE_STATES)
+OPEN = states(OPEN_STATES)
 TERMINAL = states(TERMINAL_STATES)
-UNCLAIMED = states((TodoState.PENDING, TodoState.RETRY_WAIT))
+UNCLAIMED = states(UNCLAIMED_STATES)

@@ -10,7 +10,7 @@ dead-letter outbox row (``final_attempt`` null for a todo that had no open attem
 from __future__ import annotations
 
 from queues.db.plans import Statement
-from queues.sql.fragments import LIVE, UNCLAIMED
+from queues.sql.fragments import OPEN, UNCLAIMED
 
 REVOKE_ENDPOINT = Statement(
     "revoke_endpoint",
@@ -42,7 +42,7 @@ REVOKED_ENDPOINTS_WITH_LIVE_TODOS = Statement(
     f"""
 SELECT DISTINCT e.id, e.team_id
   FROM endpoints e JOIN todos t ON t.endpoint_id = e.id
- WHERE e.revoked_at IS NOT NULL AND t.state IN {LIVE}
+ WHERE e.revoked_at IS NOT NULL AND t.state IN {OPEN}
 """,
     why="the sweeper's safety net (a claim that committed after a revocation)",
 )

@@ -13,6 +13,7 @@ person's bulk cancel ends each attempt with ``end``). One module per family:
 - ``decide``: how an attempt ends (``Close``) and what that does to its todo (``decide``);
 - ``by_hand``: a person's retry now, rerun, cancel of a dead letter and take over, and the
   rerun or cancel of many todos a person confirmed (the Board's bulk actions);
+- ``ask``: a question's wait: recorded by an asking close, answered, expired by the sweeper;
 - ``revoke``: an endpoint's revocation;
 - ``sweep``: reap lapsed leases, requeue due retries;  - ``admission``: the claim limit.
 
@@ -24,6 +25,7 @@ from the Board).
 """
 
 from queues.transitions._common import Actor, ClaimArgs, Transition
+from queues.transitions.ask import answer, expire_questions
 from queues.transitions.by_hand import (
     act_on_confirmed,
     cancel_dead_letter,
@@ -58,6 +60,7 @@ __all__ = [
     "Then",
     "Transition",
     "act_on_confirmed",
+    "answer",
     "cancel",
     "cancel_dead_letter",
     "claim",
@@ -68,6 +71,7 @@ __all__ = [
     "dead_letter_revoked_leftovers",
     "decide",
     "end",
+    "expire_questions",
     "fail",
     "heartbeat",
     "reap_lapsed",

@@ -20,7 +20,7 @@ from django.db import DatabaseError
 from queues import sql
 from queues.db import Atomic, Fetch, Plan
 from queues.errors import Conflict, DomainError, NotFound, from_database_error
-from queues.models import EventKind, TodoState
+from queues.models import UNCLAIMED_STATES, EventKind, TodoState
 from queues.records import (
     ATTEMPT_WIDTH,
     TODO_WIDTH,
@@ -49,6 +49,7 @@ from queues.transitions._common import (
     taken_over_conflict,
     transition,
 )
+from queues.transitions.ask import asked
 from queues.transitions.claim import claim_head, claim_next, claimed_from_rows
 from queues.transitions.decide import Close, CloseKind, decide
 
@@ -101,12 +102,27 @@ def release(
     artifact: str | None = None,
     not_before: object = None,
     delay_seconds: float | None = None,
+    question: str | None = None,
+    choices: list[str] | None = None,
+    answer_schema: dict | None = None,
+    answer_within_seconds: int | None = None,
+    on_no_answer: str | None = None,
 ) -> Plan[Closed]:
     """End the attempt without a verdict: back to pending, the budget untouched; with
     ``not_before`` or ``delay_seconds``, not claimable before then (a snooze). The holder may
-    release; so may a person on any lease in their teams (passing its fence)."""
+    release; so may a person on any lease in their teams (passing its fence). With
+    ``question`` (the holder only), an ask: the todo waits for an answer
+    (queues/transitions/ask.py)."""
     close = Close.release(
-        summary=summary, artifact=artifact, not_before=not_before, delay_seconds=delay_seconds
+        summary=summary,
+        artifact=artifact,
+        not_before=not_before,
+        delay_seconds=delay_seconds,
+        question=question,
+        choices=choices,
+        answer_schema=answer_schema,
+        answer_within_seconds=answer_within_seconds,
+        on_no_answer=on_no_answer,
     )
     return (yield from end(actor, close, todo_id, attempt_seq=attempt_seq, lease_token=lease_token))
 
@@ -273,9 +289,10 @@ def end(
 ) -> Plan[Closed]:
     """End the attempt a call means with ``close`` (the module docstring's rules)."""
     todo_id, attempt_seq, params = _close_params(actor, close, todo_id, attempt_seq, lease_token)
-    if actor.is_agent and lease_token is None:
+    if actor.is_agent and lease_token is None and close.question is None:
         # The fast path: the agent holds the open, unfenced attempt; one statement (and, for
-        # a close that spends the budget, the read of it first).
+        # a close that spends the budget, the read of it first). An ask records its question
+        # too: the locked path.
         closed = yield from _held_by_agent(close, params)
         if closed is not None:
             return closed
@@ -331,7 +348,7 @@ def _checked(actor, close: Close, todo_id, attempt_seq, lease_token, params) -> 
                 "ended_by_endpoint": actor.endpoint_id,
             }
             return (yield from _close(actor, close, open_attempt.seq, {**params, **by}, locked))
-    elif kind is CloseKind.CANCEL and locked.state in (TodoState.PENDING, TodoState.RETRY_WAIT):
+    elif kind is CloseKind.CANCEL and locked.state in UNCLAIMED_STATES:
         if attempt_seq is not None or lease_token is not None:
             raise Conflict("That todo has no open attempt.")
         return (yield from _cancel_unclaimed(actor, locked))
@@ -360,6 +377,8 @@ def _close(actor: Actor, close: Close, seq: int, params: dict, locked: Locked) -
     todo, attempt = split_row(rows[0])
     assert attempt is not None  # the close statement returns the attempt it closed
     closed = Closed(todo, attempt)
+    if close.question is not None:
+        closed = yield from asked(close.question, locked.id, seq)
     kind = close.kind
     if not actor.is_agent and kind.event is not None:
         yield from event(

@@ -19,6 +19,7 @@ from typing import Any
 
 from django.conf import settings
 
+from queues import questions
 from queues.bounds import (
     NOTHING,
     SNOOZE_SECONDS_MAX,
@@ -30,7 +31,15 @@ from queues.bounds import (
     summary_from_result,
 )
 from queues.errors import Invalid
-from queues.models import TERMINAL_STATES, Disposition, EventKind, Outcome, TodoState
+from queues.models import (
+    TERMINAL_STATES,
+    Disposition,
+    EventKind,
+    Outcome,
+    TodoState,
+    WaitingFor,
+)
+from queues.questions import Question
 from queues.records import Budget
 
 
@@ -80,6 +89,8 @@ class CloseKind(enum.Enum):
     LAPSE = Rules(outcome=Outcome.LEASE_EXPIRED, goes_to=TodoState.PENDING, spends_budget=True)
     REVOKE = Rules(outcome=Outcome.REVOKED, goes_to=TodoState.DEAD)
     TAKE_OVER = Rules(outcome=Outcome.TAKEN_OVER, goes_to=TodoState.CLAIMED)
+    # A release with a question: the todo waits for an answer (no try spent).
+    ASK = Rules(outcome=Outcome.ASKED, goes_to=TodoState.WAITING, person_may_end=False)
 
     @property
     def rules(self) -> Rules:
@@ -107,6 +118,8 @@ class Close:
     # the database's clock.
     not_before: datetime | None = None
     delay_seconds: float | None = None
+    # ask (a release with a question): what it asks, and what answers it.
+    question: Question | None = None
 
     @classmethod
     def complete(cls, *, result: Any = None, summary=None, artifact=None) -> Close:
@@ -123,17 +136,49 @@ class Close:
         return close if retryable else replace(close, retryable=False)
 
     @classmethod
-    def release(cls, *, summary=None, artifact=None, not_before=None, delay_seconds=None) -> Close:
+    def release(
+        cls,
+        *,
+        summary=None,
+        artifact=None,
+        not_before=None,
+        delay_seconds=None,
+        question=None,
+        choices=None,
+        answer_schema=None,
+        answer_within_seconds=None,
+        on_no_answer=None,
+    ) -> Close:
         """No verdict: back to pending, the budget untouched. With ``not_before`` or
         ``delay_seconds`` a snooze: claimable again only from then (an agent waiting on
-        something outside, a CI run or a person's answer, gives the todo back for later
-        without spending a try)."""
+        something outside, a CI run, gives the todo back for later without spending a
+        try). With ``question``, an ask: the todo waits for a person's answer (or its
+        requester's), not claimable until then (queues/questions.py says what a question
+        may be and what answers it)."""
+        asked = (choices, answer_schema, answer_within_seconds, on_no_answer)
+        if question is None:
+            if any(value is not None for value in asked):
+                raise Invalid("choices, answer_schema and the rest go with a question.")
+            return cls(
+                kind=CloseKind.RELEASE,
+                summary=bound_summary(summary),
+                artifact=bound_artifact(artifact),
+                not_before=_wake_time(not_before),
+                delay_seconds=_delay(delay_seconds, given_time=not_before is not None),
+            )
+        if not_before is not None or delay_seconds is not None:
+            raise Invalid("A question waits for its answer, not for a time: give one of them.")
         return cls(
-            kind=CloseKind.RELEASE,
+            kind=CloseKind.ASK,
             summary=bound_summary(summary),
             artifact=bound_artifact(artifact),
-            not_before=_wake_time(not_before),
-            delay_seconds=_delay(delay_seconds, given_time=not_before is not None),
+            question=questions.question(
+                question,
+                choices=choices,
+                answer_schema=answer_schema,
+                answer_within_seconds=answer_within_seconds,
+                on_no_answer=on_no_answer,
+            ),
         )
 
     @classmethod
@@ -218,6 +263,7 @@ class Decision:
             "dead_letter_reason": self.dead_letter_reason,
             "ends": self.state in TERMINAL_STATES,
             "failures_seen": self.budget_seen,
+            "waiting_for": WaitingFor.PEOPLE if self.state == TodoState.WAITING else "",
         }
 
     def lapse_params(self) -> dict:
@@ -241,6 +287,7 @@ DISPOSITION = {
     TodoState.DEAD: Disposition.DEAD_LETTERED,
     TodoState.CANCELED: Disposition.CANCELED,
     TodoState.CLAIMED: Disposition.TAKEN_OVER,
+    TodoState.WAITING: Disposition.WAITING,
 }
 
 

@@ -14,7 +14,9 @@ from tests.queues.helpers import tables_as_json
 pytestmark = pytest.mark.django_db(transaction=True)
 
 VERBS = list(ALL_VERBS)
-ID_VERBS = ["get_todo", "claim", "heartbeat", "complete", "fail", "release", "cancel"]
+ID_VERBS = ["get_todo", "claim", "heartbeat", "complete", "fail", "release", "cancel", "answer"]
+# What a verb needs besides the todo's id to be well formed.
+WITH_ID = {"answer": {"value": "yes"}}
 HOLDER_VERBS = ["heartbeat", "complete", "fail", "release", "cancel"]
 WRONG_TYPES = {
     "create_todo": {"title": 5},
@@ -27,6 +29,7 @@ WRONG_TYPES = {
     "fail": {"todo_id": 1, "retryable": "no"},
     "release": {"todo_id": [1]},
     "cancel": {"todo_id": True},
+    "answer": {"todo_id": "1", "value": "yes"},
 }
 REQUIRED = {
     "create_todo": "title",
@@ -37,6 +40,7 @@ REQUIRED = {
     "fail": "todo_id",
     "release": "todo_id",
     "cancel": "todo_id",
+    "answer": "todo_id",
 }
 
 
@@ -83,7 +87,8 @@ def test_every_kind_of_bad_input_is_a_precise_4xx_and_writes_nothing(world, verb
     expect(post(base, verb, raw=b"[1, 2]", token=token), 400, "invalid")
     expect(post(base, verb, raw=b"\xff\xfe not utf-8", token=token), 400, "invalid")
     expect(post(base, verb, WRONG_TYPES[verb], token=token), 400, "invalid")
-    valid = {"todo_id": world["todo"]} if verb in ID_VERBS else {}
+    extra = WITH_ID.get(verb, {})
+    valid = {"todo_id": world["todo"], **extra} if verb in ID_VERBS else {}
     if verb == "create_todo":
         valid = {"title": "t"}
     unknown = post(base, verb, {**valid, "bogus": 1}, token=token)
@@ -102,9 +107,8 @@ def test_every_kind_of_bad_input_is_a_precise_4xx_and_writes_nothing(world, verb
     if verb != "get_todo":
         expect(post(base, verb, {}, token=world["narrow"]), 403, "forbidden")
     if verb in ID_VERBS:
-        expect(post(base, verb, {"todo_id": world["foreign"]}, token=token), 404, "not_found")
-        expect(post(base, verb, {"todo_id": 2**62}, token=token), 404, "not_found")
-        expect(post(base, verb, {"todo_id": 2**70}, token=token), 404, "not_found")
+        for todo_id in (world["foreign"], 2**62, 2**70):
+            expect(post(base, verb, {"todo_id": todo_id, **extra}, token=token), 404, "not_found")
     if verb in HOLDER_VERBS:
         stale = {"todo_id": world["todo"], "lease_token": "sbl_stale-or-forged"}
         expect(post(base, verb, stale, token=token), 409, "conflict")

@@ -13,9 +13,11 @@ fail and release, until it was written out in place.
 Checked against openai-agents 0.24.0's own ``agents.strict_schema.ensure_strict_json_schema``
 (with ``_reject_open_objects=True``, as its MCP tools use it), in a virtualenv of its own
 (its package ``agents`` collides with ours): every tool passes but complete and fail, which
-it refuses for ``result`` alone, "an object that permits undeclared properties". That is the
-one exception here, and it stays: ``result`` is any JSON value the work produced, and strict
-mode cannot say "an object with any keys" (docs/api.md, "Strict tool schemas")."""
+it refuses for ``result`` alone, "an object that permits undeclared properties". That is one
+exception here, and it stays: ``result`` is any JSON value the work produced, and strict
+mode cannot say "an object with any keys" (docs/api.md, "Strict tool schemas"). For the same
+reason release (its ``answer_schema``, a JSON Schema object) and answer (its ``value``) are
+sent non-strict: a release without a question loses nothing by it."""
 
 from __future__ import annotations
 
@@ -29,9 +31,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 FORMATS = {"date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"}
 UNSUPPORTED = {"allOf", "not", "if", "then", "else", "dependentRequired", "dependentSchemas"}
 MOST_OBJECT_LEVELS = 10
-# The one exception (see the module's docstring): result, any JSON value.
+# The exceptions (see the module's docstring): result, any JSON value; a question's
+# answer_schema, a JSON Schema object whose property names are the asker's; an answer's
+# value, any JSON value its question takes.
 ANY_JSON = ["result: an object of any keys", "result: an array of anything"]
-EXCEPTIONS = {"complete": ANY_JSON, "fail": ANY_JSON}
+EXCEPTIONS = {
+    "complete": ANY_JSON,
+    "fail": ANY_JSON,
+    "release": ["answer_schema: an object of any keys"],
+    "answer": ["value: an object of any keys", "value: an array of anything"],
+}
 
 
 def strict_problems(schema: dict) -> list[str]:
