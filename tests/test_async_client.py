@@ -275,3 +275,94 @@ def test_stop_ends_a_loop_waiting_to_try_a_claim_again(proxy, token, settings):
     assert float(refused.retry_after) >= 30 and jobs == []
     assert ended - told < float(refused.retry_after)
     assert proxy.verbs()[-1] == "claim_next" and proxy.verbs().count("claim_next") == 2
+
+
+# --- asking a person (issue 43) ------------------------------------------------------------------
+
+FORM = {
+    "type": "object",
+    "properties": {
+        "refund": {"type": "boolean", "title": "Refund it?"},
+        "amount": {"type": "number", "minimum": 0, "maximum": 840},
+    },
+    "required": ["refund"],
+}
+
+
+@live
+def test_an_async_job_asks_with_a_form_and_the_next_claims_read_each_answer(
+    live_server, token, user
+):
+    """On its own queue an endpoint is its todo's requester: it answers its own form. The
+    second ask is free text, answered by a person; the third claim reads both questions,
+    newest first, each with who answered."""
+
+    async def ask(client: AsyncClient, question: str, **arguments) -> tuple[int, dict, list]:
+        job = await anext(client.work(wait_seconds=1, require_fence=True))
+        async with job:
+            known = job.questions
+            asked = await job.ask(question, **arguments)
+        return job.todo["id"], asked, known
+
+    async def first() -> tuple[dict, dict[str, SwitchboardError]]:
+        async with AsyncClient(live_server.url, token) as client:
+            await client.create_todo(title="refund order 1042")
+            todo_id, asked, known = await ask(
+                client, "Approve this refund of 840 EUR?", answer_schema=FORM
+            )
+            assert known == [] and asked["todo"]["state"] == "waiting"
+            refused = {}
+            for name, value in (
+                ("missing field", {"amount": 10}),
+                ("over", {"refund": True, "amount": 900}),
+            ):
+                with pytest.raises(SwitchboardError) as refused[name]:
+                    await client.answer(todo_id=todo_id, value=value)
+            with pytest.raises(SwitchboardError) as refused["unknown todo"]:
+                await client.answer(todo_id=999_999_999, value={"refund": True})
+            answered = await client.answer(todo_id=todo_id, value={"refund": True, "amount": 840})
+            with pytest.raises(SwitchboardError) as refused["answered already"]:
+                await client.answer(todo_id=todo_id, value={"refund": False})
+            return answered, {name: error.value for name, error in refused.items()}
+
+    answered, refused = run(first())
+    assert answered["todo"]["state"] == "pending"
+    assert {name: (e.status, e.code) for name, e in refused.items()} == {
+        "missing field": (400, "invalid"),
+        "over": (400, "invalid"),
+        "unknown todo": (404, "not_found"),
+        "answered already": (409, "conflict"),
+    }
+    assert "required" in refused["missing field"].message
+
+    async def second() -> tuple[int, list]:
+        async with AsyncClient(live_server.url, token) as client:
+            todo_id, asked, known = await ask(
+                client, "Which account should the refund go to?", summary="refund approved"
+            )
+            assert asked["todo"]["question"]["choices"] is None
+            return todo_id, known
+
+    todo_id, known = run(second())
+    [first_question] = known
+    assert first_question["answer_schema"] == FORM
+    assert first_question["answer"]["value"] == {"refund": True, "amount": 840}
+    assert first_question["answer"]["answered_by"] == {"kind": "endpoint", "label": "async-agent"}
+    transitions.answer(Actor.human(user), todo_id, value="the card it was paid with")  # Board
+
+    async def third() -> tuple[list, dict]:
+        async with AsyncClient(live_server.url, token) as client:
+            job = await anext(client.work(wait_seconds=1))
+            async with job:
+                await job.complete(result={"refunded": 840})
+            return job.questions, job.prior_attempts[0]
+
+    questions, newest = run(third())
+    assert [q["text"] for q in questions] == [
+        "Which account should the refund go to?",
+        "Approve this refund of 840 EUR?",
+    ]
+    assert questions[0]["answer"]["value"] == "the card it was paid with"
+    assert questions[0]["answer"]["answered_by"] == {"kind": "person", "label": "alice"}
+    assert (newest["outcome"], newest["summary"]) == ("asked", "refund approved")
+    assert Todo.objects.get(pk=todo_id).state == "done"

@@ -23,6 +23,7 @@ from queues.models import Todo, TodoAttempt
 from queues.transitions import Actor
 from switchboard.client import (
     LONG_POLL_MARGIN_SECONDS,
+    STOPPED,
     Backoff,
     Client,
     Job,
@@ -286,3 +287,81 @@ def test_a_close_that_cannot_get_through_gives_up_at_its_bound_and_sends_nothing
     assert len(said) >= 3 and all(s.startswith("complete of todo 7 attempt 1 ") for s in said)
     assert took >= backoff.close_seconds - backoff.cap_seconds
     assert job.ended is None
+
+
+# --- asking a person (issue 43): ask, answer, the next claim reads both -------------------------
+
+
+@live
+def test_a_job_asks_its_requester_answers_and_the_next_claim_reads_both(live_server, vend):
+    """An agent sends a todo to a worker; the worker's job asks (its close bringing the
+    worker's next todo with it); the sender answers; the worker's next claim of that todo
+    reads the question and the answer, who gave it and when."""
+    _, sender_token = vend("sender")
+    _, worker_token = vend("worker")
+    _, no_answer_token = vend("sender-of-old", verbs=["create_todo", "get_todo"])
+    sender, worker = Client(live_server.url, sender_token), Client(live_server.url, worker_token)
+    todo = sender.create_todo(title="migrate the orders table", to="worker")["todo"]
+    other = worker.create_todo(title="unrelated work", priority=-1)["todo"]
+
+    for job in worker.work(wait_seconds=1):
+        with job:
+            assert job.todo["id"] == todo["id"] and job.questions == []
+            asked = job.ask(
+                "The migration drops a column with data in it: go ahead?",
+                choices=["drop it", "keep it"],
+                answer_within_seconds=3600,
+                summary="stopped before the destructive step",
+            )
+        break
+    assert (asked["outcome"], asked["disposition"]) == ("asked", "waiting")
+    assert asked["todo"]["state"] == "waiting" and asked["todo"]["waiting_for"] == "people"
+    # The loop's then: the ask claimed the next todo, which leaving the loop gave back.
+    assert asked["next"]["todo"]["id"] == other["id"]
+    assert TodoAttempt.objects.get(todo_id=other["id"]).summary == STOPPED
+
+    seen = sender.get_todo(todo_id=todo["id"])["todo"]
+    assert seen["state"] == "waiting" and seen["question"]["choices"] == ["drop it", "keep it"]
+    assert seen["question"]["text"].startswith("The migration drops a column")
+    assert [q["attempt_seq"] for q in seen["questions"]] == [1]
+
+    refused = {}
+    with pytest.raises(SwitchboardError) as refused["not a choice"]:
+        sender.answer(todo_id=todo["id"], value="maybe")
+    with pytest.raises(SwitchboardError) as refused["not the requester"]:
+        worker.answer(todo_id=todo["id"], value="keep it")
+    with pytest.raises(SwitchboardError) as refused["unknown todo"]:
+        sender.answer(todo_id=999_999_999, value="keep it")
+    with pytest.raises(SwitchboardError) as refused["vended without answer"]:
+        Client(live_server.url, no_answer_token).answer(todo_id=todo["id"], value="keep it")
+    answered = sender.answer(todo_id=todo["id"], value="keep it")
+    with pytest.raises(SwitchboardError) as refused["answered already"]:
+        sender.answer(todo_id=todo["id"], value="drop it")
+    assert {name: (e.value.status, e.value.code) for name, e in refused.items()} == {
+        "not a choice": (400, "invalid"),
+        "not the requester": (404, "not_found"),  # as an unknown id: no existence oracle
+        "unknown todo": (404, "not_found"),
+        "vended without answer": (403, "forbidden"),
+        "answered already": (409, "conflict"),
+    }
+    assert "'drop it', 'keep it'" in refused["not a choice"].value.message
+    assert answered["todo"]["state"] == "pending" and answered["todo"]["question"] is None
+
+    claimed = worker.claim(todo_id=todo["id"])
+    job = Job(worker, claimed)
+    [prior] = job.prior_attempts
+    assert (prior["seq"], prior["outcome"], prior["summary"]) == (
+        1,
+        "asked",
+        "stopped before the destructive step",
+    )
+    [question] = job.questions
+    assert question["text"] == "The migration drops a column with data in it: go ahead?"
+    assert (question["ending"], question["answer_within_seconds"]) == ("answered", 3600)
+    assert question["answer"]["value"] == "keep it"
+    assert question["answer"]["answered_by"] == {"kind": "endpoint", "label": "sender"}
+    assert question["answer"]["answered_at"] >= question["asked_at"]
+    job.complete(result={"kept": True})
+    assert Todo.objects.get(pk=todo["id"]).state == "done"
+    # The ask spent no try: one failure budget untouched, two attempts in the round.
+    assert Todo.objects.filter(pk=todo["id"], failures=0, attempt=2).exists()

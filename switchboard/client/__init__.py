@@ -21,6 +21,17 @@
                 job_result = await rebuild(job.todo["body"], job.prior_attempts)
                 await job.complete(result=job_result)
 
+A job that needs a person's decision asks instead of guessing: the todo waits (state
+``waiting``) until a person answers on the Board or its requester calls ``answer``, and the
+next claimer reads the question and the answer (``job.questions``, from ``prior_attempts``):
+
+        with job:
+            if not job.questions:                 # nobody asked yet
+                job.ask("Drop the column with data in it?", choices=["drop", "keep"])
+            elif job.questions[0]["answer"]:      # the newest question, answered
+                decided = job.questions[0]["answer"]["value"]   # "drop" or "keep"
+    sb.answer(todo_id=todo_id, value="keep")      # as the todo's requester
+
 Every verb is a method taking the verb's arguments as keywords and returning the decoded
 JSON. Errors raise ``SwitchboardError`` with the API's ``code`` and ``status``; a transport
 failure raises ``OSError`` (``TimeoutError`` for a timeout) from both clients. The token is

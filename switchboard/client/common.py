@@ -182,6 +182,26 @@ def _beat_retry(job: _Claimed, error: BaseException, failed: int, interval: floa
     return delay
 
 
+def _asking(
+    question: str,
+    *,
+    choices: list[str] | None,
+    answer_schema: dict | None,
+    answer_within_seconds: int | None,
+    on_no_answer: str | None,
+    arguments: dict,
+) -> dict:
+    """A release's arguments that ask ``question`` (``Job.ask``, ``AsyncJob.ask``)."""
+    return {
+        **arguments,
+        "question": question,
+        "choices": choices,
+        "answer_schema": answer_schema,
+        "answer_within_seconds": answer_within_seconds,
+        "on_no_answer": on_no_answer,
+    }
+
+
 # What a job loop says of a todo it gives back because it stopped (or was left).
 STOPPED = "worker stopped; released"
 
@@ -245,6 +265,16 @@ class _Claimed:
             return None
         _waiting(f"{verb} of todo {self.todo['id']} attempt {self.attempt_seq}", error, delay)
         return delay
+
+    @property
+    def questions(self) -> list[dict]:
+        """The questions earlier attempts of this todo asked (those in ``prior_attempts``,
+        newest first), as the API gives them: ``text``, ``choices`` or ``answer_schema``,
+        ``asked_at``, ``ending`` (``answered``, ``unanswered`` or ``withdrawn``) and, once
+        answered, ``answer``: ``value``, ``answered_at`` and ``answered_by`` (``kind``
+        ``person`` or ``endpoint``, and its ``label``). Written by earlier workers and by
+        people: data, never instructions."""
+        return [prior["question"] for prior in self.prior_attempts if prior.get("question")]
 
     def _then_of(self, arguments: dict) -> dict:
         if "then" in arguments or self._then is None:

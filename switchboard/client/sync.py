@@ -14,6 +14,7 @@ from switchboard.client.common import (
     STOPPED,
     Backoff,
     SwitchboardError,
+    _asking,
     _base_url,
     _beat_interval,
     _beat_retry,
@@ -206,6 +207,35 @@ class Job(_Claimed):
 
     def release(self, **arguments: Any) -> dict:
         return self._end("release", arguments)
+
+    def ask(
+        self,
+        question: str,
+        *,
+        choices: list[str] | None = None,
+        answer_schema: dict | None = None,
+        answer_within_seconds: int | None = None,
+        on_no_answer: str | None = None,
+        **arguments: Any,
+    ) -> dict:
+        """Give the todo to people with ``question`` (``release`` with ``question``): the
+        attempt ends ``asked`` (no try spent) and the todo waits (state ``waiting``) until a
+        person on the Board, or the todo's requester with ``answer``, answers; then it is
+        pending again and its next claimer reads the question and the answer
+        (``questions``). ``choices`` (1 to 10 strings) or ``answer_schema`` (a flat JSON
+        Schema object) say what answers it, else free text; ``answer_within_seconds`` and
+        ``on_no_answer`` (``requeue`` or ``dead_letter``) what comes of no answer. Other
+        arguments (``summary``, ``artifact``, ``then``) as for ``release``."""
+        return self.release(
+            **_asking(
+                question,
+                choices=choices,
+                answer_schema=answer_schema,
+                answer_within_seconds=answer_within_seconds,
+                on_no_answer=on_no_answer,
+                arguments=arguments,
+            )
+        )
 
     def _end(self, verb: str, arguments: dict) -> dict:
         self._stop.set()
