@@ -1,4 +1,5 @@
-"""The outbox's sender: signed webhooks for dead-letter sinks and doorbells.
+"""The outbox's sender: signed webhooks for dead-letter sinks and doorbells (dead letters,
+doorbells, and ``todo.waiting`` when an agent asks a person).
 
 Rows are written by PostgreSQL triggers in the transaction that made them necessary
 (queues/schema/functions.sql); this module sends them, from the sweeper (``sweeper.sweep_once``
@@ -169,7 +170,7 @@ def _lease(batch: int) -> tuple[list[_Job], int]:
                 Delivery.objects.filter(pk=delivery.pk).update(gave_up_at=Now(), last_error=reason)
                 continue
             # _why_not gave up on a delivery whose sink or endpoint is gone.
-            if delivery.kind == Delivery.Kind.DEAD_LETTER:
+            if _to_sink(delivery):
                 assert delivery.sink is not None
                 url, secret = delivery.sink.url, delivery.sink.secret
             else:
@@ -188,12 +189,21 @@ def _lease(batch: int) -> tuple[list[_Job], int]:
     return jobs, len(due)
 
 
+def _to_sink(delivery: Delivery) -> bool:
+    """Whether a delivery goes to a dead-letter sink, else to its endpoint's notify URL: a
+    dead letter always, a doorbell never; a ``todo.waiting`` to the one it names (the
+    trigger names one, never both; one whose sink was deleted names neither)."""
+    if delivery.kind == Delivery.Kind.TODO_WAITING:
+        return delivery.endpoint_id is None
+    return delivery.kind == Delivery.Kind.DEAD_LETTER
+
+
 def _why_not(delivery: Delivery) -> str:
     """Why this delivery can no longer be sent (it is given up), or ""."""
     if delivery.attempts >= MAX_TRIES:
         # Its last try was leased but never recorded (the sender stopped mid-POST).
         return f"gave up after {delivery.attempts} tries; the last one did not finish"
-    if delivery.kind == Delivery.Kind.DEAD_LETTER:
+    if _to_sink(delivery):
         if delivery.sink is None:
             return "not sent: its dead-letter sink was deleted"
         if not delivery.sink.active:

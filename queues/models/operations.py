@@ -37,12 +37,15 @@ class DeadLetterSink(models.Model):
 
 class Delivery(models.Model):
     """The outbox: one webhook to send, written in the transaction that made it necessary
-    (a todo dead-lettered, a todo became claimable) and sent after commit by the sweeper.
-    It keeps its own copy of the payload, so retention deleting the todo cannot race it."""
+    (a todo dead-lettered, a todo became claimable, an agent asked a question) and sent after
+    commit by the sweeper. It keeps its own copy of the payload, so retention deleting the
+    todo cannot race it. A dead letter goes to a sink, a doorbell to its endpoint's notify
+    URL, a ``todo.waiting`` to either (it names one of them: queues/outbox.py)."""
 
     class Kind(models.TextChoices):
         DEAD_LETTER = "dead_letter"
         DOORBELL = "doorbell"
+        TODO_WAITING = "todo.waiting"
 
     kind = models.CharField(max_length=16, choices=Kind)
     team = models.ForeignKey(Team, on_delete=models.DO_NOTHING, related_name="+", db_index=False)
@@ -76,6 +79,12 @@ class Delivery(models.Model):
                 fields=["endpoint"],
                 condition=Q(kind="doorbell", delivered_at__isnull=True, gave_up_at__isnull=True),
                 name="outbox_one_pending_doorbell",
+            ),
+            # A todo.waiting goes to a sink or to an endpoint's notify URL, never both: the
+            # sender tells its target by which one it names.
+            models.CheckConstraint(
+                condition=~Q(kind="todo.waiting") | Q(sink__isnull=True) | Q(endpoint__isnull=True),
+                name="outbox_waiting_one_target",
             ),
         ]
 

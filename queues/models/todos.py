@@ -438,6 +438,11 @@ class TodoQuestion(models.Model):
                 name="todo_questions_expiring",
                 condition=Q(ended_at__isnull=True, expires_at__isnull=False),
             ),
+            # Questions that ended, by when: the metrics fold's window and queue health's
+            # last day (answered, unanswered, withdrawn; the time to answer).
+            models.Index(
+                "ended_at", name="todo_questions_ended", condition=Q(ended_at__isnull=False)
+            ),
         ]
 
     def __str__(self) -> str:

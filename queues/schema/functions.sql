@@ -346,3 +346,65 @@ $function$;
 CREATE OR REPLACE TRIGGER todos_wait_ended BEFORE UPDATE OF state ON todos
     FOR EACH ROW WHEN (old.state::text = 'waiting'::text AND new.state::text <> 'waiting'::text)
     EXECUTE FUNCTION switchboard_wait_ended();
+
+-- name: switchboard_outbox_todo_waiting --
+-- When an agent asks a question (a todo starts waiting on people): one `todo.waiting` outbox
+-- row per active dead-letter sink of its team (people: any member may answer), and one to the
+-- notify URL of the endpoint that may answer it (its requester, or the endpoint that made it
+-- on its own queue) if that endpoint holds the `answer` verb. A row names its sink or its
+-- endpoint, never both.
+CREATE OR REPLACE FUNCTION switchboard_outbox_todo_waiting()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_team_id bigint;
+    v_answerer bigint;
+    v_payload jsonb;
+BEGIN
+    SELECT e.team_id,
+           COALESCE(t.requester_id, CASE WHEN t.created_by_id IS NULL THEN t.endpoint_id END),
+           jsonb_build_object(
+               'event', 'todo.waiting',
+               'todo', jsonb_build_object(
+                   'id', t.id, 'title', t.title, 'endpoint', e.agent_id, 'team', tm.slug,
+                   'state', t.state, 'waiting_for', NULLIF(t.waiting_for, ''),
+                   'round', t.round, 'attempt', t.attempt, 'failures', t.failures,
+                   'max_attempts', t.max_attempts, 'requester', rq.agent_id,
+                   'created_at', switchboard_utc(t.created_at)),
+               'question', jsonb_build_object(
+                   'attempt_seq', NEW.attempt_seq, 'text', NEW.text,
+                   'text_truncated', NEW.text_truncated, 'text_bytes', NEW.text_bytes,
+                   'choices', NEW.choices, 'answer_schema', NEW.answer_schema,
+                   'asked_at', switchboard_utc(NEW.asked_at),
+                   'answer_within_seconds', NEW.answer_within_seconds,
+                   'expires_at', switchboard_utc(NEW.expires_at),
+                   'on_no_answer', NEW.on_no_answer,
+                   'claimant', NULLIF(a.claimant, ''), 'endpoint', ae.agent_id))
+      INTO v_team_id, v_answerer, v_payload
+      FROM todos t
+      JOIN endpoints e ON e.id = t.endpoint_id
+      JOIN teams tm ON tm.id = e.team_id
+      LEFT JOIN endpoints rq ON rq.id = t.requester_id
+      LEFT JOIN todo_attempts a ON a.todo_id = t.id AND a.seq = NEW.attempt_seq
+      LEFT JOIN endpoints ae ON ae.id = a.endpoint_id
+     WHERE t.id = NEW.todo_id;
+    INSERT INTO outbox (kind, team_id, sink_id, endpoint_id, todo_id, url, payload,
+                        created_at, next_attempt_at, attempts, last_error)
+    SELECT 'todo.waiting', s.team_id, s.id, NULL, NEW.todo_id, s.url, v_payload,
+           statement_timestamp(), statement_timestamp(), 0, ''
+      FROM dead_letter_sinks s
+     WHERE s.team_id = v_team_id AND s.active
+    UNION ALL
+    SELECT 'todo.waiting', v_team_id, NULL, n.id, NEW.todo_id, n.notify_url, v_payload,
+           statement_timestamp(), statement_timestamp(), 0, ''
+      FROM endpoints n
+     WHERE n.id = v_answerer AND n.notify_url <> '' AND n.revoked_at IS NULL
+       AND 'answer' = ANY(n.verbs);
+    RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE TRIGGER todo_questions_outbox_waiting AFTER INSERT ON todo_questions
+    FOR EACH ROW
+    EXECUTE FUNCTION switchboard_outbox_todo_waiting();

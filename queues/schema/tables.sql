@@ -368,7 +368,9 @@ CREATE TABLE outbox (
     CONSTRAINT outbox_sink_id_ba3f2bc3_fk_dead_letter_sinks_id FOREIGN KEY (sink_id)
         REFERENCES dead_letter_sinks(id) ON DELETE SET NULL DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT outbox_team_id_62268c32_fk_teams_id FOREIGN KEY (team_id) REFERENCES teams(id)
-        DEFERRABLE INITIALLY DEFERRED
+        DEFERRABLE INITIALLY DEFERRED,
+    CONSTRAINT outbox_waiting_one_target CHECK (NOT kind::text = 'todo.waiting'::text
+        OR sink_id IS NULL OR endpoint_id IS NULL)
 );
 CREATE INDEX outbox_due ON outbox USING btree (next_attempt_at)
     WHERE delivered_at IS NULL AND gave_up_at IS NULL;
@@ -498,6 +500,8 @@ CREATE TABLE todo_questions (
         OR ended_at IS NOT NULL AND (ending::text = ANY (ARRAY['answered'::character varying,
         'unanswered'::character varying, 'withdrawn'::character varying]::text[])))
 );
+CREATE INDEX todo_questions_ended ON todo_questions USING btree (ended_at)
+    WHERE ended_at IS NOT NULL;
 CREATE INDEX todo_questions_expiring ON todo_questions USING btree (expires_at)
     WHERE ended_at IS NULL AND expires_at IS NOT NULL;
 CREATE UNIQUE INDEX todo_questions_open ON todo_questions USING btree (todo_id)

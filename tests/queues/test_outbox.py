@@ -10,11 +10,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from queues import endpoints, outbox, sweeper, teams, transitions
-from queues.models import DeadLetterSink, Delivery, Todo
+from queues.models import DeadLetterSink, Delivery, Todo, TodoQuestion
 from queues.transitions import Actor
 from switchboard import dburl
 from tests.queues.helpers import lapse_lease, make_retry_due, run_together
@@ -751,3 +751,195 @@ def test_finished_deliveries_go_after_the_retention_period(team):
     assert outbox.prune_finished(days=30, batch=4) == 1  # the next pass reaches further
     assert set(Delivery.objects.values_list("pk", flat=True)) == {still_to_send, recent}
     assert {delivered, gave_up}.isdisjoint(left)
+
+
+# --- Questions: todo.waiting, when an agent asks a person
+
+
+def _waiting(**filters) -> list[Delivery]:
+    return list(Delivery.objects.filter(kind="todo.waiting", **filters).order_by("id"))
+
+
+def _ask(endpoint, make_todo, requester=None, **question):
+    """A todo its agent claimed and asked about; returns the todo's id."""
+    todo = make_todo("migrate billing", requester=requester)
+    transitions.claim_next(Actor.agent(endpoint), claimant="harness/buildbox/run-7")
+    transitions.release(Actor.agent(endpoint), todo.id, **{"question": "Drop it?", **question})
+    return todo.id
+
+
+def test_an_ask_sends_each_active_sink_one_signed_todo_waiting(
+    receiver, sink_to, endpoint, make_todo, user, team
+):
+    server = receiver()
+    sink, secret = sink_to(server)
+    off, _ = sink_to(receiver())
+    teams.set_sink_active(off, False, by=user)
+    question = "The migration drops a column with data in it: go ahead?\n<b>ok</b>"
+
+    todo_id = _ask(
+        endpoint,
+        make_todo,
+        question=question,
+        choices=["yes", "no"],
+        answer_within_seconds=3600,
+        on_no_answer="dead_letter",
+    )
+
+    [row] = _waiting()  # the active sink's; the asking endpoint's queue rings nothing
+    assert row.sink_id == sink.pk and row.endpoint_id is None and row.url == sink.url
+    assert row.team_id == team.pk and row.todo_id == todo_id
+    assert _doorbells() == [] and _dead_letters() == []
+    todo = Todo.objects.get(pk=todo_id)
+    asked = TodoQuestion.objects.get(todo_id=todo_id)
+    utc = "%Y-%m-%dT%H:%M:%S.%fZ"
+    assert row.payload == {
+        "event": "todo.waiting",
+        "todo": {
+            "id": todo_id,
+            "title": "migrate billing",
+            "endpoint": "agent-a",
+            "team": "alice",
+            "state": "waiting",
+            "waiting_for": "people",
+            "round": 1,
+            "attempt": 1,
+            "failures": 0,
+            "max_attempts": todo.max_attempts,
+            "requester": None,
+            "created_at": todo.created_at.strftime(utc),
+        },
+        "question": {
+            "attempt_seq": 1,
+            "text": question,
+            "text_truncated": False,
+            "text_bytes": len(question.encode()),
+            "choices": ["yes", "no"],
+            "answer_schema": None,
+            "asked_at": asked.asked_at.strftime(utc),
+            "answer_within_seconds": 3600,
+            "expires_at": asked.expires_at.strftime(utc),
+            "on_no_answer": "dead_letter",
+            "claimant": "harness/buildbox/run-7",
+            "endpoint": "agent-a",
+        },
+    }
+
+    assert outbox.deliver_due() == 1
+    [request] = server.requests
+    assert request.signed_by(secret) and not request.signed_by("sbw_another")
+    assert request.headers["x-switchboard-event"] == "todo.waiting"
+    assert request.delivery_id == str(row.pk)
+    assert request.json == row.payload  # the question as the agent wrote it: data, unrendered
+    row.refresh_from_db()
+    assert row.delivered_at is not None and row.last_status == 200
+
+
+def test_a_long_question_arrives_truncated_and_marked(receiver, sink_to, endpoint, make_todo):
+    sink_to(receiver())
+    _ask(endpoint, make_todo, question="é" * 3000, answer_schema=None)
+
+    [row] = _waiting()
+    told = row.payload["question"]
+    assert told["text_truncated"] is True and told["text_bytes"] == 6000
+    assert len(told["text"].encode()) <= 2048 and told["choices"] is None
+
+
+def test_an_ordinary_release_or_fail_sends_no_todo_waiting(
+    receiver, sink_to, ringing, endpoint, agent, make_todo
+):
+    server = receiver()
+    sink_to(server)
+    todo = make_todo()
+    transitions.claim_next(agent)
+    transitions.release(agent, todo.id, summary="not mine")
+    transitions.claim_next(agent)
+    transitions.fail(agent, todo.id, summary="flaky")
+
+    assert _waiting() == []
+    outbox.deliver_due()
+    assert server.requests == []  # the sink hears of no release (nor a retry)
+    doorbell, _ = ringing
+    assert {r.headers["x-switchboard-event"] for r in doorbell.requests} == {"doorbell"}
+
+
+def test_the_requester_that_may_answer_hears_at_its_notify_url(
+    allowed, receiver, vend, endpoint, make_todo, user
+):
+    orchestrator, _ = vend("orchestrator")
+    server = receiver()
+    secret = endpoints.set_notify_url(orchestrator, server.url, user=user)
+    asking_doorbell = receiver()
+    endpoints.set_notify_url(endpoint, asking_doorbell.url, user=user)
+
+    todo_id = _ask(
+        endpoint,
+        make_todo,
+        requester=orchestrator,
+        answer_schema={"type": "object", "properties": {"refund": {"type": "boolean"}}},
+    )
+
+    [row] = _waiting()  # no sink: the requester's only
+    assert row.endpoint_id == orchestrator.pk and row.sink_id is None
+    assert row.payload["todo"]["requester"] == "orchestrator"
+    assert row.payload["question"]["answer_schema"]["properties"] == {"refund": {"type": "boolean"}}
+    assert outbox.deliver_due() == 2  # and the create's doorbell of the asking queue
+    [request] = server.requests
+    assert request.signed_by(secret) and request.json["todo"]["id"] == todo_id
+    assert request.headers["x-switchboard-event"] == "todo.waiting"
+    # The asking queue's agents can neither claim nor answer it: its doorbell rang only for
+    # the create.
+    assert [r.headers["x-switchboard-event"] for r in asking_doorbell.requests] == ["doorbell"]
+
+
+def test_an_endpoint_that_cannot_answer_is_not_told(
+    allowed, receiver, vend, endpoint, make_todo, user
+):
+    sender, _ = vend("sender", verbs=["create_todo", "get_todo"])
+    endpoints.set_notify_url(sender, receiver().url, user=user)
+
+    _ask(endpoint, make_todo, requester=sender)
+
+    assert _waiting() == []
+
+
+def test_an_agent_asking_about_its_own_todo_is_told_itself(
+    allowed, receiver, endpoint, make_todo, user
+):
+    """A todo an endpoint made on its own queue: that endpoint may answer (``answer``)."""
+    server = receiver()
+    endpoints.set_notify_url(endpoint, server.url, user=user)
+
+    _ask(endpoint, make_todo)
+
+    [row] = _waiting()
+    assert row.endpoint_id == endpoint.pk and row.url == server.url
+
+
+def test_a_todo_waiting_to_a_deleted_sink_is_given_up(receiver, sink_to, endpoint, make_todo, user):
+    server = receiver()
+    sink, _ = sink_to(server)
+    _ask(endpoint, make_todo)
+    teams.remove_sink(sink, by=user)
+
+    assert outbox.deliver_due() == 0
+    [row] = _waiting()
+    assert row.sink_id is None and row.endpoint_id is None
+    assert row.gave_up_at is not None
+    assert row.last_error == "not sent: its dead-letter sink was deleted"
+    assert server.requests == []
+
+
+def test_a_todo_waiting_row_names_one_target(receiver, sink_to, endpoint, make_todo, team):
+    from django.db import IntegrityError
+
+    sink, _ = sink_to(receiver())
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Delivery.objects.create(
+            kind="todo.waiting",
+            team=team,
+            sink=sink,
+            endpoint=endpoint,
+            url=sink.url,
+            payload={},
+        )
