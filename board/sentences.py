@@ -47,6 +47,8 @@ _TODO_EVENT_VERBS = {
     EventKind.RERUN: "reran",
     EventKind.REVOKE_DEAD_LETTER: "dead-lettered",
     EventKind.TAKE_OVER: "took over",
+    EventKind.ANSWER: "answered the question on",
+    EventKind.UNANSWERED: "stopped waiting for an answer on",
 }
 _CLOSING_KINDS = (EventKind.RELEASE, EventKind.COMPLETE, EventKind.FAIL, EventKind.CANCEL)
 
@@ -123,6 +125,9 @@ def _event_sentence(item: Activity) -> Sentence:
             rest = "— a new round"
         if kind == EventKind.REVOKE_DEAD_LETTER:
             rest = "— its endpoint was revoked"
+        if kind == EventKind.UNANSWERED:
+            gone = detail.get("to_state") == "dead"
+            rest = "— its time ran out: dead-lettered" if gone else "— its time ran out: back in the queue"
         if kind == EventKind.TAKE_OVER and detail.get("from_endpoint"):
             rest = f"from {detail['from_endpoint']}, which held it"
         return Sentence(

@@ -210,6 +210,9 @@ def world(live_server, vend, make_user):
         leases.append({"todo_id": ids[-1], "attempt_seq": seq, "lease_token": None})
     ids.append(todo("canceled"))
     transitions.cancel(agent, ids[-1])
+    ids.append(todo("waiting on people"))
+    seq = transitions.claim(agent, ids[-1]).attempt_seq
+    transitions.release(agent, ids[-1], attempt_seq=seq, question="Go ahead?", choices=["yes", "no"])
     ids.append(todo("sent to the peer", on=peer, requester=endpoint))
     ids.append(todo("a foreign team's", on=stranger))
     ids.append(todo("left on a revoked endpoint", on=gone))
