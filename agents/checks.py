@@ -15,7 +15,7 @@ from django.core import checks
 # handler turns into another argument (``to``: the endpoint it names).
 FRONT_FIELDS = frozenset({"then", "wait_seconds", "to"})
 # The transition's parameters no agent sends: who acts, and the front's own.
-LEDGER_ONLY = frozenset({"actor", "endpoint", "mcp_session_id", "audited"})
+LEDGER_ONLY = frozenset({"actor", "endpoint", "mcp_session_id", "audited", "schedule_slot"})
 
 
 @checks.register()

@@ -136,6 +136,62 @@ class CreateTodo(Params):
         ]
         | None
     ) = None
+    # Issue 44: orchestration.
+    after: (
+        Annotated[
+            list[TodoId],
+            Meta(
+                min_length=1,
+                max_length=100,
+                description="Ids of todos of this team to wait for: the new todo is `waiting`"
+                " (waiting_for todos) until each is done, then pending; one that ends dead or"
+                " canceled makes it a dead letter (reason after_ended), unless after_policy"
+                " is any_end.",
+            ),
+        ]
+        | None
+    ) = None
+    after_policy: (
+        Annotated[
+            Literal["all_done", "any_end"],
+            Meta(
+                extra_json_schema={"type": "string"},
+                description="With after: start once all are done (all_done, the default), or"
+                " once all have ended, however (any_end).",
+            ),
+        ]
+        | None
+    ) = None
+    parent: (
+        Annotated[
+            TodoId,
+            Meta(
+                description="A todo you hold (claimed): the new todo is its child. Release the"
+                " parent with wait_for_children to have it back once every child has ended,"
+                " with their outcomes in `children`."
+            ),
+        ]
+        | None
+    ) = None
+    key: (
+        Annotated[
+            str,
+            Meta(
+                min_length=1,
+                max_length=bounds.KEY_MAX_CHARS,
+                description="What the endpoint's max_claimed_per_key counts claimed todos by"
+                " (a repository, an API's quota).",
+            ),
+        ]
+        | None
+    ) = None
+    unique_while_active: Annotated[
+        bool,
+        Meta(
+            description="With key: if a todo of this key on that endpoint has not ended, return"
+            " it (created false) instead of making another."
+        ),
+    ] = False
 
 
 class ListTodos(Params):
@@ -299,6 +355,14 @@ class Release(Ending):
         ]
         | None
     ) = None
+    wait_for_children: Annotated[
+        bool,
+        Meta(
+            description="Wait for the children you made (create_todo with parent): the todo "
+            "waits (waiting_for children) until each has ended, then is pending again and its "
+            "next claimer reads them in `children`. No try is spent."
+        ),
+    ] = False
     on_no_answer: (
         Annotated[
             Literal["requeue", "dead_letter"],
@@ -433,7 +497,9 @@ class TodoOut(Out):
     not_before: datetime | None
     next_retry_at: datetime | None
     dead_letter: bool
-    dead_letter_reason: Literal["failed", "reaped", "lease_expired", "revoked", "unanswered"] | None
+    dead_letter_reason: (
+        Literal["failed", "reaped", "lease_expired", "revoked", "unanswered", "after_ended"] | None
+    )
     requester: str | None
     created_at: datetime
     updated_at: datetime
@@ -445,8 +511,36 @@ class TodoOut(Out):
     attempts_pruned: int | None = None
     # A waiting todo: what it waits for ("people": an answer to its question), and the
     # question open now.
-    waiting_for: Literal["people"] | None = None
+    waiting_for: Literal["people", "todos", "children"] | None = None
     question: QuestionOut | None = None
+    key: str | None = None
+    parent: int | None = None
+    after_policy: Literal["all_done", "any_end"] = "all_done"
+    after_total: int = 0
+    after_left: int = 0
+    children_total: int = 0
+    children_open: int = 0
+    scheduled_for: datetime | None = None
+
+
+class EdgeOut(Out):
+    id: int
+    state: State
+
+
+class ChildOut(Out):
+    """A child as its parent's claimer reads it. Written by agents: untrusted, as summaries."""
+
+    id: int
+    title: str
+    endpoint: str
+    state: State
+    outcome: OutcomeName | None
+    summary: str | None
+    summary_truncated: bool | None
+    result: ResultOut
+    dead_letter_reason: str | None
+    ended_at: datetime | None
 
 
 class TodoDetailOut(TodoOut):
@@ -454,6 +548,10 @@ class TodoDetailOut(TodoOut):
     attempts: list[AttemptOut] | None = None
     # Every question the todo's agents asked, newest first, each with how it ended.
     questions: list[QuestionOut] = []
+    # The todos it was made after, those made after it, and its children (issue 44).
+    after: list[EdgeOut] = []
+    dependents: list[EdgeOut] = []
+    children: list[ChildOut] = []
 
 
 class CreateTodoOut(Out):
@@ -476,6 +574,7 @@ class ClaimOut(Out):
     untrusted_notice: str
     attempt_seq: int | None = None
     prior_attempts: list[AttemptOut] = []
+    children: list[ChildOut] = []
     lease_token: str | None = None
     paused: Annotated[
         bool,

@@ -138,12 +138,18 @@ def create_todo(endpoint: Endpoint, p: schemas.CreateTodo, **_) -> Plan[dict]:
         max_attempts=p.max_attempts,
         not_before=p.not_before,
         idempotency_key=p.idempotency_key,
+        after=p.after,
+        after_policy=p.after_policy,
+        parent=p.parent,
+        key=p.key,
+        unique_while_active=p.unique_while_active,
     )
     if target is not endpoint:
         # A sender reads what it sent as get_todo shows it to a requester: no attempts (and,
-        # new, no questions).
+        # new, nothing it waits for or that waits for it: get_todo reads those).
         shown = TodoDetail(todo=todo, attempts=[], as_requester=True).as_api()["todo"]
-        del shown["questions"]
+        for read_by_get_todo in ("questions", "after", "dependents", "children"):
+            del shown[read_by_get_todo]
         return {"todo": shown, "created": created}
     return {"todo": todo.as_api(), "created": created}
 
@@ -308,6 +314,7 @@ def release(
         answer_schema=p.answer_schema,
         answer_within_seconds=p.answer_within_seconds,
         on_no_answer=p.on_no_answer,
+        wait_for_children=p.wait_for_children,
     )
     return (yield from _closing(endpoint, p, close, mcp_session_id))
 

@@ -63,6 +63,8 @@ CHOICE_MAX_CHARS = 100
 ANSWER_TEXT_MAX_BYTES = 2048
 ANSWER_WITHIN_SECONDS_MIN, ANSWER_WITHIN_SECONDS_MAX = 1, SNOOZE_SECONDS_MAX
 ANSWER_SCHEMA_FIELDS_MAX = 20
+# A todo's key (issue 44: max_claimed_per_key, unique_while_active).
+KEY_MAX_CHARS = 200
 # get_todo's questions: the newest this many of a todo.
 QUESTIONS_MAX = 50
 

@@ -156,6 +156,17 @@ class TodoRecord(TodoTotals):
     waiting_for: str
     # A waiting todo's open question (queues/questions.py), as the API shows it; else None.
     question: dict | None
+    # Issue 44: its key, parent, the todos it was made after that it still waits for, its
+    # children (all, and those not ended), and the schedule slot that made it.
+    key: str
+    parent_id: int | None
+    after_policy: str
+    after_total: int
+    after_left: int
+    has_dependents: bool
+    children_total: int
+    children_open: int
+    scheduled_for: datetime | None
 
     @classmethod
     def from_row(cls, row) -> TodoRecord:
@@ -192,6 +203,14 @@ class TodoRecord(TodoTotals):
             "attempts_pruned": self.attempts_pruned,
             "waiting_for": self.waiting_for or None,
             "question": self.question,
+            "key": self.key or None,
+            "parent": self.parent_id,
+            "after_policy": self.after_policy,
+            "after_total": self.after_total,
+            "after_left": self.after_left,
+            "children_total": self.children_total,
+            "children_open": self.children_open,
+            "scheduled_for": _iso(self.scheduled_for),
         }
         if with_result:
             data["result"] = self.result
@@ -259,6 +278,15 @@ TODO_SOURCE = {
     "idempotency_key": "{t}.idempotency_key",
     "waiting_for": "{t}.waiting_for",
     "question": "CASE WHEN {t}.state = 'waiting' THEN " + question_json("{t}.id") + " END",
+    "key": "{t}.key",
+    "parent_id": "{t}.parent_id",
+    "after_policy": "{t}.after_policy",
+    "after_total": "{t}.after_total",
+    "after_left": "{t}.after_left",
+    "has_dependents": "{t}.has_dependents",
+    "children_total": "{t}.children_total",
+    "children_open": "{t}.children_open",
+    "scheduled_for": "{t}.scheduled_for",
 }
 ATTEMPT_SOURCE = {
     "seq": "{a}.seq",
@@ -331,6 +359,7 @@ class Locked:
     team_id: int
     failures: int
     max_attempts: int
+    children_open: int
 
     @property
     def budget(self) -> Budget:
@@ -345,6 +374,7 @@ LOCKED_SOURCE = {
     "team_id": "le.team_id",
     "failures": "{t}.failures",
     "max_attempts": "{t}.max_attempts",
+    "children_open": "{t}.children_open",
 }
 
 
@@ -408,12 +438,15 @@ class Claim:
     attempt_seq: int
     lease_token: str | None = field(default=None, repr=False)
     prior_attempts: list[AttemptRecord] = field(default_factory=list)
+    # Its children, as they ended (or are), when it has any (queues/sql/waits.py, CHILDREN).
+    children: list[dict] = field(default_factory=list)
 
     def as_api(self) -> dict:
         data = {
             "todo": self.todo.as_api(),
             "attempt_seq": self.attempt_seq,
             "prior_attempts": [a.as_api() for a in self.prior_attempts],
+            "children": self.children,
             "untrusted_notice": UNTRUSTED_NOTICE,
         }
         if self.lease_token is not None:
@@ -530,10 +563,18 @@ class TodoDetail:
     # Every question its agents asked, newest first, with how each ended (the requester
     # reads them too: it may be the one asked).
     questions: list[dict] = field(default_factory=list)
+    # What it waits for and what waits for it (issue 44): the todos it was made after and
+    # those made after it ({id, state}), and its children (queues/sql/waits.py).
+    after: list[dict] = field(default_factory=list)
+    dependents: list[dict] = field(default_factory=list)
+    children: list[dict] = field(default_factory=list)
 
     def as_api(self) -> dict:
         data = self.todo.as_api()
         data["questions"] = self.questions
+        data["after"] = self.after
+        data["dependents"] = self.dependents
+        data["children"] = self.children
         if self.as_requester:
             for key in ("attempts_total", "attempts_pruned", "owner"):
                 data.pop(key)

@@ -11,6 +11,7 @@ from queues.models.operations import (
     SignInThrottle,
     SweeperStatus,
 )
+from queues.models.schedules import CatchUp, Schedule
 from queues.models.states import (
     DIED_OUTCOMES,
     LAPSED_OUTCOMES,
@@ -18,6 +19,7 @@ from queues.models.states import (
     OPEN_STATES,
     TERMINAL_STATES,
     UNCLAIMED_STATES,
+    AfterPolicy,
     ClaimerKind,
     DeadLetterReason,
     Disposition,
@@ -41,8 +43,14 @@ from queues.models.todos import (
     TodoTotals,
     row_rules,
 )
+from queues.models.waits import KeyClaims, TodoAfter
 
 __all__ = [
+    "AfterPolicy",
+    "CatchUp",
+    "KeyClaims",
+    "Schedule",
+    "TodoAfter",
     "CLAIMABLE_AT",
     "DIED_OUTCOMES",
     "LAPSED_OUTCOMES",

@@ -42,6 +42,10 @@ class Endpoint(models.Model):
     # token on every request, so a pause costs the claim path no query of its own.
     paused_at = models.DateTimeField(null=True, blank=True)
     paused_by = reference(settings.AUTH_USER_MODEL, index=False)  # a small table
+    # Limits on what may be claimed at once: todos of one key (a todo's ``key``), and all of
+    # the endpoint's. None: no limit. Kept by the trigger todos_claimed_counted.
+    max_claimed_per_key = models.IntegerField(null=True, blank=True)
+    max_claimed = models.IntegerField(null=True, blank=True)
 
     objects = EndpointQuerySet.as_manager()
 

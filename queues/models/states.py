@@ -34,6 +34,15 @@ class WaitingFor(models.TextChoices):
     """What a waiting todo waits for."""
 
     PEOPLE = "people"  # an answer to its agent's question
+    TODOS = "todos"  # the todos it was made ``after`` (queues/transitions/waits.py)
+    CHILDREN = "children"  # its children, to end (a release with ``wait_for_children``)
+
+
+class AfterPolicy(models.TextChoices):
+    """When a todo made ``after`` others may start."""
+
+    ALL_DONE = "all_done"  # each of them done; one dead or canceled kills it
+    ANY_END = "any_end"  # each of them ended, however
 
 
 class Outcome(models.TextChoices):
@@ -76,6 +85,7 @@ class DeadLetterReason(models.TextChoices):
     LEASE_EXPIRED = "lease_expired"
     REVOKED = "revoked"
     UNANSWERED = "unanswered"  # its question had no answer in time (on_no_answer: dead_letter)
+    AFTER_ENDED = "after_ended"  # a todo it waited for (``after``) ended dead or canceled
 
 
 class QuestionEnding(models.TextChoices):
@@ -123,6 +133,16 @@ class EventKind(models.TextChoices):
     UNANSWERED = "unanswered"
     # A todo dead-lettered with no open attempt because its endpoint was revoked.
     REVOKE_DEAD_LETTER = "revoke_dead_letter"
+    # A person ended a todo's wait for other todos or its children (started it now), and a
+    # parent's cancel that canceled its unfinished children (one row per child).
+    START_NOW = "start_now"
+    CANCEL_CHILD = "cancel_child"
+    # Schedules (of an endpoint; team-level rows, no todo).
+    SCHEDULE_ADD = "schedule_add"
+    SCHEDULE_EDIT = "schedule_edit"
+    SCHEDULE_PAUSE = "schedule_pause"
+    SCHEDULE_RESUME = "schedule_resume"
+    SCHEDULE_REMOVE = "schedule_remove"
     # Endpoints (team-level rows, no todo).
     ENDPOINT_VEND = "vend"
     ENDPOINT_ROTATE = "rotate"

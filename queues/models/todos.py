@@ -18,6 +18,7 @@ from queues.models.fields import reference
 from queues.models.states import (
     DIED_OUTCOMES,
     LAPSED_OUTCOMES,
+    AfterPolicy,
     ClaimerKind,
     DeadLetterReason,
     Disposition,
@@ -131,6 +132,27 @@ class Todo(TodoTotals, models.Model):
     # What a waiting todo waits for ('' unless waiting): set by the close that starts the
     # wait, cleared with it (the trigger todos_wait_ended, queues/schema/functions.sql).
     waiting_for = models.CharField(max_length=16, choices=WaitingFor, blank=True, db_default="")
+    # Made ``after`` other todos (queues/models/waits.py, TodoAfter): when it may start, and
+    # how many of them it still waits for (counted down by the trigger todos_after_ended).
+    after_policy = models.CharField(
+        max_length=16, choices=AfterPolicy, db_default=AfterPolicy.ALL_DONE
+    )
+    after_total = models.IntegerField(db_default=0)
+    after_left = models.IntegerField(db_default=0)
+    # Some todo was made after this one: its end is counted (the trigger todos_after_ended
+    # fires only for such a todo, so an ordinary close pays nothing for it).
+    has_dependents = models.BooleanField(db_default=False)
+    # A child of the todo its holder split (``parent``); a parent counts its children, and
+    # those not ended yet (kept by the trigger todos_children_counted).
+    parent = reference("self", index=False, related_name="children")
+    children_total = models.IntegerField(db_default=0)
+    children_open = models.IntegerField(db_default=0)
+    # A key the endpoint's limits count claimed todos by (max_claimed_per_key), and that
+    # unique_while_active keeps to one open todo; '' for none.
+    key = models.CharField(max_length=200, blank=True, db_default="")
+    # Made by a schedule, for this slot (one todo per slot, however many sweepers).
+    schedule = reference("Schedule", index=False, related_name="todos")
+    scheduled_for = models.DateTimeField(null=True, blank=True)
     # The database's clock, like every lease time: claimability compares against now().
     created_at = models.DateTimeField(db_default=Now())
     updated_at = models.DateTimeField(db_default=Now())
@@ -166,6 +188,12 @@ class Todo(TodoTotals, models.Model):
             # Keyed by sender too (a requester endpoint, or none): a sender only ever gets
             # back a todo it made. NULLS NOT DISTINCT: the endpoint's own todos share one
             # key space.
+            # One todo per schedule slot: a second sweeper's insert loses.
+            models.UniqueConstraint(
+                fields=["schedule", "scheduled_for"],
+                condition=Q(schedule__isnull=False),
+                name="todos_schedule_slot",
+            ),
             models.UniqueConstraint(
                 fields=["endpoint", "requester", "idempotency_key"],
                 condition=Q(idempotency_key__isnull=False),
@@ -211,6 +239,10 @@ class Todo(TodoTotals, models.Model):
             models.Index(
                 "created_by", name="todos_created_by", condition=Q(created_by__isnull=False)
             ),
+            # A parent's children; a key's open todos (unique_while_active, the queue's
+            # filter by key).
+            models.Index("parent", name="todos_parent", condition=Q(parent__isnull=False)),
+            models.Index("endpoint", "key", name="todos_key", condition=~Q(key="")),
         ]
 
     def __str__(self) -> str:

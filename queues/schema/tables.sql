@@ -93,6 +93,8 @@ CREATE TABLE endpoints (
     notify_secret       character varying(128) NOT NULL,
     paused_at           timestamp with time zone,
     paused_by_id        integer,
+    max_claimed         integer,
+    max_claimed_per_key integer,
     CONSTRAINT endpoints_pkey PRIMARY KEY (id),
     CONSTRAINT endpoints_agent_id_unique UNIQUE (team_id, agent_id),
     CONSTRAINT endpoints_token_hash_key UNIQUE (token_hash),
@@ -148,13 +150,27 @@ CREATE TABLE todos (
     endpoint_id        bigint NOT NULL,
     requester_id       bigint,
     waiting_for        character varying(16) DEFAULT ''::character varying NOT NULL,
+    after_left         integer DEFAULT 0 NOT NULL,
+    after_policy       character varying(16) DEFAULT 'all_done'::character varying NOT NULL,
+    after_total        integer DEFAULT 0 NOT NULL,
+    children_open      integer DEFAULT 0 NOT NULL,
+    children_total     integer DEFAULT 0 NOT NULL,
+    has_dependents     boolean DEFAULT false NOT NULL,
+    key                character varying(200) DEFAULT ''::character varying NOT NULL,
+    parent_id          bigint,
+    scheduled_for      timestamp with time zone,
+    schedule_id        bigint,
     CONSTRAINT todos_pkey PRIMARY KEY (id),
     CONSTRAINT todos_created_by_id_35c8b432_fk_auth_user_id FOREIGN KEY (created_by_id)
         REFERENCES auth_user(id) ON DELETE SET NULL DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT todos_endpoint_id_b3d07049_fk_endpoints_id FOREIGN KEY (endpoint_id)
         REFERENCES endpoints(id) DEFERRABLE INITIALLY DEFERRED,
+    CONSTRAINT todos_parent_id_c0fe3401_fk_todos_id FOREIGN KEY (parent_id)
+        REFERENCES todos(id) ON DELETE SET NULL DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT todos_requester_id_20f73b9d_fk_endpoints_id FOREIGN KEY (requester_id)
         REFERENCES endpoints(id) ON DELETE SET NULL DEFERRABLE INITIALLY DEFERRED,
+    CONSTRAINT todos_schedule_id_fd2fa2ac_fk_schedules_id FOREIGN KEY (schedule_id)
+        REFERENCES schedules(id) ON DELETE SET NULL DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT todos_valid CHECK (todos_valid(state, priority, max_attempts, attempt, failures,
         round, attempts_pruned, lease_expires_at, next_retry_at, ended_at, dead_letter_reason))
 ) WITH (autovacuum_analyze_scale_factor=0.02, autovacuum_analyze_threshold=200,
@@ -174,7 +190,11 @@ CREATE INDEX todos_endpoint_state ON todos USING btree (endpoint_id, state, id D
 CREATE UNIQUE INDEX todos_idempotency_key_unique ON todos USING btree (endpoint_id, requester_id,
     idempotency_key) NULLS NOT DISTINCT
     WHERE idempotency_key IS NOT NULL;
+CREATE INDEX todos_key ON todos USING btree (endpoint_id, key) WHERE NOT key::text = ''::text;
+CREATE INDEX todos_parent ON todos USING btree (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX todos_requester ON todos USING btree (requester_id) WHERE requester_id IS NOT NULL;
+CREATE UNIQUE INDEX todos_schedule_slot ON todos USING btree (schedule_id, scheduled_for)
+    WHERE schedule_id IS NOT NULL;
 CREATE INDEX todos_sweep_due ON todos USING btree (state, (
     CASE
         WHEN state::text = 'claimed'::text THEN lease_expires_at
@@ -295,10 +315,14 @@ CREATE TABLE todo_events (
         'complete'::character varying, 'fail'::character varying, 'cancel'::character varying,
         'retry_now'::character varying, 'rerun'::character varying, 'take_over'::character varying,
         'answer'::character varying, 'unanswered'::character varying,
-        'revoke_dead_letter'::character varying, 'vend'::character varying,
-        'rotate'::character varying, 'endpoint_revoke'::character varying,
-        'notify_url'::character varying, 'notify_secret_rotate'::character varying,
-        'pause'::character varying, 'resume'::character varying, 'member_add'::character varying,
+        'revoke_dead_letter'::character varying, 'start_now'::character varying,
+        'cancel_child'::character varying, 'schedule_add'::character varying,
+        'schedule_edit'::character varying, 'schedule_pause'::character varying,
+        'schedule_resume'::character varying, 'schedule_remove'::character varying,
+        'vend'::character varying, 'rotate'::character varying,
+        'endpoint_revoke'::character varying, 'notify_url'::character varying,
+        'notify_secret_rotate'::character varying, 'pause'::character varying,
+        'resume'::character varying, 'member_add'::character varying,
         'member_remove'::character varying, 'member_invite'::character varying,
         'invite_accept'::character varying, 'invite_decline'::character varying,
         'invite_revoke'::character varying, 'sink_add'::character varying,
@@ -506,3 +530,72 @@ CREATE INDEX todo_questions_expiring ON todo_questions USING btree (expires_at)
     WHERE ended_at IS NULL AND expires_at IS NOT NULL;
 CREATE UNIQUE INDEX todo_questions_open ON todo_questions USING btree (todo_id)
     WHERE ended_at IS NULL;
+
+-- name: schedules --
+-- An endpoint's recurring work: a 5-field cron expression in an IANA time zone, or an interval
+-- of at least a minute; the todo each due time (slot) makes, from its templates; when it runs
+-- next (the sweeper takes the due ones FOR UPDATE SKIP LOCKED; the slot is unique on the todo,
+-- todos_schedule_slot, so however many sweepers run a slot makes one todo).
+CREATE TABLE schedules (
+    id               bigint GENERATED BY DEFAULT AS IDENTITY NOT NULL,
+    name             character varying(100) NOT NULL,
+    cron             character varying(100) NOT NULL,
+    timezone         character varying(64) NOT NULL,
+    interval_seconds integer,
+    title_template   character varying(500) NOT NULL,
+    body_template    text NOT NULL,
+    priority         smallint NOT NULL,
+    max_attempts     smallint,
+    catch_up         character varying(8) NOT NULL,
+    paused_at        timestamp with time zone,
+    next_run_at      timestamp with time zone,
+    last_run_at      timestamp with time zone,
+    created_at       timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    updated_at       timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    created_by_id    integer,
+    endpoint_id      bigint NOT NULL,
+    last_todo_id     bigint,
+    CONSTRAINT schedules_pkey PRIMARY KEY (id),
+    CONSTRAINT schedules_name_unique UNIQUE (endpoint_id, name),
+    CONSTRAINT schedules_created_by_id_9e61b892_fk_auth_user_id FOREIGN KEY (created_by_id)
+        REFERENCES auth_user(id) ON DELETE SET NULL DEFERRABLE INITIALLY DEFERRED,
+    CONSTRAINT schedules_endpoint_id_4d4f57b9_fk_endpoints_id FOREIGN KEY (endpoint_id)
+        REFERENCES endpoints(id) DEFERRABLE INITIALLY DEFERRED,
+    CONSTRAINT schedules_last_todo_id_61788b1f_fk_todos_id FOREIGN KEY (last_todo_id)
+        REFERENCES todos(id) ON DELETE SET NULL DEFERRABLE INITIALLY DEFERRED,
+    CONSTRAINT schedules_cron_or_interval CHECK (cron::text = ''::text AND interval_seconds >= 60
+        OR NOT cron::text = ''::text AND interval_seconds IS NULL)
+);
+CREATE INDEX schedules_due ON schedules USING btree (next_run_at) WHERE paused_at IS NULL;
+
+-- name: todo_after --
+-- One edge of create_todo's after: todo_id waits for after_id. ended is the state after_id
+-- ended in ('' until then), written once per edge by the trigger todos_after_ended, which
+-- counts the waiting todo's after_left down in the same transaction; the sweeper marks what a
+-- trigger's batch left (todo_after_unmarked).
+CREATE TABLE todo_after (
+    todo_id  bigint NOT NULL,
+    after_id bigint NOT NULL,
+    ended    character varying(16) DEFAULT ''::character varying NOT NULL,
+    CONSTRAINT todo_after_pkey PRIMARY KEY (todo_id, after_id),
+    CONSTRAINT todo_after_after_id_2988a857_fk_todos_id FOREIGN KEY (after_id)
+        REFERENCES todos(id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
+    CONSTRAINT todo_after_todo_id_f3895e4d_fk_todos_id FOREIGN KEY (todo_id)
+        REFERENCES todos(id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED
+);
+CREATE INDEX todo_after_after_id_2988a857 ON todo_after USING btree (after_id);
+CREATE INDEX todo_after_unmarked ON todo_after USING btree (after_id) WHERE ended::text = ''::text;
+
+-- name: todo_key_claims --
+-- How many todos of one key of one endpoint are claimed now, kept by the trigger
+-- todos_key_claims in the claiming and ending transactions; the endpoint's max_claimed_per_key
+-- caps it (SQLSTATE SWK01 when a claim would pass it).
+CREATE TABLE todo_key_claims (
+    endpoint_id bigint NOT NULL,
+    key         character varying(200) NOT NULL,
+    claimed     integer DEFAULT 0 NOT NULL,
+    CONSTRAINT todo_key_claims_pkey PRIMARY KEY (endpoint_id, key),
+    CONSTRAINT todo_key_claims_endpoint_id_2a958cd6_fk_endpoints_id FOREIGN KEY (endpoint_id)
+        REFERENCES endpoints(id) DEFERRABLE INITIALLY DEFERRED,
+    CONSTRAINT key_claims_count CHECK (claimed >= 0)
+);

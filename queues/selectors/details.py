@@ -29,6 +29,8 @@ from queues.records import (
     TodoRecord,
     json_value,
 )
+from queues.transitions._common import children_of
+from queues.transitions.waits import READ_MAX
 
 
 def _limit(value, *, name: str, default: int, maximum: int) -> int:
@@ -52,11 +54,11 @@ def get_todo_for_endpoint_plan(
     todo = TodoRecord.from_row(rows[0])
     if todo.endpoint_id != endpoint.pk:
         asked = yield from _questions(todo, None)
-        return TodoDetail(todo=todo, attempts=[], as_requester=True, questions=asked)
+        waits = yield from _waits(todo)
+        return TodoDetail(todo=todo, attempts=[], as_requester=True, questions=asked, **waits)
     attempts = yield from _attempts(todo, limit)
-    return TodoDetail(
-        todo=todo, attempts=attempts, questions=(yield from _questions(todo, attempts))
-    )
+    asked = yield from _questions(todo, attempts)
+    return TodoDetail(todo=todo, attempts=attempts, questions=asked, **(yield from _waits(todo)))
 
 
 def get_todo_for_user_plan(user, todo_id, *, attempts_limit=None) -> Plan[TodoDetail]:
@@ -76,9 +78,26 @@ def _detail_for_user(user, todo_id, limit: int) -> Plan[TodoDetail]:
         raise NotFound()
     todo = TodoRecord.from_row(rows[0])
     attempts = yield from _attempts(todo, limit)
-    return TodoDetail(
-        todo=todo, attempts=attempts, questions=(yield from _questions(todo, attempts))
-    )
+    asked = yield from _questions(todo, attempts)
+    return TodoDetail(todo=todo, attempts=attempts, questions=asked, **(yield from _waits(todo)))
+
+
+def _waits(todo: TodoRecord) -> Plan[dict]:
+    """What the todo waits for and what waits for it (issue 44), each read only when there is
+    some: the todos it was made after, those made after it, and its children."""
+    found: dict = {}
+    if todo.after_total:
+        found["after"] = yield from _edges(sql.PREREQUISITES, todo.id)
+    if todo.has_dependents:
+        found["dependents"] = yield from _edges(sql.DEPENDENTS, todo.id)
+    if todo.children_total:
+        found["children"] = yield from children_of(todo.id, limit=READ_MAX)
+    return found
+
+
+def _edges(statement, todo_id: int) -> Plan[list[dict]]:
+    rows = yield Fetch(statement, {"todo_id": todo_id, "limit": READ_MAX})
+    return [{"id": row[0], "state": row[1]} for row in rows]
 
 
 def _questions(todo: TodoRecord, attempts: list[AttemptRecord] | None) -> Plan[list[dict]]:

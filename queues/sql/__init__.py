@@ -9,6 +9,7 @@ it (procrastinate's ``-- name --`` queries are the model). One module per family
   the lock of a bulk rerun or cancel;
 - ``revoke``: an endpoint's revocation and the todos it kills;
 - ``ask``: a question and its wait: recorded, answered, expired, read back;
+- ``waits``: todos made after others, children, keys and their limits, and their reads;
 - ``reads``: the todo and attempt reads of get_todo, list_todos and the Board's drawer;
 - ``activity``: the Activity feed: endings and events, one statement (the Activity page, the
   tickers, the Board stream);
@@ -53,6 +54,7 @@ from queues.sql.live import *  # noqa: F403
 from queues.sql.reads import *  # noqa: F403
 from queues.sql.revoke import *  # noqa: F403
 from queues.sql.sweep import *  # noqa: F403
+from queues.sql.waits import *  # noqa: F403
 
 # The modules whose statements PREPARE cannot take: ``board``'s SETs.
 _NOT_PREPARABLE = ("queues.sql.board",)

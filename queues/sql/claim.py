@@ -46,7 +46,7 @@ _CLAIM_CTES = """pick AS (
            {dies} AS dies
       FROM todos t
      WHERE {pick_filter}
-       AND {claimable}{lapse_guard}
+       AND {claimable}{lapse_guard}{key_filter}
      ORDER BY t.priority DESC, {claimable_at}, t.id
      LIMIT 1
        FOR UPDATE OF t {lock_mode}
@@ -206,6 +206,7 @@ def claim_parts(
     *,
     takeover: bool = False,
     waiting_too: bool = False,
+    keyed: bool = False,
 ) -> tuple[str, str]:
     """A claim statement's common table expressions (``pick``, ``fresh``, ``moved``,
     ``opened`` and, with the takeover arms, ``newest``, ``lapsed``, ``pruned``, ``carried``)
@@ -218,7 +219,9 @@ def claim_parts(
     carry pruned counts. A close that claims next in the same statement
     (queues/sql/close.py, CLOSE_THEN_CLAIM_NEXT) puts these after its own. ``waiting_too``:
     a waiting todo may be picked as well (a person claims one instead of answering it; the
-    trigger todos_wait_ended withdraws its question)."""
+    trigger todos_wait_ended withdraws its question). ``keyed``: a todo whose key has
+    ``%(max_per_key)s`` claimed (todo_key_claims, as this statement's snapshot shows it) is
+    passed over; the trigger todos_key_claims refuses a claim the snapshot missed."""
     if takeover:
         arms = {
             "history_arms": _CLAIM_ATTEMPT_ARMS,
@@ -238,12 +241,20 @@ def claim_parts(
         claimable = f"(t.state = 'waiting' OR ({claimable}))"
     ctes = _CLAIM_CTES.format(
         claimable=claimable,
+        key_filter=_KEY_FILTER if keyed else "",
         pick_filter=pick_filter,
         lock_mode=lock_mode,
         claimable_at=claimable_at("t"),
         **arms,
     )
     return ctes, _CLAIM_ROW.format(todo_cols=todo_columns("m", **NO_QUESTION))
+
+
+_KEY_FILTER = """
+       AND (t.key = '' OR NOT EXISTS (
+            SELECT FROM todo_key_claims k
+             WHERE k.endpoint_id = t.endpoint_id AND k.key = t.key
+               AND k.claimed >= %(max_per_key)s::int))"""
 
 
 def _claim(
@@ -254,9 +265,12 @@ def _claim(
     *,
     takeover: bool = False,
     waiting_too: bool = False,
+    keyed: bool = False,
 ) -> Statement:
     """The claim statement for one pick (``claim_parts``)."""
-    ctes, row = claim_parts(pick_filter, lock_mode, takeover=takeover, waiting_too=waiting_too)
+    ctes, row = claim_parts(
+        pick_filter, lock_mode, takeover=takeover, waiting_too=waiting_too, keyed=keyed
+    )
     return Statement(name, f"\nWITH {ctes}{row}", why=why, prepare=True)
 
 
@@ -265,6 +279,15 @@ CLAIM_NEXT = _claim(
     SCOPE_ENDPOINT,
     "SKIP LOCKED",
     "the endpoint's best claimable todo; rows other claimers hold are skipped",
+)
+# An endpoint with max_claimed_per_key: the same, passing over the todos of a key that has
+# its most claimed (issue 44).
+CLAIM_NEXT_KEYED = _claim(
+    "claim_next_keyed",
+    SCOPE_ENDPOINT,
+    "SKIP LOCKED",
+    "the endpoint's best claimable todo whose key is under its limit",
+    keyed=True,
 )
 CLAIM_NEXT_TAKEOVER = _claim(
     "claim_next_takeover",

@@ -20,10 +20,13 @@ WITH made AS (
     INSERT INTO todos (endpoint_id, requester_id, created_by_id, title, body, priority,
                        idempotency_key, state, max_attempts, attempt, failures, round,
                        last_attempt_seq, attempts_pruned, not_before, owner,
-                       dead_letter_reason, created_at, updated_at)
+                       dead_letter_reason, created_at, updated_at, waiting_for,
+                       after_policy, after_total, after_left, parent_id, key, schedule_id, scheduled_for)
     VALUES (%(endpoint_id)s, %(requester_id)s, %(created_by_id)s, %(title)s, %(body)s,
-            %(priority)s, %(idempotency_key)s, 'pending', %(max_attempts)s, 0, 0, 1, 0, 0,
-            %(not_before)s, '', '', statement_timestamp(), statement_timestamp())
+            %(priority)s, %(idempotency_key)s, %(state)s, %(max_attempts)s, 0, 0, 1, 0, 0,
+            %(not_before)s, '', '', statement_timestamp(), statement_timestamp(),
+            %(waiting_for)s, %(after_policy)s, %(after_total)s, %(after_left)s, %(parent_id)s, %(key)s,
+            %(schedule_id)s, %(scheduled_for)s)
     ON CONFLICT DO NOTHING
  RETURNING *
 )

@@ -27,7 +27,7 @@ from queues.bounds import (
 from queues.db import Fetch, Plan
 from queues.errors import Conflict, Invalid, NotFound, Unauthorized
 from queues.models import ClaimerKind, Endpoint, EventKind, Outcome, TodoState
-from queues.records import AttemptRecord, CheckAttempt, Claim, Locked, TodoRecord
+from queues.records import AttemptRecord, CheckAttempt, Claim, Locked, TodoRecord, json_value
 
 
 class Transition[**P, T]:
@@ -304,9 +304,47 @@ def claim_from_rows(todo_row, token: str | None, params: dict) -> Plan[Claim | N
             },
         )
         prior = [AttemptRecord.from_row(row) for row in found]
+    children = (yield from children_of(todo.id)) if todo.children_total else []
     return Claim(
-        todo=todo, attempt_seq=todo.last_attempt_seq, lease_token=token, prior_attempts=prior
+        todo=todo,
+        attempt_seq=todo.last_attempt_seq,
+        lease_token=token,
+        prior_attempts=prior,
+        children=children,
     )
+
+
+def children_of(todo_id: int, *, limit: int = 100) -> Plan[list[dict]]:
+    """A parent's children (the first ``limit``, oldest first) as its claimer and get_todo
+    show them: each with its state, its last attempt's outcome and summary, and its result
+    (bounded as stored). Written by agents: untrusted, as summaries are."""
+    rows = yield Fetch(sql.CHILDREN, {"todo_id": todo_id, "limit": limit})
+    return [
+        {
+            "id": child_id,
+            "title": title,
+            "endpoint": endpoint,
+            "state": state,
+            "outcome": outcome,
+            "summary": summary,
+            "summary_truncated": summary_truncated,
+            "result": json_value(result),
+            "dead_letter_reason": reason or None,
+            "ended_at": ended_at.isoformat() if ended_at else None,
+        }
+        for (
+            child_id,
+            title,
+            endpoint,
+            state,
+            outcome,
+            summary,
+            summary_truncated,
+            result,
+            reason,
+            ended_at,
+        ) in rows
+    ]
 
 
 def taken_over_conflict(actor: Actor, todo_id: int, check: Check) -> Plan[Conflict | None]:

@@ -22,13 +22,19 @@ def admitted[T](actor: Actor, claiming: Callable[[], Plan[tuple[T, bool]]]) -> P
     """Run the plan ``claiming()`` makes, which returns (result, whether a claim was made),
     under the endpoint's admission limit: the claim and its unit in one transaction."""
     limit = settings.SWITCHBOARD_CLAIMS_PER_MINUTE
-    if not limit or not actor.is_agent:
+    capped = actor.endpoint is not None and actor.endpoint.max_claimed is not None
+    if not actor.is_agent or not (limit or capped):
         result, _ = yield from claiming()
         return result
+    # One transaction: the admission's unit, or the endpoint's max_claimed read under its
+    # row lock (queues/transitions/claim.py, under_capacity), stands with the claim.
     return (yield Atomic(_charged(actor, limit, claiming)))
 
 
 def _charged[T](actor: Actor, limit: int, claiming) -> Plan[T]:
+    if not limit:
+        result, _ = yield from claiming()
+        return result
     params = {"endpoint_id": actor.endpoint_id}
     [(claims, retry_after)] = yield Fetch(sql.ADMISSION_OPEN, params)
     if claims >= limit:

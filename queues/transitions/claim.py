@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db import DatabaseError
+
 from queues import sql
 from queues.arguments import todo_id as checked_todo_id
 from queues.db import Atomic, Fetch, Plan
@@ -31,6 +33,8 @@ MAX_DEAD_LETTERS_PER_CLAIM = 50
 # The todo row is locked by the first run, so a second run sees a settled todo; more than a
 # few runs would mean a bug, not a race.
 MAX_STALE_SNAPSHOT_RETRIES = 5
+# The SQLSTATE the trigger todos_key_claims refuses a claim with.
+KEY_REFUSED = "SWK01"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +92,15 @@ def claim_next(
     if endpoint.paused:
         return None  # claims nothing, charges no admission (the caller says paused)
 
+    statement = sql.CLAIM_NEXT
+    if endpoint.max_claimed_per_key is not None:
+        statement, params["max_per_key"] = sql.CLAIM_NEXT_KEYED, endpoint.max_claimed_per_key
+
     def claiming() -> Plan[tuple[Claim | None, bool]]:
+        if not (yield from under_capacity(actor)):
+            return None, False
         for _ in range(MAX_DEAD_LETTERS_PER_CLAIM):
-            rows = yield from _run_claim(sql.CLAIM_NEXT, params)
+            rows = yield from _run_claim(statement, params)
             if not rows:
                 return None, False
             head = claim_head(rows[0])
@@ -130,9 +140,22 @@ def claim(
     params["todo_id"] = todo_id
 
     def claiming() -> Plan[tuple[Claim | None, bool]]:
+        if not (yield from under_capacity(actor)):
+            raise Conflict(
+                "This endpoint has as many claimed todos as it allows (max_claimed); try"
+                " again when one ends."
+            )
         return (yield Atomic(_claim_one(actor, todo_id, params, token)))
 
-    claimed = yield from admitted(actor, claiming)
+    try:
+        claimed = yield from admitted(actor, claiming)
+    except DatabaseError as exc:
+        if not key_refused(exc):
+            raise
+        raise Conflict(
+            "That todo's key has as many claimed todos as its endpoint allows"
+            " (max_claimed_per_key); try again when one ends."
+        ) from None
     if claimed is None:
         raise Conflict(
             "That todo's lease had lapsed on its last allowed attempt; it was dead-lettered."
@@ -161,9 +184,41 @@ def _claim_one(actor, todo_id, params, token) -> Plan[tuple[Claim | None, bool]]
 
 def _run_claim(statement, params: dict) -> Plan[list]:
     """Run a claim statement until its snapshot agrees with the row it locked (see
-    queues/sql/claim.py); return its rows (each starting with CLAIM_HEAD)."""
+    queues/sql/claim.py); return its rows (each starting with CLAIM_HEAD). A keyed claim
+    that the key's limit refused (another claim of its key committed after this statement's
+    snapshot) runs again, in a savepoint of its own, to pick past that key."""
     for _ in range(MAX_STALE_SNAPSHOT_RETRIES):
-        rows = yield Fetch(statement, params)
+        if statement is sql.CLAIM_NEXT_KEYED:
+            try:
+                rows = yield Atomic(_fetch(statement, params))
+            except DatabaseError as exc:
+                if not key_refused(exc):
+                    raise
+                continue
+        else:
+            rows = yield Fetch(statement, params)
         if not rows or rows[0][0]:
             return rows
     raise Conflict("That todo kept changing under the claim; try again.")
+
+
+def _fetch(statement, params: dict) -> Plan[list]:
+    return (yield Fetch(statement, params))
+
+
+def key_refused(exc: BaseException) -> bool:
+    """Did the trigger todos_key_claims refuse this claim (its key at the endpoint's limit)?"""
+    return getattr(exc.__cause__, "sqlstate", None) == KEY_REFUSED or (
+        getattr(exc, "sqlstate", None) == KEY_REFUSED
+    )
+
+
+def under_capacity(actor: Actor) -> Plan[bool]:
+    """An endpoint with max_claimed: is it under it? Read under its row's lock, held to the
+    claim's commit (the caller's transaction), so claims of that endpoint take turns; an
+    endpoint without one pays nothing."""
+    endpoint = actor.endpoint
+    if endpoint is None or endpoint.max_claimed is None:
+        return True
+    [(claimed,)] = yield Fetch(sql.CLAIMED_OF_ENDPOINT, {"endpoint_id": endpoint.pk})
+    return claimed < endpoint.max_claimed

@@ -52,6 +52,7 @@ from queues.transitions._common import (
 from queues.transitions.ask import asked
 from queues.transitions.claim import claim_head, claim_next, claimed_from_rows
 from queues.transitions.decide import Close, CloseKind, decide
+from queues.transitions.waits import cancel_children
 
 # ---------------------------------------------------------------------------------------
 # The verbs
@@ -107,12 +108,14 @@ def release(
     answer_schema: dict | None = None,
     answer_within_seconds: int | None = None,
     on_no_answer: str | None = None,
+    wait_for_children: bool = False,
 ) -> Plan[Closed]:
     """End the attempt without a verdict: back to pending, the budget untouched; with
     ``not_before`` or ``delay_seconds``, not claimable before then (a snooze). The holder may
     release; so may a person on any lease in their teams (passing its fence). With
     ``question`` (the holder only), an ask: the todo waits for an answer
-    (queues/transitions/ask.py)."""
+    (queues/transitions/ask.py); with ``wait_for_children`` (the holder only), it waits until
+    each of its children has ended."""
     close = Close.release(
         summary=summary,
         artifact=artifact,
@@ -123,6 +126,7 @@ def release(
         answer_schema=answer_schema,
         answer_within_seconds=answer_within_seconds,
         on_no_answer=on_no_answer,
+        wait_for_children=wait_for_children,
     )
     return (yield from end(actor, close, todo_id, attempt_seq=attempt_seq, lease_token=lease_token))
 
@@ -132,12 +136,19 @@ def cancel(
     actor: Actor, todo_id: int, *, attempt_seq: int | None = None, lease_token: str | None = None
 ) -> Plan[Closed]:
     """Stop the work for good: canceled. Allowed to the holder, the requester (an agent that
-    sent it), the todo's own endpoint while nobody holds it, and a person of the team."""
-    return (
-        yield from end(
-            actor, Close.cancel(), todo_id, attempt_seq=attempt_seq, lease_token=lease_token
-        )
+    sent it), the todo's own endpoint while nobody holds it, and a person of the team. Its
+    unfinished children (and theirs) are canceled with it, in the same transaction."""
+    return (yield Atomic(_cancel(actor, todo_id, attempt_seq, lease_token)))
+
+
+def _cancel(actor: Actor, todo_id, attempt_seq, lease_token) -> Plan[Closed]:
+    closed = yield from end(
+        actor, Close.cancel(), todo_id, attempt_seq=attempt_seq, lease_token=lease_token
     )
+    if closed.todo.children_open and not closed.replayed:
+        yield from cancel_children(actor, closed.todo.id)
+        closed = replace(closed, todo=(yield from read_todo(closed.todo.id)))
+    return closed
 
 
 # ---------------------------------------------------------------------------------------
@@ -216,13 +227,16 @@ def close_then_claim_next(
 def _one_statement(actor: Actor, lease_token: str | None) -> bool:
     """May the close and the claim be one statement? Only the agent's fast path (it holds
     the open, unfenced attempt), while nothing stands between the two: a pause (the claim
-    claims nothing) or an admission limit (the claim is charged in its own transaction)."""
+    claims nothing) or an admission limit (the claim is charged in its own transaction), or a
+    limit on what it may hold (max_claimed, max_claimed_per_key: claim_next's own plan)."""
     endpoint = actor.endpoint
     return (
         endpoint is not None
         and lease_token is None
         and not endpoint.paused
         and not settings.SWITCHBOARD_CLAIMS_PER_MINUTE
+        and endpoint.max_claimed is None
+        and endpoint.max_claimed_per_key is None
     )
 
 
@@ -289,7 +303,7 @@ def end(
 ) -> Plan[Closed]:
     """End the attempt a call means with ``close`` (the module docstring's rules)."""
     todo_id, attempt_seq, params = _close_params(actor, close, todo_id, attempt_seq, lease_token)
-    if actor.is_agent and lease_token is None and close.question is None:
+    if actor.is_agent and lease_token is None and not close.needs_lock:
         # The fast path: the agent holds the open, unfenced attempt; one statement (and, for
         # a close that spends the budget, the read of it first). An ask records its question
         # too: the locked path.
@@ -372,6 +386,8 @@ def _checked(actor, close: Close, todo_id, attempt_seq, lease_token, params) -> 
 
 
 def _close(actor: Actor, close: Close, seq: int, params: dict, locked: Locked) -> Plan[Closed]:
+    if close.kind is CloseKind.WAIT_CHILDREN and locked.children_open == 0:
+        close = replace(close, kind=CloseKind.RELEASE)  # nothing to wait for: a release
     decision = decide(close, locked.budget)
     rows = yield Fetch(sql.CLOSE_CHECKED, {**params, **decision.params(), "attempt_seq": seq})
     todo, attempt = split_row(rows[0])

@@ -11,9 +11,18 @@ from queues import bounds, sql
 from queues.arguments import instant, whole_number
 from queues.db import Atomic, Fetch, Plan
 from queues.errors import Conflict, Invalid
-from queues.models import Endpoint, EventKind
+from queues.models import Endpoint, EventKind, TodoState, WaitingFor
 from queues.records import TodoRecord
 from queues.transitions._common import Actor, check_active, event, read_todo, ring, transition
+from queues.transitions.waits import (
+    Waits,
+    check_parent,
+    count_child,
+    existing_of_key,
+    prepare_create,
+    prerequisites,
+    record_edges,
+)
 
 
 @transition
@@ -27,18 +36,38 @@ def create_todo(
     max_attempts: int | None = None,
     not_before: datetime | None = None,
     idempotency_key: str | None = None,
+    after: list[int] | None = None,
+    after_policy: str | None = None,
+    parent: int | None = None,
+    key: str | None = None,
+    unique_while_active: bool = False,
+    schedule_slot: tuple[int, datetime] | None = None,
 ) -> Plan[tuple[TodoRecord, bool]]:
     """Put a todo on ``endpoint``'s queue (an agent's own, without one): by that endpoint, by
     another endpoint of its team (an agent-to-agent send: the sender is the requester) or by
     a person (audited). Returns (todo, created). The same idempotency key from the same
     sender (the requester, or none: the endpoint itself or a person) on the same queue
     returns the existing todo with created False; keys are scoped by sender, so a sender
-    only ever gets back a todo it made."""
+    only ever gets back a todo it made.
+
+    Issue 44 (queues/transitions/waits.py): ``after`` (todo ids of the team) makes it wait
+    until they are done (``after_policy``); ``parent`` (a todo the caller holds) makes it
+    that todo's child; ``key`` is what the endpoint's per-key limit counts, and with
+    ``unique_while_active`` a todo of the same key not yet ended is returned instead (created
+    False). ``schedule_slot`` (the sweeper's: schedule id and due time) makes it that slot's
+    one todo: a second create of the slot returns None for the todo."""
     if endpoint is None:
         if actor.endpoint is None:
             raise Invalid("A person creates a todo on an endpoint's queue: name the endpoint.")
         endpoint = actor.endpoint
     check_active(endpoint)
+    waits = prepare_create(
+        after=after,
+        after_policy=after_policy,
+        parent=parent,
+        key=key,
+        unique_while_active=unique_while_active,
+    )
     requester = actor.endpoint if actor.endpoint not in (None, endpoint) else None
     created_by = actor.user
     if requester is not None:
@@ -58,29 +87,59 @@ def create_todo(
         ),
         "not_before": _not_before(not_before, by_agent=actor.is_agent),
         "idempotency_key": _key(idempotency_key),
+        "state": TodoState.PENDING,
+        "waiting_for": "",
+        "after_policy": waits.after_policy,
+        "after_total": len(waits.after),
+        "after_left": 0,
+        "parent_id": waits.parent_id,
+        "key": waits.key,
+        "schedule_id": schedule_slot[0] if schedule_slot else None,
+        "scheduled_for": schedule_slot[1] if schedule_slot else None,
     }
-    return (yield Atomic(_create(params, endpoint, created_by)))
+    return (yield Atomic(_create(actor, params, waits, endpoint, created_by)))
 
 
-def _create(params: dict, endpoint: Endpoint, created_by) -> Plan[tuple[TodoRecord, bool]]:
+def _create(
+    actor: Actor, params: dict, waits: Waits, endpoint: Endpoint, created_by
+) -> Plan[tuple[TodoRecord, bool]]:
     if params["idempotency_key"] is not None:
         existing = yield from _by_key(params)
         if existing is not None:
             return existing, False
+    if waits.unique_while_active:
+        existing = yield from existing_of_key(endpoint.pk, waits)
+        if existing is not None:
+            return existing, False
+    if waits.parent_id is not None:
+        yield from check_parent(actor, endpoint.team_id, waits.parent_id)
+    ended: list[str] = []
+    if waits.after:
+        ended, left = yield from prerequisites(endpoint.team_id, waits)
+        if left:
+            params |= {"state": TodoState.WAITING, "waiting_for": WaitingFor.TODOS}
+        params["after_left"] = left
     rows = yield Fetch(sql.INSERT_TODO, params)
     if not rows:  # a concurrent create with the same key won (ON CONFLICT DO NOTHING)
+        if params["schedule_id"] is not None:
+            return None, False  # the slot's todo was made by another sweeper
         winner = yield from _by_key(params)
         if winner is None:  # the conflicting row is not this sender's: cannot happen
             raise Conflict("A todo with that idempotency key changed under this create.")
         return winner, False
     todo = TodoRecord.from_row(rows[0])
+    if waits.after:
+        yield from record_edges(todo.id, waits, ended)
+    if waits.parent_id is not None:
+        yield from count_child(waits.parent_id)
     if created_by is not None:
         yield from event(
             EventKind.CREATE, todo.id, team_id=endpoint.team_id, actor=Actor.human(created_by)
         )
     # Rung even for a todo held back by not_before (a waiter looks, finds nothing and waits
     # again): deciding here would need a clock other than the database's.
-    yield from ring(endpoint.pk)
+    if todo.state == TodoState.PENDING:
+        yield from ring(endpoint.pk)
     return todo, True
 
 

@@ -54,6 +54,7 @@ class Rules:
     event: EventKind | None = None  # the audit kind of a person's close
     person_may_end: bool = False  # a person of the team may end an attempt they do not hold
     requester_may_end: bool = False  # so may the agent that sent the todo
+    waits_for: WaitingFor | None = None  # what the todo then waits for (goes_to waiting)
 
 
 class CloseKind(enum.Enum):
@@ -90,7 +91,12 @@ class CloseKind(enum.Enum):
     REVOKE = Rules(outcome=Outcome.REVOKED, goes_to=TodoState.DEAD)
     TAKE_OVER = Rules(outcome=Outcome.TAKEN_OVER, goes_to=TodoState.CLAIMED)
     # A release with a question: the todo waits for an answer (no try spent).
-    ASK = Rules(outcome=Outcome.ASKED, goes_to=TodoState.WAITING, person_may_end=False)
+    ASK = Rules(outcome=Outcome.ASKED, goes_to=TodoState.WAITING, waits_for=WaitingFor.PEOPLE)
+    # A release with wait_for_children: the todo waits until each of its children has ended
+    # (a plain release when none is open: queues/transitions/close.py).
+    WAIT_CHILDREN = Rules(
+        outcome=Outcome.RELEASED, goes_to=TodoState.WAITING, waits_for=WaitingFor.CHILDREN
+    )
 
     @property
     def rules(self) -> Rules:
@@ -148,6 +154,7 @@ class Close:
         answer_schema=None,
         answer_within_seconds=None,
         on_no_answer=None,
+        wait_for_children=False,
     ) -> Close:
         """No verdict: back to pending, the budget untouched. With ``not_before`` or
         ``delay_seconds`` a snooze: claimable again only from then (an agent waiting on
@@ -156,6 +163,19 @@ class Close:
         requester's), not claimable until then (queues/questions.py says what a question
         may be and what answers it)."""
         asked = (choices, answer_schema, answer_within_seconds, on_no_answer)
+        if not isinstance(wait_for_children, bool):
+            raise Invalid("wait_for_children must be true or false.")
+        if wait_for_children:
+            if question is not None or not_before is not None or delay_seconds is not None:
+                raise Invalid(
+                    "wait_for_children waits for the children: no question, not_before or"
+                    " delay_seconds with it."
+                )
+            return cls(
+                kind=CloseKind.WAIT_CHILDREN,
+                summary=bound_summary(summary),
+                artifact=bound_artifact(artifact),
+            )
         if question is None:
             if any(value is not None for value in asked):
                 raise Invalid("choices, answer_schema and the rest go with a question.")
@@ -219,6 +239,12 @@ class Close:
         return cls(kind=kind, result=stored, summary=summary_b, artifact=bound_artifact(artifact))
 
     @property
+    def needs_lock(self) -> bool:
+        """Does it take the locked path, whoever closes: a wait (an ask records its question
+        in the close's transaction; a wait for children reads their count under the lock)."""
+        return self.kind.rules.waits_for is not None
+
+    @property
     def needs_budget(self) -> bool:
         """Does the decision depend on the failure budget (read before deciding)?"""
         return self.kind.rules.spends_budget and self.retryable
@@ -251,6 +277,7 @@ class Decision:
     wake_in: float | None = None  # ...or this many seconds from now
     dead_letter_reason: str = ""
     budget_seen: int | None = None  # the failures it was decided on: the statement's guard
+    waiting_for: str = ""  # a waiting todo's wait (WaitingFor)
 
     def params(self) -> dict:
         return {
@@ -263,7 +290,7 @@ class Decision:
             "dead_letter_reason": self.dead_letter_reason,
             "ends": self.state in TERMINAL_STATES,
             "failures_seen": self.budget_seen,
-            "waiting_for": WaitingFor.PEOPLE if self.state == TodoState.WAITING else "",
+            "waiting_for": self.waiting_for,
         }
 
     def lapse_params(self) -> dict:
@@ -326,6 +353,7 @@ def decide(close: Close, budget: Budget | None) -> Decision:
         wake_in=close.delay_seconds if state == TodoState.PENDING else None,
         dead_letter_reason=kind.outcome if dies else "",
         budget_seen=budget.failures if budget is not None else None,
+        waiting_for=(rules.waits_for or "") if state == TodoState.WAITING else "",
     )
 
 
