@@ -45,6 +45,7 @@ class SweepReport:
     dead_lettered_by_reap: int = 0
     requeued_retries: int = 0
     unanswered: int = 0  # questions whose time ran out (their todos requeued or dead)
+    released_dependents: int = 0  # todos made after others, released past a trigger's batch
     deleted_by_age: int = 0
     deleted_by_cap: int = 0
     dead_lettered_revoked: int = 0
@@ -89,6 +90,7 @@ def sweep_once(
     _drain(reap, reap_batch)
     _drain(requeue, retry_batch)
     _drain(expire, reap_batch)
+    report.released_dependents = transitions.release_leftovers()
     report.dead_lettered_revoked = transitions.dead_letter_revoked_leftovers()
     # Before retention, which deletes only todos that ended days ago, long since folded.
     counters.fold_attempt_endings()

@@ -14,6 +14,8 @@ person's bulk cancel ends each attempt with ``end``). One module per family:
 - ``by_hand``: a person's retry now, rerun, cancel of a dead letter and take over, and the
   rerun or cancel of many todos a person confirmed (the Board's bulk actions);
 - ``ask``: a question's wait: recorded by an asking close, answered, expired by the sweeper;
+- ``waits``: a create's ``after``, ``parent`` and keys, a parent's cancel of its children, a
+  person's start now, the sweeper's release of what a trigger left;
 - ``revoke``: an endpoint's revocation;
 - ``sweep``: reap lapsed leases, requeue due retries;  - ``admission``: the claim limit.
 
@@ -49,6 +51,7 @@ from queues.transitions.decide import Close, CloseKind, Decision, decide
 from queues.transitions.hold import heartbeat
 from queues.transitions.revoke import dead_letter_revoked_leftovers, revoke_endpoint
 from queues.transitions.sweep import reap_lapsed, requeue_due_retries
+from queues.transitions.waits import release_leftovers, start_now
 
 __all__ = [
     "Actor",
@@ -76,9 +79,11 @@ __all__ = [
     "heartbeat",
     "reap_lapsed",
     "release",
+    "release_leftovers",
     "requeue_due_retries",
     "rerun",
     "retry_now",
     "revoke_endpoint",
+    "start_now",
     "take_over",
 ]

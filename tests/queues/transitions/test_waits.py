@@ -1,0 +1,379 @@
+"""Todos that wait for todos (issue 44): ``after`` (a todo waits until the todos it was made
+after are done, or have ended under ``any_end``), children (a holder splits its todo and
+waits for the pieces), keys (``max_claimed_per_key``, ``unique_while_active``) and
+``max_claimed``. The counts are kept by triggers in the transaction of each ending
+(queues/schema/functions.sql), so these tests end prerequisites by every path there is."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from queues import sweeper, teams, transitions
+from queues.errors import Conflict, Invalid, NotFound
+from queues.models import Endpoint, Todo, TodoEvent
+from queues.transitions import Actor
+from tests.queues.helpers import events_of, get_todo_for_endpoint, get_todo_for_user, tables_as_json
+
+
+def _ledger() -> tuple:
+    return tables_as_json("todos", "todo_attempts", "todo_events")
+
+
+def _done(agent, todo_id: int, **fields) -> None:
+    transitions.claim(agent, todo_id)
+    transitions.complete(agent, todo_id, **fields)
+
+
+def _state(todo_id: int) -> tuple[str, str]:
+    todo = Todo.objects.get(pk=todo_id)
+    return todo.state, todo.waiting_for
+
+
+def _limit(endpoint: Endpoint, **limits) -> Actor:
+    Endpoint.objects.filter(pk=endpoint.pk).update(**limits)
+    endpoint.refresh_from_db()
+    return Actor.agent(endpoint)
+
+
+# -- after ----------------------------------------------------------------------------------
+
+
+def test_a_todo_made_after_others_waits_until_each_is_done(agent, make_todo):
+    a, b = make_todo("a"), make_todo("b")
+    c = make_todo("c", after=[a.id, b.id])
+
+    assert (c.state, c.waiting_for, c.after_total, c.after_left) == ("waiting", "todos", 2, 2)
+    assert transitions.claim_next(agent).todo.id == a.id  # c is passed over: it waits
+    with pytest.raises(Conflict):
+        transitions.claim(agent, c.id)
+    transitions.complete(agent, a.id)
+    assert _state(c.id) == ("waiting", "todos")
+    assert Todo.objects.get(pk=c.id).after_left == 1
+
+    _done(agent, b.id)  # the last one: pending in the same transaction
+
+    assert _state(c.id) == ("pending", "")
+    claim = transitions.claim_next(agent)
+    assert claim.todo.id == c.id
+
+
+def test_a_todo_made_after_done_todos_is_pending_at_once(agent, make_todo):
+    a = make_todo("a")
+    _done(agent, a.id)
+    b = make_todo("b", after=[a.id])
+    assert (b.state, b.after_left) == ("pending", 0)
+
+
+def test_a_prerequisite_that_dies_or_is_canceled_kills_what_waits_for_it(agent, human, make_todo):
+    a = make_todo("a", max_attempts=1)
+    b = make_todo("b")
+    dies, canceled = make_todo("after a", after=[a.id]), make_todo("after b", after=[b.id])
+
+    transitions.claim(agent, a.id)
+    transitions.fail(agent, a.id, summary="broke")
+    transitions.cancel(human, b.id)
+
+    for todo_id in (dies.id, canceled.id):
+        todo = Todo.objects.get(pk=todo_id)
+        assert (todo.state, todo.dead_letter_reason) == ("dead", "after_ended")
+    shown = get_todo_for_user(human.user, dies.id)
+    [edge] = shown.as_api()["todo"]["after"]
+    assert (edge["id"], edge["state"]) == (a.id, "dead")
+
+
+def test_with_any_end_it_starts_when_all_have_ended_whatever_the_outcome(agent, human, make_todo):
+    a, b = make_todo("a", max_attempts=1), make_todo("b")
+    c = make_todo("c", after=[a.id, b.id], after_policy="any_end")
+    transitions.claim(agent, a.id)
+    transitions.fail(agent, a.id)
+    assert _state(c.id) == ("waiting", "todos")
+    transitions.cancel(human, b.id)
+    assert _state(c.id) == ("pending", "")
+
+
+def test_made_after_a_todo_that_can_never_be_done_is_refused_and_nothing_is_written(
+    agent, human, make_todo
+):
+    a = make_todo("a")
+    transitions.cancel(human, a.id)
+    before = _ledger()
+    with pytest.raises(Conflict, match="any_end"):
+        make_todo("never", after=[a.id])
+    assert _ledger() == before
+    assert make_todo("fine", after=[a.id], after_policy="any_end").state == "pending"
+
+
+def test_unknown_and_foreign_prerequisites_are_not_found_alike(make_todo, vend):
+
+    stranger = teams.get_or_create_team("strangers")
+    foreign_endpoint, _ = vend("theirs", team=stranger)
+    foreign, _ = transitions.create_todo(Actor.agent(foreign_endpoint), title="theirs")
+    said = []
+    for missing in (foreign.id, 2**62):
+        before = _ledger()
+        with pytest.raises(NotFound) as caught:
+            make_todo("x", after=[missing])
+        said.append(str(caught.value).replace(str(missing), "N"))
+        assert _ledger() == before
+    assert said[0] == said[1]
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"after": []},
+        {"after": "1"},
+        {"after": list(range(1, 102))},
+        {"after": ["one"]},
+        {"after": [True]},
+        {"after_policy": "any_end"},  # without after
+        {"after": [1], "after_policy": "some"},
+        {"key": "k" * 201},
+        {"key": 7},
+        {"key": "   "},
+        {"unique_while_active": True},  # without a key
+        {"key": "k", "unique_while_active": "yes"},
+    ],
+)
+def test_bad_arguments_are_invalid_and_write_nothing(make_todo, arguments):
+    before = _ledger()
+    with pytest.raises(Invalid):
+        make_todo("bad", **arguments)
+    assert _ledger() == before
+
+
+def test_edges_count_once_whatever_happens_to_the_prerequisite_later(agent, human, make_todo):
+    """A rerun of a done prerequisite (a new round) is not a second ending of its edge."""
+    a, b = make_todo("a"), make_todo("b")
+    c = make_todo("c", after=[a.id, b.id])
+    _done(agent, a.id)
+    transitions.rerun(human, a.id)
+    _done(agent, a.id)
+    assert Todo.objects.get(pk=c.id).after_left == 1
+    _done(agent, b.id)
+    assert _state(c.id) == ("pending", "")
+
+
+def test_a_person_starts_a_waiting_todo_now_and_it_is_audited(agent, human, make_todo):
+    a = make_todo("a")
+    c = make_todo("c", after=[a.id])
+    with pytest.raises(Invalid):
+        transitions.start_now(agent, c.id)
+    started = transitions.start_now(human, c.id)
+    assert (started.state, started.waiting_for) == ("pending", "")
+    assert events_of(c.id)[-1] == "start_now"
+    with pytest.raises(Conflict):  # it waits for nothing now
+        transitions.start_now(human, c.id)
+    _done(agent, a.id)  # its prerequisite ending later moves nothing
+    assert _state(c.id) == ("pending", "")
+
+
+def test_readers_see_prerequisites_and_dependents(agent, human, make_todo):
+    a = make_todo("a")
+    c = make_todo("c", after=[a.id])
+    shown = get_todo_for_endpoint(agent.endpoint, a.id).as_api()["todo"]
+    assert [(d["id"], d["state"]) for d in shown["dependents"]] == [(c.id, "waiting")]
+    shown = get_todo_for_user(human.user, c.id).as_api()["todo"]
+    assert [(d["id"], d["state"]) for d in shown["after"]] == [(a.id, "pending")]
+    assert (shown["after_total"], shown["after_left"]) == (1, 1)
+
+
+def test_dependents_past_the_triggers_batch_are_released_by_the_sweeper(agent, make_todo):
+    a = make_todo("a")
+    waiting = [make_todo(f"w{n}", after=[a.id]).id for n in range(1005)]
+    _done(agent, a.id)
+    assert _count_states(waiting) == {"pending": 1000, "waiting": 5}
+    report = sweeper.sweep_once()
+    assert report.released_dependents == 5
+    assert _count_states(waiting) == {"pending": 1005}
+
+
+def _count_states(ids: list[int]) -> dict[str, int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT state, count(*) FROM todos WHERE id = ANY(%s) GROUP BY state", [ids])
+        return dict(cursor.fetchall())
+
+
+# -- children -------------------------------------------------------------------------------
+
+
+def test_a_holder_splits_its_todo_waits_for_the_children_and_reads_their_outcomes(
+    agent, make_todo, make_endpoint
+):
+    helper = Actor.agent(make_endpoint("helper"))
+    parent = make_todo("plan")
+    transitions.claim(agent, parent.id)
+    one = make_todo("piece 1", parent=parent.id)
+    two, _ = transitions.create_todo(
+        agent, endpoint=helper.endpoint, title="piece 2", parent=parent.id
+    )
+    assert Todo.objects.get(pk=parent.id).children_open == 2
+
+    closed = transitions.release(agent, parent.id, summary="split", wait_for_children=True)
+
+    assert (closed.todo.state, closed.todo.waiting_for) == ("waiting", "children")
+    assert closed.attempt.outcome == "released" and closed.todo.failures == 0
+    _done(agent, one.id, result={"n": 1}, summary="one done")
+    assert _state(parent.id) == ("waiting", "children")
+    transitions.claim(helper, two.id)
+    transitions.fail(helper, two.id, summary="no luck", retryable=False)
+    assert _state(parent.id) == ("pending", "")
+
+    claim = transitions.claim_next(agent)
+    assert claim.todo.id == parent.id
+    children = {c["title"]: c for c in claim.as_api()["children"]}
+    assert children["piece 1"]["state"] == "done" and children["piece 1"]["result"] == {"n": 1}
+    assert children["piece 1"]["summary"] == "one done"
+    assert children["piece 2"]["state"] == "dead" and children["piece 2"]["summary"] == "no luck"
+
+
+def test_waiting_for_no_open_children_is_a_plain_release(agent, make_todo):
+    parent = make_todo("plan")
+    transitions.claim(agent, parent.id)
+    child = make_todo("piece", parent=parent.id)
+    # The child is claimed and finished while the parent still holds its lease.
+    transitions.claim(agent, child.id)
+    transitions.complete(agent, child.id)
+    closed = transitions.release(agent, parent.id, wait_for_children=True)
+    assert (closed.todo.state, closed.todo.children_total, closed.todo.children_open) == (
+        "pending",
+        1,
+        0,
+    )
+
+
+def test_only_the_holder_makes_children_and_a_foreign_parent_is_unknown(
+    agent, make_todo, make_endpoint, vend
+):
+
+    parent = make_todo("plan")
+    with pytest.raises(Conflict):  # nobody holds it
+        make_todo("piece", parent=parent.id)
+    transitions.claim(agent, parent.id)
+    other = Actor.agent(make_endpoint("other"))
+    with pytest.raises(Conflict):  # another endpoint of the team does not hold it
+        transitions.create_todo(other, title="piece", parent=parent.id)
+    stranger = teams.get_or_create_team("strangers")
+    theirs = Actor.agent(vend("theirs", team=stranger)[0])
+    said = []
+    for parent_id in (parent.id, 2**62):
+        before = _ledger()
+        with pytest.raises(NotFound) as caught:
+            transitions.create_todo(theirs, title="piece", parent=parent_id)
+        said.append(str(caught.value))
+        assert _ledger() == before
+    assert said[0] == said[1]
+
+
+def test_canceling_a_parent_cancels_its_unfinished_children_and_theirs(agent, human, make_todo):
+    parent = make_todo("plan")
+    transitions.claim(agent, parent.id)
+    done = make_todo("finished piece", parent=parent.id)
+    _done(agent, done.id)
+    held = make_todo("held piece", parent=parent.id)
+    held_claim = transitions.claim(agent, held.id)
+    grandchild = make_todo("a piece of the held piece", parent=held.id)
+    waiting = make_todo("still pending", parent=parent.id)
+    transitions.release(agent, parent.id, wait_for_children=True)
+
+    transitions.cancel(human, parent.id)
+
+    assert Todo.objects.get(pk=parent.id).state == "canceled"
+    assert {t: _state(t)[0] for t in (done.id, held.id, grandchild.id, waiting.id)} == {
+        done.id: "done",
+        held.id: "canceled",
+        grandchild.id: "canceled",
+        waiting.id: "canceled",
+    }
+    assert "cancel_child" in events_of(grandchild.id)
+    with pytest.raises(Conflict):  # the held piece's holder is fenced out
+        transitions.heartbeat(agent, held.id, attempt_seq=held_claim.attempt_seq)
+
+
+def test_a_person_starts_a_parent_without_waiting_for_its_children(agent, human, make_todo):
+    parent = make_todo("plan")
+    transitions.claim(agent, parent.id)
+    make_todo("piece", parent=parent.id)
+    transitions.release(agent, parent.id, wait_for_children=True)
+    assert transitions.start_now(human, parent.id).state == "pending"
+    assert transitions.claim_next(agent).todo.id == parent.id
+
+
+# -- keys -----------------------------------------------------------------------------------
+
+
+def test_a_key_at_its_limit_is_passed_over_without_blocking_the_others(endpoint, make_todo):
+    agent = _limit(endpoint, max_claimed_per_key=1)
+    first = make_todo("repo x 1", key="repo-x", priority=5)
+    second = make_todo("repo x 2", key="repo-x", priority=5)
+    other = make_todo("repo y", key="repo-y")
+    plain = make_todo("no key")
+
+    claimed = [transitions.claim_next(agent).todo.id for _ in range(3)]
+    assert claimed == [first.id, other.id, plain.id]
+    assert transitions.claim_next(agent) is None
+    with pytest.raises(Conflict, match="max_claimed_per_key"):
+        transitions.claim(agent, second.id)
+
+    transitions.complete(agent, first.id)
+    assert transitions.claim_next(agent).todo.id == second.id
+
+
+def test_max_claimed_caps_what_an_endpoint_holds(endpoint, make_todo):
+    agent = _limit(endpoint, max_claimed=2)
+    todos = [make_todo(f"t{n}") for n in range(3)]
+    assert transitions.claim_next(agent) and transitions.claim_next(agent)
+    assert transitions.claim_next(agent) is None
+    with pytest.raises(Conflict, match="max_claimed"):
+        transitions.claim(agent, todos[2].id)
+    transitions.complete(agent, todos[0].id)
+    assert transitions.claim_next(agent).todo.id == todos[2].id
+
+
+def test_unique_while_active_returns_the_open_todo_of_the_key(agent, make_todo):
+    first, created = transitions.create_todo(
+        agent, title="sync", key="repo-x", unique_while_active=True
+    )
+    again, again_created = transitions.create_todo(
+        agent, title="sync again", key="repo-x", unique_while_active=True
+    )
+    assert created and not again_created and again.id == first.id
+    _done(agent, first.id)
+    fresh, fresh_created = transitions.create_todo(
+        agent, title="sync", key="repo-x", unique_while_active=True
+    )
+    assert fresh_created and fresh.id != first.id
+    assert get_todo_for_endpoint(agent.endpoint, fresh.id).as_api()["todo"]["key"] == "repo-x"
+
+
+def test_a_claim_of_a_keyed_todo_counts_and_every_ending_gives_it_back(endpoint, human, make_todo):
+    agent = _limit(endpoint, max_claimed_per_key=1)
+    todo = make_todo("k", key="k", max_attempts=3)
+    for end in (
+        lambda: transitions.release(agent, todo.id),
+        lambda: transitions.fail(agent, todo.id),
+        lambda: transitions.cancel(human, todo.id),
+    ):
+        if Todo.objects.get(pk=todo.id).state == "retry_wait":
+            transitions.retry_now(human, todo.id)
+        transitions.claim(agent, todo.id)
+        assert _key_claims(endpoint) == {"k": 1}
+        end()
+        assert _key_claims(endpoint) == {"k": 0}
+
+
+def _key_claims(endpoint) -> dict[str, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT key, claimed FROM todo_key_claims WHERE endpoint_id = %s", [endpoint.pk]
+        )
+        return dict(cursor.fetchall())
+
+
+def test_the_waits_are_audited_apart_from_the_todos_own_story(agent, human, make_todo):
+    parent = make_todo("plan")
+    transitions.claim(agent, parent.id)
+    child = make_todo("piece", parent=parent.id)
+    transitions.cancel(human, parent.id)
+    assert TodoEvent.objects.filter(todo_id=child.id, kind="cancel_child").count() == 1
