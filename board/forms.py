@@ -102,6 +102,26 @@ class NotifyUrlForm(forms.Form):
         return webhook_target(self.cleaned_data["notify_url"])
 
 
+class LimitsForm(forms.Form):
+    """An endpoint's limits on what its agents hold at once (queues.endpoints.set_limits)."""
+
+    max_claimed = forms.IntegerField(
+        label="Claimed at most",
+        required=False,
+        min_value=1,
+        max_value=10_000,
+        help_text="Todos its agents may hold at once, in all. Empty: no limit.",
+    )
+    max_claimed_per_key = forms.IntegerField(
+        label="Claimed at most, a key",
+        required=False,
+        min_value=1,
+        max_value=10_000,
+        help_text="Todos of one key its agents may hold at once (1: one at a time, say one "
+        "agent a repository); a claim passes over a key at its limit. Empty: no limit.",
+    )
+
+
 class SinkForm(forms.Form):
     url = HttpUrlField(
         label="Sink URL",

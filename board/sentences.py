@@ -49,6 +49,8 @@ _TODO_EVENT_VERBS = {
     EventKind.TAKE_OVER: "took over",
     EventKind.ANSWER: "answered the question on",
     EventKind.UNANSWERED: "stopped waiting for an answer on",
+    EventKind.START_NOW: "started",
+    EventKind.CANCEL_CHILD: "canceled",
 }
 _CLOSING_KINDS = (EventKind.RELEASE, EventKind.COMPLETE, EventKind.FAIL, EventKind.CANCEL)
 
@@ -127,7 +129,17 @@ def _event_sentence(item: Activity) -> Sentence:
             rest = "— its endpoint was revoked"
         if kind == EventKind.UNANSWERED:
             gone = detail.get("to_state") == "dead"
-            rest = "— its time ran out: dead-lettered" if gone else "— its time ran out: back in the queue"
+            rest = (
+                "— its time ran out: dead-lettered"
+                if gone
+                else "— its time ran out: back in the queue"
+            )
+        if kind == EventKind.START_NOW:
+            rest = "now, without waiting for " + (
+                "its children" if detail.get("waiting_for") == "children" else "the todos before it"
+            )
+        if kind == EventKind.CANCEL_CHILD:
+            rest = f"— its parent #{detail.get('parent', '?')} was canceled"
         if kind == EventKind.TAKE_OVER and detail.get("from_endpoint"):
             rest = f"from {detail['from_endpoint']}, which held it"
         return Sentence(
@@ -178,12 +190,22 @@ def _team_event(kind: EventKind, detail: dict) -> str:
         EventKind.NOTIFY_SECRET_ROTATE: lambda: f"rotated the doorbell secret of {agent}",
         EventKind.ENDPOINT_PAUSE: lambda: f"paused endpoint {agent}: its agents claim nothing",
         EventKind.ENDPOINT_RESUME: lambda: f"resumed endpoint {agent}",
+        EventKind.ENDPOINT_LIMITS: lambda: (
+            f"set the limits of {agent}: "
+            f"{_limit_words(detail.get('max_claimed'), detail.get('max_claimed_per_key'))}"
+        ),
         EventKind.SINK_ADD: lambda: f"added a dead-letter sink ({host})",
         EventKind.SINK_DEACTIVATE: lambda: f"paused the dead-letter sink ({host})",
         EventKind.SINK_ACTIVATE: lambda: f"resumed the dead-letter sink ({host})",
         EventKind.SINK_REMOVE: lambda: f"removed the dead-letter sink ({host})",
     }
     return words[kind]()
+
+
+def _limit_words(max_claimed, max_claimed_per_key) -> str:
+    held = f"at most {max_claimed} claimed" if max_claimed else "no cap on claimed todos"
+    keyed = f"at most {max_claimed_per_key} a key" if max_claimed_per_key else "no cap a key"
+    return f"{held}, {keyed}"
 
 
 # Every kind has words, on a todo or for a team (tests/board/test_activity.py checks it too).

@@ -101,6 +101,41 @@ def rotate_notify_secret(endpoint: Endpoint, *, user=None) -> str:
     return secret
 
 
+LIMIT_MAX = 10_000  # the largest max_claimed or max_claimed_per_key an endpoint may set
+
+
+def set_limits(
+    endpoint: Endpoint, *, max_claimed: object, max_claimed_per_key: object, user=None
+) -> bool:
+    """Set (or, with None, clear) what the endpoint's agents may hold at once: ``max_claimed``
+    todos in all, ``max_claimed_per_key`` of any one key (issue 44; a claim passes over a key
+    at its limit without blocking the others). Audited; False when nothing changed. From the
+    commit on every process claims by them (the token cache hears the endpoint's change); a
+    lowered limit takes nothing back from agents that hold more."""
+    limits = {
+        "max_claimed": _limit(max_claimed, "max_claimed"),
+        "max_claimed_per_key": _limit(max_claimed_per_key, "max_claimed_per_key"),
+    }
+    if endpoint.revoked_at is not None:
+        raise Conflict("A revoked endpoint has no limits to set.")
+    with transaction.atomic():
+        changed = Endpoint.objects.filter(pk=endpoint.pk).exclude(**limits).update(**limits)
+        if changed:
+            _record(EventKind.ENDPOINT_LIMITS, endpoint, user, **limits)
+            # A raised limit may free claims for agents waiting now.
+            db.fetch(sql.RING_DOORBELL, {"endpoint_id": endpoint.pk})
+    endpoint.refresh_from_db(fields=["max_claimed", "max_claimed_per_key"])
+    return bool(changed)
+
+
+def _limit(value: object, name: str) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= LIMIT_MAX:
+        raise Invalid(f"{name} is a whole number from 1 to {LIMIT_MAX:,}, or empty for none.")
+    return value
+
+
 def _record(kind: EventKind, endpoint: Endpoint, user, **detail) -> None:
     """Audit ``kind`` done to ``endpoint`` (in its team, by ``user``): the detail names its
     agent_id, and whatever else ``detail`` says."""

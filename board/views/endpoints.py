@@ -27,7 +27,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from board import charts
 from board.drawer import span
-from board.forms import NotifyUrlForm, VendForm, duplicate_agent_id
+from board.forms import LimitsForm, NotifyUrlForm, VendForm, duplicate_agent_id
 from board.redirects import next_url
 from board.scope import board_scope
 from board.views.queue import first_run_context
@@ -153,13 +153,27 @@ def _first_run(request: HttpRequest, *, form=None, endpoint=None, token=None, st
     return response
 
 
-def _detail_page(request, endpoint: Endpoint, form: NotifyUrlForm, *, status: int = 200):
+def _detail_page(
+    request,
+    endpoint: Endpoint,
+    form: NotifyUrlForm,
+    *,
+    status: int = 200,
+    limits: LimitsForm | None = None,
+):
     counts = selectors.endpoint_todo_counts(endpoint)
     newest_doorbell = selectors.endpoint_newest_doorbell(endpoint)
     health = endpoint_health(endpoint)
     context = {
         "endpoint": endpoint,
         "form": form,
+        "limits": limits
+        or LimitsForm(
+            initial={
+                "max_claimed": endpoint.max_claimed,
+                "max_claimed_per_key": endpoint.max_claimed_per_key,
+            }
+        ),
         "is_owner": _owns_team(request.user, endpoint.team_id),
         "counts": [(state, counts.get(state, 0)) for state in TodoState],
         "live": sum(counts.get(state, 0) for state in LIVE_STATES),
@@ -223,10 +237,16 @@ def endpoint_detail(request: HttpRequest, endpoint_id: int) -> HttpResponse:
     if request.method == "GET":
         form = NotifyUrlForm(initial={"notify_url": endpoint.notify_url})
         return _detail_page(request, endpoint, form)
-    rotating = request.POST.get("op") == "rotate_secret"
+    op = request.POST.get("op")
+    rotating = op == "rotate_secret"
     if not _owns_team(request.user, endpoint.team_id):
-        what = "rotate the doorbell secret of" if rotating else "change the notify URL of"
+        what = {
+            "rotate_secret": "rotate the doorbell secret of",
+            "limits": "change the limits of",
+        }.get(op, "change the notify URL of")
         return _refuse(request, endpoint, what)
+    if op == "limits":
+        return _set_limits(request, endpoint)
     if rotating:
         try:
             secret = endpoints.rotate_notify_secret(endpoint, user=request.user)
@@ -247,6 +267,20 @@ def endpoint_detail(request: HttpRequest, endpoint_id: int) -> HttpResponse:
         if secret:
             return _secret_page(request, endpoint, secret, rotated=False)
         messages.success(request, "Notify URL removed.")
+    return redirect("endpoint-detail", endpoint_id=endpoint.pk)
+
+
+def _set_limits(request: HttpRequest, endpoint: Endpoint) -> HttpResponse:
+    limits = LimitsForm(request.POST)
+    blank = NotifyUrlForm(initial={"notify_url": endpoint.notify_url})
+    if not limits.is_valid():
+        return _detail_page(request, endpoint, blank, status=400, limits=limits)
+    try:
+        changed = endpoints.set_limits(endpoint, **limits.cleaned_data, user=request.user)
+    except Conflict as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Limits saved." if changed else "Nothing changed.")
     return redirect("endpoint-detail", endpoint_id=endpoint.pk)
 
 

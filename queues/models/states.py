@@ -151,6 +151,7 @@ class EventKind(models.TextChoices):
     NOTIFY_SECRET_ROTATE = "notify_secret_rotate"
     ENDPOINT_PAUSE = "pause"
     ENDPOINT_RESUME = "resume"
+    ENDPOINT_LIMITS = "limits"  # max_claimed, max_claimed_per_key set or cleared
     # Teams: members, invitations, dead-letter sinks.
     MEMBER_ADD = "member_add"
     MEMBER_REMOVE = "member_remove"

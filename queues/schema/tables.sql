@@ -322,7 +322,7 @@ CREATE TABLE todo_events (
         'vend'::character varying, 'rotate'::character varying,
         'endpoint_revoke'::character varying, 'notify_url'::character varying,
         'notify_secret_rotate'::character varying, 'pause'::character varying,
-        'resume'::character varying, 'member_add'::character varying,
+        'resume'::character varying, 'limits'::character varying, 'member_add'::character varying,
         'member_remove'::character varying, 'member_invite'::character varying,
         'invite_accept'::character varying, 'invite_decline'::character varying,
         'invite_revoke'::character varying, 'sink_add'::character varying,
