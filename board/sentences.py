@@ -168,6 +168,8 @@ def _team_event(kind: EventKind, detail: dict) -> str:
     host = detail.get("host", "")
     role = detail.get("role", "member")
     dead = detail.get("todos_dead_lettered", 0)
+    schedule = repr(detail.get("schedule", ""))
+    timing = _timing_words(detail)
     words = {
         EventKind.ENDPOINT_VEND: lambda: f"vended endpoint {agent}",
         EventKind.ENDPOINT_ROTATE: lambda: f"rotated the token of {agent}",
@@ -194,6 +196,11 @@ def _team_event(kind: EventKind, detail: dict) -> str:
             f"set the limits of {agent}: "
             f"{_limit_words(detail.get('max_claimed'), detail.get('max_claimed_per_key'))}"
         ),
+        EventKind.SCHEDULE_ADD: lambda: f"added the schedule {schedule} to {agent}{timing}",
+        EventKind.SCHEDULE_EDIT: lambda: f"changed the schedule {schedule} of {agent}{timing}",
+        EventKind.SCHEDULE_PAUSE: lambda: f"paused the schedule {schedule} of {agent}",
+        EventKind.SCHEDULE_RESUME: lambda: f"resumed the schedule {schedule} of {agent}",
+        EventKind.SCHEDULE_REMOVE: lambda: f"removed the schedule {schedule} of {agent}",
         EventKind.SINK_ADD: lambda: f"added a dead-letter sink ({host})",
         EventKind.SINK_DEACTIVATE: lambda: f"paused the dead-letter sink ({host})",
         EventKind.SINK_ACTIVATE: lambda: f"resumed the dead-letter sink ({host})",
@@ -206,6 +213,15 @@ def _limit_words(max_claimed, max_claimed_per_key) -> str:
     held = f"at most {max_claimed} claimed" if max_claimed else "no cap on claimed todos"
     keyed = f"at most {max_claimed_per_key} a key" if max_claimed_per_key else "no cap a key"
     return f"{held}, {keyed}"
+
+
+def _timing_words(detail: dict) -> str:
+    """A schedule's when, as its add or edit row records it ("" when the edit left it)."""
+    if detail.get("cron"):
+        return f" ({detail['cron']}, {detail.get('timezone', 'UTC')})"
+    if detail.get("interval_seconds"):
+        return f" (every {detail['interval_seconds']} s)"
+    return ""
 
 
 # Every kind has words, on a todo or for a team (tests/board/test_activity.py checks it too).

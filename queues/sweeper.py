@@ -1,9 +1,9 @@
 """The sweeper: the background work no request does .
 
 One pass reaps lapsed leases, requeues due retries, ends the waits of questions whose time
-ran out, folds attempt endings into the metric
-counters (``queues.metrics``), deletes terminal todos past retention, delivers the outbox, and
-records itself in the one ``sweeper_status`` row.
+ran out, makes the todos of due schedules (``queues.schedules``), folds attempt endings into
+the metric counters (``queues.metrics``), deletes terminal todos past retention, delivers the
+outbox, and records itself in the one ``sweeper_status`` row.
 Every step works in batches, each its own short transaction that takes its rows with
 ``FOR UPDATE SKIP LOCKED``, so several sweepers can run at once: they split the work instead of
 queueing behind each other, and no row is handled twice. State changes go through
@@ -24,7 +24,7 @@ from django.conf import settings
 from django.db import Error as DatabaseError
 from django.db import close_old_connections, connection, transaction
 
-from queues import counters, db, outbox, sql, transitions
+from queues import counters, db, outbox, schedules, sql, transitions
 from queues.db import Statement
 from queues.db.availability import log_failure
 from queues.models import TodoState
@@ -45,6 +45,7 @@ class SweepReport:
     dead_lettered_by_reap: int = 0
     requeued_retries: int = 0
     unanswered: int = 0  # questions whose time ran out (their todos requeued or dead)
+    scheduled: int = 0  # todos made by schedules for their due slots
     released_dependents: int = 0  # todos made after others, released past a trigger's batch
     deleted_by_age: int = 0
     deleted_by_cap: int = 0
@@ -90,6 +91,7 @@ def sweep_once(
     _drain(reap, reap_batch)
     _drain(requeue, retry_batch)
     _drain(expire, reap_batch)
+    report.scheduled = sum(f.todo_id is not None for f in schedules.fire_due())
     report.released_dependents = transitions.release_leftovers()
     report.dead_lettered_revoked = transitions.dead_letter_revoked_leftovers()
     # Before retention, which deletes only todos that ended days ago, long since folded.
@@ -117,22 +119,26 @@ def sweep_once(
 
 
 def run_forever(interval: float, stop_event: threading.Event) -> None:
-    """Sweep every ``interval`` seconds until ``stop_event`` is set. A database error (the
-    server restarting, a dropped connection) is logged and the pass retried next interval on
-    a fresh connection, so the sweeper outlives a database restart."""
+    """Sweep every ``interval`` seconds until ``stop_event`` is set, and sooner when a
+    schedule's next slot comes first (its todo is made on time, not up to an interval late).
+    A database error (the server restarting, a dropped connection) is logged and the pass
+    retried next interval on a fresh connection, so the sweeper outlives a database restart."""
     log.info("sweeper started; a pass every %ss", interval)
     try:
         while not stop_event.is_set():
             started = time.monotonic()
+            due_in = None
             try:
                 # Drop a connection past CONN_MAX_AGE or found broken, as a request would.
                 close_old_connections()
                 sweep_once()
+                due_in = schedules.seconds_until_due()
             except DatabaseError as exc:
                 log_failure(log, f"sweep pass failed; trying again in {interval}s", exc)
                 _discard_connection()
                 _record_failure(exc)
-            stop_event.wait(max(0.0, interval - (time.monotonic() - started)))
+            wait = max(0.0, interval - (time.monotonic() - started))
+            stop_event.wait(wait if due_in is None else min(wait, due_in))
     finally:
         _discard_connection()
         log.info("sweeper stopped")
