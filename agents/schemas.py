@@ -524,8 +524,11 @@ class TodoOut(Out):
 
 
 class EdgeOut(Out):
+    """A todo this one was made after, or one made after it."""
+
     id: int
     state: State
+    title: str
 
 
 class ChildOut(Out):

@@ -4,14 +4,14 @@ Pure functions over records (no queries), so the view stays thin and the rules t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.utils import timezone
 
 from board.reasons import dead_letter_reason
 from queues.arguments import id_from_text
-from queues.models import ClaimerKind, EventKind, Outcome, TodoState
+from queues.models import ClaimerKind, EventKind, Outcome, TodoState, WaitingFor
 from queues.records import AttemptRecord, EventRecord, TodoDetail, TodoRecord
 from queues.transitions import by_hand
 
@@ -106,6 +106,7 @@ class Actions:
     retry_now: bool
     rerun: bool
     take_over: bool = False  # an agent holds it: take it from them in one step
+    start_now: bool = False  # it waits for other todos or its children: end the wait now
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +209,11 @@ class Drawer:
     read_only: bool = False
     keepalive: bool = False  # the reader holds the lease: keep it alive, whatever round shows
     dead_reason: str = ""  # a dead letter, in words ("failed 5 of 5", "died 3 times")
+    # What it waits for and what waits for it (issue 44), each {id, title, state, ...}: the
+    # todos it was made after, those made after it, its children (queues/sql/waits.py).
+    after: list[dict] = field(default_factory=list)
+    dependents: list[dict] = field(default_factory=list)
+    children: list[dict] = field(default_factory=list)
 
     @property
     def confirmations(self) -> Confirmations:
@@ -383,6 +389,9 @@ def build(
         )
         if todo.state == TodoState.DEAD
         else "",
+        after=detail.after,
+        dependents=detail.dependents,
+        children=detail.children,
     )
 
 
@@ -472,6 +481,7 @@ _ACT_WORDS = {
     EventKind.RETRY_NOW: "retried it now",
     EventKind.RERUN: "reran it: a new round follows",
     EventKind.TAKE_OVER: "took it over from the agent",
+    EventKind.START_NOW: "started it now, ending its wait",
 }
 
 
@@ -550,6 +560,8 @@ def _actions(todo: TodoRecord, open_attempt: AttemptRecord | None, user) -> Acti
         retry_now=state == TodoState.RETRY_WAIT,
         rerun=state in (TodoState.DONE, TodoState.DEAD, TodoState.CANCELED),
         take_over=open_attempt is not None and open_attempt.claimer_kind == ClaimerKind.ENDPOINT,
+        start_now=state == TodoState.WAITING
+        and todo.waiting_for in (WaitingFor.TODOS, WaitingFor.CHILDREN),
     )
 
 

@@ -16,6 +16,8 @@ def dead_letter_reason(
     up to the budget spent (the history cap pruned some), the words say only what is sure."""
     if reason == "revoked":
         return "endpoint revoked"
+    if reason == "after_ended":
+        return "a todo it waited for ended"
     if reason == "failed" and failures < max_attempts:
         return "said not retryable"
     counted = failed is not None and died is not None and failed + died == failures

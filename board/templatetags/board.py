@@ -104,13 +104,28 @@ STATE_LABELS = {
     TodoState.DONE: "done",
     TodoState.DEAD: "dead letter",
     TodoState.CANCELED: "canceled",
-    TodoState.WAITING: "waiting on people",
+    # A todo waits on people (a question), on other todos or on its children: the tab and
+    # the counts say "waiting", a row and the drawer say which (todo_state).
+    TodoState.WAITING: "waiting",
+}
+WAITING_LABELS = {
+    "people": "waiting on people",
+    "todos": "waiting for todos",
+    "children": "waiting for children",
 }
 
 
 @register.filter
 def state_label(value: str) -> str:
     return STATE_LABELS.get(value, (value or "").replace("_", " "))
+
+
+@register.filter
+def todo_state(todo) -> str:
+    """A todo's state in words, saying what a waiting one waits for."""
+    if todo.state == TodoState.WAITING:
+        return WAITING_LABELS.get(todo.waiting_for, "waiting")
+    return state_label(todo.state)
 
 
 @register.filter

@@ -103,6 +103,7 @@ ACTIONS = {
     "cancel": "Canceled.",
     "retry-now": "Retrying now: the todo is pending again.",
     "rerun": "Rerun: a new round starts, pending.",
+    "start-now": "Started now: it no longer waits, and is pending.",
     "take-over": "You hold this todo now (an owner attempt): you took it over, and the agent's "
     "try ended (released, by you).",
 }
@@ -233,6 +234,8 @@ def _act(request, detail: TodoDetail, action: str) -> None:
             transitions.retry_now(Actor.human(request.user), todo.id)
         case "rerun":
             transitions.rerun(Actor.human(request.user), todo.id)
+        case "start-now":
+            transitions.start_now(actor, todo.id)
         case "take-over":
             transitions.take_over(Actor.human(request.user), todo.id, attempt_seq=_open(open_seq))
 

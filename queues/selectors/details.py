@@ -97,7 +97,7 @@ def _waits(todo: TodoRecord) -> Plan[dict]:
 
 def _edges(statement, todo_id: int) -> Plan[list[dict]]:
     rows = yield Fetch(statement, {"todo_id": todo_id, "limit": READ_MAX})
-    return [{"id": row[0], "state": row[1]} for row in rows]
+    return [{"id": todo_id, "state": state, "title": title} for todo_id, state, title in rows]
 
 
 def _questions(todo: TodoRecord, attempts: list[AttemptRecord] | None) -> Plan[list[dict]]:
@@ -195,6 +195,7 @@ PEOPLE_KINDS = [
     EventKind.RETRY_NOW,
     EventKind.RERUN,
     EventKind.TAKE_OVER,
+    EventKind.START_NOW,
 ]
 PEOPLE_MAX = 500  # the newest this many (a todo reran by hand hundreds of times)
 

@@ -85,7 +85,7 @@ SELECT id FROM todos
 PREREQUISITES = Statement(
     "prerequisites",
     """
-SELECT p.id, p.state, a.ended
+SELECT p.id, p.state, p.title
   FROM todo_after a JOIN todos p ON p.id = a.after_id
  WHERE a.todo_id = %(todo_id)s
  ORDER BY p.id
@@ -96,7 +96,7 @@ SELECT p.id, p.state, a.ended
 DEPENDENTS = Statement(
     "dependents",
     """
-SELECT d.id, d.state
+SELECT d.id, d.state, d.title
   FROM todo_after a JOIN todos d ON d.id = a.todo_id
  WHERE a.after_id = %(todo_id)s
  ORDER BY d.id
