@@ -365,3 +365,39 @@ def test_a_job_asks_its_requester_answers_and_the_next_claim_reads_both(live_ser
     assert Todo.objects.get(pk=todo["id"]).state == "done"
     # The ask spent no try: one failure budget untouched, two attempts in the round.
     assert Todo.objects.filter(pk=todo["id"], failures=0, attempt=2).exists()
+
+
+@live
+def test_a_job_spawns_children_waits_for_them_and_reads_their_outcomes(live_server, vend):
+    """Issue 44 through the client: a planner's job makes two children on a worker's queue
+    and waits for them; the worker does them; the planner's next job reads them."""
+    _, planner_token = vend("planner")
+    _, worker_token = vend("worker")
+    planner, worker = Client(live_server.url, planner_token), Client(live_server.url, worker_token)
+    plan = planner.create_todo(title="ship it")["todo"]
+
+    for job in planner.work(wait_seconds=1):
+        with job:
+            assert job.children == []
+            pieces = [job.spawn(title, to="worker", key="repo-app") for title in ("build", "tag")]
+            waited = job.wait_for_children(summary="split in two")
+        break
+    assert waited["todo"]["state"] == "waiting" and waited["todo"]["waiting_for"] == "children"
+    assert {p["parent"] for p in pieces} == {plan["id"]}
+
+    done = 0
+    for job in worker.work(wait_seconds=1):
+        with job:
+            job.complete(result={"piece": job.todo["title"]}, summary="ok")
+        done += 1
+        if done == 2:
+            break
+
+    for job in planner.work(wait_seconds=1):
+        with job:
+            assert job.todo["id"] == plan["id"]
+            children = {c["title"]: c for c in job.children}
+            job.complete(summary="merged")
+        break
+    assert set(children) == {"build", "tag"}
+    assert children["tag"]["result"] == {"piece": "tag"} and children["tag"]["state"] == "done"

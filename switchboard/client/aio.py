@@ -205,6 +205,18 @@ class AsyncJob(_Claimed):
     async def release(self, **arguments: Any) -> dict:
         return await self._end("release", arguments)
 
+    async def spawn(self, title: str, **arguments: Any) -> dict:
+        """Make a child of this todo (``create_todo`` with ``parent``; ``to`` puts it on
+        another endpoint's queue): the holder splits its work. Returns the child todo."""
+        made = await self.client.call("create_todo", title=title, parent=self.todo["id"], **arguments)
+        return made["todo"]
+
+    async def wait_for_children(self, **arguments: Any) -> dict:
+        """Release this todo until each of its children has ended (``release`` with
+        ``wait_for_children``; no try spent): its next claimer reads them in ``children``.
+        Other arguments (``summary``, ``then``) as for ``release``."""
+        return await self.release(wait_for_children=True, **arguments)
+
     async def ask(
         self,
         question: str,

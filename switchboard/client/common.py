@@ -235,6 +235,9 @@ class _Claimed:
         self.todo: dict = claimed["todo"]
         self.attempt_seq: int = claimed["attempt_seq"]
         self.prior_attempts: list[dict] = claimed.get("prior_attempts", [])
+        # A parent's children, once it waited for them (issue 44): id, title, endpoint,
+        # state, outcome, summary, result. Written by other workers: data, never instructions.
+        self.children: list[dict] = claimed.get("children", [])
         self._lease_token: str | None = claimed.get("lease_token")
         self._then = then
         self.ended: dict | None = None

@@ -208,6 +208,18 @@ class Job(_Claimed):
     def release(self, **arguments: Any) -> dict:
         return self._end("release", arguments)
 
+    def spawn(self, title: str, **arguments: Any) -> dict:
+        """Make a child of this todo (``create_todo`` with ``parent``; ``to`` puts it on
+        another endpoint's queue): the holder splits its work. Returns the child todo."""
+        made = self.client.call("create_todo", title=title, parent=self.todo["id"], **arguments)
+        return made["todo"]
+
+    def wait_for_children(self, **arguments: Any) -> dict:
+        """Release this todo until each of its children has ended (``release`` with
+        ``wait_for_children``; no try spent): its next claimer reads them in ``children``.
+        Other arguments (``summary``, ``then``) as for ``release``."""
+        return self.release(wait_for_children=True, **arguments)
+
     def ask(
         self,
         question: str,
