@@ -1,8 +1,8 @@
 """The ``switchboard`` command: Django's management commands under the project's name.
 
-``switchboard up`` is what ``make run`` runs; ``serve``, ``sweep``, ``adduser``, ``vend`` and
-``demo`` (and ``relay``) live in ``switchboard/management/commands`` and work as
-``python manage.py <command>`` too.
+``switchboard up`` is what ``make run`` runs; ``serve``, ``sweep``, ``adduser``, ``vend``,
+``schedule`` and ``demo`` (and ``relay``) live in ``switchboard/management/commands`` and work
+as ``python manage.py <command>`` too.
 """
 
 from __future__ import annotations

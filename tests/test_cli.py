@@ -19,8 +19,9 @@ import pytest
 from django.conf import global_settings
 from django.contrib.auth import get_user_model
 
-from queues import endpoints, transitions
-from queues.models import Endpoint, Membership, Team, Todo, TodoAttempt
+from queues import endpoints, schedules, transitions
+from queues.models import Endpoint, Membership, Schedule, Team, Todo, TodoAttempt, TodoEvent
+from queues.schedules import OPERATOR
 from queues.transitions import Actor
 from tests.queues.helpers import lapse_lease
 from tests.shell import SWITCHBOARD, shell_env
@@ -171,6 +172,102 @@ def test_sweep_once_reaps_a_lapsed_lease_and_prints_the_counts(switchboard, endp
     assert "reaped: 1" in result.stdout.splitlines()
     assert "deleted_by_age: 0" in result.stdout.splitlines()
     assert Todo.objects.get(pk=todo.id).state == "pending"
+
+
+# ---------------------------------------------------------------------------------------
+# schedule
+
+
+def test_schedule_add_prints_only_the_id_and_is_audited_as_the_operators(switchboard, endpoint):
+    result = switchboard(
+        "schedule", "add", "nightly", "--team", endpoint.team.slug, "--endpoint",
+        endpoint.agent_id, "--cron", "0 2 * * *", "--timezone", "Europe/Berlin",
+        "--title", "Triage for {date}", "--catch-up", "latest",
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    schedule = Schedule.objects.get()
+    assert result.stdout == f"{schedule.pk}\n"
+    assert (schedule.endpoint_id, schedule.cron, schedule.timezone) == (
+        endpoint.pk,
+        "0 2 * * *",
+        "Europe/Berlin",
+    )
+    assert (schedule.title_template, schedule.catch_up) == ("Triage for {date}", "latest")
+    assert "next run" in result.stderr and "02:00 CE" in result.stderr  # CET or CEST
+    event = TodoEvent.objects.get(kind="schedule_add")
+    assert event.actor_user_id is None and event.detail["by"] == "operator"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cron", "0 9 * * MON-FUN"], "cron's day-of-week field: 'FUN' is not a number"),
+        (["--cron", "0 9 * * *", "--timezone", "Mars/Base"], "Unknown time zone 'Mars/Base'"),
+        (["--every", "30"], "interval_seconds must be"),
+        (["--every", "60", "--endpoint", "nobody"], "No endpoint 'nobody' in team"),
+        (["--every", "60", "--title", "{yesterday}"], "unknown placeholder {yesterday}"),
+    ],
+)
+def test_schedule_add_refuses_bad_input_and_writes_nothing(switchboard, endpoint, args, message):
+    base = ["--team", endpoint.team.slug, "--endpoint", endpoint.agent_id, "--title", "T"]
+
+    result = switchboard("schedule", "add", "nightly", *base, *args)
+
+    assert result.returncode == 1 and result.stdout == ""
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert not Schedule.objects.exists()
+
+
+def test_schedule_add_needs_a_cron_or_an_interval(switchboard, endpoint):
+    result = switchboard(
+        "schedule", "add", "nightly", "--team", endpoint.team.slug, "--endpoint",
+        endpoint.agent_id, "--title", "T",
+    )  # fmt: skip
+
+    assert result.returncode != 0
+    assert "one of the arguments --cron --every is required" in result.stderr
+
+
+def test_schedule_list_pause_resume_and_remove(switchboard, endpoint):
+    schedule = schedules.add(
+        endpoint, by=OPERATOR, name="poll", interval_seconds=300, title_template="Poll"
+    )
+
+    listed = switchboard("schedule", "list", "--team", endpoint.team.slug)
+    paused = switchboard("schedule", "pause", str(schedule.pk))
+    listed_paused = switchboard("schedule", "list")
+    resumed = switchboard("schedule", "resume", str(schedule.pk))
+    removed = switchboard("schedule", "remove", str(schedule.pk))
+    gone = switchboard("schedule", "pause", str(schedule.pk))
+
+    header, row = listed.stdout.splitlines()
+    assert header.split()[:3] == ["ID", "ENDPOINT", "NAME"]
+    assert row.split()[:3] == [
+        str(schedule.pk),
+        f"{endpoint.team.slug}/{endpoint.agent_id}",
+        "poll",
+    ]
+    assert "every 300 s" in row
+    assert "paused" in listed_paused.stdout.splitlines()[1]
+    assert paused.returncode == resumed.returncode == removed.returncode == 0
+    assert "next run" in resumed.stderr
+    assert (gone.returncode, gone.stdout) == (1, "")
+    assert "No such schedule." in gone.stderr
+    assert not Schedule.objects.exists()
+    kinds = list(
+        TodoEvent.objects.filter(kind__startswith="schedule_")
+        .order_by("id")
+        .values_list("kind", flat=True)
+    )
+    assert kinds == ["schedule_add", "schedule_pause", "schedule_resume", "schedule_remove"]
+
+
+def test_schedule_list_of_an_unknown_team_says_so(switchboard, db):
+    result = switchboard("schedule", "list", "--team", "nowhere")
+
+    assert result.returncode == 1
+    assert "No team with slug 'nowhere'" in result.stderr
 
 
 # ---------------------------------------------------------------------------------------
