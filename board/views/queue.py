@@ -24,6 +24,7 @@ from board.sentences import sentence
 from board.templatetags.board import STATE_LABELS
 from board.triage import BULK_MAX
 from queues.arguments import id_from_text
+from queues.bounds import KEY_MAX_CHARS
 from queues.models import VERBS, TodoState
 from queues.selectors import (
     BOARD_PAGE,
@@ -71,6 +72,8 @@ def _filters(request, endpoint_ids: set[int]) -> QueueFilters:
         # PostgreSQL text cannot hold a NUL, and the ledger stored each one as U+FFFD, so
         # the filter looks for what was stored.
         text=get.get("q", "").replace("\x00", "\ufffd").strip()[:200],
+        key=get.get("key", "").replace("\x00", "\ufffd").strip()[:KEY_MAX_CHARS],
+        parent_id=id_from_text(get.get("parent", "")),
     )
 
 
@@ -80,6 +83,8 @@ def _query(filters: QueueFilters, **extra) -> str:
         "endpoint": filters.endpoint_id or "",
         "died": "1" if filters.died else "",
         "q": filters.text,
+        "key": filters.key,
+        "parent": filters.parent_id or "",
         **extra,
     }
     return urlencode({key: value for key, value in params.items() if value})
@@ -136,7 +141,7 @@ def todo_list(request):
         todos, next_before, upto = [], None, 0
         counts = board_queue_counts(scope.team_ids, replace(filters, text=""), newer_than=None)
     ticker = [sentence(item) for item in board_activity(scope.team_ids, limit=TICKER_LINES)]
-    tab_filters = QueueFilters(None, filters.endpoint_id, filters.died, filters.text)
+    tab_filters = replace(filters, state=None)
     context = {
         "todos": todos,
         "filters": filters,
@@ -147,7 +152,7 @@ def todo_list(request):
             {
                 "state": state,
                 "label": label,
-                "url": f"?{_query(QueueFilters(state or None, *_rest(tab_filters)))}",
+                "url": f"?{_query(replace(tab_filters, state=state or None))}",
                 "current": (filters.state or "") == state,
                 "count": counts.label(state or None),
                 # A searched (or "has died") count that stopped early is at least that many.
@@ -224,7 +229,3 @@ def first_run_context(scope, **extra) -> dict:
         "max_attempts": settings.SWITCHBOARD_MAX_ATTEMPTS,
         **extra,
     }
-
-
-def _rest(filters: QueueFilters) -> tuple:
-    return (filters.endpoint_id, filters.died, filters.text)

@@ -51,10 +51,14 @@ class QueueFilters:
     endpoint_id: int | None = None
     died: bool = False
     text: str = ""
+    key: str = ""  # its todos of one key (issue 44)
+    parent_id: int | None = None  # the children of one todo
 
     @property
     def active(self) -> bool:
-        return bool(self.state or self.endpoint_id or self.died or self.text)
+        return bool(
+            self.state or self.endpoint_id or self.died or self.text or self.key or self.parent_id
+        )
 
 
 # Characters of a dead letter's last summary the queue row reads (it shows 140, and these
@@ -148,6 +152,10 @@ def _filter_q(
         condition &= Q(state=filters.state)
     if filters.endpoint_id:
         condition &= Q(endpoint_id=filters.endpoint_id)
+    if filters.key:
+        condition &= Q(key=filters.key)
+    if filters.parent_id:
+        condition &= Q(parent_id=filters.parent_id)
     if filters.died:
         condition &= Q(
             Exists(TodoAttempt.objects.filter(todo=OuterRef("pk"), outcome__in=DIED_OUTCOMES))
@@ -548,4 +556,7 @@ _QUEUE_FIELDS = (
     "dead_letter_reason",
     "updated_at",
     "last_attempt_seq",
+    "waiting_for",
+    "key",
+    "parent_id",
 )
