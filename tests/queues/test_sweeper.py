@@ -140,6 +140,8 @@ def test_each_pass_logs_one_line_with_the_counts(endpoint, make_todo, caplog):
         "dead_lettered_by_reap": 0,
         "requeued_retries": 0,
         "unanswered": 0,
+        "scheduled": 0,
+        "released_dependents": 0,
         "deleted_by_age": 0,
         "deleted_by_cap": 0,
         "dead_lettered_revoked": 0,
