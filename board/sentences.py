@@ -127,7 +127,11 @@ def _event_sentence(item: Activity) -> Sentence:
             rest = "— its endpoint was revoked"
         if kind == EventKind.UNANSWERED:
             gone = detail.get("to_state") == "dead"
-            rest = "— its time ran out: dead-lettered" if gone else "— its time ran out: back in the queue"
+            rest = (
+                "— its time ran out: dead-lettered"
+                if gone
+                else "— its time ran out: back in the queue"
+            )
         if kind == EventKind.TAKE_OVER and detail.get("from_endpoint"):
             rest = f"from {detail['from_endpoint']}, which held it"
         return Sentence(
