@@ -132,6 +132,8 @@ def test_an_agent_asks_its_requester_answers_and_the_next_claim_reads_both_over_
             seen = await call(sender, "get_todo", {"todo_id": todo_id})
             assert seen["todo"]["state"] == "waiting"
             assert seen["todo"]["question"]["text"].startswith("The migration drops a column")
+            # The requester reads no attempts, but the question is the worker's text.
+            assert "questions" in seen["untrusted_notice"]
             waiting = await call(sender, "list_todos", {"state": "waiting"})
             assert [todo["id"] for todo in waiting["todos"]] == []  # it is on the worker's queue
             waiting = await call(worker, "list_todos", {"state": "waiting"})
