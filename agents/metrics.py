@@ -89,8 +89,8 @@ class SwitchboardCollector(Collector):
             " revoked.",
             labels=["team", "endpoint"],
         )
-        for endpoint in self.snapshot.waiting:
-            waiting.add_metric([endpoint.team, endpoint.agent_id], endpoint.todos)
+        for asking in self.snapshot.waiting:
+            waiting.add_metric([asking.team, asking.agent_id], asking.todos)
         yield waiting
 
         yield CounterMetricFamily(
