@@ -328,8 +328,9 @@
   function goneQuestion(li) {
     if (li.hasAttribute("data-keep")) return;
     li.setAttribute("data-keep", "");
+    // A row the reader's own answer closed says so already ("Answered: …").
+    var note = li.classList.contains("is-gone") ? null : li.querySelector("[data-gone-note]");
     li.classList.add("is-gone");
-    var note = li.querySelector("[data-gone-note]");
     if (note) note.hidden = false;
     var controls = li.querySelectorAll("button, input, select, textarea");
     for (var i = 0; i < controls.length; i++) controls[i].disabled = true;
@@ -692,6 +693,9 @@
     var queue = document.getElementById("queue");
     var show = !!(event.detail && event.detail.show);
     if (queue && queue.__live) queue.__live.refresh(show);
+    // An answer, a claim or a cancel in a drawer over the Waiting page: its row says so now.
+    var inbox = document.getElementById("inbox");
+    if (inbox && inbox.__live) inbox.__live.refresh(false);
   });
 
   document.addEventListener("visibilitychange", function () {
