@@ -28,6 +28,7 @@ from queues.errors import DATABASE_ERRORS, DomainError, Unavailable, from_databa
 from queues.models import (
     Delivery,
     Outcome,
+    QuestionEnding,
     TodoState,
 )
 
@@ -69,20 +70,54 @@ class SwitchboardCollector(Collector):
             todos.add_metric([state], self.snapshot.todos_by_state.get(state, 0))
         yield todos
 
-        count = stored.get((counters.CLAIM_LATENCY_COUNT, ""), 0.0)
-        buckets = [
-            (
-                floatToGoString(upper),
-                stored.get((counters.CLAIM_LATENCY_BUCKET, counters.bucket_label(upper)), 0.0),
-            )
-            for upper in counters.BUCKETS
-        ]
-        yield HistogramMetricFamily(
+        yield _histogram(
             "switchboard_claim_latency_seconds",
             "Server time of claim and claim_next's claim (not a long-poll's waiting), all web"
             " processes; each process writes its observations at least every 10 s.",
-            buckets=[*buckets, ("+Inf", count)],
-            sum_value=stored.get((counters.CLAIM_LATENCY_SUM, ""), 0.0),
+            stored,
+            bounds=counters.BUCKETS,
+            bucket=counters.CLAIM_LATENCY_BUCKET,
+            total=counters.CLAIM_LATENCY_SUM,
+            count=counters.CLAIM_LATENCY_COUNT,
+        )
+
+        # Asking a person (issue 43): what waits on people now, how questions ended, how long
+        # an answer took. Counts and times only, never a question or an answer.
+        waiting = GaugeMetricFamily(
+            "switchboard_waiting",
+            "Todos waiting on people (a question asked, not yet answered), per endpoint not"
+            " revoked.",
+            labels=["team", "endpoint"],
+        )
+        for asking in self.snapshot.waiting:
+            waiting.add_metric([asking.team, asking.agent_id], asking.todos)
+        yield waiting
+
+        yield CounterMetricFamily(
+            "switchboard_questions_asked",
+            "Questions asked (attempts closed asked); lags like switchboard_attempts_closed_total.",
+            value=closed[Outcome.ASKED],
+        )
+        ended = CounterMetricFamily(
+            "switchboard_questions_ended",
+            "Questions ended, by ending: answered, unanswered (its time ran out), withdrawn"
+            " (the todo claimed by a person, canceled or revoked while waiting); lags like"
+            " switchboard_attempts_closed_total.",
+            labels=["ending"],
+        )
+        for ending in QuestionEnding.values:
+            ended.add_metric([ending], stored.get((counters.QUESTIONS_ENDED, ending), 0.0))
+        yield ended
+
+        yield _histogram(
+            "switchboard_time_to_answer_seconds",
+            "Time from a question to its answer, answered questions only; lags like"
+            " switchboard_attempts_closed_total.",
+            stored,
+            bounds=counters.ANSWER_BUCKETS,
+            bucket=counters.TIME_TO_ANSWER_BUCKET,
+            total=counters.TIME_TO_ANSWER_SUM,
+            count=counters.TIME_TO_ANSWER_COUNT,
         )
 
         lag = self.snapshot.sweeper_lag_seconds
@@ -117,6 +152,31 @@ class SwitchboardCollector(Collector):
         for endpoint in self.oldest:
             oldest.add_metric([endpoint.team, endpoint.agent_id], endpoint.seconds)
         yield oldest
+
+
+def _histogram(
+    name: str,
+    documentation: str,
+    stored: dict[tuple[str, str], float],
+    *,
+    bounds: tuple[float, ...],
+    bucket: str,
+    total: str,
+    count: str,
+) -> HistogramMetricFamily:
+    """A histogram kept in metric_counters: cumulative ``bucket`` rows labelled by their upper
+    bound (counters.bucket_label), a ``total`` and a ``count``; a missing row is 0."""
+    counted = stored.get((count, ""), 0.0)
+    buckets = [
+        (floatToGoString(upper), stored.get((bucket, counters.bucket_label(upper)), 0.0))
+        for upper in bounds
+    ]
+    return HistogramMetricFamily(
+        name,
+        documentation,
+        buckets=[*buckets, ("+Inf", counted)],
+        sum_value=stored.get((total, ""), 0.0),
+    )
 
 
 def _token_ok(authorization: str, expected: str) -> bool:

@@ -18,7 +18,7 @@ ERRORS = {
     "403": "forbidden: the verb is not in this endpoint's frozen verb set",
     "404": "not_found: an unknown or foreign id (the two answer byte-identically)",
     "409": "conflict: the todo is not in a state for this (not held, stale attempt_seq, "
-    "wrong lease token, not claimable)",
+    "wrong lease token, not claimable, a question already answered or withdrawn)",
     "429": "rate_limited: over SWITCHBOARD_CLAIMS_PER_MINUTE (with retry_after)",
     "503": "unavailable: the database is unavailable; retry",
 }
@@ -61,6 +61,9 @@ def capabilities() -> dict:
             # complete, fail and release take ``then`` (claim_next's arguments) and answer
             # ``next``: the close and the next claim in one request.
             "then": {"verbs": ["complete", "fail", "release"]},
+            # release takes ``question`` (the todo waits, state ``waiting``, for a person or
+            # its requester's ``answer``); claims read it back in prior_attempts.
+            "questions": {"ask": "release", "answer": "answer", "state": "waiting"},
             "prior_attempts": 5,
             "mcp": "/mcp",
         },
@@ -77,6 +80,12 @@ def capabilities() -> dict:
             "list_limit": LIST_MAX,
             "list_page_bytes": LIST_MAX_BYTES,
             "attempts_limit": ATTEMPTS_MAX,
+            "question_bytes": bounds.QUESTION_MAX_BYTES,
+            "choices": bounds.CHOICES_MAX,
+            "choice_chars": bounds.CHOICE_MAX_CHARS,
+            "answer_schema_fields": bounds.ANSWER_SCHEMA_FIELDS_MAX,
+            "answer_text_bytes": bounds.ANSWER_TEXT_MAX_BYTES,
+            "answer_within_seconds": bounds.ANSWER_WITHIN_SECONDS_MAX,
         },
         "openapi": "/api/v1/openapi.json",
         "untrusted_notice": UNTRUSTED_NOTICE,

@@ -326,7 +326,8 @@ class Release(Ending):
             Meta(
                 min_length=bounds.CHOICES_MIN,
                 max_length=bounds.CHOICES_MAX,
-                description="With question: the answers a person picks from (distinct).",
+                description="With question, instead of answer_schema: the answers a person "
+                "picks from (distinct); the answer is one of them.",
             ),
         ]
         | None
@@ -350,7 +351,8 @@ class Release(Ending):
                 ge=bounds.ANSWER_WITHIN_SECONDS_MIN,
                 le=bounds.ANSWER_WITHIN_SECONDS_MAX,
                 description="With question: unanswered this long, the wait ends as "
-                "on_no_answer says.",
+                "on_no_answer says. Without it the todo waits until it is answered (or a "
+                "person claims or cancels it).",
             ),
         ]
         | None
@@ -368,8 +370,9 @@ class Release(Ending):
             Literal["requeue", "dead_letter"],
             Meta(
                 extra_json_schema={"type": "string"},
-                description="What an unanswered question comes to: back to the queue, the "
-                "question marked unanswered (requeue, the default), or a dead letter.",
+                description="With answer_within_seconds: what an unanswered question comes "
+                "to: back to the queue, the question marked unanswered (requeue, the "
+                "default), or a dead letter (dead_letter).",
             ),
         ]
         | None

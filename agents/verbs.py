@@ -338,7 +338,9 @@ def cancel(endpoint: Endpoint, p: schemas.Cancel, **_) -> Plan[dict]:
     output=schemas.AnswerOut,
     description="Answer the question of a waiting todo you sent (or made on your own queue):"
     " it is pending again at once, and its next claimer reads the question and your answer."
-    " The value must be one of the question's choices, fill its answer_schema, or be text.",
+    " The value must be one of the question's choices, fill its answer_schema, or be text"
+    " (invalid otherwise, saying what would do). A todo you did not send, or an unknown one,"
+    " is not_found; a question already answered or withdrawn is conflict.",
     transition=transitions.answer,
 )
 def answer(endpoint: Endpoint, p: schemas.Answer, **_) -> Plan[dict]:

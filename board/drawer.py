@@ -25,6 +25,8 @@ MARKERS = {
     Outcome.CANCELED: ("canceled", "–", "canceled"),
     Outcome.REVOKED: ("revoked", "⊘", "revoked"),
     Outcome.TAKEN_OVER: ("released", "⇄", "taken over by a person"),
+    # Not a failure: the try handed the todo to people with a question (no try spent).
+    Outcome.ASKED: ("asked", "?", "asked a person"),
 }
 OPEN_MARKER = ("open", "…", "open: holds the lease")
 
@@ -251,7 +253,10 @@ class Drawer:
     def reported_nothing(self) -> bool:
         s = self.selected
         return (
-            s is not None and not s.is_open and not (s.summary or s.artifact) and s.result is None
+            s is not None
+            and not s.is_open
+            and not (s.summary or s.artifact or s.question)
+            and s.result is None
         )
 
     @property
@@ -330,7 +335,7 @@ def build(
             Round(
                 number=number,
                 tries=len(in_round),
-                live=number == todo.round and todo.state in _LIVE,
+                live=number == todo.round and todo.state in _OPEN,
                 last=marker(in_round[0]) if in_round else None,
             )
         )
@@ -546,6 +551,9 @@ def _actions(todo: TodoRecord, open_attempt: AttemptRecord | None, user) -> Acti
             and todo.next_retry_at <= now
         )
         or lapsed
+        # A person may take a todo that waits on people instead of answering its question
+        # ("I'll do it myself": the question is withdrawn).
+        or state == TodoState.WAITING
     )
     mine = bool(
         open_attempt
@@ -556,7 +564,7 @@ def _actions(todo: TodoRecord, open_attempt: AttemptRecord | None, user) -> Acti
         claim=claimable and not mine,
         mine=mine,
         theirs=open_attempt is not None and not mine,
-        cancel=state in _LIVE or state == TodoState.DEAD,
+        cancel=state in _OPEN or state == TodoState.DEAD,
         retry_now=state == TodoState.RETRY_WAIT,
         rerun=state in (TodoState.DONE, TodoState.DEAD, TodoState.CANCELED),
         take_over=open_attempt is not None and open_attempt.claimer_kind == ClaimerKind.ENDPOINT,
@@ -566,6 +574,7 @@ def _actions(todo: TodoRecord, open_attempt: AttemptRecord | None, user) -> Acti
 
 
 _LIVE = (TodoState.PENDING, TodoState.CLAIMED, TodoState.RETRY_WAIT)
+_OPEN = (*_LIVE, TodoState.WAITING)  # not ended: its round is live, and it may be canceled
 NO_ACTIONS = Actions(
     claim=False, mine=False, theirs=False, cancel=False, retry_now=False, rerun=False
 )

@@ -39,6 +39,11 @@ class Row:
     def dom_id(self) -> str:
         return f"ov-e{self.endpoint.pk}"
 
+    @property
+    def people(self) -> int:
+        """Its todos waiting on people (a question asked, not answered yet)."""
+        return self.endpoint.by_state.get("waiting", 0)
+
 
 @dataclass(frozen=True, slots=True)
 class Totals:
@@ -48,6 +53,7 @@ class Totals:
     claimable: int
     held: int
     retry_wait: int
+    people: int  # todos waiting on people: a question asked, not answered yet
     completed: int  # in the last hour
     failed: int
     died: int
@@ -87,6 +93,7 @@ def totals(team_id: int, shown: list[Row]) -> Totals:
         claimable=sum(row.endpoint.claimable for row in shown),
         held=sum(row.endpoint.held for row in shown),
         retry_wait=sum(row.endpoint.retry_wait for row in shown),
+        people=sum(row.people for row in shown),
         completed=sum(t["completed"] for t in ended),
         failed=sum(t["failed"] for t in ended),
         died=sum(t["died"] for t in ended),

@@ -3,7 +3,18 @@ from django.templatetags.static import static
 from django.urls import path
 
 from board.demo_strip import demo_strip_hide
-from board.views import activity, create, endpoints, live, overview, queue, teams, todos, triage
+from board.views import (
+    activity,
+    create,
+    endpoints,
+    live,
+    overview,
+    queue,
+    teams,
+    todos,
+    triage,
+    waiting,
+)
 
 
 def favicon(request):
@@ -20,10 +31,13 @@ urlpatterns = [
     path("queue/", queue.todo_list, name="queue"),
     path("queue/dead/", triage.dead_letters, name="dead-letters"),
     path("live/", live.live, name="live"),
+    path("waiting/", waiting.waiting_list, name="waiting"),
     path("activity/", activity.activity_list, name="activity-list"),
     path("todos/new/", create.todo_new, name="todo-new"),
     path("triage/", triage.bulk, name="triage"),
     path("todos/<int:todo_id>/", todos.todo_detail, name="todo-detail"),
+    # Before the drawer's other actions: an answer is its own view (board/views/waiting.py).
+    path("todos/<int:todo_id>/answer/", waiting.todo_answer, name="todo-answer"),
     path("todos/<int:todo_id>/<slug:action>/", todos.todo_action, name="todo-action"),
     path("endpoints/", endpoints.endpoint_list, name="endpoint-list"),
     path("endpoints/new/", endpoints.endpoint_new, name="endpoint-new"),

@@ -12,13 +12,17 @@ database (``metric_counters``), never in one process's memory:
   counts those that ended in its window); retention deletes only todos
   already counted. So every close is counted exactly once, and the counters trail reality by
   about one sweep interval.
+- **Questions ended, and the time to answer** (issue 43). The same fold, in the same window
+  and transaction, counts the questions that ended (``questions_ended_total`` by ending:
+  answered, unanswered, withdrawn) and puts each answered one's wait, asked to answered, in a
+  histogram (``time_to_answer_*``). Questions asked are the attempts closed ``asked``.
 - **Claim latency.** Each web process times its claim calls in memory (no query on the claim
   path) and adds the deltas to ``metric_counters`` in one statement: at every scrape it
   serves, and from a daemon thread every ``FLUSH_INTERVAL_SECONDS`` while it has any. Deltas
   not yet flushed when a process dies are lost (at most that interval's worth).
 
-A scrape reads those rows plus a few cheap aggregates (todos by state, the outbox backlog,
-the sweeper's last pass) and renders them with a fresh ``CollectorRegistry``.
+A scrape reads those rows plus a few cheap aggregates (todos by state, todos waiting on
+people per endpoint, the outbox backlog, the sweeper's last pass) and renders them with a fresh ``CollectorRegistry``.
 """
 
 from __future__ import annotations
@@ -46,6 +50,12 @@ log = logging.getLogger("switchboard.metrics")
 
 # Upper bounds of the claim latency buckets, in seconds (+Inf is implied).
 BUCKETS: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+# Upper bounds of the time to answer buckets, in seconds: 10 s to 30 days, the longest a
+# question may be given (+Inf: one asked without a limit, answered later still).
+ANSWER_BUCKETS: tuple[float, ...] = (
+    10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 12 * 3600.0,
+    86400.0, 3 * 86400.0, 7 * 86400.0, 30 * 86400.0,
+)  # fmt: skip
 # How far behind the database clock the fold stops at the least (it also stops at the start
 # of any transaction still open, see _FOLD_HORIZON). Tests set it to 0.
 FOLD_LAG_SECONDS = 1.0
@@ -60,6 +70,10 @@ ATTEMPTS_CLOSED = "attempts_closed_total"
 CLAIM_LATENCY_BUCKET = "claim_latency_bucket"
 CLAIM_LATENCY_SUM = "claim_latency_sum"
 CLAIM_LATENCY_COUNT = "claim_latency_count"
+QUESTIONS_ENDED = "questions_ended_total"
+TIME_TO_ANSWER_BUCKET = "time_to_answer_bucket"
+TIME_TO_ANSWER_SUM = "time_to_answer_sum"
+TIME_TO_ANSWER_COUNT = "time_to_answer_count"
 
 
 def bucket_label(upper: float) -> str:
@@ -79,7 +93,12 @@ def fold_attempt_endings(*, lag_seconds: float | None = None) -> dict[str, int]:
     sweeper_status row: a second sweeper waits, then sees the moved mark. So every close is
     counted exactly once, however soon its row is pruned (queues/sql/claim.py, its `carried`
     arm) or deleted by retention (which deletes only counted rows). Returns the counts added,
-    by outcome."""
+    by outcome.
+
+    The questions that ended in the same window are folded in the same transaction, so the
+    same argument counts each once: ``questions_ended_total`` by ending, and the answered
+    ones' waits into the time to answer histogram (queues/sql/counters.py
+    ``FOLD_QUESTION_ENDINGS``)."""
     lag = FOLD_LAG_SECONDS if lag_seconds is None else lag_seconds
     with transaction.atomic(durable=True):
         SweeperStatus.objects.bulk_create([SweeperStatus(id=1)], ignore_conflicts=True)
@@ -96,6 +115,19 @@ def fold_attempt_endings(*, lag_seconds: float | None = None) -> dict[str, int]:
             sql.FOLD_ATTEMPT_ENDINGS, {"since": since, "until": until, "name": ATTEMPTS_CLOSED}
         )
         added = {outcome: n for outcome, n in rows if n}
+        db.fetch(
+            sql.FOLD_QUESTION_ENDINGS,
+            {
+                "since": since,
+                "until": until,
+                "ended_name": QUESTIONS_ENDED,
+                "bucket_name": TIME_TO_ANSWER_BUCKET,
+                "sum_name": TIME_TO_ANSWER_SUM,
+                "count_name": TIME_TO_ANSWER_COUNT,
+                "uppers": list(ANSWER_BUCKETS),
+                "labels": [bucket_label(upper) for upper in ANSWER_BUCKETS],
+            },
+        )
         SweeperStatus.objects.filter(pk=1).update(metrics_folded_until=until)
     return added
 
@@ -241,25 +273,40 @@ def _flush_plan() -> Plan[bool]:
 # A scrape
 
 
+@dataclass(frozen=True, slots=True)
+class EndpointWaiting:
+    """An endpoint (not revoked) and how many of its todos wait on people now."""
+
+    team: str  # the team's slug
+    agent_id: str
+    todos: int
+
+
 @dataclass(slots=True)
 class Snapshot:
-    """What one scrape reports, read in four queries."""
+    """What one scrape reports, read in five queries."""
 
     counters: dict[tuple[str, str], float] = field(default_factory=dict)
     todos_by_state: dict[str, int] = field(default_factory=dict)
+    waiting: list[EndpointWaiting] = field(default_factory=list)
     outbox_pending: dict[str, int] = field(default_factory=dict)
     sweeper_passes: int = 0
     sweeper_lag_seconds: float | None = None  # None: no pass has finished yet
 
 
 def read_snapshot_plan() -> Plan[Snapshot]:
-    """What a scrape reports, in four statements that do not grow with the rows: the counter
-    rows (a handful: outcomes, histogram buckets), todos by state, the deliveries still to
-    send (the outbox's partial index of due rows), and the sweeper's last pass."""
+    """What a scrape reports, in five statements whose number does not grow with the rows:
+    the counter rows (a handful: outcomes, endings, histogram buckets), todos by state, todos
+    waiting on people per endpoint (an index range each), the deliveries still to send (the
+    outbox's partial index of due rows), and the sweeper's last pass."""
     snapshot = Snapshot()
     for name, label, value in (yield Fetch(sql.METRIC_COUNTERS, {})):
         snapshot.counters[(name, label)] = value
     snapshot.todos_by_state = dict((yield Fetch(sql.TODOS_BY_STATE, {})))
+    snapshot.waiting = [
+        EndpointWaiting(team, agent_id, todos)
+        for team, agent_id, todos in (yield Fetch(sql.ENDPOINTS_WAITING, {}))
+    ]
     snapshot.outbox_pending = dict((yield Fetch(sql.OUTBOX_PENDING, {})))
     for passes, lag in (yield Fetch(sql.SWEEPER_LAG, {})):
         snapshot.sweeper_passes = passes

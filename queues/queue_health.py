@@ -12,14 +12,45 @@ from queues.models import (
     Delivery,
     Endpoint,
     Outcome,
+    QuestionEnding,
     SweeperStatus,
     Todo,
     TodoAttempt,
+    TodoQuestion,
     TodoState,
 )
 
 # ---------------------------------------------------------------------------------------
 # The queue health admin page: aggregates only, each computed by the database
+
+
+@dataclass(slots=True)
+class Questions:
+    """Questions asked of people (issue 43), counted: open now, and ended in the last day by
+    how. Never a question's text or an answer."""
+
+    waiting: int = 0
+    answered_last_day: int = 0
+    unanswered_last_day: int = 0
+    withdrawn_last_day: int = 0
+    oldest_waiting_age: timedelta | None = None  # None: none open
+
+    @property
+    def any(self) -> bool:
+        return bool(
+            self.waiting
+            or self.answered_last_day
+            or self.unanswered_last_day
+            or self.withdrawn_last_day
+        )
+
+    def add(self, other: Questions) -> None:
+        self.waiting += other.waiting
+        self.answered_last_day += other.answered_last_day
+        self.unanswered_last_day += other.unanswered_last_day
+        self.withdrawn_last_day += other.withdrawn_last_day
+        ages = [a for a in (self.oldest_waiting_age, other.oldest_waiting_age) if a is not None]
+        self.oldest_waiting_age = max(ages) if ages else None
 
 
 @dataclass(slots=True)
@@ -29,6 +60,7 @@ class EndpointHealth:
     team_slug: str
     revoked: bool
     by_state: dict[str, int] = field(default_factory=dict)
+    questions: Questions = field(default_factory=Questions)
 
     @property
     def total(self) -> int:
@@ -47,6 +79,7 @@ class QueueHealth:
     outbox_pending: dict[str, int]
     outbox_retrying: int  # pending deliveries that have failed at least once
     sweeper: dict | None  # None: no sweeper has ever run
+    questions: Questions = field(default_factory=Questions)  # over every endpoint
 
     @property
     def total(self) -> int:
@@ -62,10 +95,11 @@ class QueueHealth:
 
 
 def queue_health() -> QueueHealth:
-    """Five queries, whatever the number of rows: todos grouped by endpoint and state (one
+    """Six queries, whatever the number of rows: todos grouped by endpoint and state (one
     pass over todos), those endpoints' names, attempts closed in the last day by outcome
-    (the ended_at index), the outbox backlog (its due-rows index) and the sweeper's row.
-    Times by the database clock."""
+    (the ended_at index), questions open or ended in the last day by endpoint (the open
+    question's and the ended questions' partial indexes), the outbox backlog (its due-rows
+    index) and the sweeper's row. Times by the database clock."""
     day_ago, hour_ago = Now() - timedelta(days=1), Now() - timedelta(hours=1)
 
     # 1. Todos by endpoint and state, with the dead letters of the last day and the age of
@@ -122,7 +156,33 @@ def queue_health() -> QueueHealth:
     ):
         closed_day[outcome], closed_hour[outcome] = day, hour
 
-    # 4. The outbox backlog.
+    # 4. Questions by endpoint: open now, and ended in the last day by how (counts and an
+    # age only: never a question's text or an answer).
+    questions = Questions()
+    for endpoint_id, waiting, answered, unanswered, withdrawn, oldest_question in (
+        TodoQuestion.objects.filter(Q(ended_at__isnull=True) | Q(ended_at__gt=day_ago))
+        .order_by()
+        .values_list("todo__endpoint_id")
+        .annotate(
+            waiting=Count("id", filter=Q(ended_at__isnull=True)),
+            answered=Count("id", filter=Q(ending=QuestionEnding.ANSWERED)),
+            unanswered=Count("id", filter=Q(ending=QuestionEnding.UNANSWERED)),
+            withdrawn=Count("id", filter=Q(ending=QuestionEnding.WITHDRAWN)),
+            oldest=Max(
+                ExpressionWrapper(Now() - F("asked_at"), DurationField()),
+                filter=Q(ended_at__isnull=True),
+            ),
+        )
+        .values_list(
+            "todo__endpoint_id", "waiting", "answered", "unanswered", "withdrawn", "oldest"
+        )
+    ):
+        counted = Questions(waiting, answered, unanswered, withdrawn, oldest_question)
+        if endpoint_id in endpoints:  # not if its first todo came after query 1 read
+            endpoints[endpoint_id].questions = counted
+        questions.add(counted)
+
+    # 5. The outbox backlog.
     outbox_pending = dict.fromkeys(Delivery.Kind.values, 0)
     retrying = 0
     for kind, n, failed in (
@@ -134,7 +194,7 @@ def queue_health() -> QueueHealth:
     ):
         outbox_pending[kind], retrying = n, retrying + failed
 
-    # 5. The sweeper's last pass.
+    # 6. The sweeper's last pass.
     sweeper = (
         SweeperStatus.objects.filter(pk=1)
         .annotate(lag=ExpressionWrapper(Now() - F("last_finished_at"), DurationField()))
@@ -153,4 +213,5 @@ def queue_health() -> QueueHealth:
         outbox_pending=outbox_pending,
         outbox_retrying=retrying,
         sweeper=dict(sweeper) if sweeper is not None else None,
+        questions=questions,
     )

@@ -41,6 +41,7 @@ def overview_page(request):
         "ticker": [sentence(i) for i in board_activity(scope.team_ids, limit=queue.TICKER_LINES)],
         "refresh_seconds": queue.refresh_seconds(),
         "nav_stalls": sum(len(section["totals"].stalled) for section in sections),
+        "nav_people": sum(section["totals"].people for section in sections),
     }
     return render(request, "board/overview.html", context)
 

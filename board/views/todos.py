@@ -20,12 +20,14 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse, HttpResponseNotAllowed
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods
 
 from board import drawer
 from board.templatetags.board import STATE_LABELS
 from board.views.queue import refresh_seconds
+from board.waiting import AnswerForm, asked_of, story
 from queues import transitions
 from queues.bounds import RESULT_MAX_DEPTH
 from queues.errors import Conflict, Invalid, NotFound
@@ -45,7 +47,7 @@ def _detail(user, todo_id: int) -> TodoDetail:
         raise Http404() from None
 
 
-def _render(
+def render_drawer(
     request,
     detail: TodoDetail,
     *,
@@ -66,6 +68,7 @@ def _render(
         all_param=params.get("all"),
     )
     url = reverse("todo-detail", args=[detail.todo.id])
+    asked = asked_of(detail.todo)
     context = {
         "d": d,
         "notice": notice,
@@ -76,6 +79,13 @@ def _render(
         # What a person typed into a form that was refused (bad JSON, a stale todo): shown
         # again in the same form, so nothing typed is lost.
         "typed": typed or {},
+        # A waiting todo's open question, answered from the drawer as from the Waiting page.
+        "answer_form": AnswerForm(asked, "drawer", (typed or {}).get("answer", {}))
+        if asked and not d.read_only
+        else None,
+        # The selected try's question, when it asked one: what it asked, how it ended, who
+        # answered and how long it waited.
+        "asked_story": story(d.selected.question, now=timezone.now()) if d.selected else None,
         # The drawer's own URL, with the try or round the reader picked: its refreshes and
         # the browser's history use it.
         "drawer_url": f"{url}?{urlencode(d.params)}" if d.params else url,
@@ -89,7 +99,7 @@ def _render(
 
 @login_required
 def todo_detail(request, todo_id: int):
-    return _render(request, _detail(request.user, todo_id))
+    return render_drawer(request, _detail(request.user, todo_id))
 
 
 # action → its success message
@@ -136,7 +146,7 @@ def todo_action(request, todo_id: int, action: str):
         return _stale(request, _detail(request.user, todo_id), str(exc), action)
     except Invalid as exc:
         typed = _typed(request, action)
-        return _render(request, detail, notice=str(exc), tone="bad", status=400, typed=typed)
+        return render_drawer(request, detail, notice=str(exc), tone="bad", status=400, typed=typed)
     except NotFound:
         raise Http404() from None
     if action == "keepalive":
@@ -146,7 +156,7 @@ def todo_action(request, todo_id: int, action: str):
         if action not in HELD_ACTS:
             messages.success(request, ACTIONS[action])
         return redirect("todo-detail", todo_id=todo_id)
-    response = _render(request, fresh, notice=ACTIONS[action], held=action in HELD_ACTS)
+    response = render_drawer(request, fresh, notice=ACTIONS[action], held=action in HELD_ACTS)
     response["HX-Trigger"] = "queue-changed"
     return response
 
@@ -181,7 +191,7 @@ def _confirm(request, todo_id: int, action: str):
 def _stale(request, detail: TodoDetail, why: str, action: str, *, params=None):
     state = STATE_LABELS.get(detail.todo.state, detail.todo.state)
     notice = f"{why.rstrip('.')}. Nothing was changed. It is {state} now; here is how it stands."
-    return _render(
+    return render_drawer(
         request,
         detail,
         notice=notice,

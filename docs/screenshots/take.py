@@ -108,6 +108,11 @@ def take(page, args, suffix: str) -> None:
     page.goto("/activity/")
     page.screenshot(path=HERE / f"board-activity{suffix}.png")
 
+    if "720" not in suffix:  # Waiting on people: whatever the demo's agents asked
+        page.goto("/waiting/")
+        page.wait_for_timeout(300)
+        page.screenshot(path=HERE / f"board-waiting{suffix}.png", full_page="390" not in suffix)
+
     if suffix == "":
         # Dead-letter triage: the tab with each dead letter's reason and last summary, three
         # rows ticked, and the confirmation of "all matching" (nothing is rerun: not confirmed).

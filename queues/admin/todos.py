@@ -150,6 +150,12 @@ def queue_health_view(request: HttpRequest) -> TemplateResponse:
                 for outcome in health.closed_last_day
             ],
             "oldest_pending_age": _age(health.oldest_pending_age),
+            "oldest_question_age": _age(health.questions.oldest_waiting_age),
+            "question_rows": [
+                (row, _age(row.questions.oldest_waiting_age))
+                for row in health.endpoints
+                if row.questions.any
+            ],
             "sweeper": sweeper,
             "sweeper_lag": _age(sweeper["lag"]) if sweeper else "—",
             "sweeper_report": sorted((sweeper or {}).get("last_report", {}).items()),

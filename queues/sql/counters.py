@@ -1,5 +1,5 @@
-"""The metrics counters (queues/counters.py): the fold of attempt endings, its horizon, and
-the increment-on-conflict upserts.
+"""The metrics counters (queues/counters.py): the fold of attempt and question endings, its
+horizon, and the increment-on-conflict upserts.
 
 Why raw SQL: ``INSERT … SELECT … ON CONFLICT DO UPDATE`` adding to the stored value is beyond
 the ORM, and the fold's horizon reads pg_stat_activity.
@@ -46,6 +46,44 @@ SELECT outcome, n::bigint FROM summed
     why="count, take the carried deltas and add both to the counters, in one statement",
 )
 
+# Questions that ended in the fold's window (the same half-open [since, until) as the attempts',
+# under the same lock), by the todo_questions_ended index: how many ended each way, and the
+# time to answer of the answered ones, as cumulative histogram buckets (upper bounds and their
+# labels decided in queues/counters.py) with their sum and count. Only counts above zero are
+# written, so an idle pass writes nothing. No carried deltas: questions are never pruned, and a
+# terminal todo (whose questions all ended by its ended_at, in its own statement or earlier) is
+# deleted by retention only once the mark has passed its ended_at (queues/sql/sweep.py).
+FOLD_QUESTION_ENDINGS = Statement(
+    "fold_question_endings",
+    """
+WITH ended AS MATERIALIZED (
+    SELECT q.ending, date_part('epoch', q.ended_at - q.asked_at) AS waited
+      FROM todo_questions q
+     WHERE q.ended_at >= COALESCE(%(since)s::timestamptz, '-infinity'::timestamptz)
+       AND q.ended_at < %(until)s
+), answered AS (
+    SELECT GREATEST(0, e.waited) AS waited FROM ended e WHERE e.ending = 'answered'
+), counted AS (
+    SELECT %(ended_name)s::text AS name, e.ending AS label, count(*)::float8 AS value
+      FROM ended e GROUP BY e.ending
+    UNION ALL
+    SELECT %(bucket_name)s::text, b.label, (SELECT count(*) FROM answered a WHERE a.waited <= b.upper)
+      FROM unnest(%(uppers)s::float8[], %(labels)s::text[]) AS b(upper, label)
+    UNION ALL
+    SELECT %(sum_name)s::text, '', COALESCE(sum(a.waited), 0) FROM answered a
+    UNION ALL
+    SELECT %(count_name)s::text, '', count(*) FROM answered a
+), added AS (
+    INSERT INTO metric_counters (name, label, value)
+    SELECT c.name, c.label, c.value FROM counted c WHERE c.value > 0 ORDER BY c.name, c.label
+        ON CONFLICT (name, label) DO UPDATE SET value = metric_counters.value + EXCLUDED.value
+)
+SELECT c.label, c.value::bigint FROM counted c WHERE c.name = %(ended_name)s::text
+""",
+    why="count by ending and into histogram buckets, and add them to the counters, in one"
+    " statement",
+)
+
 # How far the fold may count: ``lag`` behind the database clock, and never past the start of
 # a transaction still open in another session of this database. A closing statement stamps
 # ended_at when it starts and commits later, possibly much later in a long transaction (a
@@ -79,7 +117,7 @@ SELECT d.name, d.label, d.value
     why="increment-on-conflict for many rows",
 )
 
-# A scrape's four reads (queues/counters.py read_snapshot_plan): statements, so that the
+# A scrape's five reads (queues/counters.py read_snapshot_plan): statements, so that the
 # scrape runs on the async pool like the verbs.
 METRIC_COUNTERS = Statement(
     "metric_counters",
@@ -90,6 +128,21 @@ TODOS_BY_STATE = Statement(
     "todos_by_state",
     "SELECT t.state, count(*) FROM todos t GROUP BY t.state",
     why="run on the async pool with the verbs",
+)
+# Todos waiting on people, per endpoint not revoked (revocation ends every wait), each
+# counted through todos_endpoint_state (endpoint, state, ...): an index range per endpoint,
+# never the table.
+ENDPOINTS_WAITING = Statement(
+    "endpoints_waiting",
+    """
+SELECT tm.slug, e.agent_id,
+       (SELECT count(*) FROM todos t WHERE t.endpoint_id = e.id AND t.state = 'waiting')
+  FROM endpoints e
+  JOIN teams tm ON tm.id = e.team_id
+ WHERE e.revoked_at IS NULL
+ ORDER BY tm.slug, e.agent_id
+""",
+    why="a count per endpoint through its index range (a GROUP BY would read every endpoint's)",
 )
 OUTBOX_PENDING = Statement(
     "outbox_pending",

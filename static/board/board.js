@@ -244,6 +244,7 @@
       var next = parse(html, self.id);
       if (!next) throw new Error("no #" + self.id + " in the answer");
       if (self.isQueue && !fresh) self.keepGoneRows(next);
+      if (self.id === "inbox") self.keepGoneQuestions(next);
       morph(self.el, next);
       afterPatch(self.el);
       self.forgetCounted(fresh);
@@ -263,6 +264,7 @@
 
   Live.prototype.applied = function () {
     if (this.id === "overview") Stalls.fromPage();
+    if (this.id === "inbox") People.fromInbox(this.el);
     this.count += 1;
     this.updated = new Date();
     if (this.isQueue) this.showNewer();
@@ -297,11 +299,62 @@
     }
   };
 
+  // The Waiting page: a question the answer no longer has (answered here or elsewhere,
+  // withdrawn, out of time) stays where it was, marked, its form closed, what was typed in it
+  // kept: the live row itself is kept (data-keep) and a stand-in holds its place in the
+  // fresh list, so nothing below it moves.
+  Live.prototype.keepGoneQuestions = function (next) {
+    var list = this.el.querySelector("ol[data-questions]");
+    var nextList = next.querySelector("ol[data-questions]");
+    if (!list || !nextList) return;
+    var rows = list.children;
+    for (var i = 0; i < rows.length; i++) {
+      var li = rows[i];
+      if (!li.id || nextList.querySelector("#" + li.id)) continue;
+      goneQuestion(li);
+      var standIn = document.createElement("li");
+      standIn.id = li.id;
+      standIn.setAttribute("data-keep", "");
+      // Before the first later row the answer still has, else at the end.
+      var before = null;
+      for (var j = i + 1; j < rows.length && !before; j++) {
+        if (rows[j].id) before = nextList.querySelector("#" + rows[j].id);
+      }
+      nextList.insertBefore(standIn, before);
+    }
+    People.fromInbox(next);
+  };
+
+  function goneQuestion(li) {
+    if (li.hasAttribute("data-keep")) return;
+    li.setAttribute("data-keep", "");
+    // A row the reader's own answer closed says so already ("Answered: …").
+    var note = li.classList.contains("is-gone") ? null : li.querySelector("[data-gone-note]");
+    li.classList.add("is-gone");
+    if (note) note.hidden = false;
+    var controls = li.querySelectorAll("button, input, select, textarea");
+    for (var i = 0; i < controls.length; i++) controls[i].disabled = true;
+  }
+
+  // How many todos of the stream's teams wait on people (the nav's count), from every
+  // endpoint's counts by state; null when some team's are not known yet.
+  Live.prototype.people = function () {
+    if (!this.allCounts) return null;
+    var n = 0;
+    for (var team in this.teamCounts) {
+      var endpoints = this.teamCounts[team];
+      for (var ep in endpoints) n += endpoints[ep].waiting || 0;
+    }
+    return n;
+  };
+
   // -- what the stream sends (board/live.py)
 
   Live.prototype.ready = function (data) {
     this.teamCounts = data.counts || {};
+    this.allCounts = !!data.counts; // every team's, so the nav's count can be summed
     this.cap = data.cap || 0;
+    People.show(this.people());
     clearTimeout(this.timer);
     this.refresh(false); // what changed between the page's drawing and the watch
   };
@@ -309,8 +362,20 @@
   Live.prototype.onUpdate = function (u) {
     if (u.endpoints && u.endpoints.length) Stalls.changed();
     if (u.ticker) this.ticker(u.team, u.ticker); // never held: it is not where one reads
+    var before = this.people();
     if (u.counts) { this.teamCounts[u.team] = u.counts; this.cap = u.cap; }
+    var people = this.people();
+    People.show(people);
     if (this.paused()) { this.missed = true; return; }
+    if (this.on() === "people") {
+      // The Waiting page reads itself when a question came or went (the count moved), or one
+      // it shows changed; not for every change of its teams.
+      var shown = this.el.querySelectorAll("ol[data-questions] > li[data-todo]:not(.is-gone)");
+      var hit = u.many || people === null || people !== before;
+      for (var k = 0; k < shown.length && !hit; k++) hit = u.todos.indexOf(+shown[k].getAttribute("data-todo")) >= 0;
+      if (hit) this.refresh(false);
+      return;
+    }
     if (this.isQueue) { this.queueUpdate(u); return; }
     if (u.overview) { this.patchById(u); return; }
     var on = this.on();
@@ -628,6 +693,9 @@
     var queue = document.getElementById("queue");
     var show = !!(event.detail && event.detail.show);
     if (queue && queue.__live) queue.__live.refresh(show);
+    // An answer, a claim or a cancel in a drawer over the Waiting page: its row says so now.
+    var inbox = document.getElementById("inbox");
+    if (inbox && inbox.__live) inbox.__live.refresh(false);
   });
 
   document.addEventListener("visibilitychange", function () {
@@ -1090,6 +1158,37 @@
       badge.hidden = !n;
       if (which) badge.title = which.map(function (s) { return s.agent_id + ": " + s.words; }).join("\n");
       Title.set({ stalled: n });
+    },
+  };
+
+  // The nav's Waiting count: todos of the Board's teams waiting on people. Drawn by the
+  // server on the Waiting page and the overview; kept by the stream's counts on any page that
+  // holds one, and by the Waiting page's own reads without it.
+  var People = {
+    show: function (n) {
+      var badge = document.querySelector("[data-nav-people]");
+      if (!badge || n === null || n === undefined) return;
+      var text = n ? " " + n + " on people" : "";
+      if (badge.textContent !== text) {
+        badge.textContent = "";
+        if (n) {
+          badge.appendChild(document.createTextNode(" "));
+          var count = document.createElement("span");
+          count.className = "nav-count";
+          count.textContent = String(n);
+          badge.appendChild(count);
+          var words = document.createElement("span");
+          words.className = "sr-only";
+          words.textContent = " on people";
+          badge.appendChild(words);
+        }
+      }
+      badge.hidden = !n;
+    },
+    fromInbox: function (root) {
+      var inbox = root && root.id === "inbox" ? root : root && root.querySelector("#inbox");
+      if (!inbox || !inbox.hasAttribute("data-nav-total")) return;
+      this.show(parseInt(inbox.getAttribute("data-nav-total"), 10) || 0);
     },
   };
 

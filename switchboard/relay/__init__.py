@@ -8,15 +8,17 @@ server (``python -m switchboard.relay`` needs no settings and no database at all
 1. it claims with ``require_fence`` and a claimant label, long-polling while the queue is
    empty, up to ``--concurrency`` attempts at once;
 2. it writes the attempt's folder: ``context.json`` and ``context.md`` (the todo and its
-   ``prior_attempts``, under the untrusted-data notice), and names in the environment where
-   the command may write its result, summary and artifact (``config.ENVIRONMENT``);
+   ``prior_attempts``, with the questions they asked and their answers, under the
+   untrusted-data notice), and names in the environment where the command may write its
+   result, summary, artifact and question (``config.ENVIRONMENT``);
 3. it starts the command in a process group of its own and heartbeats for it; a heartbeat
    answered ``conflict`` (a person released or canceled it, the sweeper reaped it, another
    worker took it over) stops the command (SIGTERM, ``--grace`` seconds, SIGKILL) and the
    relay reports nothing, since that attempt is no longer its to report;
 4. it reports by the command's exit status (``config.EXIT_CODES``): complete with the result
    file's JSON and a summary (the summary file, else the last lines of output), fail, fail as
-   not retryable, or release.
+   not retryable, release, or ask a person (release with the question file's question: the
+   todo waits for an answer, which the next attempt's context holds).
 
 SIGINT or SIGTERM stops the commands the same way and releases what the relay holds; a
 second signal stops them without the grace period. The endpoint token comes only from

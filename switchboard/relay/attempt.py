@@ -17,7 +17,13 @@ from typing import Any, Protocol, TextIO
 
 from switchboard.client import Client, Job, SwitchboardError
 from switchboard.relay.child import Child, describe_status, signal_group
-from switchboard.relay.config import EXIT_COMPLETE, EXIT_NOT_RETRYABLE, EXIT_RELEASE, Config
+from switchboard.relay.config import (
+    EXIT_ASK,
+    EXIT_COMPLETE,
+    EXIT_NOT_RETRYABLE,
+    EXIT_RELEASE,
+    Config,
+)
 from switchboard.relay.context import AttemptFolder
 
 
@@ -185,6 +191,19 @@ class Attempt:
                 "release", summary=summary or child.summary(status, cap=cap), artifact=artifact
             )
             return
+        if status == EXIT_ASK:
+            asked, problem = folder.question()
+            if asked is not None:
+                self.say(f"exited {status}: asking a person")
+                summary = summary or child.summary(None, cap=cap)
+                self._close("release", **asked, summary=summary, artifact=artifact)
+                return
+            # The command broke its contract (as one that exits 0 with a result file that is
+            # not JSON): the attempt fails, retried, its summary saying why, for people to see.
+            self.say(f"exited {status} to ask a person, but {problem}: failing")
+            summary = f"exited {status} to ask a person, but {problem}"
+            self._close("fail", summary=summary, artifact=artifact)
+            return
         present, result, problem = folder.result(self.relay.limits)
         if status == EXIT_COMPLETE and problem is None:
             self.say("exited 0: completing")
@@ -220,6 +239,15 @@ class Attempt:
                 if exc.code in ("unauthorized", "forbidden"):
                     self.relay.fatal(f"{verb} answered {exc.code}: {exc.message}")
                     return
+                if exc.code == "invalid" and "question" in arguments:
+                    # A question the server will not take (choices and a form both, a form
+                    # that is not flat, a server that does not ask): fail saying so.
+                    self.say(f"{verb} answered invalid ({exc.message}); failing instead")
+                    verb = "fail"
+                    arguments = {
+                        "summary": f"the relay could not ask the command's question: {exc.message}",
+                    }
+                    continue
                 if (
                     exc.code == "invalid"
                     and verb != "release"

@@ -19,10 +19,15 @@ from switchboard.relay.handoff import read_token
 EXIT_COMPLETE = 0
 EXIT_NOT_RETRYABLE = 65  # EX_DATAERR: the todo itself is wrong; dead-letter it now
 EXIT_RELEASE = 75  # EX_TEMPFAIL: not now (a usage limit, a shutdown); no verdict
+# Ask a person (the question in the attempt's question file): the first status past
+# sysexits.h's range (64-78), so no conventional error status is taken for a question; a
+# shell's own are 1, 2, 126, 127 and 128 + a signal's number.
+EXIT_ASK = 79
 EXIT_CODES = {
     EXIT_COMPLETE: "complete (with the result file's JSON, if written)",
     EXIT_NOT_RETRYABLE: "fail, not retryable: the todo is dead-lettered at once",
     EXIT_RELEASE: "release: no verdict, the failure budget untouched",
+    EXIT_ASK: "ask a person the question file's question: the todo waits for an answer",
 }
 
 # The relay's own exit statuses.
@@ -49,6 +54,9 @@ ENVIRONMENT = {
     "SWITCHBOARD_RESULT_FILE": "write the result here as JSON (optional)",
     "SWITCHBOARD_SUMMARY_FILE": "write a summary here (optional; else the last lines of output)",
     "SWITCHBOARD_ARTIFACT_FILE": "write an mcp:// handle or https:// URL here (optional)",
+    "SWITCHBOARD_QUESTION_FILE": f"to ask a person, write the question here as JSON and exit "
+    f"{EXIT_ASK}",
+    "SWITCHBOARD_QUESTION_TEXT_FILE": "... or write it here as plain text",
 }
 
 DESCRIPTION = textwrap.fill(
@@ -62,7 +70,8 @@ DESCRIPTION = textwrap.fill(
 
 def epilog() -> str:
     codes = "\n".join(f"  {code:<5} {meaning}" for code, meaning in EXIT_CODES.items())
-    env = "\n".join(f"  {name:<29} {meaning}" for name, meaning in ENVIRONMENT.items())
+    width = max(map(len, ENVIRONMENT))
+    env = "\n".join(f"  {name:<{width}} {meaning}" for name, meaning in ENVIRONMENT.items())
     return (
         f"COMMAND's exit status:\n{codes}\n  other fail (retried with backoff, dead-lettered at"
         " the cap)\n\n"
@@ -70,6 +79,12 @@ def epilog() -> str:
         "reaped it, another worker took it over), COMMAND is stopped (SIGTERM, --grace,\n"
         "SIGKILL) and nothing is reported. SIGINT/SIGTERM to the relay stops COMMAND the same\n"
         "way and releases the todo; a second signal skips the grace period.\n\n"
+        f'To ask a person, COMMAND writes question.json ({{"text": ..., and optionally\n'
+        '"choices": [...] or "answer_schema": {...}, "answer_within_seconds": N,\n'
+        '"on_no_answer": "requeue" or "dead_letter"}) or question.txt (the text alone) in its\n'
+        f"folder and exits {EXIT_ASK}. The todo waits until a person or its requester answers\n"
+        "(no try spent); the next attempt's context file holds the question and the answer.\n"
+        f"Exiting {EXIT_ASK} without a readable question file fails the attempt, saying why.\n\n"
         f"COMMAND's environment (beside its own, minus SWITCHBOARD_TOKEN):\n{env}\n\n"
         "The relay exits 0 when stopped or done (--once, --max-todos), 1 when the server\n"
         "refuses the token, 2 on a usage error, 3 when the server lacks attempt history.\n"

@@ -70,6 +70,10 @@ def _property(verb: str, name: str) -> dict:
         ("heartbeat", "lease_token", "maxLength", bounds.LEASE_TOKEN_MAX_CHARS),
         ("list_todos", "limit", "maximum", bounds.LIST_MAX),
         ("get_todo", "attempts_limit", "maximum", bounds.ATTEMPTS_MAX),
+        ("release", "choices", "minItems", bounds.CHOICES_MIN),
+        ("release", "choices", "maxItems", bounds.CHOICES_MAX),
+        ("release", "answer_within_seconds", "minimum", bounds.ANSWER_WITHIN_SECONDS_MIN),
+        ("release", "answer_within_seconds", "maximum", bounds.ANSWER_WITHIN_SECONDS_MAX),
     ],
 )
 def test_the_openapi_bounds_are_the_ledgers(verb, field, key, value):
@@ -82,6 +86,14 @@ def test_the_capability_document_and_the_board_form_use_the_same_bounds():
     assert limits["body_bytes"] == bounds.BODY_MAX_BYTES
     assert limits["summary_bytes"] == bounds.SUMMARY_MAX_BYTES
     assert limits["lease_seconds"] == bounds.LEASE_SECONDS_MAX
+    assert limits["question_bytes"] == bounds.QUESTION_MAX_BYTES
+    assert (limits["choices"], limits["choice_chars"]) == (
+        bounds.CHOICES_MAX,
+        bounds.CHOICE_MAX_CHARS,
+    )
+    assert limits["answer_schema_fields"] == bounds.ANSWER_SCHEMA_FIELDS_MAX
+    assert limits["answer_text_bytes"] == bounds.ANSWER_TEXT_MAX_BYTES
+    assert limits["answer_within_seconds"] == bounds.ANSWER_WITHIN_SECONDS_MAX
     assert openapi.capabilities()["features"]["long_poll"]["max_wait_seconds"] == (
         bounds.WAIT_SECONDS_MAX
     )

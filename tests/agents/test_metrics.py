@@ -248,6 +248,7 @@ def test_metrics_query_count_does_not_grow_with_rows(
     scrape_reads = [
         "metric_counters",
         "todos_by_state",
+        "endpoints_waiting",
         "outbox_pending",
         "sweeper_lag",
         "endpoints_oldest_claimable",

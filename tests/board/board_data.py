@@ -30,6 +30,8 @@ class BoardData:
     done_id: int  # a done todo with a mixed history
     claimed_id: int  # claimed by an agent (cancel's confirmation page)
     pending_title: str
+    asked_id: int  # waiting on people: a question with a form drawn from answer_schema
+    answered_id: int  # its question answered by alice, claimed again by its agent
 
 
 def board_data(user) -> BoardData:
@@ -90,6 +92,66 @@ def board_data(user) -> BoardData:
     transitions.claim(by[docs], taken, claimant="k8s/docs-bot-7/run-9")
     transitions.take_over(person, taken)
 
+    # Waiting on people: a question with choices, one in free text, one with a form; and one
+    # answered and claimed again (the drawer's story of an asking try).
+    def ask(title, claimant, minutes_ago, **question):
+        t = todo(ci, title)
+        transitions.claim(by[ci], t, claimant=claimant)
+        transitions.release(by[ci], t, **question)
+        # Asked a while ago: the asking try and its question moved back together.
+        ago = [minutes_ago, t]
+        backdate(
+            "UPDATE todo_attempts SET claimed_at = claimed_at - make_interval(mins => %s),"
+            " ended_at = ended_at - make_interval(mins => %s), lease_expires_at ="
+            " lease_expires_at - make_interval(mins => %s) WHERE todo_id = %s",
+            [minutes_ago, minutes_ago, *ago],
+        )
+        backdate(
+            "UPDATE todo_questions SET asked_at = asked_at - make_interval(mins => %s)"
+            " WHERE todo_id = %s",
+            ago,
+        )
+        return t
+
+    ask(
+        "Drop the legacy customers.fax column",
+        "harness/buildbox/ci-fixer/run-8",
+        25,
+        question="The migration drops customers.fax, which still holds 1,204 values. Go ahead?",
+        choices=["Go ahead", "Keep the column", "Export it first"],
+        answer_within_seconds=3600,
+    )
+    ask(
+        "Route ticket #5521",
+        "harness/buildbox/ci-fixer/run-9",
+        12,
+        question="The ticket says 'ACME' and two customers match: ACME GmbH and ACME Inc. Which?",
+    )
+    asked_id = ask(
+        "Refund order 881",
+        "harness/buildbox/ci-fixer/run-10",
+        4,
+        question="The customer asks for a refund of 840 EUR on order 881. Approve it?",
+        answer_schema={
+            "type": "object",
+            "properties": {
+                "amount": {"type": "integer", "title": "Refund in EUR", "minimum": 0},
+                "approve": {"type": "boolean", "title": "Approve the refund"},
+                "note": {"type": "string", "title": "Note", "description": "For the customer"},
+            },
+            "required": ["amount"],
+        },
+    )
+    answered_id = ask(
+        "Pick the release branch",
+        "harness/buildbox/ci-fixer/run-11",
+        18,
+        question="Both release/4.2 and release/4.2-hotfix are open. Which one gets the fix?",
+        choices=["release/4.2", "release/4.2-hotfix"],
+    )
+    transitions.answer(person, answered_id, value="release/4.2-hotfix")
+    transitions.claim(by[ci], answered_id, claimant="harness/buildbox/ci-fixer/run-12")
+
     # Waiting: a few on each endpoint, and on the stalled one work that has waited 20 minutes
     # with no agent seen.
     pending_title = "Regenerate the SDK docs"
@@ -128,4 +190,6 @@ def board_data(user) -> BoardData:
         done_id=done_id,
         claimed_id=claimed_id,
         pending_title=pending_title,
+        asked_id=asked_id,
+        answered_id=answered_id,
     )

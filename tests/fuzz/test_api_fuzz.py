@@ -134,6 +134,7 @@ class World:
     agent_ids: list[str]
     todo_ids: list[int]
     leases: list[dict[str, Any]] = field(default_factory=list)
+    waiting: list[int] = field(default_factory=list)  # the todos waiting on a question
     cursors: list[str] = field(default_factory=list)
 
     def next_intruder(self) -> tuple[str, dict[str, str]]:
@@ -162,6 +163,13 @@ class World:
 
 
 WORLD: World | None = None
+ANSWER_FORM = {
+    "type": "object",
+    "properties": {"approve": {"type": "boolean"}, "amount": {"type": "integer"}},
+    "required": ["approve"],
+}
+# Answers that fit the world's questions, and some that fit none of them.
+ANSWERS = ["yes", {"approve": True, "amount": 840}, "the second one", "no", {"approve": "y"}]
 
 
 @pytest.fixture
@@ -210,9 +218,18 @@ def world(live_server, vend, make_user):
         leases.append({"todo_id": ids[-1], "attempt_seq": seq, "lease_token": None})
     ids.append(todo("canceled"))
     transitions.cancel(agent, ids[-1])
-    ids.append(todo("waiting on people"))
-    seq = transitions.claim(agent, ids[-1]).attempt_seq
-    transitions.release(agent, ids[-1], attempt_seq=seq, question="Go ahead?", choices=["yes", "no"])
+    waiting: list[int] = []
+    # Waiting on people, one question of each kind: answer's swaps below reach each check
+    # (a choice, a form's fields, free text) and, once one is answered, its conflict.
+    for title, asked in [
+        ("waiting on people", {"choices": ["yes", "no"]}),
+        ("waiting on a form", {"answer_schema": ANSWER_FORM}),
+        ("waiting on free text", {"answer_within_seconds": 3600}),
+    ]:
+        ids.append(todo(title))
+        waiting.append(ids[-1])
+        seq = transitions.claim(agent, ids[-1]).attempt_seq
+        transitions.release(agent, ids[-1], attempt_seq=seq, question="Go ahead?", **asked)
     ids.append(todo("sent to the peer", on=peer, requester=endpoint))
     ids.append(todo("a foreign team's", on=stranger))
     ids.append(todo("left on a revoked endpoint", on=gone))
@@ -233,6 +250,7 @@ def world(live_server, vend, make_user):
         agent_ids=[endpoint.agent_id, peer.agent_id, stranger.agent_id, gone.agent_id, "nobody"],
         todo_ids=ids,
         leases=leases,
+        waiting=waiting,
     )
     yield WORLD
     WORLD = None
@@ -242,6 +260,10 @@ def world(live_server, vend, make_user):
 
 
 def _is_id(value: object) -> bool:
+    """A valid id: a positive integer, or a whole-number float (JSON has no integers; the
+    schemas take 347.0 for 347)."""
+    if type(value) is float:
+        return value.is_integer() and 1 <= value <= 2**63 - 1
     return type(value) is int and value >= 1
 
 
@@ -286,7 +308,8 @@ def flatmap_body(context, body):
     verb = context.operation.path.rsplit("/", 1)[-1]
     swaps = []
     if _is_id(body.get("todo_id")):
-        swaps.append(_maybe(WORLD.todo_ids, "todo_id"))
+        # An answer mostly to a todo that waits on one (the coverage phase sends the rest).
+        swaps.append(_maybe(WORLD.waiting if verb == "answer" else WORLD.todo_ids, "todo_id"))
         if (
             verb in ATTEMPT_VERBS
             and (body.get("attempt_seq") is None or _is_id(body["attempt_seq"]))
@@ -295,6 +318,8 @@ def flatmap_body(context, body):
             swaps.append(_maybe(WORLD.leases))
     if "artifact" in body and _fits(body["artifact"], ARTIFACT):
         swaps.append(_maybe(["https://ci.example/run/42", "mcp://cairn/r-42", None], "artifact"))
+    if verb == "answer" and "value" in body:  # any JSON is a value the schema takes
+        swaps.append(_maybe(ANSWERS, "value"))
     if verb == "create_todo" and _is_optional_text(body.get("to")):
         swaps.append(_maybe([*WORLD.agent_ids, None], "to"))
     if verb == "create_todo" and _is_optional_text(body.get("idempotency_key"), most=200):

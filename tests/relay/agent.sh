@@ -26,6 +26,20 @@ succeed)
     echo "https://ci.example.com/runs/$todo-$seq" > "$SWITCHBOARD_ARTIFACT_FILE"
     exit 0
     ;;
+ask)
+    # Asks a person: the question the test wrote to STUB_QUESTION, copied to the file the
+    # relay names for it (STUB_QUESTION_AS: json, the default, or text; none without
+    # STUB_QUESTION), then the exit status that asks (STUB_EXIT, else 79).
+    if [ -n "${STUB_QUESTION:-}" ]; then
+        if [ "${STUB_QUESTION_AS:-json}" = text ]; then
+            cp "$STUB_QUESTION" "$SWITCHBOARD_QUESTION_TEXT_FILE"
+        else
+            cp "$STUB_QUESTION" "$SWITCHBOARD_QUESTION_FILE"
+        fi
+    fi
+    echo "attempt $seq needs a person's decision"
+    exit "${STUB_EXIT:-79}"
+    ;;
 escapes)
     # A command echoing todo text that drives a terminal: a title change and colours.
     printf 'before \033]0;owned\007\033[31mred\033[0m after\n'
