@@ -39,18 +39,34 @@
     return el.nodeType === 1 && (el.hasAttribute("data-keep") || (el.hasAttribute("data-keep-typed") && hasTyped(el)));
   }
 
+  // Classes the page sets on the reader's behalf, never the server: the keyboard's row (j, k)
+  // and the row whose drawer is open. A patch keeps them where they are (a live read used to
+  // take the cursor off the row under the reader's keys, and Esc then lost its way back).
+  var OWN_CLASSES = ["is-cursor", "is-open-drawer"];
+
+  function classWithOwn(from, value) {
+    var own = OWN_CLASSES.filter(function (name) { return from.classList.contains(name); });
+    if (!own.length) return value;
+    var names = (value || "").split(/\s+/).filter(Boolean);
+    own.forEach(function (name) { if (names.indexOf(name) < 0) names.push(name); });
+    return names.join(" ");
+  }
+
   function syncAttributes(from, to) {
-    var i, name;
+    var i, name, value;
     for (i = from.attributes.length - 1; i >= 0; i--) {
       name = from.attributes[i].name;
       if (name === "open" && from.tagName === "DETAILS") continue; // the reader's choice
+      if (name === "class" && classWithOwn(from, "")) continue; // set below, with its own
       if (!to.hasAttribute(name)) from.removeAttribute(name);
     }
     for (i = 0; i < to.attributes.length; i++) {
       name = to.attributes[i].name;
       if (name === "open" && from.tagName === "DETAILS") continue;
-      if (from.getAttribute(name) !== to.attributes[i].value) from.setAttribute(name, to.attributes[i].value);
+      value = name === "class" ? classWithOwn(from, to.attributes[i].value) : to.attributes[i].value;
+      if (from.getAttribute(name) !== value) from.setAttribute(name, value);
     }
+    if (!to.hasAttribute("class") && classWithOwn(from, "")) from.setAttribute("class", classWithOwn(from, ""));
   }
 
   function morph(from, to) {

@@ -110,3 +110,26 @@ def test_shortcuts_keep_out_of_typing(page, user, endpoint, make_todo):
     expect(search).to_have_value("jk/?go")
     expect(page.locator("#shortcuts")).to_have_count(0)
     expect(page).to_have_url(re.compile(r"/queue/$"))
+
+
+def test_the_keyboards_row_keeps_its_cursor_through_a_live_change(page, user, endpoint, make_todo):
+    """j puts the cursor on a row; the row changes under it (an agent claims it, pushed by
+    the stream and patched in place): the cursor stays, and o still opens that row."""
+    from queues import transitions
+    from queues.transitions import Actor
+    from tests.board.test_live_queue import _live
+
+    make_todo("older")
+    todo = make_todo("newest")
+    sign_in(page, "alice", to="/queue/")
+    _live(page)
+    page.locator("body").press("j")
+    row = page.locator(f"#todo-{todo.id}")
+    expect(row).to_have_class(re.compile("is-cursor"))
+    transitions.claim(Actor.agent(endpoint), todo.id, claimant="run-1")
+    expect(row.locator(".state")).to_have_text("claimed")
+    expect(row).to_have_class(re.compile("is-cursor"))
+    page.keyboard.press("o")
+    expect(page.locator("#drawer #drawer-panel")).to_be_visible()
+    expect(row).to_have_class(re.compile("is-open-drawer"))
+    assert page.js_errors == []
