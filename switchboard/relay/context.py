@@ -218,6 +218,21 @@ def context_document(claimed: dict, *, claimant: str, files: Mapping[str, Path])
             }
             for prior in claimed.get("prior_attempts") or []
         ],
+        # A parent that waited for its children (issue 44): how each ended, written by
+        # other workers.
+        "children": [
+            {
+                "id": child.get("id"),
+                "title": child.get("title"),
+                "endpoint": child.get("endpoint"),
+                "state": child.get("state"),
+                "outcome": child.get("outcome"),
+                "summary": child.get("summary"),
+                "result": child.get("result"),
+                "dead_letter_reason": child.get("dead_letter_reason"),
+            }
+            for child in claimed.get("children") or []
+        ],
         "files": {
             "result": str(files["result"]),
             "summary": str(files["summary"]),
@@ -312,6 +327,18 @@ def context_markdown(context: dict) -> str:
         if prior["question"]:
             lines += _question_lines(prior["question"])
         lines.append("")
+    if context.get("children"):
+        lines += ["## Its children (how each ended)", ""]
+        for child in context["children"]:
+            title = _code_span(_one_line(child["title"] or ""))
+            ended = child["state"] + (f", last try {child['outcome']}" if child["outcome"] else "")
+            lines.append(f"- #{child['id']} {title} on `{child['endpoint']}`: {ended}.")
+            if child["summary"]:
+                lines += ["", "  Its summary:", "", _indent(_fenced(child["summary"]), "  ")]
+            if child["result"] is not None:
+                result = json.dumps(child["result"], ensure_ascii=False, indent=2)
+                lines += ["", "  Its result:", "", _indent(_fenced(result), "  ")]
+            lines.append("")
     files = context["files"]
     lines += [
         "## When you finish",
