@@ -22,6 +22,7 @@ from switchboard.relay.config import (
     EXIT_COMPLETE,
     EXIT_NOT_RETRYABLE,
     EXIT_RELEASE,
+    EXIT_SPLIT,
     Config,
 )
 from switchboard.relay.context import AttemptFolder
@@ -204,6 +205,9 @@ class Attempt:
             summary = f"exited {status} to ask a person, but {problem}"
             self._close("fail", summary=summary, artifact=artifact)
             return
+        if status == EXIT_SPLIT:
+            self._split(folder, summary=summary or child.summary(None, cap=cap), status=status)
+            return
         present, result, problem = folder.result(self.relay.limits)
         if status == EXIT_COMPLETE and problem is None:
             self.say("exited 0: completing")
@@ -220,6 +224,36 @@ class Attempt:
             arguments["result"] = result
         self.say(f"{describe_status(status)}: failing" + ("" if retryable else " (not retryable)"))
         self._close("fail", **arguments, artifact=artifact)
+
+    def _split(self, folder: AttemptFolder, *, summary: str | None, status: int) -> None:
+        """The command split its todo (issue 44): each todo of its children file is made a
+        child of it (each with an idempotency key of this attempt's, so a retried create
+        makes no second child), then the todo is released until they have all ended. A
+        children file the relay cannot read, or a child the server refuses, fails the
+        attempt saying why (the children made before it stay, and end with the todo if it
+        is canceled)."""
+        children, problem = folder.children()
+        if children is None:
+            self.say(f"exited {status} to split, but {problem}: failing")
+            self._close("fail", summary=f"exited {status} to split, but {problem}")
+            return
+        todo_id, seq = self.job.todo["id"], self.job.attempt_seq
+        for n, child in enumerate(children):
+            key = f"relay-child-{todo_id}-{seq}-{n}"
+            try:
+                self.relay.client.create_todo(parent=todo_id, idempotency_key=key, **child)
+            except SwitchboardError as exc:
+                if exc.code in ("conflict", "not_found"):
+                    self.say(
+                        f"a child's create answered {exc.code}: the attempt was ended elsewhere"
+                    )
+                    return
+                why = f"exited {status} to split, but the server refused child {n}: {exc.message}"
+                self.say(why + ": failing")
+                self._close("fail", summary=why)
+                return
+        self.say(f"exited {status}: split into {len(children)} children, waiting for them")
+        self._close("release", wait_for_children=True, summary=summary)
 
     def release(self, summary: str) -> None:
         self._close("release", summary=summary)

@@ -23,12 +23,18 @@ EXIT_RELEASE = 75  # EX_TEMPFAIL: not now (a usage limit, a shutdown); no verdic
 # sysexits.h's range (64-78), so no conventional error status is taken for a question; a
 # shell's own are 1, 2, 126, 127 and 128 + a signal's number.
 EXIT_ASK = 79
+# Split the todo (issue 44): make the children file's todos its children and wait for them.
+EXIT_SPLIT = 80
 EXIT_CODES = {
     EXIT_COMPLETE: "complete (with the result file's JSON, if written)",
     EXIT_NOT_RETRYABLE: "fail, not retryable: the todo is dead-lettered at once",
     EXIT_RELEASE: "release: no verdict, the failure budget untouched",
     EXIT_ASK: "ask a person the question file's question: the todo waits for an answer",
+    EXIT_SPLIT: "split: the children file's todos become its children, and it waits for them",
 }
+
+CHILDREN_MAX = 100  # todos one children file may make
+CHILD_FIELDS = ("title", "body", "to", "key", "priority", "max_attempts")
 
 # The relay's own exit statuses.
 RELAY_OK = 0  # stopped by a signal, --once or --max-todos
@@ -57,6 +63,8 @@ ENVIRONMENT = {
     "SWITCHBOARD_QUESTION_FILE": f"to ask a person, write the question here as JSON and exit "
     f"{EXIT_ASK}",
     "SWITCHBOARD_QUESTION_TEXT_FILE": "... or write it here as plain text",
+    "SWITCHBOARD_CHILDREN_FILE": f"to split the todo, write its children here as JSON and exit "
+    f"{EXIT_SPLIT}",
 }
 
 DESCRIPTION = textwrap.fill(
@@ -85,6 +93,10 @@ def epilog() -> str:
         f"folder and exits {EXIT_ASK}. The todo waits until a person or its requester answers\n"
         "(no try spent); the next attempt's context file holds the question and the answer.\n"
         f"Exiting {EXIT_ASK} without a readable question file fails the attempt, saying why.\n\n"
+        f"To split the todo, COMMAND writes children.json (a list of 1 to {CHILDREN_MAX} objects,\n"
+        '{"title": ..., and optionally "body", "to", "key", "priority", "max_attempts"}) and\n'
+        f"exits {EXIT_SPLIT}: the relay makes each a child of the todo and releases it until they\n"
+        "have all ended; its next attempt's context file lists how each ended.\n\n"
         f"COMMAND's environment (beside its own, minus SWITCHBOARD_TOKEN):\n{env}\n\n"
         "The relay exits 0 when stopped or done (--once, --max-todos), 1 when the server\n"
         "refuses the token, 2 on a usage error, 3 when the server lacks attempt history.\n"

@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from switchboard.relay.config import EXIT_ASK, EXIT_NOT_RETRYABLE, EXIT_RELEASE
+from switchboard.relay.config import (
+    CHILD_FIELDS,
+    CHILDREN_MAX,
+    EXIT_ASK,
+    EXIT_NOT_RETRYABLE,
+    EXIT_RELEASE,
+    EXIT_SPLIT,
+)
 from switchboard.relay.handoff import HIDDEN_VARIABLES
 
 # The notice every attempt text carries, for a server whose claim answer has none.
@@ -29,6 +36,8 @@ ARTIFACT_FILE_MAX_BYTES = 4096
 QUESTION_FILE_MAX_BYTES = 65536
 # What question.json may say: release's asking arguments, "text" being its ``question``.
 QUESTION_FIELDS = ("text", "choices", "answer_schema", "answer_within_seconds", "on_no_answer")
+# Read this much of a children file: 100 todos of a few KiB each.
+CHILDREN_FILE_MAX_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,7 @@ class AttemptFolder:
             "artifact": path / "artifact.txt",
             "question": path / "question.json",
             "question_text": path / "question.txt",
+            "children": path / "children.json",
         }
         return cls(path=path, files=files, say=say)
 
@@ -85,6 +95,7 @@ class AttemptFolder:
                 "SWITCHBOARD_ARTIFACT_FILE": str(self.files["artifact"]),
                 "SWITCHBOARD_QUESTION_FILE": str(self.files["question"]),
                 "SWITCHBOARD_QUESTION_TEXT_FILE": str(self.files["question_text"]),
+                "SWITCHBOARD_CHILDREN_FILE": str(self.files["children"]),
             }
         )
         return env
@@ -157,6 +168,37 @@ class AttemptFolder:
         if self.files["question_text"].exists():
             return None, f"{self.files['question_text'].name} is empty"
         return None, f"it wrote no question ({path.name} or {self.files['question_text'].name})"
+
+    def children(self) -> tuple[list[dict] | None, str | None]:
+        """(children, problem): the todos the command split its todo into, from
+        ``children.json`` (a list of 1 to CHILDREN_MAX objects, each ``create_todo``'s
+        ``title`` and optionally ``body``, ``to``, ``key``, ``priority``, ``max_attempts``);
+        or why there are none. What the fields hold is the server's to check."""
+        path = self.files["children"]
+        raw = self._read("children", CHILDREN_FILE_MAX_BYTES + 1)
+        if raw is None:
+            return None, f"it wrote no {path.name}"
+        if len(raw) > CHILDREN_FILE_MAX_BYTES:
+            return None, f"{path.name} is over {CHILDREN_FILE_MAX_BYTES} bytes"
+        try:
+            written = json.loads(raw.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            return None, f"{path.name} is not JSON ({exc})"
+        if not isinstance(written, list) or not 1 <= len(written) <= CHILDREN_MAX:
+            return None, f"{path.name} is not a list of 1 to {CHILDREN_MAX} todos"
+        for n, child in enumerate(written):
+            if not isinstance(child, dict):
+                return None, f"{path.name}'s todo {n} is not a JSON object"
+            unknown = sorted(set(child) - set(CHILD_FIELDS))
+            if unknown:
+                known = ", ".join(CHILD_FIELDS)
+                return (
+                    None,
+                    f"{path.name}'s todo {n} has fields the relay does not know: {unknown} ({known})",
+                )
+            if not isinstance(child.get("title"), str) or not child["title"].strip():
+                return None, f'{path.name}\'s todo {n} has no "title"'
+        return written, None
 
     def _text(self, name: str, limit: int) -> str | None:
         raw = self._read(name, limit)
@@ -239,12 +281,14 @@ def context_document(claimed: dict, *, claimant: str, files: Mapping[str, Path])
             "artifact": str(files["artifact"]),
             "question": str(files["question"]),
             "question_text": str(files["question_text"]),
+            "children": str(files["children"]),
         },
         "exit_codes": {
             "0": "complete",
             str(EXIT_RELEASE): "release (no verdict)",
             str(EXIT_NOT_RETRYABLE): "fail, not retryable",
             str(EXIT_ASK): "ask a person (the question file's question)",
+            str(EXIT_SPLIT): "split into the children file's todos and wait for them",
             "other": "fail (retried)",
         },
     }
@@ -352,6 +396,10 @@ def context_markdown(context: dict) -> str:
         f'to `{files["question"]}` as JSON (`{{"text": "...", "choices": ["...", "..."]}}`) or '
         f"to `{files['question_text']}` as plain text, and exit {EXIT_ASK}. The todo waits for "
         "an answer; the next attempt reads the question and the answer here.",
+        f"- To split the work into pieces other attempts do side by side, write them to "
+        f'`{files["children"]}` as a JSON list (`[{{"title": "...", "body": "..."}}, ...]`) and '
+        f"exit {EXIT_SPLIT}. The todo waits until each has ended; its next attempt reads how "
+        "each ended here.",
         "",
     ]
     return "\n".join(lines)

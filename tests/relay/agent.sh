@@ -40,6 +40,23 @@ ask)
     echo "attempt $seq needs a person's decision"
     exit "${STUB_EXIT:-79}"
     ;;
+split)
+    # Splits its todo: the children the test wrote to STUB_CHILDREN (none without it), then
+    # the exit status that splits (80). A child (its title starts "child") just completes.
+    case "$(grep -o '"title": *"[^"]*"' "$SWITCHBOARD_CONTEXT_FILE" | head -1)" in
+    *'"child'*)
+        echo "did $todo" > "$SWITCHBOARD_SUMMARY_FILE"
+        exit 0
+        ;;
+    esac
+    if grep -q '"children": \[\]' "$SWITCHBOARD_CONTEXT_FILE" || ! grep -q '"children"' "$SWITCHBOARD_CONTEXT_FILE"; then
+        if [ -n "${STUB_CHILDREN:-}" ]; then cp "$STUB_CHILDREN" "$SWITCHBOARD_CHILDREN_FILE"; fi
+        echo "splitting $todo"
+        exit 80
+    fi
+    echo "merged the children of $todo" > "$SWITCHBOARD_SUMMARY_FILE"
+    exit 0
+    ;;
 escapes)
     # A command echoing todo text that drives a terminal: a title change and colours.
     printf 'before \033]0;owned\007\033[31mred\033[0m after\n'
