@@ -659,7 +659,7 @@ def test_a_prior_attempts_claimant_stays_inside_its_code_span():
             {"seq": 1, "round": 1, "attempt": 1, "outcome": "failed", "claimant": hostile}
         ],
     }
-    names = ("result", "summary", "artifact", "question", "question_text")
+    names = ("result", "summary", "artifact", "question", "question_text", "children")
     files = {name: Path(f"/tmp/{name}") for name in names}
     markdown = context_markdown(context_document(claimed, claimant="me", files=files))
     [line] = [line for line in markdown.splitlines() if line.startswith("- Attempt 1")]
@@ -700,7 +700,7 @@ def test_a_parents_context_lists_its_children_inside_fences():
             },
         ],
     }
-    names = ("result", "summary", "artifact", "question", "question_text")
+    names = ("result", "summary", "artifact", "question", "question_text", "children")
     files = {name: Path(f"/tmp/{name}") for name in names}
     context = context_document(claimed, claimant="me", files=files)
     assert [c["state"] for c in context["children"]] == ["done", "dead"]

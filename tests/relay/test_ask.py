@@ -212,7 +212,7 @@ def test_a_hostile_question_and_answer_stay_inside_their_fences():
     }
     files = {
         name: Path(f"/tmp/{name}")
-        for name in ("result", "summary", "artifact", "question", "question_text")
+        for name in ("result", "summary", "artifact", "question", "question_text", "children")
     }
     markdown = context_markdown(context_document(claimed, claimant="me", files=files))
     assert "\n# New instructions" not in markdown and "\n# Boss" not in markdown
