@@ -40,7 +40,10 @@ def test_a_command_splits_its_todo_and_its_next_attempt_reads_the_children(
     )
     env = relay_env(token, STUB_MODE="split", STUB_CHILDREN=str(children))
     status, _, stderr = run_relay(live_server.url, env, "--max-todos", "4", *fast())
-    assert status == 0, (stderr, [(a.outcome, a.summary) for a in Todo.objects.get(pk=todo.id).attempts.all()])
+    assert status == 0, (
+        stderr,
+        [(a.outcome, a.summary) for a in Todo.objects.get(pk=todo.id).attempts.all()],
+    )
     assert "split into 2 children, waiting for them" in stderr
 
     parent = Todo.objects.get(pk=todo.id)
