@@ -13,7 +13,7 @@ moves them.
 from __future__ import annotations
 
 from queues.db.plans import Statement
-from queues.sql.fragments import OPEN, UNCLAIMED
+from queues.sql.fragments import OPEN, TERMINAL, UNCLAIMED
 
 # A create with ``after``: the prerequisites of the new todo's team, locked and marked (their
 # end is counted from now on), with their states as of the lock. Unknown and foreign ids are
@@ -164,7 +164,9 @@ ENDED_WITH_UNMARKED_EDGES = Statement(
     """
 SELECT DISTINCT a.after_id, p.state
   FROM todo_after a JOIN todos p ON p.id = a.after_id
- WHERE a.ended = '' AND p.state IN ('done', 'dead', 'canceled')
+ WHERE a.ended = '' AND p.state IN """
+    + TERMINAL
+    + """
  LIMIT %(limit)s
 """,
     why="the unmarked edges' index joined to their prerequisites",

@@ -44,7 +44,7 @@ def test_a_todo_may_be_waiting_with_its_question_and_an_attempt_holds_its_answer
     schemas = _schemas()
     todo = schemas["TodoOut"]["properties"]
     assert "waiting" in todo["state"]["enum"]
-    assert _option(todo["waiting_for"])["enum"] == ["people"]
+    assert _option(todo["waiting_for"])["enum"] == ["children", "people", "todos"]
     assert _option(todo["question"]) == {"$ref": "#/components/schemas/QuestionOut"}
     assert schemas["TodoDetailOut"]["properties"]["questions"]["items"] == {
         "$ref": "#/components/schemas/QuestionOut"
