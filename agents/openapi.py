@@ -40,6 +40,7 @@ def capabilities() -> dict:
         LIST_MAX_BYTES,
         TITLE_MAX_CHARS,
     )
+    from queues.transitions.waits import AFTER_MAX
 
     try:
         release = version("switchboard")
@@ -64,6 +65,15 @@ def capabilities() -> dict:
             # release takes ``question`` (the todo waits, state ``waiting``, for a person or
             # its requester's ``answer``); claims read it back in prior_attempts.
             "questions": {"ask": "release", "answer": "answer", "state": "waiting"},
+            # create_todo's after, parent and key (issue 44): a todo waits (state waiting,
+            # waiting_for todos or children) until they end; release's wait_for_children;
+            # an endpoint's max_claimed_per_key and max_claimed; unique_while_active.
+            "waits": {
+                "after": "create_todo",
+                "children": {"parent": "create_todo", "wait": "release"},
+                "keys": {"key": "create_todo", "unique_while_active": "create_todo"},
+                "waiting_for": ["people", "todos", "children"],
+            },
             "prior_attempts": 5,
             "mcp": "/mcp",
         },
@@ -86,6 +96,8 @@ def capabilities() -> dict:
             "answer_schema_fields": bounds.ANSWER_SCHEMA_FIELDS_MAX,
             "answer_text_bytes": bounds.ANSWER_TEXT_MAX_BYTES,
             "answer_within_seconds": bounds.ANSWER_WITHIN_SECONDS_MAX,
+            "after_ids": AFTER_MAX,
+            "key_chars": bounds.KEY_MAX_CHARS,
         },
         "openapi": "/api/v1/openapi.json",
         "untrusted_notice": UNTRUSTED_NOTICE,

@@ -94,6 +94,11 @@ def test_the_capability_document_and_the_board_form_use_the_same_bounds():
     assert limits["answer_schema_fields"] == bounds.ANSWER_SCHEMA_FIELDS_MAX
     assert limits["answer_text_bytes"] == bounds.ANSWER_TEXT_MAX_BYTES
     assert limits["answer_within_seconds"] == bounds.ANSWER_WITHIN_SECONDS_MAX
+    from queues.transitions.waits import AFTER_MAX
+
+    assert (limits["after_ids"], limits["key_chars"]) == (AFTER_MAX, bounds.KEY_MAX_CHARS)
+    waits = openapi.capabilities()["features"]["waits"]
+    assert waits["waiting_for"] == ["people", "todos", "children"]
     assert openapi.capabilities()["features"]["long_poll"]["max_wait_seconds"] == (
         bounds.WAIT_SECONDS_MAX
     )
