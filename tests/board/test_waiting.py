@@ -324,3 +324,13 @@ def test_a_waiting_todos_drawer_reads_in_six_queries(
     with django_assert_num_queries(6):
         drawer = signed_in.get(f"/todos/{todo.id}/", **HTMX).content.decode()
     assert "Waiting on people</h2>" in drawer and "Refund amount" in drawer
+
+
+def test_stalls_says_how_many_wait_on_people_for_the_navs_count(
+    signed_in, endpoint, make_todo, make_user
+):
+    ask(endpoint, make_todo, "one", choices=["a", "b"])
+    ask(endpoint, make_todo, "two")
+    assert signed_in.get("/stalls/").json()["people"] == 2
+    signed_in.force_login(make_user("mallory"))
+    assert signed_in.get("/stalls/").json()["people"] == 0
