@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bench import cluster, growth, httpbench, live, peers
+from bench import ask, cluster, growth, httpbench, live, peers
 from bench.ledger import Ledger
 from bench.table import f, f2, spread, table, verdict
 
@@ -106,6 +106,20 @@ def rows(ledger: Ledger) -> list[dict]:
         note = f"every change seen within the target: {verdict(live.met(lv))}"
         ours, ref = f"{f2(lat['p95_ms'])} ms", f"target {t['fresh_p95_ms']:.0f} ms"
         row("live", measure, "-", ours, ref, ratio, note)
+    if ak := notes.get("ask"):
+        t, m, w = ak["target"], ask.met(ak), ak["wake"]["wake"]
+        measure = f"an answer's commit -> a parked claim_next answered, p95 ({w['n']} of {ak['wake']['asks']})"
+        ratio = f2(w["p95_ms"] / t["wake_p95_ms"]) if w["p95_ms"] else "-"
+        ours, ref = f"{f2(w['p95_ms'])} ms", f"target {t['wake_p95_ms']:.0f} ms"
+        row("ask", measure, "-", ours, ref, ratio, f"every answer woke it: {verdict(m['wake'])}")
+        worst = max(ak["streams"], key=lambda s: s["fresh"]["p95_ms"] or 1e9)
+        viewers = ", ".join(str(s["viewers"]) for s in ak["streams"])
+        measure = f"a question's commit -> /live/ update, worst p95 of {viewers} viewers"
+        p95 = worst["fresh"]["p95_ms"]
+        ratio = f2(p95 / t["stream_p95_ms"]) if p95 else "-"
+        ours, ref = f"{f2(p95)} ms", f"target {t['stream_p95_ms']:.0f} ms"
+        note = f"every question seen within the target: {verdict(m['stream'])}"
+        row("ask", measure, str(worst["viewers"]), ours, ref, ratio, note)
     board = notes.get("board") or {}
     for kind, label in (("queue", "queue pages"), ("drawer", "drawer (50 attempts)")):
         if group := [r for r in board.get("rows", []) if r["kind"] == kind]:

@@ -15,6 +15,7 @@ from board.scope import board_scope
 from board.sentences import sentence
 from board.templatetags.board import stall_words
 from board.views import queue
+from board.waiting import people_counts
 from queues.endpoint_health import team_last_hour, team_now
 from queues.selectors import TAB_COUNT_CAP, board_activity, owned_team_ids
 
@@ -52,7 +53,8 @@ def stalls(request):
     """The stalled endpoints of the teams the Board shows, for the nav's badge on every page
     but the overview (which counts its own rows): static/board/board.js asks on load and now
     and then. Two statements a team, the overview's, its counts by state capped at zero (the
-    badge needs none of them)."""
+    badge needs none of them); and how many of their todos wait on people, for the nav's
+    Waiting count (one statement)."""
     scope = board_scope(request)
     found = []
     for team in [scope.current] if scope.current else scope.teams:
@@ -69,6 +71,9 @@ def stalls(request):
                         "words": stall_words(row.stall),
                     }
                 )
-    response = JsonResponse({"stalled": found})
+    # The nav's Waiting count too, on pages whose stream does not carry every team's counts
+    # (one more statement, through todos_endpoint_state).
+    people = sum(n for counts in people_counts(scope.team_ids).values() for n in counts.values())
+    response = JsonResponse({"stalled": found, "people": people})
     response["Cache-Control"] = "no-store"
     return response

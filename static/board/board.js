@@ -1154,7 +1154,11 @@
       this.last = Date.now();
       fetch(this.badge.getAttribute("data-stalls-url"), { credentials: "same-origin", headers: { Accept: "application/json" } })
         .then(function (response) { return response.ok && !response.redirected ? response.json() : null; })
-        .then(function (data) { if (data) self.show(data.stalled.length, data.stalled); })
+        .then(function (data) {
+          if (!data) return;
+          self.show(data.stalled.length, data.stalled);
+          if (!People.live()) People.show(data.people);
+        })
         .catch(function () {})
         .then(function () { self.timer = setTimeout(function () { self.ask(); }, STALLS_SECONDS * 1000); });
     },
@@ -1200,6 +1204,11 @@
         }
       }
       badge.hidden = !n;
+    },
+    // A region of this page keeps the count from the stream (every team's counts): /stalls/'
+    // answer, read on a timer, is older than that and is not shown over it.
+    live: function () {
+      return Stream.live && regions.some(function (region) { return region.attached() && region.allCounts; });
     },
     fromInbox: function (root) {
       var inbox = root && root.id === "inbox" ? root : root && root.querySelector("#inbox");

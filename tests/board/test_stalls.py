@@ -114,7 +114,7 @@ def test_stalls_answers_the_stalled_endpoints_of_the_readers_teams_only(
     assert only["words"].startswith("work has waited 20m")
     stranger = make_user("mallory")
     signed_in.force_login(stranger)
-    assert signed_in.get("/stalls/").json() == {"stalled": []}
+    assert signed_in.get("/stalls/").json() == {"stalled": [], "people": 0}
 
 
 @pytest.mark.django_db(transaction=True)

@@ -303,3 +303,34 @@ def test_a_filter_to_one_endpoint_shows_only_its_questions(
     page = signed_in.get(f"/waiting/?endpoint={other.pk}").content.decode()
     assert "of agent b" in page and "of agent a" not in page
     assert "Questions agent-b" in page
+
+
+def test_the_queue_has_a_waiting_tab_that_lists_them(signed_in, endpoint, make_todo):
+    todo = ask(endpoint, make_todo, "asked in the queue", choices=["a", "b"])
+    make_todo("not asked")
+    page = signed_in.get("/queue/?state=waiting").content.decode()
+    assert 'data-state="waiting">Waiting <span class="count">1</span>' in page
+    assert f'id="todo-{todo.id}"' in page and "not asked" not in page
+    assert '<span class="state state-waiting">waiting on people</span>' in page
+
+
+def test_a_waiting_todos_drawer_reads_in_six_queries(
+    signed_in, endpoint, make_todo, django_assert_num_queries
+):
+    todo = ask(endpoint, make_todo, answer_schema=FORM)
+    # the drawer's five (session, user, the todo, its attempts with each asking try's
+    # question, the people's actions on it) and the todo's open question (board_todo reads it
+    # apart, for a waiting todo only)
+    with django_assert_num_queries(6):
+        drawer = signed_in.get(f"/todos/{todo.id}/", **HTMX).content.decode()
+    assert "Waiting on people</h2>" in drawer and "Refund amount" in drawer
+
+
+def test_stalls_says_how_many_wait_on_people_for_the_navs_count(
+    signed_in, endpoint, make_todo, make_user
+):
+    ask(endpoint, make_todo, "one", choices=["a", "b"])
+    ask(endpoint, make_todo, "two")
+    assert signed_in.get("/stalls/").json()["people"] == 2
+    signed_in.force_login(make_user("mallory"))
+    assert signed_in.get("/stalls/").json()["people"] == 0

@@ -136,3 +136,10 @@ def test_hostile_questions_and_choices_stay_text_in_the_browser(page, user, endp
     assert page.locator("ol[data-questions] img").count() == 0
     assert page.evaluate("window.__owned") is None
     assert page.js_errors == []
+
+
+def test_the_navs_count_is_on_pages_without_the_streams_counts(page, user, endpoint, make_todo):
+    ask(endpoint, make_todo, "asked before the page", choices=["a", "b"])
+    sign_in(page, "alice", to="/activity/")
+    expect(page.locator("[data-nav-people] .nav-count")).to_have_text("1")
+    assert page.js_errors == []

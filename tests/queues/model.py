@@ -1,16 +1,18 @@
 """An in-memory model of SPEC's todo state table, for tests/queues/test_state_machine.py.
 
 Plain Python, no database. From SPEC.md ("Todo states and transitions" and its closing table,
-"Which attempt a call means", "Fencing", "Rounds", "Tenancy") and the decisions recorded in
-docs/ledger.md, the model says what each call should do: succeed or raise which error, the
-todo's new state, the attempt's outcome and disposition, the counters, the rows kept under the
-history cap. It is written from those documents, not from queues/transitions.py, so that the
-two can disagree.
+"Which attempt a call means", "Fencing", "Rounds", "Tenancy", "Waiting, and the agents'
+protocols"), issue 43 ("Ask a person") and the decisions recorded in docs/ledger.md, the
+model says what each call should do: succeed or raise which error, the todo's new state, the
+attempt's outcome and disposition, the counters, the rows kept under the history cap, and
+each question an agent asked with how it ended. It is written from those documents, not from
+queues/transitions/, so that the two can disagree.
 
-Time is not modelled. A lease lapses, or a retry falls due, only when the test says so (it
-backdates the row); every other lease and retry time is far enough away not to pass during
-an example. Which claimable todo ``claim_next`` takes ("the highest priority, then the
-oldest") needs the rows' timestamps, so the caller passes an ordering key read from them.
+Time is not modelled. A lease lapses, a retry falls due, or a question's time runs out, only
+when the test says so (it backdates the row); every other lease, retry and question's time is
+far enough away not to pass during an example. Which claimable todo ``claim_next`` takes ("the
+highest priority, then the oldest") needs the rows' timestamps, so the caller passes an
+ordering key read from them.
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-CONFLICT, NOT_FOUND, UNAUTHORIZED = "conflict", "not_found", "unauthorized"
+CONFLICT, NOT_FOUND, UNAUTHORIZED, INVALID = "conflict", "not_found", "unauthorized", "invalid"
 LIVE = ("pending", "claimed", "retry_wait")
 TERMINAL = ("done", "dead", "canceled")
+# Not ended: what a cancel or a revocation may still end (a waiting todo is not claimable
+# by agents, nor reaped, but it is not over).
+OPEN = (*LIVE, "waiting")
 DIED = ("lease_expired", "reaped")
 
 # verb: (outcome, the todo's state when the budget allows, counts as a failure)
@@ -30,6 +35,8 @@ CLOSES = {
     "fail": ("failed", "retry_wait", True),
     "release": ("released", "pending", False),
     "cancel": ("canceled", "canceled", False),
+    # release with a question (issue 43): no try spent, the todo waits for an answer
+    "ask": ("asked", "waiting", False),
 }
 # The disposition follows from the state the todo went to.
 DISPOSITION = {
@@ -38,6 +45,7 @@ DISPOSITION = {
     "pending": "requeued",
     "dead": "dead_lettered",
     "canceled": "canceled",
+    "waiting": "waiting",
 }
 # Stands in for a lease token until the real claim hands the token over.
 FENCED = "<fenced: token not yet known>"
@@ -76,6 +84,26 @@ class Attempt:
 
 
 @dataclass
+class Question:
+    """A question an attempt asked (one per asking attempt, kept even when the history cap
+    prunes the attempt). What answers it: ``choices``, a form (``schema``) or free text;
+    ``within``: whether it has a time to run out; ``due``: the test backdated that time."""
+
+    takes: str  # "choices", "schema" or "free"
+    within: bool
+    on_no_answer: str  # "requeue" or "dead_letter"
+    seq: int = 0  # the asking attempt's, once the ask is made
+    due: bool = False
+    ending: str = ""  # "" while open; answered, unanswered or withdrawn
+    answered_by: str | None = None  # the person or endpoint that answered
+    answer: Any = None
+
+    @property
+    def open(self) -> bool:
+        return self.ending == ""
+
+
+@dataclass
 class Todo:
     id: int
     endpoint: str
@@ -92,6 +120,11 @@ class Todo:
     lapsed: bool = False  # claimed, and the test backdated the lease
     retry_due: bool = False  # retry_wait, and the test backdated next_retry_at
     attempts: dict[int, Attempt] = field(default_factory=dict)  # the rows kept, by seq
+    questions: dict[int, Question] = field(default_factory=dict)  # by the asking seq
+
+    @property
+    def open_question(self) -> Question | None:
+        return next((q for q in self.questions.values() if q.open), None)
 
     @property
     def open_attempt(self) -> Attempt | None:
@@ -100,11 +133,33 @@ class Todo:
 
     @property
     def claimable(self) -> bool:
+        """By an agent. A person may claim a waiting todo too (``claimable_by_hand``)."""
         return (
             self.state == "pending"
             or (self.state == "retry_wait" and self.retry_due)
             or (self.state == "claimed" and self.lapsed)
         )
+
+    def may_run_out(self) -> bool:
+        """Waiting on a question with a time that has not run out yet."""
+        question = self.open_question
+        return (
+            self.state == "waiting"
+            and question is not None
+            and question.within
+            and not question.due
+        )
+
+    @property
+    def claimable_by_hand(self) -> bool:
+        return self.claimable or self.state == "waiting"
+
+    def leave_wait(self) -> None:
+        """The todo leaves ``waiting`` otherwise than by an answer or its time running out
+        (a person claims or cancels it, its endpoint is revoked): the question is withdrawn."""
+        question = self.open_question
+        if question is not None:
+            question.ending = "withdrawn"
 
     def newest_closed(self) -> Attempt | None:
         closed = [a for a in self.attempts.values() if not a.open]
@@ -183,7 +238,8 @@ class Ledger:
             return Expect(UNAUTHORIZED)
         if not self.sees(who, todo, as_requester=False):
             return Expect(NOT_FOUND)
-        if not todo.claimable:
+        # A person may claim a waiting todo instead of answering it ("I'll do it myself").
+        if not (todo.claimable_by_hand if who.human else todo.claimable):
             return Expect(CONFLICT)
         if todo.state == "claimed" and self._expire(todo):
             # The lapsed lease spent the last of the budget: dead-lettered (committed), and
@@ -218,6 +274,8 @@ class Ledger:
         return dies
 
     def _open(self, todo: Todo, who: Who, fence: bool) -> Expect:
+        if todo.state == "waiting":
+            todo.leave_wait()
         todo.last_attempt_seq += 1
         todo.attempt += 1
         todo.state = "claimed"
@@ -293,9 +351,10 @@ class Ledger:
                 return self._end(
                     todo, attempt, verb, closer=name, ended_by=name if who.human else None
                 )
-        elif verb == "cancel" and todo.state in ("pending", "retry_wait"):
+        elif verb == "cancel" and todo.state in ("pending", "retry_wait", "waiting"):
             if seq is not None or token is not None:
                 return Expect(CONFLICT)  # it names an attempt, and none is open
+            todo.leave_wait()
             todo.state = "canceled"
             todo.retry_due = False
             return Expect(state="canceled")
@@ -360,6 +419,70 @@ class Ledger:
             state=todo.state, seq=attempt.seq, outcome=outcome, disposition=attempt.disposition
         )
 
+    # -- asking a person (issue 43) ------------------------------------------------------
+
+    def ask(
+        self,
+        name: str,
+        todo: Todo,
+        *,
+        seq: int | None,
+        token: str | None,
+        question: Question | None,
+    ) -> Expect:
+        """``release`` with a question: a close like any other ("Which attempt a call
+        means"), but only by the holder (nobody asks for someone else: no override), and it
+        records the question. A malformed question (``None`` here) is invalid before
+        anything else is looked at."""
+        if question is None:
+            return Expect(INVALID)
+        expect = self.close(name, todo, "ask", seq=seq, token=token)
+        if expect.error is None and not expect.replayed:
+            question.seq = expect.seq
+            todo.questions[expect.seq] = question
+        return expect
+
+    def may_answer(self, who: Who, todo: Todo) -> bool:
+        """A person of the todo's team; or its requester: the endpoint that sent it, or the
+        endpoint that made it on its own queue."""
+        if who.human:
+            return self.endpoint_team[todo.endpoint] in who.teams
+        return todo.requester == who.name or (todo.requester is None and todo.endpoint == who.name)
+
+    def answer(self, name: str, todo: Todo, *, fits: bool, stored: Any = None) -> Expect:
+        """The answer ends the wait: pending at once, the question answered by ``name`` with
+        ``stored`` (what the value is kept as). No open question: conflict; a value the
+        question does not take (``fits`` false): invalid."""
+        who = self.who(name)
+        if not who.human and name in self.revoked:
+            return Expect(UNAUTHORIZED)
+        if not self.may_answer(who, todo):
+            return Expect(NOT_FOUND)
+        question = todo.open_question
+        if todo.state != "waiting" or question is None:
+            return Expect(CONFLICT)
+        if not fits:
+            return Expect(INVALID)
+        question.ending, question.answered_by, question.answer = "answered", name, stored
+        todo.state = "pending"
+        return Expect(state="pending", seq=question.seq)
+
+    def expire_questions(self) -> dict[int, Expect]:
+        """The sweeper: every open question whose time ran out ends unanswered, its todo
+        back to the queue or dead (reason ``unanswered``) as ``on_no_answer`` says."""
+        ended = {}
+        for todo in self.todos.values():
+            question = todo.open_question
+            if todo.state != "waiting" or question is None or not question.due:
+                continue
+            question.ending = "unanswered"
+            if question.on_no_answer == "dead_letter":
+                todo.state, todo.dead_letter_reason = "dead", "unanswered"
+            else:
+                todo.state = "pending"
+            ended[todo.id] = Expect(state=todo.state, seq=question.seq)
+        return ended
+
     # -- the sweeper ---------------------------------------------------------------------
 
     def reap(self) -> dict[int, Expect]:
@@ -411,9 +534,10 @@ class Ledger:
         self.revoked.add(endpoint)
         killed = 0
         for todo in self.todos.values():
-            if todo.endpoint != endpoint or todo.state not in LIVE:
+            if todo.endpoint != endpoint or todo.state not in OPEN:
                 continue
             killed += 1
+            todo.leave_wait()
             attempt = todo.open_attempt
             if attempt is not None:
                 self._finish(todo, attempt, "revoked", "dead", counts=False, force_dead=True)

@@ -4,9 +4,12 @@ the in-memory model of SPEC's state table in tests/queues/model.py.
 
 Callers: endpoints A and B in one team, X in another; H and G, humans of the first team; O,
 a human of the other team. A controllable clock is a backdated row (``lapse_lease``,
-``make_retry_due``); every other lease and retry lies far enough ahead not to pass during an
-example. Each example runs inside a savepoint of the test's transaction and is rolled back
-at its end, so every example starts from a clean ledger.
+``make_retry_due``, a question's ``expires_at``); every other lease, retry and question's time
+lies far enough ahead not to pass during an example. A holder may ask a question (``release``
+with ``question``, issue 43): the todo waits until a person or its requester answers, its time
+runs out (the sweeper's ``expire_questions``), or a person claims or cancels it instead, or its
+endpoint is revoked. Each example runs inside a savepoint of the test's transaction and is
+rolled back at its end, so every example starts from a clean ledger.
 
 ``SWITCHBOARD_HYPOTHESIS_EXAMPLES`` raises the number of examples (e.g. 1000 for a long local
 run); the default keeps ``make test`` bounded.
@@ -15,7 +18,7 @@ run); the default keeps ``make test`` bounded.
 from __future__ import annotations
 
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -36,9 +39,10 @@ from hypothesis.stateful import (
 
 from queues import endpoints, teams, transitions
 from queues.errors import Conflict, DomainError, NotFound
-from queues.models import DIED_OUTCOMES, Endpoint, Todo, TodoAttempt
+from queues.models import DIED_OUTCOMES, Endpoint, Todo, TodoAttempt, TodoEvent, TodoQuestion
 from queues.transitions import Actor
 from tests.queues.helpers import (
+    backdate,
     get_todo_for_endpoint,
     get_todo_for_user,
     lapse_lease,
@@ -47,11 +51,12 @@ from tests.queues.helpers import (
 from tests.queues.model import (
     DIED,
     FENCED,
-    LIVE,
     NOT_FOUND,
+    OPEN,
     TERMINAL,
     Expect,
     Ledger,
+    Question,
 )
 from tests.queues.model import Todo as ModelTodo
 
@@ -154,6 +159,74 @@ AS_STALE = st.tuples(
     st.sampled_from(["stale", "right", "wrong", "none"]),
 )
 HOW = st.one_of(AS_HOLDER, AS_HOLDER, AS_OVERRIDE, AS_STALE, st.tuples(CALLERS, SEQS, TOKENS))
+# Questions an agent asks (release with question): what answers each (choices, a form, free
+# text), whether its time may run out, and what then; and a few malformed ones (invalid,
+# whatever else the call would meet).
+CHOICES = ["ship it", "hold", "roll back"]
+FORM = {
+    "type": "object",
+    "properties": {
+        "approve": {"type": "boolean", "title": "Approve?"},
+        "amount": {"type": "integer", "minimum": 0, "maximum": 1000},
+    },
+    "required": ["approve"],
+}
+ASKED = {
+    # name: (release's arguments, what the model records; None: invalid)
+    "choices": ({"choices": CHOICES}, ("choices", False, "requeue")),
+    "form": ({"answer_schema": FORM}, ("schema", False, "requeue")),
+    "free": ({}, ("free", False, "requeue")),
+    "choices, an hour": (
+        {"choices": CHOICES, "answer_within_seconds": 3600},
+        ("choices", True, "requeue"),
+    ),
+    "free, an hour or dead": (
+        {"answer_within_seconds": 3600, "on_no_answer": "dead_letter"},
+        ("free", True, "dead_letter"),
+    ),
+    "form, an hour or dead": (
+        {"answer_schema": FORM, "answer_within_seconds": 3600, "on_no_answer": "dead_letter"},
+        ("schema", True, "dead_letter"),
+    ),
+    "no text": ({"question": " "}, None),
+    "dead letter with no time": ({"on_no_answer": "dead_letter"}, None),
+    "choices twice": ({"choices": ["a", "a"]}, None),
+    "and a snooze": ({"delay_seconds": 60}, None),
+}
+ASKS = st.sampled_from(list(ASKED)[:6] * 5 + list(ASKED)[6:])
+# An ask is mostly its holder's (the waiting state is reached only through one), the rest
+# probing the refusals as any close does.
+HOW_ASK = st.one_of(AS_HOLDER, AS_HOLDER, AS_HOLDER, HOW)
+# What a person or the requester answers, by what the question takes: (value, fits it, what
+# is kept). The ones that fit come first.
+ANSWERS = {
+    "choices": [
+        ("ship it", True, "ship it"),
+        ("roll back", True, "roll back"),
+        ("maybe", False, None),
+        (["hold"], False, None),
+        ("", False, None),
+    ],
+    "schema": [
+        ({"approve": True}, True, {"approve": True}),
+        ({"amount": 840, "approve": False}, True, {"approve": False, "amount": 840}),
+        ({"amount": 5}, False, None),
+        ({"approve": "yes"}, False, None),
+        ({"approve": True, "amount": 1001}, False, None),
+        ("yes", False, None),
+    ],
+    "free": [
+        ("go ahead", True, "go ahead"),
+        ("use the second one", True, "use the second one"),
+        ("", False, None),
+        (42, False, None),
+        ({"a": 1}, False, None),
+    ],
+}
+PEOPLE_ANSWERING = st.sampled_from(["H", "H", "G", "O"])
+ENDPOINTS_ANSWERING = st.sampled_from(["requester", "requester", "endpoint", "X"])
+FITS = st.sampled_from([True, True, True, False])
+PICK = st.integers(min_value=0, max_value=9)
 # How a client repeats its last close (a retry after a lost response, or not quite).
 REPEATS = st.sampled_from(
     ["same", "same", "no_seq", "other_token", "no_token", "other_verb", "someone_else"]
@@ -188,6 +261,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.touched: set[int] = set()  # the todos the last step may have changed
         self.last_close: tuple | None = None  # (verb, todo, caller, seq, token, extra)
         self.high_water: dict[int, int] = {}  # todo id: the highest last_attempt_seq seen
+        self.ended_questions: dict[int, tuple] = {}  # question id: its row when it ended
         with pytest.raises(NotFound) as unknown:
             get_todo_for_endpoint(self.endpoints["X"], UNKNOWN_ID)
         self.not_found = unknown.value.as_dict()
@@ -227,6 +301,8 @@ class LedgerMachine(RuleBasedStateMachine):
             return self.other(todo.endpoint)
         if choice == "requester":
             return todo.requester or self.other(todo.endpoint)
+        if choice == "answerer":  # the endpoint that may answer: its requester, or its own
+            return todo.requester or todo.endpoint
         return choice
 
     def seq(self, choice: str, todo: ModelTodo) -> int | None:
@@ -307,6 +383,14 @@ class LedgerMachine(RuleBasedStateMachine):
         for prior in claim.prior_attempts:
             assert prior.outcome == model_todo.attempts[prior.seq].outcome
             assert prior.died == (prior.outcome in DIED)
+            if prior.outcome == "asked":  # the next claimer reads the question and its end
+                asked = model_todo.questions[prior.seq]
+                assert prior.question["ending"] == asked.ending, (prior.question, asked)
+                answer = prior.question["answer"]
+                assert (answer and answer["value"]) == (asked.answer if answer else None)
+                assert (answer is not None) == (asked.ending == "answered")
+            else:
+                assert prior.question is None
         if fence:
             model_todo.attempts[expect.seq].token = claim.lease_token
 
@@ -365,10 +449,12 @@ class LedgerMachine(RuleBasedStateMachine):
     def claim(self, i: int, aim: str, who: str, fence: bool) -> None:
         self.claim_one(i, aim, who, fence)
 
-    @precondition(lambda self: self.some(lambda t: t.claimable))
+    @precondition(lambda self: self.some(lambda t: t.claimable_by_hand))
     @rule(i=TODO, aim=AIM, who=st.sampled_from(HUMANS), fence=st.booleans())
     def claim_by_hand(self, i: int, aim: str, who: str, fence: bool) -> None:
-        self.claim_one(i, aim, who, fence)
+        """A person claims, a waiting todo too (instead of answering its question)."""
+        todo = self.todo(i, aim, lambda t: t.state == "waiting", lambda t: t.claimable_by_hand)
+        self.claim_as(who, todo, fence)
 
     def claim_one(self, i: int, aim: str, who: str, fence: bool) -> None:
         self.claim_as(who, self.todo(i, aim, lambda t: t.claimable), fence)
@@ -447,7 +533,7 @@ class LedgerMachine(RuleBasedStateMachine):
     def close(self, verb: str, i: int, aim: str, how: tuple[str, str, str], **extra) -> None:
         who, seq, token = how
         if verb == "cancel":
-            todo = self.todo(i, aim, lambda t: t.state in LIVE)
+            todo = self.todo(i, aim, lambda t: t.state in OPEN)
         elif verb == "fail":  # mostly one that will wait to retry, a state rarely reached
             todo = self.todo(
                 i,
@@ -472,6 +558,9 @@ class LedgerMachine(RuleBasedStateMachine):
         lease_token: str | None,
         **extra,
     ) -> None:
+        if verb == "ask":
+            self.ask_as(todo, name, attempt_seq, lease_token, extra["asked"])
+            return
         expect = self.model.close(name, todo, verb, seq=attempt_seq, token=lease_token, **extra)
         closed = self.call(
             expect,
@@ -483,6 +572,42 @@ class LedgerMachine(RuleBasedStateMachine):
             **extra,
         )
         self.check_closed(expect, closed, todo)
+
+    def ask_as(
+        self,
+        todo: ModelTodo,
+        name: str,
+        attempt_seq: int | None,
+        lease_token: str | None,
+        asked: str,
+    ) -> None:
+        arguments, records = ASKED[asked]
+        failures = todo.failures
+        expect = self.model.ask(
+            name,
+            todo,
+            seq=attempt_seq,
+            token=lease_token,
+            question=Question(*records) if records is not None else None,
+        )
+        closed = self.call(
+            expect,
+            transitions.release,
+            self.actors[name],
+            todo.id,
+            attempt_seq=attempt_seq,
+            lease_token=lease_token,
+            **{"question": f"{asked}: go ahead?", **arguments},
+        )
+        self.check_closed(expect, closed, todo)
+        if closed is None or closed.replayed:
+            return
+        # Asking spends no try; the todo waits for people, its question open.
+        assert closed.todo.failures == todo.failures == failures
+        assert closed.todo.waiting_for == "people"
+        shown = closed.todo.as_api()["question"]
+        assert (shown["attempt_seq"], shown["ending"]) == (closed.attempt.seq, None)
+        assert closed.attempt.as_api()["question"] == shown
 
     @precondition(lambda self: self.some(lambda t: t.state == "claimed"))
     @rule(i=TODO, aim=AIM, how=HOW)
@@ -499,10 +624,82 @@ class LedgerMachine(RuleBasedStateMachine):
     def release(self, i: int, aim: str, how: tuple[str, str, str]) -> None:
         self.close("release", i, aim, how)
 
-    @precondition(lambda self: self.some(lambda t: t.state in LIVE))
+    @precondition(lambda self: self.some(lambda t: t.state in OPEN))
     @rule(i=TODO, aim=AIM, how=HOW)
     def cancel(self, i: int, aim: str, how: tuple[str, str, str]) -> None:
         self.close("cancel", i, aim, how)
+
+    # -- asking a person (issue 43) ------------------------------------------------------
+
+    @precondition(lambda self: self.some(lambda t: t.state == "claimed"))
+    @rule(i=TODO, aim=AIM, how=HOW_ASK, asked=ASKS)
+    def ask(self, i: int, aim: str, how: tuple[str, str, str], asked: str) -> None:
+        """The holder asks (release with question); anyone else, or a malformed question,
+        is refused as the model says."""
+        todo = self.todo(i, aim, lambda t: t.state == "claimed")
+        who, seq, token = how
+        name = self.caller(who, todo)
+        attempt_seq = self.seq(seq, todo)
+        lease_token = self.token(token, todo, attempt_seq)
+        self.last_close = ("ask", todo, name, attempt_seq, lease_token, {"asked": asked})
+        self.ask_as(todo, name, attempt_seq, lease_token, asked)
+
+    # Two rules, so that a question is answered about as often as it is asked.
+    @precondition(lambda self: self.some(lambda t: t.state == "waiting"))
+    @rule(i=TODO, aim=AIM, who=PEOPLE_ANSWERING, pick=PICK, fits=FITS)
+    def a_person_answers(self, i: int, aim: str, who: str, pick: int, fits: bool) -> None:
+        self.answer(i, aim, who, pick, fits)
+
+    @precondition(lambda self: self.some(lambda t: t.state == "waiting"))
+    @rule(i=TODO, aim=AIM, who=ENDPOINTS_ANSWERING, pick=PICK, fits=FITS)
+    def an_endpoint_answers(self, i: int, aim: str, who: str, pick: int, fits: bool) -> None:
+        self.answer(i, aim, who, pick, fits)
+
+    def answer(self, i: int, aim: str, who: str, pick: int, fits: bool) -> None:
+        """A person of the team or the requester answers, with a value the question takes
+        or not; anyone else is not_found; no open question is conflict."""
+        todo = self.todo(i, aim, lambda t: t.state == "waiting")
+        name = self.caller("answerer" if who == "requester" else who, todo)
+        question = todo.open_question
+        answers = [a for a in ANSWERS[question.takes if question else "free"] if a[1] == fits]
+        value, fits, stored = answers[pick % len(answers)]
+        expect = self.model.answer(name, todo, fits=fits, stored=stored)
+        record = self.call(expect, transitions.answer, self.actors[name], todo.id, value=value)
+        if record is not None:
+            assert (record.id, record.state, record.waiting_for) == (todo.id, "pending", "")
+            assert record.question is None and record.failures == todo.failures
+
+    @precondition(lambda self: self.some(ModelTodo.may_run_out))
+    @rule(i=TODO)
+    def question_runs_out(self, i: int) -> None:
+        """A question's time passes and nobody notices yet (the sweeper, or an answer that
+        comes first, meets it)."""
+        todo = self.todo(i, "fitting", ModelTodo.may_run_out)
+        self.run_out(todo)
+
+    def run_out(self, todo: ModelTodo) -> None:
+        backdate(
+            "UPDATE todo_questions SET expires_at = statement_timestamp() - interval '1 second'"
+            " WHERE todo_id = %s AND ended_at IS NULL AND expires_at IS NOT NULL",
+            [todo.id],
+        )
+        todo.open_question.due = True
+
+    @precondition(lambda self: self.some(lambda t: t.state == "waiting"))
+    @rule(i=TODO, run_one_out=st.sampled_from([True, True, False]))
+    def expire_questions(self, i: int, run_one_out: bool) -> None:
+        """The sweeper's step: every question whose time ran out, and only those."""
+        may = [t for t in self.model.todos.values() if t.may_run_out()]
+        if run_one_out and may:
+            self.run_out(may[i % len(may)])
+        expected = self.model.expire_questions()
+        ended = transitions.expire_questions(batch=100)
+        got = {u.todo_id: (u.state, u.attempt_seq) for u in ended}
+        assert len(got) == len(ended)
+        assert got == {pk: (e.state, e.seq) for pk, e in expected.items()}
+        # The ones it ended (that it ended no other is the line above, and every todo's row
+        # is checked on every step).
+        self.touched = set(expected)
 
     @precondition(lambda self: self.last_close is not None)
     @rule(how=REPEATS)
@@ -517,6 +714,8 @@ class LedgerMachine(RuleBasedStateMachine):
             lease_token = WRONG_TOKEN
         elif how == "no_token":
             lease_token = None
+        elif how == "other_verb" and verb == "ask":  # a plain release after an ask
+            verb, extra = "release", {}
         elif how == "other_verb":
             verb = VERBS[(VERBS.index(verb) + 1) % len(VERBS)]
             extra = {}
@@ -696,11 +895,69 @@ class LedgerMachine(RuleBasedStateMachine):
                 assert got == want, (todo.id, a["seq"], got, want)
                 assert m.token != FENCED
 
+        self.the_questions_match_the_model(ids, rows)
+
         # The deferred one-open-attempt constraint is checked at commit, and a test's
         # transitions only release savepoints: check it now.
         with connection.cursor() as cursor:
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
             cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+
+    def the_questions_match_the_model(self, ids: list[int], rows: dict[int, dict]) -> None:
+        """Every question as the model says (its seq, how it ended, the answer and who gave
+        it); one open question exactly while a todo waits, and ``waiting_for`` then (and
+        only then) ``people``; a question's time has run out exactly when the test made it
+        so; an ended question never changes again; each answer and each question that ran
+        out is audited once."""
+        for todo in self.model.todos.values():
+            waiting = todo.state == "waiting"
+            assert rows[todo.id]["waiting_for"] == ("people" if waiting else ""), todo.id
+        # Most steps of most examples come before any question: the two reads below only
+        # once one was asked (a question row the model lacks would first show as a todo
+        # waiting, above), which keeps the step as cheap as it was before issue 43.
+        models = [q for t in self.model.todos.values() for q in t.questions.values()]
+        if not models:
+            return
+        asked = defaultdict(dict)
+        for q in TodoQuestion.objects.filter(todo_id__in=ids).values():
+            asked[q["todo_id"]][q["attempt_seq"]] = q
+        audited: Counter = Counter()
+        if any(q.ending in ("answered", "unanswered") for q in models):
+            audited.update(
+                TodoEvent.objects.filter(
+                    todo_id__in=ids, kind__in=["answer", "unanswered"]
+                ).values_list("todo_id", "kind")
+            )
+        users = {u.pk: n for n, u in self.world.users.items()}
+        eps = {e.pk: n for n, e in self.endpoints.items()}
+        for todo in self.model.todos.values():
+            row, found = rows[todo.id], asked[todo.id]
+            waiting = todo.state == "waiting"
+            open_rows = [q for q in found.values() if q["ended_at"] is None]
+            assert len(open_rows) == (1 if waiting else 0), (todo.id, todo.state, open_rows)
+            assert sorted(found) == sorted(todo.questions), (todo.id, found, todo.questions)
+            for seq, q in found.items():
+                m = todo.questions[seq]
+                answered_by = users.get(q["answered_by_user_id"]) or eps.get(
+                    q["answered_by_endpoint_id"]
+                )
+                got = (q["ending"], q["ended_at"] is None, q["on_no_answer"])
+                got += (q["expires_at"] is not None, answered_by, q["answer"])
+                want = (m.ending, m.open, m.on_no_answer, m.within, m.answered_by, m.answer)
+                assert got == want, (todo.id, seq, got, want)
+                assert (q["choices"], q["answer_schema"]) == {
+                    "choices": (CHOICES, None),
+                    "schema": (None, FORM),
+                    "free": (None, None),
+                }[m.takes]
+                if m.open and m.within:
+                    assert (q["expires_at"] <= row["now"]) == m.due, (todo.id, q, m)
+                if not m.open:  # a question ends once, and then stays as it ended
+                    ended = (q["ended_at"], q["ending"], q["answer"], answered_by)
+                    assert self.ended_questions.setdefault(q["id"], ended) == ended
+            endings = Counter(q.ending for q in todo.questions.values())
+            assert audited[(todo.id, "answer")] == endings["answered"], todo.id
+            assert audited[(todo.id, "unanswered")] == endings["unanswered"], todo.id
 
     def touched_todos(self) -> list[ModelTodo]:
         """The todos the last step may have changed (the rest were checked when they were
@@ -724,6 +981,18 @@ class LedgerMachine(RuleBasedStateMachine):
             assert data["attempts_pruned"] == todo.attempts_pruned
             assert data["dead_letter"] == (todo.state == "dead")
             assert data["dead_letter_reason"] == (todo.dead_letter_reason or None)
+            # What it waits on: the open question, and every question newest first.
+            question = todo.open_question
+            assert data["waiting_for"] == ("people" if todo.state == "waiting" else None)
+            if todo.state == "waiting":
+                shown = data["question"]
+                assert (shown["attempt_seq"], shown["ending"]) == (question.seq, None)
+            else:
+                assert data["question"] is None
+            assert [(q["attempt_seq"], q["ending"]) for q in data["questions"]] == [
+                (q.seq, q.ending or None)
+                for q in sorted(todo.questions.values(), key=lambda q: -q.seq)
+            ]
             assert [a["seq"] for a in data["attempts"]] == sorted(todo.attempts, reverse=True)
             for record, shown in zip(detail.attempts, data["attempts"], strict=True):
                 m = todo.attempts[record.seq]
@@ -799,6 +1068,7 @@ FOREIGN_ACTS = (
         if not actor.is_agent
         else transitions.cancel(actor, pk, attempt_seq=1)
     ),
+    lambda actor, pk: transitions.answer(actor, pk, value="ship it"),
 )
 
 TODO_FIELDS = (
