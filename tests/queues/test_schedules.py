@@ -5,18 +5,20 @@ three sweepers at once too), catch_up, paused and revoked schedules."""
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.db.models import Case, When
 from django.utils import timezone
 
-from queues import cron, endpoints, schedules, sweeper, teams, transitions
+from queues import cron, endpoints, schedules, sql, sweeper, teams, transitions
 from queues.errors import Conflict, Invalid, NotFound
 from queues.models import EventKind, Membership, Schedule, Todo, TodoEvent
 from queues.schedules import OPERATOR
 from queues.transitions import Actor
-from tests.queues.helpers import run_together
+from tests.queues.helpers import run_together, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -336,6 +338,50 @@ def test_a_slot_whose_todo_exists_makes_no_second_one(endpoint, nightly):
     assert schedule.next_run_at > timezone.now()  # moved on all the same
 
 
+def test_a_slots_todo_is_the_todo_create_todo_makes_for_a_slot(endpoint, nightly):
+    schedule = nightly(endpoint, catch_up="latest", title_template="Nightly", priority=3)
+    slot = make_due(schedule, timedelta(seconds=5))
+    by_create, _ = transitions.create_todo(
+        Actor(),
+        endpoint=endpoint,
+        title="Nightly",
+        priority=3,
+        schedule_slot=(schedule.pk, slot - timedelta(days=1)),
+    )
+
+    [fired] = schedules.fire_due()
+
+    differ = {"id", "created_at", "updated_at", "scheduled_for"}
+    made, other = (
+        {k: v for k, v in row.items() if k not in differ}
+        for row in Todo.objects.filter(pk__in=[fired.todo_id, by_create.id])
+        .order_by(Case(When(pk=fired.todo_id, then=0), default=1))
+        .values()
+    )
+    assert made == other
+
+
+def test_the_slot_insert_writes_the_columns_of_every_new_todo():
+    def columns(statement) -> list[str]:
+        listed = re.search(r"INSERT INTO todos \(([^)]*)\)", statement.text).group(1)
+        return [name.strip() for name in listed.split(",")]
+
+    assert columns(sql.INSERT_SLOT_TODOS) == columns(sql.INSERT_TODO)
+
+
+def test_a_slot_whose_todo_breaks_the_bounds_is_skipped_not_retried(endpoint, nightly):
+    schedule = nightly(endpoint, catch_up="latest")
+    make_due(schedule, timedelta(seconds=5))
+    Schedule.objects.filter(pk=schedule.pk).update(title_template=" ")  # past the checks
+
+    [fired] = schedules.fire_due()
+
+    assert (fired.slot, fired.todo_id) == (None, None)
+    assert not Todo.objects.exists()
+    schedule.refresh_from_db()
+    assert schedule.next_run_at > timezone.now()
+
+
 def test_catch_up_none_skips_missed_slots_to_the_next_to_come(endpoint):
     schedule = schedules.add(
         endpoint, by=OPERATOR, name="hourly", cron="0 * * * *", title_template="{scheduled_for}"
@@ -530,3 +576,27 @@ def test_three_sweep_passes_at_once_make_each_slot_once(team):
     assert sum(r.scheduled for r in reports.values()) == 60
     assert Todo.objects.count() == 60
     assert Todo.objects.filter(endpoint=elsewhere).count() == 30
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_sweeper_between_passes_wakes_for_the_next_slot(team):
+    """With a minute between passes, a slot a few seconds off is made long before the next
+    pass would come."""
+    endpoint, _ = endpoints.vend(team, "poller")
+    schedule = schedules.add(
+        endpoint, by=OPERATOR, name="poll", interval_seconds=60, title_template="Poll"
+    )
+    slot = timezone.now() + timedelta(seconds=3)
+    Schedule.objects.filter(pk=schedule.pk).update(next_run_at=slot)
+    stop = threading.Event()
+    loop = threading.Thread(target=sweeper.run_forever, args=(60, stop))
+    loop.start()  # its first pass comes at once, before the slot; the next in a minute
+    try:
+        made = wait_for(lambda: Todo.objects.filter(schedule=schedule).exists(), seconds=30)
+    finally:
+        stop.set()
+        loop.join(timeout=30)
+
+    assert made
+    assert Todo.objects.get().scheduled_for == slot
