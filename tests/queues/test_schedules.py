@@ -12,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db.models import Case, When
 from django.utils import timezone
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from queues import cron, endpoints, schedules, sql, sweeper, teams, transitions
 from queues.errors import Conflict, Invalid, NotFound
@@ -600,3 +602,37 @@ def test_a_sweeper_between_passes_wakes_for_the_next_slot(team):
 
     assert made
     assert Todo.objects.get().scheduled_for == slot
+
+
+# ---------------------------------------------------------------------------------------
+# The latest slot found late, however long ago (fire_due's skip ahead), against a plain walk
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    text=st.sampled_from(
+        [
+            "* * * * *",
+            "*/7 * * * *",
+            "0 * * * *",
+            "30 2 * * *",
+            "0 9 * * MON-FRI",
+            "0 0 1 * *",
+            "0 0 29 2 *",
+            "15 3 13 * FRI",
+        ]
+    ),  # fmt: skip
+    zone=st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe"]),
+    start=st.integers(0, 2 * 365 * 86400),
+    late=st.integers(0, 3 * 365 * 86400),
+)
+def test_the_latest_slot_and_the_next_are_what_walking_every_slot_finds(text, zone, start, late):
+    first = cron.next_after(text, zone, datetime(2025, 1, 1, tzinfo=UTC) + timedelta(seconds=start))
+    now = first + timedelta(seconds=late)
+    schedule = Schedule(cron=text, timezone=zone, next_run_at=first)
+    walked = first
+    if late <= 40 * 86400 or text not in ("* * * * *", "*/7 * * * *"):
+        while (after := cron.next_after(text, zone, walked)) <= now:
+            walked = after
+
+        assert schedules._latest_and_next(schedule, now) == (walked, after)
