@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bench import cluster, growth, httpbench, live, peers
+from bench import cluster, growth, httpbench, live, peers, schedules
 from bench.ledger import Ledger
 from bench.table import f, f2, spread, table, verdict
 
@@ -106,6 +106,15 @@ def rows(ledger: Ledger) -> list[dict]:
         note = f"every change seen within the target: {verdict(live.met(lv))}"
         ours, ref = f"{f2(lat['p95_ms'])} ms", f"target {t['fresh_p95_ms']:.0f} ms"
         row("live", measure, "-", ours, ref, ratio, note)
+    if (sc := notes.get("schedules")) and sc["rows"]:
+        slowest, bar = schedules.worst(sc), schedules.BAR_SECONDS
+        measure = f"{sc['schedules']:,} schedules due in one minute: slowest minute until all committed ({len(sc['rows'])} minutes)"
+        note = f"every todo within {bar:.0f} s, one a slot: {verdict(all(schedules.met(r) for r in sc['rows']))}"
+        ours = "-" if slowest is None else f"{slowest * 1000:.0f} ms"
+        ratio = "-" if slowest is None else f2(slowest / bar)
+        row(
+            "schedules", measure, str(sc["sweepers"]), ours, f"bar {bar * 1000:.0f} ms", ratio, note
+        )
     board = notes.get("board") or {}
     for kind, label in (("queue", "queue pages"), ("drawer", "drawer (50 attempts)")):
         if group := [r for r in board.get("rows", []) if r["kind"] == kind]:
