@@ -85,6 +85,8 @@ def visible(by) -> QuerySet[Schedule]:
     found = Schedule.objects.select_related("endpoint", "endpoint__team")
     if by is OPERATOR:
         return found
+    if not _signed_in(by):  # not "the teams with no member", which a None would filter to
+        return found.none()
     return found.filter(endpoint__team__memberships__user=by)
 
 
@@ -125,9 +127,8 @@ def add(endpoint: Endpoint, *, by, **fields: Any) -> Schedule:
     now. NotFound when ``by`` is a person outside the endpoint's team; Conflict when the
     endpoint is revoked or already has a schedule of that name; Invalid for a bad field."""
     _check_fields(fields)
-    if (
-        by is not OPERATOR
-        and not Membership.objects.filter(team_id=endpoint.team_id, user=by).exists()
+    if by is not OPERATOR and not (
+        _signed_in(by) and Membership.objects.filter(team_id=endpoint.team_id, user=by).exists()
     ):
         raise NotFound("No such endpoint.")
     if endpoint.revoked_at is not None:
@@ -484,6 +485,11 @@ def _locked(schedule_id: object, by) -> Schedule:
 
 def _user(by):
     return None if by is OPERATOR else by
+
+
+def _signed_in(by) -> bool:
+    """A person: a user who is signed in (neither None nor the anonymous user)."""
+    return by is not None and getattr(by, "is_authenticated", False) is True
 
 
 def _timing_detail(schedule: Schedule) -> dict:

@@ -10,6 +10,7 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import Case, When
 from django.utils import timezone
 from hypothesis import given, settings
@@ -191,6 +192,21 @@ def test_another_teams_schedule_answers_like_an_unknown_one(endpoint, nightly, m
     schedule.refresh_from_db()
     assert schedule.priority == 0 and schedule.paused_at is None
     assert TodoEvent.objects.filter(kind__startswith="schedule_").count() == 1  # the add
+
+
+@pytest.mark.parametrize("nobody", [None, AnonymousUser()])
+def test_no_one_signed_in_sees_or_adds_any(endpoint, nightly, nobody):
+    schedule = nightly(endpoint)
+    # A team with no member: a None taken for a person would match its schedules.
+    lonely = teams.get_or_create_team("lonely", name="Lonely")
+    lonely_endpoint, _ = endpoints.vend(lonely, "alone")
+    nightly(lonely_endpoint)
+
+    assert list(schedules.visible(nobody)) == []
+    with pytest.raises(NotFound):
+        schedules.pause(schedule.pk, by=nobody)
+    with pytest.raises(NotFound, match="No such endpoint"):
+        nightly(endpoint, by=nobody, name="another")
 
 
 def test_a_member_of_the_team_sees_and_changes_it(endpoint, nightly, team, make_user):
