@@ -3,7 +3,18 @@ from django.templatetags.static import static
 from django.urls import path
 
 from board.demo_strip import demo_strip_hide
-from board.views import activity, create, endpoints, live, overview, queue, teams, todos, triage
+from board.views import (
+    activity,
+    create,
+    endpoints,
+    live,
+    overview,
+    queue,
+    schedules,
+    teams,
+    todos,
+    triage,
+)
 
 
 def favicon(request):
@@ -29,6 +40,11 @@ urlpatterns = [
     path("endpoints/new/", endpoints.endpoint_new, name="endpoint-new"),
     path("endpoints/<int:endpoint_id>/", endpoints.endpoint_detail, name="endpoint-detail"),
     path("endpoints/<int:endpoint_id>/rotate/", endpoints.endpoint_rotate, name="endpoint-rotate"),
+    path(
+        "endpoints/<int:endpoint_id>/schedules/",
+        schedules.endpoint_schedules,
+        name="endpoint-schedules",
+    ),
     path("endpoints/<int:endpoint_id>/revoke/", endpoints.endpoint_revoke, name="endpoint-revoke"),
     path(
         "endpoints/<int:endpoint_id>/pause/",
