@@ -4,7 +4,7 @@ measures and how to read it.
     .venv/bin/python -m bench.run                    # every section, then the summary table
     .venv/bin/python -m bench.run --quick            # small counts, one run per cell
     .venv/bin/python -m bench.run --sections http    # of growth, http, peers, fleet,
-                                                     #   cluster, live, ask, board
+                                                     #   cluster, live, ask, schedules, board
     .venv/bin/python -m bench.run bench/results/ledger-<stamp>.json   # re-print a run
 
 The database is always a dedicated ``switchboard_bench`` (bench/db.py). stdout gets the
@@ -31,6 +31,7 @@ from bench import (
     httpbench,
     live,
     peers,
+    schedules,
     summary,
     workers,
 )
@@ -46,6 +47,7 @@ SECTIONS = {
     "cluster": cluster,  # its own PostgreSQL pair, PgBouncer, HAProxy and nodes
     "live": live,  # one served node and a Chromium
     "ask": ask,  # one served node: an answer's wake-up, a question on the live stream
+    "schedules": schedules,  # three sweeper processes
     "board": board_pages,
 }
 FLAGS = {

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bench import ask, cluster, growth, httpbench, live, peers
+from bench import ask, cluster, growth, httpbench, live, peers, schedules
 from bench.ledger import Ledger
 from bench.table import f, f2, spread, table, verdict
 
@@ -120,6 +120,15 @@ def rows(ledger: Ledger) -> list[dict]:
         ours, ref = f"{f2(p95)} ms", f"target {t['stream_p95_ms']:.0f} ms"
         note = f"every question seen within the target: {verdict(m['stream'])}"
         row("ask", measure, str(worst["viewers"]), ours, ref, ratio, note)
+    if (sc := notes.get("schedules")) and sc["rows"]:
+        slowest, bar = schedules.worst(sc), schedules.BAR_SECONDS
+        measure = f"{sc['schedules']:,} schedules due in one minute: slowest minute until all committed ({len(sc['rows'])} minutes)"
+        note = f"every todo within {bar:.0f} s, one a slot: {verdict(all(schedules.met(r) for r in sc['rows']))}"
+        ours = "-" if slowest is None else f"{slowest * 1000:.0f} ms"
+        ratio = "-" if slowest is None else f2(slowest / bar)
+        row(
+            "schedules", measure, str(sc["sweepers"]), ours, f"bar {bar * 1000:.0f} ms", ratio, note
+        )
     board = notes.get("board") or {}
     for kind, label in (("queue", "queue pages"), ("drawer", "drawer (50 attempts)")):
         if group := [r for r in board.get("rows", []) if r["kind"] == kind]:

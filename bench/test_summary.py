@@ -128,3 +128,22 @@ def test_the_cluster_row_needs_every_todo_claimed_a_quick_wake_and_a_drain_no_wa
     assert not cluster.met(_cluster(drain_errors={"IncompleteReadError": 1}))
     [wake] = _rows(cluster=_cluster())
     assert wake["note"].endswith(": MET") and wake["ratio"] == "0.20"
+
+
+def _minute(seen: float | None, max_ms: float = 500.0, once: bool = True) -> dict:
+    created = {"n": 1000, "p50_ms": 100.0, "p95_ms": 400.0, "p99_ms": 450.0, "max_ms": max_ms}
+    return {"slot": "2026-12-06T11:45:00+00:00", "made": 1000, "once": once, "created": created,
+            "first_ms": 8.0, "all_seen_s": seen}  # fmt: skip
+
+
+def test_the_schedules_row_needs_every_minute_on_time_and_once():
+    note = {"schedules": 1000, "sweepers": 3, "cpus": 2, "load": [1.0, 1.0, 1.0]}
+    [fine] = _rows(schedules=note | {"rows": [_minute(0.3), _minute(0.75)]})
+    [late] = _rows(schedules=note | {"rows": [_minute(0.3), _minute(1.2)]})
+    [twice] = _rows(schedules=note | {"rows": [_minute(0.3, once=False)]})
+    [never] = _rows(schedules=note | {"rows": [_minute(None)]})
+
+    assert (fine["ours"], fine["ratio"], fine["note"][-3:]) == ("750 ms", "0.75", "MET")
+    assert late["note"].endswith("NOT MET") and late["ratio"] == "1.20"
+    assert twice["note"].endswith("NOT MET")
+    assert never["note"].endswith("NOT MET") and never["ours"] == "-"

@@ -10,6 +10,7 @@ from board.views import (
     live,
     overview,
     queue,
+    schedules,
     teams,
     todos,
     triage,
@@ -43,6 +44,11 @@ urlpatterns = [
     path("endpoints/new/", endpoints.endpoint_new, name="endpoint-new"),
     path("endpoints/<int:endpoint_id>/", endpoints.endpoint_detail, name="endpoint-detail"),
     path("endpoints/<int:endpoint_id>/rotate/", endpoints.endpoint_rotate, name="endpoint-rotate"),
+    path(
+        "endpoints/<int:endpoint_id>/schedules/",
+        schedules.endpoint_schedules,
+        name="endpoint-schedules",
+    ),
     path("endpoints/<int:endpoint_id>/revoke/", endpoints.endpoint_revoke, name="endpoint-revoke"),
     path(
         "endpoints/<int:endpoint_id>/pause/",

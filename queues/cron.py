@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import calendar
+import functools
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -130,6 +131,11 @@ def parse(text: str) -> Cron:
     """A 5-field expression (or a macro), or Invalid naming the field at fault."""
     if not isinstance(text, str):
         raise Invalid("cron must be a string of five fields, e.g. '0 9 * * MON-FRI'.")
+    return _parse(text)
+
+
+@functools.lru_cache(maxsize=1024)  # the sweeper reads each due schedule's every time
+def _parse(text: str) -> Cron:
     if len(text) > EXPRESSION_MAX_CHARS:
         raise Invalid(f"cron must be at most {EXPRESSION_MAX_CHARS} characters.")
     normal = " ".join(text.split())

@@ -119,25 +119,31 @@ def sweep_once(
 
 
 def run_forever(interval: float, stop_event: threading.Event) -> None:
-    """Sweep every ``interval`` seconds until ``stop_event`` is set, and sooner when a
-    schedule's next slot comes first (its todo is made on time, not up to an interval late).
-    A database error (the server restarting, a dropped connection) is logged and the pass
-    retried next interval on a fresh connection, so the sweeper outlives a database restart."""
+    """Sweep every ``interval`` seconds until ``stop_event`` is set. Between passes it wakes
+    for the next slot of a schedule and makes the due slots' todos alone (not a whole pass),
+    so a slot's todo is made on time, not up to an interval late. A database error (the
+    server restarting, a dropped connection) is logged and the pass retried next interval on
+    a fresh connection, so the sweeper outlives a database restart."""
     log.info("sweeper started; a pass every %ss", interval)
+    next_pass = time.monotonic()
     try:
         while not stop_event.is_set():
-            started = time.monotonic()
             due_in = None
             try:
                 # Drop a connection past CONN_MAX_AGE or found broken, as a request would.
                 close_old_connections()
-                sweep_once()
+                if time.monotonic() >= next_pass:
+                    next_pass = time.monotonic() + interval
+                    sweep_once()
+                else:  # woken for a schedule's slot
+                    schedules.fire_due()
                 due_in = schedules.seconds_until_due()
             except DatabaseError as exc:
                 log_failure(log, f"sweep pass failed; trying again in {interval}s", exc)
                 _discard_connection()
                 _record_failure(exc)
-            wait = max(0.0, interval - (time.monotonic() - started))
+                next_pass = time.monotonic() + interval
+            wait = max(0.0, next_pass - time.monotonic())
             stop_event.wait(wait if due_in is None else min(wait, due_in))
     finally:
         _discard_connection()

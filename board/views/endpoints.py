@@ -29,9 +29,11 @@ from board import charts
 from board.drawer import span
 from board.forms import LimitsForm, NotifyUrlForm, VendForm, duplicate_agent_id
 from board.redirects import next_url
+from board.schedules import ScheduleForm, listed
 from board.scope import board_scope
 from board.views.queue import first_run_context
 from queues import endpoints, outbox, selectors, transitions
+from queues.arguments import id_from_text
 from queues.endpoint_health import endpoint_health, endpoint_stall
 from queues.errors import Conflict, Invalid
 from queues.models import (
@@ -160,6 +162,8 @@ def _detail_page(
     *,
     status: int = 200,
     limits: LimitsForm | None = None,
+    schedule_form=None,
+    editing: str | None = None,
 ):
     counts = selectors.endpoint_todo_counts(endpoint)
     newest_doorbell = selectors.endpoint_newest_doorbell(endpoint)
@@ -175,6 +179,10 @@ def _detail_page(
             }
         ),
         "is_owner": _owns_team(request.user, endpoint.team_id),
+        # Its schedules (board/views/schedules.py): each with its next slots; the add form,
+        # or the one a refused change came back with (``editing``: the schedule it edits).
+        "schedules": listed(request.user, endpoint),
+        **_schedule_form(request, endpoint, schedule_form, editing),
         "counts": [(state, counts.get(state, 0)) for state in TodoState],
         "live": sum(counts.get(state, 0) for state in LIVE_STATES),
         "last_doorbell": outbox.DeliveryStatus.of(newest_doorbell),
@@ -191,6 +199,23 @@ def _detail_page(
         ),
     }
     return render(request, "board/endpoint_detail.html", context, status=status)
+
+
+def _schedule_form(request, endpoint: Endpoint, form, editing) -> dict:
+    """The schedule form: a refused one as typed, else the one ``?edit=<id>`` asks for (one of
+    this endpoint's schedules: any other id gives the add form), else the add form."""
+    if form is None and (wanted := request.GET.get("edit")):
+        shown = {s.pk: s for s, _ in listed(request.user, endpoint)}
+        schedule = shown.get(id_from_text(wanted))
+        if schedule is not None:
+            form, editing = ScheduleForm.of(schedule), str(schedule.pk)
+    return {"schedule_form": form or ScheduleForm(), "editing": editing or ""}
+
+
+def detail_page(request, endpoint: Endpoint, *, status: int = 200, **forms) -> HttpResponse:
+    """The endpoint page with a refused form of another view (schedules) shown as typed."""
+    notify = NotifyUrlForm(initial={"notify_url": endpoint.notify_url})
+    return _detail_page(request, endpoint, notify, status=status, **forms)
 
 
 def _length(value: timedelta | float | None) -> str:

@@ -53,6 +53,7 @@ from queues.sql.health import *  # noqa: F403
 from queues.sql.live import *  # noqa: F403
 from queues.sql.reads import *  # noqa: F403
 from queues.sql.revoke import *  # noqa: F403
+from queues.sql.schedules import *  # noqa: F403
 from queues.sql.sweep import *  # noqa: F403
 from queues.sql.waits import *  # noqa: F403
 

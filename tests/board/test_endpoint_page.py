@@ -193,8 +193,9 @@ def test_the_health_statements_read_through_their_indexes(team, endpoint):
 
 
 # session, user (with their teams), the endpoint (with its team and who paused it), its todos
-# by state, its newest doorbell, the queue now, the day's endings, "is an owner"
-PAGE_QUERIES = 8
+# by state, its newest doorbell, the queue now, the day's endings, "is an owner", its
+# schedules (however many: their next runs are computed, not read)
+PAGE_QUERIES = 9
 
 
 @pytest.mark.parametrize("paused", [False, True])
@@ -204,6 +205,12 @@ def test_the_page_query_count_is_fixed(
     _history(endpoint, agent, make_todo)
     if paused:
         endpoints.pause(endpoint, user=user)
+        from queues import schedules
+
+        for n in range(3):
+            schedules.add(
+                endpoint, by=user, name=f"s{n}", cron="*/5 * * * *", title_template="t {date}"
+            )
     with django_assert_num_queries(PAGE_QUERIES):
         response = logged_in.get(reverse("endpoint-detail", args=[endpoint.pk]))
     assert response.status_code == 200

@@ -5,18 +5,23 @@ three sweepers at once too), catch_up, paused and revoked schedules."""
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from django.contrib.auth.models import AnonymousUser
+from django.db.models import Case, When
 from django.utils import timezone
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from queues import cron, endpoints, schedules, sweeper, teams, transitions
+from queues import cron, endpoints, schedules, sql, sweeper, teams, transitions
 from queues.errors import Conflict, Invalid, NotFound
 from queues.models import EventKind, Membership, Schedule, Todo, TodoEvent
 from queues.schedules import OPERATOR
 from queues.transitions import Actor
-from tests.queues.helpers import run_together
+from tests.queues.helpers import run_together, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -189,6 +194,21 @@ def test_another_teams_schedule_answers_like_an_unknown_one(endpoint, nightly, m
     assert TodoEvent.objects.filter(kind__startswith="schedule_").count() == 1  # the add
 
 
+@pytest.mark.parametrize("nobody", [None, AnonymousUser()])
+def test_no_one_signed_in_sees_or_adds_any(endpoint, nightly, nobody):
+    schedule = nightly(endpoint)
+    # A team with no member: a None taken for a person would match its schedules.
+    lonely = teams.get_or_create_team("lonely", name="Lonely")
+    lonely_endpoint, _ = endpoints.vend(lonely, "alone")
+    nightly(lonely_endpoint)
+
+    assert list(schedules.visible(nobody)) == []
+    with pytest.raises(NotFound):
+        schedules.pause(schedule.pk, by=nobody)
+    with pytest.raises(NotFound, match="No such endpoint"):
+        nightly(endpoint, by=nobody, name="another")
+
+
 def test_a_member_of_the_team_sees_and_changes_it(endpoint, nightly, team, make_user):
     bob = make_user("bob")
     Membership.objects.create(team=team, user=bob)
@@ -334,6 +354,50 @@ def test_a_slot_whose_todo_exists_makes_no_second_one(endpoint, nightly):
     assert Todo.objects.count() == 1
     schedule.refresh_from_db()
     assert schedule.next_run_at > timezone.now()  # moved on all the same
+
+
+def test_a_slots_todo_is_the_todo_create_todo_makes_for_a_slot(endpoint, nightly):
+    schedule = nightly(endpoint, catch_up="latest", title_template="Nightly", priority=3)
+    slot = make_due(schedule, timedelta(seconds=5))
+    by_create, _ = transitions.create_todo(
+        Actor(),
+        endpoint=endpoint,
+        title="Nightly",
+        priority=3,
+        schedule_slot=(schedule.pk, slot - timedelta(days=1)),
+    )
+
+    [fired] = schedules.fire_due()
+
+    differ = {"id", "created_at", "updated_at", "scheduled_for"}
+    made, other = (
+        {k: v for k, v in row.items() if k not in differ}
+        for row in Todo.objects.filter(pk__in=[fired.todo_id, by_create.id])
+        .order_by(Case(When(pk=fired.todo_id, then=0), default=1))
+        .values()
+    )
+    assert made == other
+
+
+def test_the_slot_insert_writes_the_columns_of_every_new_todo():
+    def columns(statement) -> list[str]:
+        listed = re.search(r"INSERT INTO todos \(([^)]*)\)", statement.text).group(1)
+        return [name.strip() for name in listed.split(",")]
+
+    assert columns(sql.INSERT_SLOT_TODOS) == columns(sql.INSERT_TODO)
+
+
+def test_a_slot_whose_todo_breaks_the_bounds_is_skipped_not_retried(endpoint, nightly):
+    schedule = nightly(endpoint, catch_up="latest")
+    make_due(schedule, timedelta(seconds=5))
+    Schedule.objects.filter(pk=schedule.pk).update(title_template=" ")  # past the checks
+
+    [fired] = schedules.fire_due()
+
+    assert (fired.slot, fired.todo_id) == (None, None)
+    assert not Todo.objects.exists()
+    schedule.refresh_from_db()
+    assert schedule.next_run_at > timezone.now()
 
 
 def test_catch_up_none_skips_missed_slots_to_the_next_to_come(endpoint):
@@ -530,3 +594,61 @@ def test_three_sweep_passes_at_once_make_each_slot_once(team):
     assert sum(r.scheduled for r in reports.values()) == 60
     assert Todo.objects.count() == 60
     assert Todo.objects.filter(endpoint=elsewhere).count() == 30
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_sweeper_between_passes_wakes_for_the_next_slot(team):
+    """With a minute between passes, a slot a few seconds off is made long before the next
+    pass would come."""
+    endpoint, _ = endpoints.vend(team, "poller")
+    schedule = schedules.add(
+        endpoint, by=OPERATOR, name="poll", interval_seconds=60, title_template="Poll"
+    )
+    slot = timezone.now() + timedelta(seconds=3)
+    Schedule.objects.filter(pk=schedule.pk).update(next_run_at=slot)
+    stop = threading.Event()
+    loop = threading.Thread(target=sweeper.run_forever, args=(60, stop))
+    loop.start()  # its first pass comes at once, before the slot; the next in a minute
+    try:
+        made = wait_for(lambda: Todo.objects.filter(schedule=schedule).exists(), seconds=30)
+    finally:
+        stop.set()
+        loop.join(timeout=30)
+
+    assert made
+    assert Todo.objects.get().scheduled_for == slot
+
+
+# ---------------------------------------------------------------------------------------
+# The latest slot found late, however long ago (fire_due's skip ahead), against a plain walk
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    text=st.sampled_from(
+        [
+            "* * * * *",
+            "*/7 * * * *",
+            "0 * * * *",
+            "30 2 * * *",
+            "0 9 * * MON-FRI",
+            "0 0 1 * *",
+            "0 0 29 2 *",
+            "15 3 13 * FRI",
+        ]
+    ),  # fmt: skip
+    zone=st.sampled_from(["UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe"]),
+    start=st.integers(0, 2 * 365 * 86400),
+    late=st.integers(0, 3 * 365 * 86400),
+)
+def test_the_latest_slot_and_the_next_are_what_walking_every_slot_finds(text, zone, start, late):
+    first = cron.next_after(text, zone, datetime(2025, 1, 1, tzinfo=UTC) + timedelta(seconds=start))
+    now = first + timedelta(seconds=late)
+    schedule = Schedule(cron=text, timezone=zone, next_run_at=first)
+    walked = first
+    if late <= 40 * 86400 or text not in ("* * * * *", "*/7 * * * *"):
+        while (after := cron.next_after(text, zone, walked)) <= now:
+            walked = after
+
+        assert schedules._latest_and_next(schedule, now) == (walked, after)
