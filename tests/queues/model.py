@@ -5,8 +5,10 @@ Plain Python, no database. From SPEC.md ("Todo states and transitions" and its c
 protocols"), issue 43 ("Ask a person") and the decisions recorded in docs/ledger.md, the
 model says what each call should do: succeed or raise which error, the todo's new state, the
 attempt's outcome and disposition, the counters, the rows kept under the history cap, and
-each question an agent asked with how it ended. It is written from those documents, not from
-queues/transitions/, so that the two can disagree.
+each question an agent asked with how it ended; and, from issue 44 and docs/ledger.md ("Waiting
+for todos, for children, and keys"), what waits for todos (``after``), for children, and what
+a key's limit refuses. It is written from those documents, not from queues/transitions/, so
+that the two can disagree.
 
 Time is not modelled. A lease lapses, a retry falls due, or a question's time runs out, only
 when the test says so (it backdates the row); every other lease, retry and question's time is
@@ -37,7 +39,11 @@ CLOSES = {
     "cancel": ("canceled", "canceled", False),
     # release with a question (issue 43): no try spent, the todo waits for an answer
     "ask": ("asked", "waiting", False),
+    # release with wait_for_children (issue 44): waits while a child is open, else a release
+    "wait": ("released", "waiting", False),
 }
+# What a repeat of a close is matched on: a wait for children is a release (outcome released).
+AS_VERB = {"wait": "release"}
 # The disposition follows from the state the todo went to.
 DISPOSITION = {
     "done": "done",
@@ -121,10 +127,24 @@ class Todo:
     retry_due: bool = False  # retry_wait, and the test backdated next_retry_at
     attempts: dict[int, Attempt] = field(default_factory=dict)  # the rows kept, by seq
     questions: dict[int, Question] = field(default_factory=dict)  # by the asking seq
+    by_person: bool = False  # made by a person (then no endpoint answers its questions)
+    # Issue 44. What it waits for while ``waiting``: people, todos or children.
+    waits_for: str = ""
+    # after: each prerequisite's id and the state it ended in ('' until it ends), marked once
+    after: dict[int, str] = field(default_factory=dict)
+    after_policy: str = "all_done"
+    after_left: int = 0
+    parent: int | None = None
+    children_open: int = 0
+    key: str = ""
 
     @property
     def open_question(self) -> Question | None:
         return next((q for q in self.questions.values() if q.open), None)
+
+    @property
+    def waiting_for(self) -> str:
+        return self.waits_for if self.state == "waiting" else ""
 
     @property
     def open_attempt(self) -> Attempt | None:
@@ -203,6 +223,10 @@ class Ledger:
         self.history_cap = history_cap
         self.revoked: set[str] = set()
         self.todos: dict[int, Todo] = {}
+        self.max_per_key: dict[str, int] = {}  # endpoint: its max_claimed_per_key, if set
+        # The todos a trigger moved or counted during the last call (their dependents, their
+        # parents), besides the one the call named.
+        self.ripple: set[int] = set()
 
     # -- who sees what (SPEC, Tenancy) ---------------------------------------------------
 
@@ -220,15 +244,117 @@ class Ledger:
 
     # -- creating ------------------------------------------------------------------------
 
-    def create(self, endpoint: str, requester: str | None) -> Expect:
+    def create(
+        self,
+        endpoint: str,
+        requester: str | None,
+        *,
+        after: list[int] = (),
+        policy: str = "all_done",
+        parent: int | None = None,
+        by: str | None = None,
+    ) -> Expect:
+        """A create; with ``after`` (ids, unknown ones too), waiting for them unless the policy
+        is met already, and refused when one ended so that it never can be (conflict); with
+        ``parent``, only by ``by``, the holder of that claimed todo of the team."""
         if endpoint in self.revoked or requester in self.revoked:
             return Expect(UNAUTHORIZED)
+        team = self.endpoint_team[endpoint]
+        if parent is not None:
+            held = self.todos.get(parent)
+            if held is None or self.endpoint_team[held.endpoint] != team:
+                return Expect(NOT_FOUND)
+            attempt = held.open_attempt
+            if held.state != "claimed" or attempt is None or attempt.claimer != by:
+                return Expect(CONFLICT)
+        if after:
+            found = [self.todos.get(i) for i in after]
+            if any(t is None or self.endpoint_team[t.endpoint] != team for t in found):
+                return Expect(NOT_FOUND)
+            if policy == "all_done" and any(t.state in ("dead", "canceled") for t in found):
+                return Expect(CONFLICT)
+            if self.left(found, policy):
+                return Expect(state="waiting")
         return Expect(state="pending")
 
-    def add(self, todo_id: int, *, endpoint: str, requester: str | None, **kw: Any) -> Todo:
+    @staticmethod
+    def left(found: list[Todo], policy: str) -> int:
+        return sum(
+            t.state != "done" if policy == "all_done" else t.state not in TERMINAL for t in found
+        )
+
+    def add(
+        self,
+        todo_id: int,
+        *,
+        endpoint: str,
+        requester: str | None,
+        after: list[int] = (),
+        policy: str = "all_done",
+        parent: int | None = None,
+        **kw: Any,
+    ) -> Todo:
         todo = Todo(id=todo_id, endpoint=endpoint, requester=requester, **kw)
+        if after:
+            found = [self.todos[i] for i in after]
+            todo.after = {t.id: (t.state if t.state in TERMINAL else "") for t in found}
+            todo.after_policy = policy
+            todo.after_left = self.left(found, policy)
+            if todo.after_left:
+                todo.state, todo.waits_for = "waiting", "todos"
+        if parent is not None:
+            todo.parent = parent
+            self.todos[parent].children_open += 1
         self.todos[todo_id] = todo
         return todo
+
+    # -- what the triggers do (issue 44) -------------------------------------------------
+
+    def settle(self, moved: list[tuple[Todo, str]]) -> None:
+        """What follows in the transaction of one statement that moved ``moved`` (each with
+        the state it left), once every row of it moved: a todo that ended marks each edge to
+        it (once) and counts down each dependent still waiting for todos, the last count
+        making it pending, or an ending other than done killing an ``all_done`` one
+        (``after_ended``); a child's ending (or rerun) moves its parent's count of open
+        children, the last making a parent that waits for them pending."""
+        for todo, old in moved:
+            ended, was = todo.state in TERMINAL, old in TERMINAL
+            if ended == was:
+                continue
+            if ended:
+                killed = []
+                for dep in self.todos.values():
+                    if dep.after.get(todo.id) != "":
+                        continue
+                    dep.after[todo.id] = todo.state
+                    if dep.state != "waiting" or dep.waits_for != "todos":
+                        continue
+                    self.ripple.add(dep.id)
+                    dep.after_left -= 1
+                    if dep.after_policy == "all_done" and todo.state != "done":
+                        dep.state, dep.dead_letter_reason = "dead", "after_ended"
+                        killed.append((dep, "waiting"))
+                    elif dep.after_left == 0:
+                        dep.state = "pending"
+                self.settle(killed)
+            if todo.parent is not None:
+                parent = self.todos[todo.parent]
+                self.ripple.add(parent.id)
+                parent.children_open += -1 if ended else 1
+                if parent.children_open == 0 and parent.waiting_for == "children":
+                    parent.state = "pending"
+
+    def key_full(self, todo: Todo) -> bool:
+        """Its key has as many claimed todos as its endpoint allows."""
+        limit = self.max_per_key.get(todo.endpoint)
+        if limit is None or not todo.key:
+            return False
+        claimed = [
+            t
+            for t in self.todos.values()
+            if t.endpoint == todo.endpoint and t.key == todo.key and t.state == "claimed"
+        ]
+        return len(claimed) >= limit
 
     # -- claiming ------------------------------------------------------------------------
 
@@ -245,6 +371,8 @@ class Ledger:
             # The lapsed lease spent the last of the budget: dead-lettered (committed), and
             # the claim answers conflict.
             return Expect(CONFLICT)
+        if todo.state != "claimed" and self.key_full(todo):
+            return Expect(CONFLICT)  # max_claimed_per_key (a takeover adds no claim)
         return self._open(todo, who, fence)
 
     def claim_next(self, name: str, *, fence: bool, key: Callable[[Todo], Any]) -> Expect:
@@ -252,12 +380,20 @@ class Ledger:
         claimable), then id. A lapsed lease at the cap is dead-lettered and passed over."""
         if name in self.revoked:
             return Expect(UNAUTHORIZED)
-        ready = [t for t in self.todos.values() if t.endpoint == name and t.claimable]
-        for todo in sorted(ready, key=lambda t: (-t.priority, key(t), t.id)):
+        # A key at its limit is passed over, a lapsed lease of it too (its own claim counts).
+        # A death may release others (its dependents), so each pick looks again from the top.
+        while True:
+            ready = [
+                t
+                for t in self.todos.values()
+                if t.endpoint == name and t.claimable and not self.key_full(t)
+            ]
+            if not ready:
+                return Expect()  # nothing to claim: None
+            todo = min(ready, key=lambda t: (-t.priority, key(t), t.id))
             if todo.state == "claimed" and self._expire(todo):
                 continue
             return self._open(todo, self.who(name), fence)
-        return Expect()  # nothing to claim: None
 
     def _expire(self, todo: Todo) -> bool:
         """A claim found a lapsed lease: lease_expired (a failure). True when it died."""
@@ -271,6 +407,7 @@ class Ledger:
             todo.state = "dead"
             todo.dead_letter_reason = "lease_expired"
             todo.lapsed = False
+            self.settle([(todo, "claimed")])
         return dies
 
     def _open(self, todo: Todo, who: Who, fence: bool) -> Expect:
@@ -354,9 +491,12 @@ class Ledger:
         elif verb == "cancel" and todo.state in ("pending", "retry_wait", "waiting"):
             if seq is not None or token is not None:
                 return Expect(CONFLICT)  # it names an attempt, and none is open
+            old = todo.state
             todo.leave_wait()
             todo.state = "canceled"
             todo.retry_due = False
+            self.settle([(todo, old)])
+            self.cancel_children(todo, name)
             return Expect(state="canceled")
         elif verb == "cancel" and todo.state == "canceled" and seq is None:
             return Expect(state="canceled", replayed=True)
@@ -368,7 +508,7 @@ class Ledger:
             named is not None
             and not named.open
             and named.closer == name
-            and named.verb == verb
+            and AS_VERB.get(named.verb, named.verb) == AS_VERB.get(verb, verb)
             and fence_ok(named, token)
         ):
             return Expect(
@@ -391,11 +531,47 @@ class Ledger:
         retryable: bool = True,
     ) -> Expect:
         outcome, ok_state, counts = CLOSES[verb]
+        if verb == "wait":
+            todo.waits_for = "children"
+            if not todo.children_open:
+                ok_state = "pending"  # nothing to wait for: a release
+        elif verb == "ask":
+            todo.waits_for = "people"
         expect = self._finish(
             todo, attempt, outcome, ok_state, counts=counts, force_dead=not retryable
         )
         attempt.closer, attempt.verb, attempt.ended_by = closer, verb, ended_by
+        if verb == "cancel":
+            self.cancel_children(todo, closer)
         return expect
+
+    def cancel_children(self, parent: Todo, by: str) -> None:
+        """A canceled parent's open children, and theirs, level by level: each level's
+        claimed ones in one statement (their attempts closed canceled, recorded as ended by
+        ``by``), then the others still unclaimed in another."""
+        human = self.who(by).human
+        level = [parent.id] if parent.children_open else []
+        while level:
+            rows = sorted(
+                (t for t in self.todos.values() if t.parent in level and t.state in OPEN),
+                key=lambda t: t.id,
+            )
+            claimed = [t for t in rows if t.state == "claimed"]
+            for child in claimed:
+                attempt = child.open_attempt
+                assert attempt is not None
+                self._finish(child, attempt, "canceled", "canceled", counts=False, settle=False)
+                attempt.closer, attempt.verb = by, "cancel"
+                attempt.ended_by = by if human else None
+            self.settle([(t, "claimed") for t in claimed])
+            others = [(t, t.state) for t in rows if t.state in ("pending", "retry_wait", "waiting")]
+            for child, _ in others:
+                child.leave_wait()
+                child.state = "canceled"
+                child.retry_due = False
+            self.settle(others)
+            self.ripple.update(t.id for t in rows)
+            level = [t.id for t in rows]
 
     def _finish(
         self,
@@ -406,7 +582,9 @@ class Ledger:
         *,
         counts: bool,
         force_dead: bool = False,
+        settle: bool = True,
     ) -> Expect:
+        old = todo.state
         if counts:
             todo.failures += 1
         dead = force_dead or (counts and todo.failures >= todo.max_attempts)
@@ -415,6 +593,8 @@ class Ledger:
         todo.lapsed = todo.retry_due = False
         attempt.outcome = outcome
         attempt.disposition = DISPOSITION[todo.state]
+        if settle:
+            self.settle([(todo, old)])
         return Expect(
             state=todo.state, seq=attempt.seq, outcome=outcome, disposition=attempt.disposition
         )
@@ -478,6 +658,7 @@ class Ledger:
             question.ending = "unanswered"
             if question.on_no_answer == "dead_letter":
                 todo.state, todo.dead_letter_reason = "dead", "unanswered"
+                self.settle([(todo, "waiting")])
             else:
                 todo.state = "pending"
             ended[todo.id] = Expect(state=todo.state, seq=question.seq)
@@ -518,10 +699,22 @@ class Ledger:
             return Expect(NOT_FOUND)
         if todo.state not in TERMINAL:
             return Expect(CONFLICT)
-        todo.state = "pending"
+        old, todo.state = todo.state, "pending"
+        self.settle([(todo, old)])
         todo.round += 1
         todo.attempt = todo.failures = 0
         todo.dead_letter_reason = ""
+        return Expect(state="pending")
+
+    # -- a person's start now (issue 44) ------------------------------------------------
+
+    def start_now(self, name: str, todo: Todo) -> Expect:
+        """A person of the team ends a wait for todos or children: pending, the counts kept."""
+        if not self.sees(self.who(name), todo, as_requester=False):
+            return Expect(NOT_FOUND)
+        if todo.waiting_for not in ("todos", "children"):
+            return Expect(CONFLICT)
+        todo.state = "pending"
         return Expect(state="pending")
 
     # -- revocation ----------------------------------------------------------------------
@@ -532,17 +725,25 @@ class Ledger:
         if endpoint in self.revoked:
             return Expect(CONFLICT), 0
         self.revoked.add(endpoint)
-        killed = 0
-        for todo in self.todos.values():
-            if todo.endpoint != endpoint or todo.state not in OPEN:
-                continue
-            killed += 1
-            todo.leave_wait()
+        # Two statements: its claimed todos, then the rest still open (each statement's rows
+        # all moved before the triggers look).
+        claimed = [
+            t for t in self.todos.values() if t.endpoint == endpoint and t.state == "claimed"
+        ]
+        for todo in claimed:
             attempt = todo.open_attempt
-            if attempt is not None:
-                self._finish(todo, attempt, "revoked", "dead", counts=False, force_dead=True)
-            else:
-                todo.state = "dead"
-                todo.dead_letter_reason = "revoked"
-                todo.retry_due = False
-        return Expect(), killed
+            assert attempt is not None
+            self._finish(
+                todo, attempt, "revoked", "dead", counts=False, force_dead=True, settle=False
+            )
+        self.settle([(t, "claimed") for t in claimed])
+        rest = [
+            (t, t.state) for t in self.todos.values() if t.endpoint == endpoint and t.state in OPEN
+        ]
+        for todo, _ in rest:
+            todo.leave_wait()
+            todo.state = "dead"
+            todo.dead_letter_reason = "revoked"
+            todo.retry_due = False
+        self.settle(rest)
+        return Expect(), len(claimed) + len(rest)

@@ -8,7 +8,14 @@ a human of the other team. A controllable clock is a backdated row (``lapse_leas
 lies far enough ahead not to pass during an example. A holder may ask a question (``release``
 with ``question``, issue 43): the todo waits until a person or its requester answers, its time
 runs out (the sweeper's ``expire_questions``), or a person claims or cancels it instead, or its
-endpoint is revoked. Each example runs inside a savepoint of the test's transaction and is
+endpoint is revoked. Issue 44: a todo may be made ``after`` others (either policy) and wait
+for them; the holder of a todo may make children of it and release it to wait for them; a
+person may start a waiting todo now; canceling a parent cancels its open children; todos may
+have a key, and A may be limited to one claimed todo a key. Checked against the ledger on
+every step: a waiting todo is never claimed by an agent, no wait outlives what it waits for
+(no lost release: every edge to an ended todo is marked, every waiting todo still has one to
+wait for or an open child), no key has more claimed than its limit, and each todo's
+``after_left`` and ``children_open`` are the model's. Each example runs inside a savepoint of the test's transaction and is
 rolled back at its end, so every example starts from a clean ledger.
 
 ``SWITCHBOARD_HYPOTHESIS_EXAMPLES`` raises the number of examples (e.g. 1000 for a long local
@@ -41,6 +48,7 @@ from queues import endpoints, teams, transitions
 from queues.errors import Conflict, DomainError, NotFound
 from queues.models import DIED_OUTCOMES, Endpoint, Todo, TodoAttempt, TodoEvent, TodoQuestion
 from queues.transitions import Actor
+from queues.transitions.waits import RELEASE_BATCH
 from tests.queues.helpers import (
     backdate,
     get_todo_for_endpoint,
@@ -122,14 +130,22 @@ def _ledger_settings(settings):
     settings.SWITCHBOARD_RETRY_MAX_SECONDS = 10**9
 
 
-# A new todo: (on endpoint, max_attempts, priority, sent by the team's other endpoint)
+# A new todo: (on endpoint, max_attempts, priority, sent by the team's other endpoint, key)
 # (Mostly on A and at priority 0: todos that compete in one claim_next.)
+KEYS = st.sampled_from(["", "", "k1", "k2", "k1"])
 NEW_TODO = st.tuples(
     st.sampled_from(["A", "A", "B"]),
     st.sampled_from([3, 4, 2, 1]),
     st.sampled_from([0, 0, 1]),
     st.booleans(),
+    KEYS,
 )
+# What a todo made after others names: mostly todos of the team, else an unknown id or a
+# todo of the team made on the other team's endpoint (both not_found, alike).
+AFTER_AIMS = st.sampled_from(["team", "team", "team", "team", "unknown", "foreign"])
+POLICIES = st.sampled_from(["all_done", "any_end"])
+# Who makes a child of a todo: its holder mostly, else someone who does not hold it.
+CHILD_MAKERS = st.sampled_from(["holder", "holder", "holder", "holder", "other", "H", "X"])
 # Choices a rule draws, resolved against the model when the rule runs. The likely useful
 # choices come first (hypothesis shrinks towards them) and more often, so that most calls
 # move something and the rest probe the refusals.
@@ -258,16 +274,28 @@ class LedgerMachine(RuleBasedStateMachine):
             history_cap=self.history_cap,
         )
         self.step = 0
-        self.touched: set[int] = set()  # the todos the last step may have changed
+        self._touched: set[int] = set()
         self.last_close: tuple | None = None  # (verb, todo, caller, seq, token, extra)
         self.high_water: dict[int, int] = {}  # todo id: the highest last_attempt_seq seen
         self.ended_questions: dict[int, tuple] = {}  # question id: its row when it ended
+        self.model.ripple = set()
         with pytest.raises(NotFound) as unknown:
             get_todo_for_endpoint(self.endpoints["X"], UNKNOWN_ID)
         self.not_found = unknown.value.as_dict()
 
     def teardown(self) -> None:
         transaction.savepoint_rollback(self.savepoint)
+
+    @property
+    def touched(self) -> set[int]:
+        """The todos the last step may have changed: those it named, and those a trigger
+        moved or counted on its way (dependents, parents, children)."""
+        return self._touched | self.model.ripple
+
+    @touched.setter
+    def touched(self, ids: set[int]) -> None:
+        self._touched = set(ids)
+        self.model.ripple.clear()
 
     # -- resolving the drawn choices -----------------------------------------------------
 
@@ -337,8 +365,9 @@ class LedgerMachine(RuleBasedStateMachine):
 
     # -- calling the ledger --------------------------------------------------------------
 
-    def call(self, expect: Expect, fn, *args, **kwargs):
-        """Call a transition; it must raise exactly the error the model expects, or none."""
+    def call(self, expect: Expect, fn, *args, not_found: dict | None = None, **kwargs):
+        """Call a transition; it must raise exactly the error the model expects, or none.
+        A not_found must be the one an unknown id gets (``not_found``, if not the read's)."""
         try:
             result = fn(*args, **kwargs)
         except DomainError as exc:
@@ -346,7 +375,7 @@ class LedgerMachine(RuleBasedStateMachine):
                 f"the model expected {expect}; the ledger raised {exc.code}: {exc.message}"
             )
             if exc.code == NOT_FOUND:  # no existence oracle
-                assert exc.as_dict() == self.not_found
+                assert exc.as_dict() == (not_found or self.not_found)
             return None
         assert expect.error is None, (
             f"the model expected {expect.error}; the ledger returned {result!r}"
@@ -415,34 +444,159 @@ class LedgerMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: len(self.model.todos) < self.max_todos)
     @rule(new=NEW_TODO)
-    def create(self, new: tuple[str, int, int, bool]) -> None:
+    def create(self, new: tuple[str, int, int, bool, str]) -> None:
         self.create_todo(*new)
 
-    def create_todo(self, on: str, max_attempts: int, priority: int, sent: bool) -> None:
-        requester = self.other(on) if sent else None
-        expect = self.model.create(on, requester)
+    def create_todo(
+        self,
+        on: str,
+        max_attempts: int,
+        priority: int,
+        sent: bool,
+        key: str = "",
+        *,
+        after: list[int] = (),
+        policy: str = "all_done",
+        parent: int | None = None,
+        by: str | None = None,
+        not_found: dict | None = None,
+    ) -> None:
+        """A create by ``on`` itself, or sent by the other endpoint of the team, or by
+        ``by`` (a child's maker: an endpoint or a person)."""
+        if by is None:
+            by = self.other(on) if sent else on
+        person = by in HUMANS
+        requester = None if person or by == on else by
+        expect = self.model.create(on, requester, after=after, policy=policy, parent=parent, by=by)
+        waits = {"after": list(after), "after_policy": policy} if after else {}
         created = self.call(
             expect,
             transitions.create_todo,
-            Actor.agent(self.endpoints[requester or on]),
+            self.actors[by],
             endpoint=self.endpoints[on],
             title=f"todo {len(self.model.todos) + 1}",
             max_attempts=max_attempts,
             priority=priority,
+            key=key or None,
+            parent=parent,
+            not_found=not_found,
+            **waits,
         )
         if created is None:
             return
         record, was_created = created
         self.touched = {record.id}
-        assert was_created and record.state == "pending"
+        assert was_created and (record.state, record.key) == (expect.state, key)
         assert (record.attempt, record.failures, record.round) == (0, 0, 1)
+        if on == "X":  # a probe the model refused, yet the ledger made it
+            raise AssertionError(f"made {record} on the other team's endpoint")
         self.model.add(
             record.id,
             endpoint=on,
             requester=requester,
             max_attempts=max_attempts,
             priority=priority,
+            key=key,
+            by_person=person,
+            after=after,
+            policy=policy,
+            parent=parent,
         )
+
+    # -- waiting for todos, for children, and keys (issue 44) -----------------------------
+
+    @precondition(lambda self: 0 < len(self.model.todos) < self.max_todos)
+    @rule(
+        new=NEW_TODO, picks=st.lists(TODO, min_size=1, max_size=3), policy=POLICIES, aim=AFTER_AIMS
+    )
+    def create_after(
+        self, new: tuple[str, int, int, bool, str], picks: list[int], policy: str, aim: str
+    ) -> None:
+        """A todo made after one to three others (any state), or after an unknown id, or
+        on the other team's endpoint after one of this team's (not_found alike)."""
+        todos = list(self.model.todos)
+        after = sorted({todos[i % len(todos)] for i in picks})
+        on, *rest = new
+        message = NOT_FOUND_AFTER
+        if aim == "unknown":
+            after = [*after, UNKNOWN_ID]
+            message = message.replace("{id}", str(UNKNOWN_ID))
+        elif aim == "foreign":
+            on = "X"
+            message = message.replace("{id}", str(after[0]))
+        not_found = {"error": {"code": NOT_FOUND, "message": message}}
+        self.create_todo(on, *rest, after=after, policy=policy, not_found=not_found)
+
+    @precondition(
+        lambda self: (
+            len(self.model.todos) < self.max_todos and self.some(lambda t: t.state == "claimed")
+        )
+    )
+    @rule(i=TODO, aim=AIM, who=CHILD_MAKERS, on=st.sampled_from(["A", "B"]), key=KEYS)
+    def create_child(self, i: int, aim: str, who: str, on: str, key: str) -> None:
+        """The holder of a claimed todo makes a child of it, on its queue or another's of the
+        team; anyone else is refused (conflict), the other team is told not_found."""
+        todo = self.todo(i, aim, lambda t: t.state == "claimed")
+        by = self.caller(who, todo)
+        if by == "X":
+            on = "X"
+        not_found = {"error": {"code": NOT_FOUND, "message": NOT_FOUND_PARENT}}
+        self.create_todo(on, 3, 0, False, key, parent=todo.id, by=by, not_found=not_found)
+
+    @precondition(lambda self: self.some(lambda t: t.state == "claimed"))
+    @rule(i=TODO, aim=AIM, how=HOW_ASK)
+    def wait_for_children(self, i: int, aim: str, how: tuple[str, str, str]) -> None:
+        """Its holder releases a todo to wait for its children (a release when none is open);
+        nobody else may."""
+        todo = self.todo(
+            i,
+            aim,
+            lambda t: t.state == "claimed" and t.children_open,
+            lambda t: t.state == "claimed",
+        )
+        who, seq, token = how
+        name = self.caller(who, todo)
+        attempt_seq = self.seq(seq, todo)
+        lease_token = self.token(token, todo, attempt_seq)
+        self.last_close = ("wait", todo, name, attempt_seq, lease_token, {})
+        self.close_as("wait", todo, name, attempt_seq, lease_token)
+
+    @precondition(lambda self: self.some(lambda t: t.state in OPEN and t.children_open))
+    @rule(i=TODO, how=HOW)
+    def cancel_a_parent(self, i: int, how: tuple[str, str, str]) -> None:
+        """Cancel a todo with open children: they (and theirs) are canceled with it."""
+        self.close("cancel", i, "parent", how)
+
+    @precondition(lambda self: self.some(lambda t: t.state == "waiting"))
+    @rule(i=TODO, aim=AIM_BY_HAND, who=st.sampled_from(HUMANS))
+    def start_now(self, i: int, aim: str, who: str) -> None:
+        """A person starts a todo waiting for todos or children now (not one that waits for
+        an answer: conflict)."""
+        todo = self.todo(i, aim, lambda t: t.waiting_for in ("todos", "children"))
+        expect = self.model.start_now(who, todo)
+        record = self.call(expect, transitions.start_now, self.actors[who], todo.id)
+        if record is not None:
+            assert (record.state, record.waiting_for) == ("pending", "")
+            assert (record.after_left, record.children_open) == (
+                todo.after_left,
+                todo.children_open,
+            )
+
+    @precondition(lambda self: "A" not in self.model.max_per_key and "A" not in self.model.revoked)
+    @rule()
+    def limit_a_key_to_one_claim(self) -> None:
+        """A's agents may hold one todo of a key at a time (what it holds already stays)."""
+        self.touched = set()
+        endpoints.set_limits(self.endpoints["A"], max_claimed=None, max_claimed_per_key=1)
+        self.model.max_per_key["A"] = 1
+
+    @precondition(lambda self: self.some(lambda t: bool(t.after)))
+    @rule()
+    def release_leftovers(self) -> None:
+        """The sweeper's step finds nothing a trigger left: no todo here has past
+        RELEASE_BATCH dependents."""
+        self.touched = set()
+        assert transitions.release_leftovers() == 0
 
     @precondition(lambda self: self.some(lambda t: t.claimable))
     @rule(i=TODO, aim=AIM, who=CLAIMERS, fence=st.booleans())
@@ -485,13 +639,17 @@ class LedgerMachine(RuleBasedStateMachine):
             ready = [t.endpoint for t in self.model.todos.values() if t.claimable]
             who = max(("A", "B"), key=ready.count)
         self.touched = set(self.model.todos)  # it may dead-letter lapsed leases on its way
+        waiting = {t.id for t in self.model.todos.values() if t.state == "waiting"}
         key = self.claimable_since()
         expect = self.model.claim_next(who, fence=fence, key=lambda t: key[t.id])
-        claim = self.call(
-            expect, transitions.claim_next, Actor.agent(self.endpoints[who]), require_fence=fence
-        )
+        claim = self.call(expect, transitions.claim_next, self.actors[who], require_fence=fence)
         if expect.error is None:
             self.check_claim(expect, claim, fence=fence)
+        # No todo is claimable while it waits (a lapsed lease dead-lettered on the way may
+        # release one of its dependents, which is then pending, and may be the one claimed).
+        released = {t.id for t in self.model.todos.values() if t.state != "waiting"} & waiting
+        if claim is not None and claim.todo.id in waiting:
+            assert claim.todo.id in released, claim
 
     def claimable_since(self) -> dict[int, object]:
         """When each todo became claimable, from its own timestamps (SPEC: a pending todo
@@ -505,6 +663,8 @@ class LedgerMachine(RuleBasedStateMachine):
             state = self.model.todos[pk].state
             since[pk] = {
                 "pending": not_before or created_at,
+                # a waiting todo a death on the way releases: pending from then on
+                "waiting": not_before or created_at,
                 "retry_wait": next_retry_at,
                 "claimed": lease_expires_at,
             }.get(state)
@@ -532,7 +692,9 @@ class LedgerMachine(RuleBasedStateMachine):
 
     def close(self, verb: str, i: int, aim: str, how: tuple[str, str, str], **extra) -> None:
         who, seq, token = how
-        if verb == "cancel":
+        if verb == "cancel" and aim == "parent":
+            todo = self.todo(i, "fitting", lambda t: t.state in OPEN and t.children_open)
+        elif verb == "cancel":
             todo = self.todo(i, aim, lambda t: t.state in OPEN)
         elif verb == "fail":  # mostly one that will wait to retry, a state rarely reached
             todo = self.todo(
@@ -562,6 +724,8 @@ class LedgerMachine(RuleBasedStateMachine):
             self.ask_as(todo, name, attempt_seq, lease_token, extra["asked"])
             return
         expect = self.model.close(name, todo, verb, seq=attempt_seq, token=lease_token, **extra)
+        if verb == "wait":
+            verb, extra = "release", {"wait_for_children": True}
         closed = self.call(
             expect,
             getattr(transitions, verb),
@@ -572,6 +736,8 @@ class LedgerMachine(RuleBasedStateMachine):
             **extra,
         )
         self.check_closed(expect, closed, todo)
+        if closed is not None and not closed.replayed:
+            assert closed.todo.waiting_for == todo.waiting_for, (closed.todo, todo)
 
     def ask_as(
         self,
@@ -714,7 +880,7 @@ class LedgerMachine(RuleBasedStateMachine):
             lease_token = WRONG_TOKEN
         elif how == "no_token":
             lease_token = None
-        elif how == "other_verb" and verb == "ask":  # a plain release after an ask
+        elif how == "other_verb" and verb in ("ask", "wait"):  # a plain release after one
             verb, extra = "release", {}
         elif how == "other_verb":
             verb = VERBS[(VERBS.index(verb) + 1) % len(VERBS)]
@@ -903,6 +1069,70 @@ class LedgerMachine(RuleBasedStateMachine):
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
             cursor.execute("SET CONSTRAINTS ALL DEFERRED")
 
+    @invariant()
+    def no_wait_outlives_what_it_waits_for(self) -> None:
+        """No lost release, no key over its limit. Every edge as the model has it (marked
+        once, with the state its prerequisite ended in), none unmarked whose prerequisite has
+        ended; a todo waiting for todos has as many unmarked edges as its after_left (so at
+        least one), and under all_done none marked other than done; a todo waiting for its
+        children has an open child, and every parent's children_open is its children not
+        ended; each key's count of claimed todos is what the ledger keeps, and at most its
+        endpoint's limit. (Past RELEASE_BATCH dependents of one todo the sweeper's step
+        would run first; no example gets near it.)"""
+        todos = self.model.todos
+        ids = list(todos)
+        if any(t.after for t in todos.values()):
+            dependents = Counter(a for t in todos.values() for a in t.after)
+            if max(dependents.values()) > RELEASE_BATCH:
+                transitions.release_leftovers()
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT a.todo_id, a.after_id, a.ended, p.state FROM todo_after a"
+                    " JOIN todos p ON p.id = a.after_id WHERE a.todo_id = ANY(%s)",
+                    [ids],
+                )
+                edges = defaultdict(dict)
+                for todo_id, after_id, ended, state in cursor.fetchall():
+                    edges[todo_id][after_id] = ended
+                    assert ended or state not in TERMINAL, (todo_id, after_id, state)
+            for todo in todos.values():
+                assert edges[todo.id] == todo.after, (todo.id, edges[todo.id], todo.after)
+                if todo.waiting_for == "todos":
+                    marked = [e for e in todo.after.values() if e]
+                    assert len(todo.after) - len(marked) == todo.after_left > 0, todo
+                    if todo.after_policy == "all_done":
+                        assert set(marked) <= {"done"}, todo
+        if any(t.parent is not None for t in todos.values()):
+            open_children = Counter(
+                t.parent for t in todos.values() if t.parent is not None and t.state not in TERMINAL
+            )
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT parent_id, count(*) FROM todos WHERE parent_id = ANY(%s)"
+                    f" AND state NOT IN {tuple(TERMINAL)} GROUP BY parent_id",
+                    [ids],
+                )
+                assert dict(cursor.fetchall()) == dict(open_children)
+            for todo in todos.values():
+                assert todo.children_open == open_children[todo.id], todo
+                if todo.waiting_for == "children":
+                    assert todo.children_open > 0, todo
+        if any(t.key for t in todos.values()):
+            eps = {e.pk: n for n, e in self.endpoints.items()}
+            claimed = Counter(
+                (t.endpoint, t.key) for t in todos.values() if t.key and t.state == "claimed"
+            )
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT endpoint_id, key, claimed FROM todo_key_claims"
+                    " WHERE endpoint_id = ANY(%s) AND claimed <> 0",
+                    [list(eps)],
+                )
+                kept = {(eps[e], k): n for e, k, n in cursor.fetchall()}
+            assert kept == dict(claimed), (kept, claimed)
+            for (endpoint, _), n in claimed.items():
+                assert n <= self.model.max_per_key.get(endpoint, n), (endpoint, claimed)
+
     def the_questions_match_the_model(self, ids: list[int], rows: dict[int, dict]) -> None:
         """Every question as the model says (its seq, how it ended, the answer and who gave
         it); one open question exactly while a todo waits, and ``waiting_for`` then (and
@@ -910,8 +1140,7 @@ class LedgerMachine(RuleBasedStateMachine):
         so; an ended question never changes again; each answer and each question that ran
         out is audited once."""
         for todo in self.model.todos.values():
-            waiting = todo.state == "waiting"
-            assert rows[todo.id]["waiting_for"] == ("people" if waiting else ""), todo.id
+            assert rows[todo.id]["waiting_for"] == todo.waiting_for, todo.id
         # Most steps of most examples come before any question: the two reads below only
         # once one was asked (a question row the model lacks would first show as a todo
         # waiting, above), which keeps the step as cheap as it was before issue 43.
@@ -932,7 +1161,7 @@ class LedgerMachine(RuleBasedStateMachine):
         eps = {e.pk: n for n, e in self.endpoints.items()}
         for todo in self.model.todos.values():
             row, found = rows[todo.id], asked[todo.id]
-            waiting = todo.state == "waiting"
+            waiting = todo.waiting_for == "people"
             open_rows = [q for q in found.values() if q["ended_at"] is None]
             assert len(open_rows) == (1 if waiting else 0), (todo.id, todo.state, open_rows)
             assert sorted(found) == sorted(todo.questions), (todo.id, found, todo.questions)
@@ -983,8 +1212,12 @@ class LedgerMachine(RuleBasedStateMachine):
             assert data["dead_letter_reason"] == (todo.dead_letter_reason or None)
             # What it waits on: the open question, and every question newest first.
             question = todo.open_question
-            assert data["waiting_for"] == ("people" if todo.state == "waiting" else None)
-            if todo.state == "waiting":
+            assert data["waiting_for"] == (todo.waiting_for or None)
+            assert (data["after_left"], data["children_open"]) == (
+                todo.after_left,
+                todo.children_open,
+            )
+            if todo.waiting_for == "people":
                 shown = data["question"]
                 assert (shown["attempt_seq"], shown["ending"]) == (question.seq, None)
             else:
@@ -1030,7 +1263,12 @@ class LedgerMachine(RuleBasedStateMachine):
             todo = touched[self.step % len(touched)]
             with pytest.raises(NotFound) as foreign:
                 act((x, o)[self.step % 2], todo.id)
-            assert foreign.value.as_dict() == self.not_found
+            # What an unknown id is told (a create names the parent, or the todo to wait for)
+            unknown = (NOT_FOUND_PARENT, NOT_FOUND_AFTER.replace("{id}", str(todo.id)))
+            assert foreign.value.as_dict() in (
+                self.not_found,
+                *({"error": {"code": NOT_FOUND, "message": m}} for m in unknown),
+            )
         for todo in touched:
             other = self.endpoints[self.other(todo.endpoint)]
             if todo.requester is None:
@@ -1069,7 +1307,21 @@ FOREIGN_ACTS = (
         else transitions.cancel(actor, pk, attempt_seq=1)
     ),
     lambda actor, pk: transitions.answer(actor, pk, value="ship it"),
+    # Issue 44: a person's start now; an agent's child of it, or a todo made after it.
+    lambda actor, pk: (
+        transitions.start_now(actor, pk)
+        if not actor.is_agent
+        else transitions.create_todo(actor, title="child", parent=pk)
+    ),
+    lambda actor, pk: (
+        transitions.start_now(actor, pk)
+        if not actor.is_agent
+        else transitions.create_todo(actor, title="after", after=[pk])
+    ),
 )
+# What an unknown todo id is told when named as a parent, or as a todo to wait for ({id}).
+NOT_FOUND_PARENT = "No such parent todo."
+NOT_FOUND_AFTER = "No such todo to wait for: {id}."
 
 TODO_FIELDS = (
     "state",
@@ -1080,6 +1332,9 @@ TODO_FIELDS = (
     "attempts_pruned",
     "dead_letter_reason",
     "max_attempts",
+    "after_left",
+    "children_open",
+    "key",
 )
 
 
