@@ -4,7 +4,7 @@ measures and how to read it.
     .venv/bin/python -m bench.run                    # every section, then the summary table
     .venv/bin/python -m bench.run --quick            # small counts, one run per cell
     .venv/bin/python -m bench.run --sections http    # of growth, http, peers, fleet,
-                                                     #   cluster, live, board
+                                                     #   cluster, live, waits, board
     .venv/bin/python -m bench.run bench/results/ledger-<stamp>.json   # re-print a run
 
 The database is always a dedicated ``switchboard_bench`` (bench/db.py). stdout gets the
@@ -21,7 +21,19 @@ import time
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
-from bench import board_pages, cluster, db, fleet, growth, httpbench, live, peers, summary, workers
+from bench import (
+    board_pages,
+    cluster,
+    db,
+    fleet,
+    growth,
+    httpbench,
+    live,
+    peers,
+    summary,
+    waits,
+    workers,
+)
 from bench.ledger import Ledger
 from bench.table import log
 
@@ -33,6 +45,7 @@ SECTIONS = {
     "fleet": fleet,
     "cluster": cluster,  # its own PostgreSQL pair, PgBouncer, HAProxy and nodes
     "live": live,  # one served node and a Chromium
+    "waits": waits,  # one served node, a sweeper, and the ledger's workers
     "board": board_pages,
 }
 FLAGS = {
