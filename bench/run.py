@@ -4,7 +4,7 @@ measures and how to read it.
     .venv/bin/python -m bench.run                    # every section, then the summary table
     .venv/bin/python -m bench.run --quick            # small counts, one run per cell
     .venv/bin/python -m bench.run --sections http    # of growth, http, peers, fleet,
-                                                     #   cluster, live, ask, schedules, board
+                                                     #   cluster, live, ask, schedules, waits, board
     .venv/bin/python -m bench.run bench/results/ledger-<stamp>.json   # re-print a run
 
 The database is always a dedicated ``switchboard_bench`` (bench/db.py). stdout gets the
@@ -33,6 +33,7 @@ from bench import (
     peers,
     schedules,
     summary,
+    waits,
     workers,
 )
 from bench.ledger import Ledger
@@ -48,6 +49,7 @@ SECTIONS = {
     "live": live,  # one served node and a Chromium
     "ask": ask,  # one served node: an answer's wake-up, a question on the live stream
     "schedules": schedules,  # three sweeper processes
+    "waits": waits,  # one served node, a sweeper, and the ledger's workers
     "board": board_pages,
 }
 FLAGS = {
