@@ -201,4 +201,6 @@ class Migration(migrations.Migration):
         migrations.RunSQL(schema.function("switchboard_after_ended"), migrations.RunSQL.noop),
         migrations.RunSQL(schema.function("switchboard_children_counted"), migrations.RunSQL.noop),
         migrations.RunSQL(schema.function("switchboard_key_claims"), migrations.RunSQL.noop),
+        # The Board's statement trigger without nested loops (many rows a statement).
+        migrations.RunSQL(schema.function("switchboard_board_todos"), migrations.RunSQL.noop),
     ]
