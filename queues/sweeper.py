@@ -12,6 +12,7 @@ queueing behind each other, and no row is handled twice. State changes go throug
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -20,13 +21,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
 
+import psycopg
 from django.conf import settings
 from django.db import Error as DatabaseError
 from django.db import close_old_connections, connection, transaction
 
 from queues import counters, db, outbox, schedules, sql, transitions
 from queues.db import Statement
-from queues.db.availability import log_failure
+from queues.db.availability import connection_params, log_failure
 from queues.models import TodoState
 
 log = logging.getLogger("switchboard.sweeper")
@@ -126,6 +128,7 @@ def run_forever(interval: float, stop_event: threading.Event) -> None:
     a fresh connection, so the sweeper outlives a database restart."""
     log.info("sweeper started; a pass every %ss", interval)
     next_pass = time.monotonic()
+    bell = _SweepBell()
     try:
         while not stop_event.is_set():
             due_in = None
@@ -144,10 +147,54 @@ def run_forever(interval: float, stop_event: threading.Event) -> None:
                 _record_failure(exc)
                 next_pass = time.monotonic() + interval
             wait = max(0.0, next_pass - time.monotonic())
-            stop_event.wait(wait if due_in is None else min(wait, due_in))
+            if bell.wait(wait if due_in is None else min(wait, due_in), stop_event):
+                next_pass = time.monotonic()  # work a trigger could not finish: a pass now
     finally:
+        bell.close()
         _discard_connection()
         log.info("sweeper stopped")
+
+
+class _SweepBell:
+    """The sweeper's own LISTEN on ``switchboard_sweep``: a trigger that leaves work past its
+    batch (todos_after_ended, a prerequisite with more than 1,000 dependents) says so there,
+    and the sweeper passes at once instead of at its next interval. Without the connection (the
+    database away, a pooler that drops notifications) it waits out the interval as before."""
+
+    CHANNEL = "switchboard_sweep"
+    SLICE_SECONDS = 1.0  # how often a wait looks at the stop event
+
+    def __init__(self) -> None:
+        self.conn: psycopg.Connection | None = None
+
+    def wait(self, seconds: float, stop_event: threading.Event) -> bool:
+        """Wait up to ``seconds`` (less when stopped); True when rung."""
+        deadline = time.monotonic() + seconds
+        if self.conn is None:
+            try:
+                self.conn = psycopg.connect(**connection_params(listen=True), autocommit=True)
+                self.conn.execute(f"LISTEN {self.CHANNEL}")
+            except psycopg.Error:
+                self.close()
+                stop_event.wait(seconds)
+                return False
+        try:
+            while not stop_event.is_set():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                for _ in self.conn.notifies(timeout=min(left, self.SLICE_SECONDS), stop_after=1):
+                    return True
+        except psycopg.Error:
+            self.close()
+            stop_event.wait(max(0.0, deadline - time.monotonic()))
+        return False
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self.conn.close()
+        self.conn = None
 
 
 # ---------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 
 import pytest
@@ -390,3 +391,26 @@ def test_a_todo_claimed_after_its_endpoint_was_revoked_is_dead_lettered(endpoint
     assert list(TodoAttempt.objects.filter(todo_id=todo.id).values_list("outcome", flat=True)) == [
         "revoked"
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_trigger_past_its_batch_rings_the_sweeper_at_once(team):
+    """A prerequisite with more dependents than the trigger releases (1,000) says so on
+    switchboard_sweep; a sweeper waiting out a long interval passes at once and releases the
+    rest, instead of at its next interval."""
+    from queues import transitions
+    from queues.transitions import Actor
+
+    endpoint, _ = endpoints.vend(team, "fan-in")
+    agent = Actor.agent(endpoint)
+    first, _ = transitions.create_todo(agent, title="first")
+    waiting = [
+        transitions.create_todo(agent, title=f"w{n}", after=[first.id])[0].id for n in range(1003)
+    ]
+    with sweeper_running(interval=120):
+        time.sleep(1.0)  # its first pass is done; the next is two minutes away
+        transitions.claim(agent, first.id)
+        transitions.complete(agent, first.id)
+        assert wait_for(
+            lambda: not Todo.objects.filter(pk__in=waiting, state="waiting").exists(), seconds=10
+        )
