@@ -88,7 +88,9 @@ def _drive[T](plan: Plan[T], db: BaseDatabaseWrapper, *, depth: int) -> T:
             if isinstance(step, Atomic):
                 with transaction.atomic(durable=depth == 0 and not db.in_atomic_block):
                     steps.answer(_drive(step.plan, db, depth=depth + 1))
-            elif depth == 0 and step.statement.writes and db.in_atomic_block:
+            elif (depth == 0 and step.statement.writes and db.in_atomic_block) or (
+                step.may_fail and db.in_atomic_block
+            ):
                 with transaction.atomic():  # a savepoint: see the module docstring
                     steps.answer(_sync_fetch(db, step))
             else:
@@ -193,6 +195,9 @@ async def _adrive[T](plan: Plan[T], conn: psycopg.AsyncConnection, *, depth: int
             if isinstance(step, Atomic):
                 async with conn.transaction():
                     steps.answer(await _adrive(step.plan, conn, depth=depth + 1))
+            elif step.may_fail and depth > 0:
+                async with conn.transaction():  # a savepoint: its failure is the plan's
+                    steps.answer(await _async_fetch(conn, step))
             else:
                 steps.answer(await _async_fetch(conn, step))
         except psycopg.Error as exc:

@@ -75,6 +75,10 @@ _WRITES = re.compile(
 class Fetch:
     statement: Statement
     params: Mapping[str, Any] = field(default_factory=dict)
+    # A statement the plan expects may fail and catches (a keyed claim a trigger refuses):
+    # inside a transaction it runs in a savepoint of its own, so its failure leaves the
+    # transaction usable; outside one (autocommit) it is the one statement, and costs nothing.
+    may_fail: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,11 +186,12 @@ def _run_claim(statement, params: dict) -> Plan[list]:
     """Run a claim statement until its snapshot agrees with the row it locked (see
     queues/sql/claim.py); return its rows (each starting with CLAIM_HEAD). A keyed claim
     that the key's limit refused (another claim of its key committed after this statement's
-    snapshot) runs again, in a savepoint of its own, to pick past that key."""
+    snapshot) runs again to pick past that key: its one statement, in a savepoint only when
+    the claim is inside a transaction (``Fetch.may_fail``)."""
     for _ in range(MAX_STALE_SNAPSHOT_RETRIES):
         if statement is sql.CLAIM_NEXT_KEYED:
             try:
-                rows = yield Atomic(_fetch(statement, params))
+                rows = yield Fetch(statement, params, may_fail=True)
             except DatabaseError as exc:
                 if not key_refused(exc):
                     raise
@@ -200,10 +201,6 @@ def _run_claim(statement, params: dict) -> Plan[list]:
         if not rows or rows[0][0]:
             return rows
     raise Conflict("That todo kept changing under the claim; try again.")
-
-
-def _fetch(statement, params: dict) -> Plan[list]:
-    return (yield Fetch(statement, params))
 
 
 def key_refused(exc: BaseException) -> bool:

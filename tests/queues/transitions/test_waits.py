@@ -377,3 +377,39 @@ def test_the_waits_are_audited_apart_from_the_todos_own_story(agent, human, make
     child = make_todo("piece", parent=parent.id)
     transitions.cancel(human, parent.id)
     assert TodoEvent.objects.filter(todo_id=child.id, kind="cancel_child").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_claimers_never_hold_two_of_one_key(endpoint, make_todo):
+    """Eight threads claim at once from two keys' 40 todos with max_claimed_per_key 1: a
+    claim the trigger refuses (another of its key committed after the statement's snapshot)
+    looks again past that key, so exactly one of each key is claimed and nobody errs."""
+    import threading
+
+    from django.db import connections
+
+    agent = _limit(endpoint, max_claimed_per_key=1)
+    for n in range(20):
+        make_todo(f"x{n}", key="repo-x")
+        make_todo(f"y{n}", key="repo-y")
+    claimed, errors = [], []
+    start = threading.Barrier(8)
+
+    def claimer() -> None:
+        try:
+            start.wait()
+            while (claim := transitions.claim_next(agent)) is not None:
+                claimed.append(claim.todo.key)
+        except Exception as exc:  # noqa: BLE001 (the test reports it)
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=claimer) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == []
+    assert sorted(claimed) == ["repo-x", "repo-y"]
+    assert _key_claims(endpoint) == {"repo-x": 1, "repo-y": 1}
