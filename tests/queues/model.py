@@ -349,12 +349,14 @@ class Ledger:
         limit = self.max_per_key.get(todo.endpoint)
         if limit is None or not todo.key:
             return False
-        claimed = [
-            t
+        return self.claimed_of_key(todo) >= limit
+
+    def claimed_of_key(self, todo: Todo) -> int:
+        """How many todos of its endpoint and key are claimed."""
+        return sum(
+            t.endpoint == todo.endpoint and t.key == todo.key and t.state == "claimed"
             for t in self.todos.values()
-            if t.endpoint == todo.endpoint and t.key == todo.key and t.state == "claimed"
-        ]
-        return len(claimed) >= limit
+        )
 
     # -- claiming ------------------------------------------------------------------------
 

@@ -279,6 +279,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self.high_water: dict[int, int] = {}  # todo id: the highest last_attempt_seq seen
         self.ended_questions: dict[int, tuple] = {}  # question id: its row when it ended
         self.model.ripple = set()
+        self.key_allowed: dict[tuple[str, str], int] = {}  # claimed a key may have now
         with pytest.raises(NotFound) as unknown:
             get_todo_for_endpoint(self.endpoints["X"], UNKNOWN_ID)
         self.not_found = unknown.value.as_dict()
@@ -442,6 +443,29 @@ class LedgerMachine(RuleBasedStateMachine):
             self.claim_one(i, "fitting", "endpoint", fence)
         self.touched = set(self.model.todos)
 
+    @initialize(
+        plan=st.sampled_from(["split", "after", "both", "none"]),
+        children=st.integers(min_value=1, max_value=2),
+        policy=POLICIES,
+    )
+    def some_waits(self, plan: str, children: int, policy: str) -> None:
+        """Work that waits, made as agents make it (so that an example starts with some):
+        a todo A claims, splits into children and releases to wait for them; a todo made
+        after another."""
+        room = self.max_todos - len(self.model.todos)
+        if plan in ("split", "both") and room >= 1 + children:
+            self.create_todo("A", 3, 0, False)
+            todo = self.model.todos[max(self.model.todos)]
+            self.claim_as("endpoint", todo, False)
+            for n in range(children):
+                self.create_todo(("A", "B")[n], 3, 0, False, parent=todo.id, by="A")
+            self.close_as("wait", todo, "A", None, None)
+            room -= 1 + children
+        if plan in ("after", "both") and room >= 2:
+            self.create_todo("B", 3, 0, False)
+            self.create_todo("A", 3, 0, True, after=[max(self.model.todos)], policy=policy)
+        self.touched = set(self.model.todos)
+
     @precondition(lambda self: len(self.model.todos) < self.max_todos)
     @rule(new=NEW_TODO)
     def create(self, new: tuple[str, int, int, bool, str]) -> None:
@@ -532,16 +556,30 @@ class LedgerMachine(RuleBasedStateMachine):
             len(self.model.todos) < self.max_todos and self.some(lambda t: t.state == "claimed")
         )
     )
-    @rule(i=TODO, aim=AIM, who=CHILD_MAKERS, on=st.sampled_from(["A", "B"]), key=KEYS)
-    def create_child(self, i: int, aim: str, who: str, on: str, key: str) -> None:
+    @rule(
+        i=TODO,
+        aim=AIM,
+        who=CHILD_MAKERS,
+        on=st.sampled_from(["A", "B"]),
+        key=KEYS,
+        then_wait=st.sampled_from([True, True, False]),
+    )
+    def create_child(self, i: int, aim: str, who: str, on: str, key: str, then_wait: bool) -> None:
         """The holder of a claimed todo makes a child of it, on its queue or another's of the
-        team; anyone else is refused (conflict), the other team is told not_found."""
+        team; anyone else is refused (conflict), the other team is told not_found. Mostly,
+        as a planner does, the holder then releases it to wait for its children (the wait
+        alone is ``wait_for_children``)."""
         todo = self.todo(i, aim, lambda t: t.state == "claimed")
         by = self.caller(who, todo)
         if by == "X":
             on = "X"
         not_found = {"error": {"code": NOT_FOUND, "message": NOT_FOUND_PARENT}}
         self.create_todo(on, 3, 0, False, key, parent=todo.id, by=by, not_found=not_found)
+        attempt = todo.open_attempt
+        if then_wait and attempt is not None and attempt.claimer == by:
+            self.touched = {todo.id}
+            self.last_close = ("wait", todo, by, attempt.seq, attempt.token, {})
+            self.close_as("wait", todo, by, attempt.seq, attempt.token)
 
     @precondition(lambda self: self.some(lambda t: t.state == "claimed"))
     @rule(i=TODO, aim=AIM, how=HOW_ASK)
@@ -589,6 +627,10 @@ class LedgerMachine(RuleBasedStateMachine):
         self.touched = set()
         endpoints.set_limits(self.endpoints["A"], max_claimed=None, max_claimed_per_key=1)
         self.model.max_per_key["A"] = 1
+        for t in self.model.todos.values():
+            if t.endpoint == "A" and t.key:
+                held = self.model.claimed_of_key(t)
+                self.key_allowed[("A", t.key)] = max(1, held)
 
     @precondition(lambda self: self.some(lambda t: bool(t.after)))
     @rule()
@@ -1130,8 +1172,14 @@ class LedgerMachine(RuleBasedStateMachine):
                 )
                 kept = {(eps[e], k): n for e, k, n in cursor.fetchall()}
             assert kept == dict(claimed), (kept, claimed)
-            for (endpoint, _), n in claimed.items():
-                assert n <= self.model.max_per_key.get(endpoint, n), (endpoint, claimed)
+            # A limit takes nothing back from what is held when it is set: a key held more
+            # often than that may stay so, but only comes down to it.
+            for endpoint, limit in self.model.max_per_key.items():
+                for key in {t.key for t in todos.values() if t.endpoint == endpoint and t.key}:
+                    n, allowed = claimed[(endpoint, key)], self.key_allowed.get((endpoint, key))
+                    allowed = limit if allowed is None else allowed
+                    assert n <= allowed, (endpoint, key, n, allowed)
+                    self.key_allowed[(endpoint, key)] = max(limit, n)
 
     def the_questions_match_the_model(self, ids: list[int], rows: dict[int, dict]) -> None:
         """Every question as the model says (its seq, how it ended, the answer and who gave
