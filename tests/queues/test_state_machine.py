@@ -687,11 +687,10 @@ class LedgerMachine(RuleBasedStateMachine):
         claim = self.call(expect, transitions.claim_next, self.actors[who], require_fence=fence)
         if expect.error is None:
             self.check_claim(expect, claim, fence=fence)
-        # No todo is claimable while it waits (a lapsed lease dead-lettered on the way may
-        # release one of its dependents, which is then pending, and may be the one claimed).
-        released = {t.id for t in self.model.todos.values() if t.state != "waiting"} & waiting
+        # No todo is claimed while it waits (a lapsed lease dead-lettered on the way may
+        # release one of its dependents or its parent, which may then be the one claimed).
         if claim is not None and claim.todo.id in waiting:
-            assert claim.todo.id in released, claim
+            assert claim.todo.id in self.model.ripple, claim
 
     def claimable_since(self) -> dict[int, object]:
         """When each todo became claimable, from its own timestamps (SPEC: a pending todo
@@ -1113,14 +1112,15 @@ class LedgerMachine(RuleBasedStateMachine):
 
     @invariant()
     def no_wait_outlives_what_it_waits_for(self) -> None:
-        """No lost release, no key over its limit. Every edge as the model has it (marked
-        once, with the state its prerequisite ended in), none unmarked whose prerequisite has
-        ended; a todo waiting for todos has as many unmarked edges as its after_left (so at
-        least one), and under all_done none marked other than done; a todo waiting for its
-        children has an open child, and every parent's children_open is its children not
-        ended; each key's count of claimed todos is what the ledger keeps, and at most its
-        endpoint's limit. (Past RELEASE_BATCH dependents of one todo the sweeper's step
-        would run first; no example gets near it.)"""
+        """No lost release, no cycle, no key over its limit. Every edge as the model has it
+        (to an older todo, marked once, with the state its prerequisite ended in), none
+        unmarked whose prerequisite has ended; a todo waiting for todos has as many unmarked
+        edges as its after_left (so at least one), and under all_done none marked other than
+        done; a todo waiting for its children has an open child, and every parent's
+        children_open is its children not ended; each key's count of claimed todos is what
+        the ledger keeps, and at most its endpoint's limit (or what it held when the limit
+        was set, until that comes down). (Past RELEASE_BATCH dependents of one todo the
+        sweeper's step would run first; no example gets near it.)"""
         todos = self.model.todos
         ids = list(todos)
         if any(t.after for t in todos.values()):
@@ -1135,6 +1135,8 @@ class LedgerMachine(RuleBasedStateMachine):
                 )
                 edges = defaultdict(dict)
                 for todo_id, after_id, ended, state in cursor.fetchall():
+                    # No cycle: an edge only ever points at an older todo.
+                    assert after_id < todo_id, (todo_id, after_id)
                     edges[todo_id][after_id] = ended
                     assert ended or state not in TERMINAL, (todo_id, after_id, state)
             for todo in todos.values():
