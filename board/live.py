@@ -478,7 +478,7 @@ def read_update(team_id: int, change: Change, wants: frozenset[str], chart) -> t
             else:
                 now = team_now(team_id, cap=TAB_COUNT_CAP)
             statements += 1
-            update.counts = {str(e.pk): e.by_state for e in now}
+            update.counts = {str(e.pk): _counts(e) for e in now}
             update.cap = TAB_COUNT_CAP
             if "overview" in wants:
                 if chart is True:
@@ -497,7 +497,7 @@ def read_counts(team_ids: list[int]) -> dict:
     try:
         return {
             "counts": {
-                team_id: {str(e.pk): e.by_state for e in team_now(team_id, cap=TAB_COUNT_CAP)}
+                team_id: {str(e.pk): _counts(e) for e in team_now(team_id, cap=TAB_COUNT_CAP)}
                 for team_id in team_ids
             },
             "cap": TAB_COUNT_CAP,
@@ -534,3 +534,9 @@ def _let_in(params: dict) -> db.Plan[int | None]:
         return rows[0][0] if rows else None
 
     return (yield db.Atomic(counted()))
+
+
+def _counts(endpoint) -> dict[str, int]:
+    """An endpoint's counts as the stream sends them: by state, and ``people`` (of its
+    waiting todos, those that wait on a person: the nav's count; board.js sums it apart)."""
+    return {**endpoint.by_state, "people": endpoint.people}

@@ -41,8 +41,9 @@ class Row:
 
     @property
     def people(self) -> int:
-        """Its todos waiting on people (a question asked, not answered yet)."""
-        return self.endpoint.by_state.get("waiting", 0)
+        """Its todos waiting on people (a question asked, not answered yet): not those
+        waiting for other todos or for their children."""
+        return self.endpoint.people
 
 
 @dataclass(frozen=True, slots=True)

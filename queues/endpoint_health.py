@@ -64,6 +64,8 @@ class EndpointHealth:
     # The newest claim and heartbeat of the tries its agents hold now (a stall's inputs).
     open_claim_at: datetime | None = None
     open_heartbeat_at: datetime | None = None
+    # Of its waiting todos, those waiting on a person (a question asked, not answered yet).
+    people: int = 0
 
 
 def endpoint_health(endpoint: Endpoint) -> EndpointHealth:
@@ -144,6 +146,8 @@ class EndpointNow:
     # The newest claim and heartbeat of the tries its agents hold now (None: none held).
     open_claim_at: datetime | None = None
     open_heartbeat_at: datetime | None = None
+    # Of its waiting todos, those waiting on a person (a question asked, not answered yet).
+    people: int = 0
 
 
 def team_now(team_id: int, *, cap: int) -> list[EndpointNow]:
@@ -152,14 +156,20 @@ def team_now(team_id: int, *, cap: int) -> list[EndpointNow]:
     return [endpoint_now(team_id, row) for row in rows]
 
 
+# What TEAM_NOW counts: each state, then the waiting todos that wait on a person ("state:
+# waiting_for"), which the Board's nav counts apart from waits for todos and children.
+COUNTED = [*TodoState.values, "waiting:people"]
+
+
 def team_now_params(team_id: int, *, cap: int) -> dict:
-    return {"team_id": team_id, "states": list(TodoState.values), "cap": cap}
+    return {"team_id": team_id, "states": COUNTED, "cap": cap}
 
 
 def endpoint_now(team_id: int, row) -> EndpointNow:
     """One row of ``TEAM_NOW``."""
     pk, agent_id, name, paused_at, revoked_at, counts, *live, claim, heartbeat = row
     claimable, held, retry_wait, scheduled, oldest = live
+    *by_state, people = counts
     states = TodoState.values
     return EndpointNow(
         pk,
@@ -168,7 +178,7 @@ def endpoint_now(team_id: int, row) -> EndpointNow:
         name,
         paused_at,
         revoked_at,
-        dict(zip(states, counts, strict=True)),
+        dict(zip(states, by_state, strict=True)),
         claimable,
         held,
         retry_wait,
@@ -176,6 +186,7 @@ def endpoint_now(team_id: int, row) -> EndpointNow:
         oldest,
         claim,
         heartbeat,
+        people=people,
     )
 
 

@@ -136,7 +136,8 @@ ENDPOINTS_WAITING = Statement(
     "endpoints_waiting",
     """
 SELECT tm.slug, e.agent_id,
-       (SELECT count(*) FROM todos t WHERE t.endpoint_id = e.id AND t.state = 'waiting')
+       (SELECT count(*) FROM todos t
+         WHERE t.endpoint_id = e.id AND t.state = 'waiting' AND t.waiting_for = 'people')
   FROM endpoints e
   JOIN teams tm ON tm.id = e.team_id
  WHERE e.revoked_at IS NULL

@@ -169,7 +169,10 @@ SELECT e.id, e.agent_id, e.name, e.paused_at, e.revoked_at, c.counts, n.*
  CROSS JOIN LATERAL (
        SELECT array_agg((SELECT count(*) FROM (
                               SELECT 1 FROM todos t
-                               WHERE t.endpoint_id = e.id AND t.state = s.state
+                               WHERE t.endpoint_id = e.id
+                                 AND t.state = split_part(s.state, ':', 1)
+                                 AND (split_part(s.state, ':', 2) = ''
+                                      OR t.waiting_for = split_part(s.state, ':', 2))
                                LIMIT %(cap)s + 1) AS upto)
                         ORDER BY s.n) AS counts
          FROM unnest(%(states)s::text[]) WITH ORDINALITY AS s(state, n)) c

@@ -359,7 +359,8 @@
     var n = 0;
     for (var team in this.teamCounts) {
       var endpoints = this.teamCounts[team];
-      for (var ep in endpoints) n += endpoints[ep].waiting || 0;
+      // "people": the waiting todos that wait on a person (not on other todos or children).
+      for (var ep in endpoints) n += endpoints[ep].people || 0;
     }
     return n;
   };
@@ -409,7 +410,8 @@
     return {
       state: state === "all" ? "" : state,
       endpoint: parseInt(search.get("endpoint"), 10) || 0,
-      searched: !!(search.get("q") || search.get("died")),
+      // A search, "has died", a key or a parent: only the server can say what matches.
+      searched: !!(search.get("q") || search.get("died") || search.get("key") || search.get("parent")),
       newest: !search.get("before"),
     };
   };
@@ -475,7 +477,10 @@
       var endpoints = this.teamCounts[team];
       for (var ep in endpoints) {
         if (view.endpoint && +ep !== view.endpoint) continue;
-        for (var state in endpoints[ep]) sums[state] = (sums[state] || 0) + endpoints[ep][state];
+        for (var state in endpoints[ep]) {
+          if (state === "people") continue; // a part of "waiting", not a state
+          sums[state] = (sums[state] || 0) + endpoints[ep][state];
+        }
       }
     }
     var cap = this.cap;

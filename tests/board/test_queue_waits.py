@@ -72,3 +72,20 @@ def test_a_hostile_key_is_inert_and_another_teams_parent_lists_nothing(
     assert "their child" not in page and _titles(page) == []
     for bad in ("x" * 500, "\x00", "-1", "1e9"):
         assert logged_in.get("/queue/", {"key": bad, "parent": bad}).status_code == 200
+
+
+def test_todos_waiting_for_todos_are_not_counted_as_questions(
+    logged_in, endpoint, agent, make_todo
+):
+    """The overview's Questions and the nav's Waiting count are todos waiting on a person;
+    a todo waiting for another todo or for its children is waiting, but asks nobody."""
+    first = make_todo("extract")
+    make_todo("load", after=[first.id])
+    asked = make_todo("decide")
+    transitions.claim(agent, asked.id)
+    transitions.release(agent, asked.id, question="Go ahead?", choices=["yes", "no"])
+    page = logged_in.get("/").content.decode()
+    assert f'href="/waiting/?endpoint={endpoint.pk}" aria-label="1 waiting on people">1</a>' in page
+    assert '<span class="nav-count">1</span>' in page
+    queue = logged_in.get("/queue/?state=waiting").content.decode()
+    assert sorted(_titles(queue)) == ["decide", "load"]  # the tab holds every wait
