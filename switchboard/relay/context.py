@@ -142,21 +142,13 @@ class AttemptFolder:
         fields hold is the server's to check (its ``invalid`` says what is wrong)."""
         path = self.files["question"]
         if path.exists():
-            raw = self._read("question", QUESTION_FILE_MAX_BYTES + 1)
-            if raw is None:
-                return None, f"{path.name} could not be read"
-            if len(raw) > QUESTION_FILE_MAX_BYTES:
-                return None, f"{path.name} is over {QUESTION_FILE_MAX_BYTES} bytes"
-            try:
-                written = json.loads(raw.decode("utf-8"))
-            except (ValueError, UnicodeDecodeError) as exc:
-                return None, f"{path.name} is not JSON ({exc})"
+            written, problem = self._json("question", QUESTION_FILE_MAX_BYTES, "could not be read")
+            if problem is not None:
+                return None, problem
             if not isinstance(written, dict):
                 return None, f'{path.name} is not a JSON object ({{"text": "...", ...}})'
-            unknown = sorted(set(written) - set(QUESTION_FIELDS))
-            if unknown:
-                known = ", ".join(QUESTION_FIELDS)
-                return None, f"{path.name} has fields the relay does not know: {unknown} ({known})"
+            if problem := _unknown(written, QUESTION_FIELDS, path.name):
+                return None, problem
             text = written.get("text")
             if not isinstance(text, str) or not text.strip():
                 return None, f'{path.name} has no "text": the question to ask'
@@ -175,30 +167,33 @@ class AttemptFolder:
         ``title`` and optionally ``body``, ``to``, ``key``, ``priority``, ``max_attempts``);
         or why there are none. What the fields hold is the server's to check."""
         path = self.files["children"]
-        raw = self._read("children", CHILDREN_FILE_MAX_BYTES + 1)
-        if raw is None:
-            return None, f"it wrote no {path.name}"
-        if len(raw) > CHILDREN_FILE_MAX_BYTES:
-            return None, f"{path.name} is over {CHILDREN_FILE_MAX_BYTES} bytes"
-        try:
-            written = json.loads(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as exc:
-            return None, f"{path.name} is not JSON ({exc})"
+        written, problem = self._json("children", CHILDREN_FILE_MAX_BYTES, "was not written")
+        if problem is not None:
+            return None, problem
         if not isinstance(written, list) or not 1 <= len(written) <= CHILDREN_MAX:
             return None, f"{path.name} is not a list of 1 to {CHILDREN_MAX} todos"
         for n, child in enumerate(written):
             if not isinstance(child, dict):
                 return None, f"{path.name}'s todo {n} is not a JSON object"
-            unknown = sorted(set(child) - set(CHILD_FIELDS))
-            if unknown:
-                known = ", ".join(CHILD_FIELDS)
-                return (
-                    None,
-                    f"{path.name}'s todo {n} has fields the relay does not know: {unknown} ({known})",
-                )
+            if problem := _unknown(child, CHILD_FIELDS, f"{path.name}'s todo {n}"):
+                return None, problem
             if not isinstance(child.get("title"), str) or not child["title"].strip():
                 return None, f'{path.name}\'s todo {n} has no "title"'
         return written, None
+
+    def _json(self, name: str, limit: int, missing: str) -> tuple[Any, str | None]:
+        """(value, problem): the JSON the command wrote to the file ``name``, at most
+        ``limit`` bytes; else why not (``missing``: what to say of a file not there)."""
+        path = self.files[name]
+        raw = self._read(name, limit + 1)
+        if raw is None:
+            return None, f"{path.name} {missing}"
+        if len(raw) > limit:
+            return None, f"{path.name} is over {limit} bytes"
+        try:
+            return json.loads(raw.decode("utf-8")), None
+        except (ValueError, UnicodeDecodeError) as exc:
+            return None, f"{path.name} is not JSON ({exc})"
 
     def _text(self, name: str, limit: int) -> str | None:
         raw = self._read(name, limit)
@@ -292,6 +287,14 @@ def context_document(claimed: dict, *, claimant: str, files: Mapping[str, Path])
             "other": "fail (retried)",
         },
     }
+
+
+def _unknown(written: dict, fields: tuple[str, ...], what: str) -> str | None:
+    """Why ``written`` has fields the relay does not know, or None."""
+    unknown = sorted(set(written) - set(fields))
+    if not unknown:
+        return None
+    return f"{what} has fields the relay does not know: {unknown} ({', '.join(fields)})"
 
 
 def _question(question: Any) -> dict | None:

@@ -36,6 +36,14 @@ def check_shape(verb: str, response: httpx.Response) -> dict:
     return response.json()
 
 
+def ok(base_url: str, token: str, verb: str, body: dict | None = None) -> dict:
+    """A verb's answer, which must be a 200 of the published shape."""
+    response = post(base_url, verb, body or {}, token=token)
+    data = check_shape(verb, response)
+    assert response.status_code == 200, data
+    return data
+
+
 @contextlib.contextmanager
 def statements_run(monkeypatch) -> Iterator[list[str]]:
     """The names of the statements the async executor runs meanwhile, in order: the live

@@ -13,17 +13,10 @@ import pytest
 
 from queues import endpoints
 from queues.models import Todo
-from tests.agents.api_helpers import check_shape, post
+from tests.agents.api_helpers import check_shape, ok, post
 from tests.agents.test_mcp import call, mcp_client
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def ok(base: str, token: str, verb: str, body: dict | None = None) -> dict:
-    response = post(base, verb, body or {}, token=token)
-    data = check_shape(verb, response)
-    assert response.status_code == 200, data
-    return data
 
 
 def test_claim_and_claim_next_say_paused_and_everything_else_works(live_server, vend, user):

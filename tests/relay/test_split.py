@@ -63,7 +63,7 @@ def test_a_command_splits_its_todo_and_its_next_attempt_reads_the_children(
 @pytest.mark.parametrize(
     "written, said",
     [
-        (None, "it wrote no children.json"),
+        (None, "children.json was not written"),
         ("[]", "is not a list of 1 to 100 todos"),
         ('{"title": "x"}', "is not a list of 1 to 100 todos"),
         ("not json", "is not JSON"),
