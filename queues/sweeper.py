@@ -161,7 +161,6 @@ class _SweepBell:
     and the sweeper passes at once instead of at its next interval. Without the connection (the
     database away, a pooler that drops notifications) it waits out the interval as before."""
 
-    CHANNEL = "switchboard_sweep"
     SLICE_SECONDS = 1.0  # how often a wait looks at the stop event
 
     def __init__(self) -> None:
@@ -173,7 +172,7 @@ class _SweepBell:
         if self.conn is None:
             try:
                 self.conn = psycopg.connect(**connection_params(listen=True), autocommit=True)
-                self.conn.execute(f"LISTEN {self.CHANNEL}")
+                self.conn.execute(sql.LISTEN_SWEEP.text)
             except psycopg.Error:
                 self.close()
                 stop_event.wait(seconds)

@@ -172,3 +172,12 @@ RETURNING o.id
 """,
     why="a DELETE of rows picked from an ordered, limited head of the table",
 )
+
+# The sweeper's own LISTEN (queues/sweeper.py, _SweepBell): a trigger that leaves work past its
+# batch (todos_after_ended) says so here, and the sweeper passes at once.
+SWEEP_CHANNEL = "switchboard_sweep"
+LISTEN_SWEEP = Statement(
+    "listen_sweep",
+    f"LISTEN {SWEEP_CHANNEL}",
+    why="LISTEN, on the sweeper's own connection",
+)
