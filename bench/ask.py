@@ -19,7 +19,6 @@ Wall-clock time on one machine (``time.time()`` in this process and its threads)
 from __future__ import annotations
 
 import json
-import queue
 import socket
 import threading
 import time
@@ -27,6 +26,7 @@ import time
 from bench import db, httpbench, seed
 from bench.ledger import latency
 from bench.table import f, ints, log, table, verdict
+from bench.workers import ParkedPoll
 
 TARGET = {"wake_p95_ms": 50.0, "stream_p95_ms": 1000.0}  # issue 43
 PARK_S = 0.15  # the long-poll is parked this long before the answer
@@ -46,46 +46,27 @@ OPTIONS = [  # flag, type, default, --quick's, help
 def wake(server, endpoint, token: str, person, n: int) -> dict:
     from queues import transitions
     from queues.transitions import Actor
-    from switchboard.client import Client
 
     agent, human = Actor.agent(endpoint), Actor.human(person)
-    go: queue.Queue = queue.Queue()
-    got: queue.Queue = queue.Queue()
-
-    def worker() -> None:
-        client = Client(server.base_url, token, timeout=WAIT_SECONDS + 20)
-        while go.get():
-            claimed = client.claim_next(wait_seconds=WAIT_SECONDS)
-            at = time.time()
-            todo = claimed["todo"]
-            if todo is not None:  # keep the queue empty for the next ask
-                client.complete(todo_id=todo["id"], attempt_seq=claimed["attempt_seq"])
-            got.put((at, todo and todo["id"]))
-
-    thread = threading.Thread(target=worker, daemon=True)
-    thread.start()
     seen, answer_ms, wrong = [], [], 0
-    try:
+    with ParkedPoll(server.base_url, token, WAIT_SECONDS) as poll:
         for i in range(n):
             todo, _ = transitions.create_todo(agent, title=f"ask {i}")
             seq = transitions.claim(agent, todo.id).attempt_seq
             transitions.release(
                 agent, todo.id, attempt_seq=seq, question="Go ahead?", choices=["yes", "no"]
             )
-            go.put(True)
+            poll.park()
             time.sleep(PARK_S)
             t0 = time.time()
             transitions.answer(human, todo.id, value="yes")
             committed = time.time()
-            at, todo_id = got.get(timeout=WAIT_SECONDS + 30)
+            at, todo_id = poll.answered()
             answer_ms.append(committed - t0)
             if todo_id == todo.id:
                 seen.append(at - committed)
             else:
                 wrong += 1
-    finally:
-        go.put(False)
-        thread.join(timeout=WAIT_SECONDS + 30)
     return {
         "asks": n,
         "wake": latency(seen, 50, 95, 99),

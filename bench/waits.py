@@ -27,7 +27,6 @@ scale"). Four parts, each against a baseline measured in the same run:
 from __future__ import annotations
 
 import os
-import queue
 import subprocess
 import threading
 import time
@@ -36,7 +35,7 @@ from contextlib import contextmanager
 from bench import db, httpbench, seed, workers
 from bench.ledger import latency, median, per_todo
 from bench.table import f, f2, log, table, verdict
-from bench.workers import DrainFailed
+from bench.workers import DrainFailed, ParkedPoll
 
 TARGET = {"wake_p95_ms": 50.0, "release_s": 1.0, "keys_ratio": 0.9}  # issue 44
 PARK_S = 0.15  # the long-poll is parked this long before the completion
@@ -122,32 +121,17 @@ def wake(server, waiter_id: int, token: str, sender_id: int, n: int) -> dict:
     from queues import transitions
     from queues.models import Endpoint
     from queues.transitions import Actor
-    from switchboard.client import Client
 
     waiter = Endpoint.objects.get(pk=waiter_id)
     sender = Actor.agent(Endpoint.objects.get(pk=sender_id))
-    go: queue.Queue = queue.Queue()
-    got: queue.Queue = queue.Queue()
-
-    def worker() -> None:
-        client = Client(server.base_url, token, timeout=WAIT_SECONDS + 20)
-        while go.get():
-            claimed = client.claim_next(wait_seconds=WAIT_SECONDS)
-            at = time.time()
-            todo = claimed["todo"]
-            if todo is not None:  # keep the queue empty for the next round
-                client.complete(todo_id=todo["id"], attempt_seq=claimed["attempt_seq"])
-            got.put((at, todo and todo["id"]))
 
     def done(todo_id: int) -> None:
         seq = transitions.claim(sender, todo_id).attempt_seq
         transitions.complete(sender, todo_id, attempt_seq=seq)
 
-    thread = threading.Thread(target=worker, daemon=True)
-    thread.start()
     seen: dict[str, list[float]] = {"after": [], "create": []}
     commit_ms, wrong = [], 0
-    try:
+    with ParkedPoll(server.base_url, token, WAIT_SECONDS) as poll:
         for i in range(2 * n):
             how = "after" if i % 2 else "create"
             if how == "after":
@@ -158,7 +142,7 @@ def wake(server, waiter_id: int, token: str, sender_id: int, n: int) -> dict:
                 )
                 done(first.id)
                 seq = transitions.claim(sender, last.id).attempt_seq
-            go.put(True)
+            poll.park()
             time.sleep(PARK_S)
             t0 = time.time()
             if how == "after":
@@ -167,16 +151,13 @@ def wake(server, waiter_id: int, token: str, sender_id: int, n: int) -> dict:
             else:
                 expected = transitions.create_todo(sender, endpoint=waiter, title=f"new {i}")[0].id
             committed = time.time()
-            at, todo_id = got.get(timeout=WAIT_SECONDS + 30)
+            at, todo_id = poll.answered()
             if how == "after":
                 commit_ms.append(committed - t0)
             if todo_id == expected:
                 seen[how].append(at - committed)
             else:
                 wrong += 1
-    finally:
-        go.put(False)
-        thread.join(timeout=WAIT_SECONDS + 30)
     return {
         "rounds": n,
         "after": latency(seen["after"], 50, 95, 99),

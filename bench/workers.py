@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import re
+import threading
 import time
 from contextlib import suppress
 from pathlib import Path
@@ -240,3 +241,44 @@ def ledger_worker(conn, index: int) -> None:
         return run
 
     serve(conn, prepare)
+
+
+class ParkedPoll:
+    """An agent's ``claim_next`` long-poll over HTTP, parked when asked (``park()``) on a
+    thread of its own; ``answered()`` is when its answer came (``time.time()``) and the todo
+    it brought (None: none), which it completes at once so the queue is empty for the next
+    round. The ``ask`` and ``waits`` sections time a wake-up with it; a ``with`` block."""
+
+    def __init__(self, base_url: str, token: str, wait_seconds: float) -> None:
+        import queue
+
+        self.base_url, self.token, self.wait_seconds = base_url, token, wait_seconds
+        self.go: queue.Queue = queue.Queue()
+        self.got: queue.Queue = queue.Queue()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def __enter__(self) -> ParkedPoll:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.go.put(False)
+        self.thread.join(timeout=self.wait_seconds + 30)
+
+    def park(self) -> None:
+        self.go.put(True)
+
+    def answered(self) -> tuple[float, int | None]:
+        return self.got.get(timeout=self.wait_seconds + 30)
+
+    def _poll(self) -> None:
+        from switchboard.client import Client
+
+        client = Client(self.base_url, self.token, timeout=self.wait_seconds + 20)
+        while self.go.get():
+            claimed = client.claim_next(wait_seconds=self.wait_seconds)
+            at = time.time()
+            todo = claimed["todo"]
+            if todo is not None:
+                client.complete(todo_id=todo["id"], attempt_seq=claimed["attempt_seq"])
+            self.got.put((at, todo and todo["id"]))
