@@ -157,7 +157,7 @@ def run_forever(interval: float, stop_event: threading.Event) -> None:
 
 class _SweepBell:
     """The sweeper's own LISTEN on ``switchboard_sweep``: a trigger that leaves work past its
-    batch (todos_after_ended, a prerequisite with more than 1,000 dependents) says so there,
+    batch (todos_waits_follow, a prerequisite with more than 1,000 dependents) says so there,
     and the sweeper passes at once instead of at its next interval. Without the connection (the
     database away, a pooler that drops notifications) it waits out the interval as before."""
 

@@ -198,9 +198,9 @@ class Migration(migrations.Migration):
             model_name='todoafter',
             index=models.Index(models.F('after'), condition=models.Q(('ended', '')), name='todo_after_unmarked'),
         ),
-        migrations.RunSQL(schema.function("switchboard_after_ended"), migrations.RunSQL.noop),
-        migrations.RunSQL(schema.function("switchboard_children_counted"), migrations.RunSQL.noop),
-        migrations.RunSQL(schema.function("switchboard_key_claims"), migrations.RunSQL.noop),
+        # Once three triggers (after_ended, children_counted, key_claims); 0037 made them
+        # one, and a database made today gets the one here too.
+        migrations.RunSQL(schema.function("switchboard_waits_follow"), migrations.RunSQL.noop),
         # The Board's statement trigger without nested loops (many rows a statement).
         migrations.RunSQL(schema.function("switchboard_board_todos"), migrations.RunSQL.noop),
     ]

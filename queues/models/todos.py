@@ -133,17 +133,17 @@ class Todo(TodoTotals, models.Model):
     # wait, cleared with it (the trigger todos_wait_ended, queues/schema/functions.sql).
     waiting_for = models.CharField(max_length=16, choices=WaitingFor, blank=True, db_default="")
     # Made ``after`` other todos (queues/models/waits.py, TodoAfter): when it may start, and
-    # how many of them it still waits for (counted down by the trigger todos_after_ended).
+    # how many of them it still waits for (counted down by the trigger todos_waits_follow).
     after_policy = models.CharField(
         max_length=16, choices=AfterPolicy, db_default=AfterPolicy.ALL_DONE
     )
     after_total = models.IntegerField(db_default=0)
     after_left = models.IntegerField(db_default=0)
-    # Some todo was made after this one: its end is counted (the trigger todos_after_ended
+    # Some todo was made after this one: its end is counted (the trigger todos_waits_follow
     # fires only for such a todo, so an ordinary close pays nothing for it).
     has_dependents = models.BooleanField(db_default=False)
     # A child of the todo its holder split (``parent``); a parent counts its children, and
-    # those not ended yet (kept by the trigger todos_children_counted).
+    # those not ended yet (kept by the trigger todos_waits_follow).
     parent = reference("self", index=False, related_name="children")
     children_total = models.IntegerField(db_default=0)
     children_open = models.IntegerField(db_default=0)

@@ -14,7 +14,7 @@ from queues.models.todos import Todo
 class TodoAfter(models.Model):
     """One edge: ``todo`` was made after ``after`` and waits for it (create_todo's ``after``).
     ``ended`` is the state ``after`` ended in ('' until then), written by the trigger
-    todos_after_ended once per edge, which counts the waiting todo's ``after_left`` down: so
+    todos_waits_follow once per edge, which counts the waiting todo's ``after_left`` down: so
     an edge is counted once, whatever happens to its todo later (a rerun)."""
 
     pk = models.CompositePrimaryKey("todo", "after")
@@ -38,7 +38,7 @@ class TodoAfter(models.Model):
 
 class KeyClaims(models.Model):
     """How many todos of one key of one endpoint are claimed now (kept for every key by the
-    trigger todos_key_claims; the endpoint's ``max_claimed_per_key`` caps it)."""
+    trigger todos_waits_follow; the endpoint's ``max_claimed_per_key`` caps it)."""
 
     pk = models.CompositePrimaryKey("endpoint", "key")
     endpoint = models.ForeignKey(

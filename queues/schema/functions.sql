@@ -413,133 +413,111 @@ CREATE OR REPLACE TRIGGER todo_questions_outbox_waiting AFTER INSERT ON todo_que
     FOR EACH ROW
     EXECUTE FUNCTION switchboard_outbox_todo_waiting();
 
--- name: switchboard_after_ended --
--- When a todo that others were made `after` ends (done, dead, canceled): each edge to it is
--- marked with how it ended, once, and each dependent still waiting counts it down; the last
--- one makes it pending (doorbell rung), and, unless it was made with after_policy any_end,
--- one that did not end done makes it a dead letter (reason after_ended). At most 1000 edges
--- here, in the ending's transaction; the sweeper releases the rest in batches of as many
--- (queues/waits.py), woken on `switchboard_sweep`.
-CREATE OR REPLACE FUNCTION switchboard_after_ended()
- RETURNS trigger
- LANGUAGE plpgsql
-AS $function$
-DECLARE
-    v_edges integer;
-BEGIN
-    WITH edges AS (
-        UPDATE todo_after a
-           SET ended = NEW.state
-         WHERE a.after_id = NEW.id
-           AND a.todo_id IN (SELECT x.todo_id FROM todo_after x
-                              WHERE x.after_id = NEW.id AND x.ended = ''
-                              ORDER BY x.todo_id LIMIT 1000)
-        RETURNING a.todo_id
-    ),
-    moved AS (
-        UPDATE todos w
-           SET after_left = w.after_left - 1,
-               state = CASE WHEN w.after_policy = 'all_done' AND NEW.state <> 'done' THEN 'dead'
-                            WHEN w.after_left = 1 THEN 'pending'
-                            ELSE w.state END,
-               dead_letter_reason = CASE WHEN w.after_policy = 'all_done'
-                                              AND NEW.state <> 'done'
-                                         THEN 'after_ended' ELSE w.dead_letter_reason END,
-               ended_at = CASE WHEN w.after_policy = 'all_done' AND NEW.state <> 'done'
-                               THEN statement_timestamp() ELSE w.ended_at END,
-               updated_at = statement_timestamp()
-          FROM edges
-         WHERE w.id = edges.todo_id AND w.state = 'waiting' AND w.waiting_for = 'todos'
-        RETURNING w.endpoint_id, w.state
-    )
-    SELECT (SELECT count(*) FROM edges)
-      INTO v_edges
-      FROM (SELECT count(pg_notify('switchboard_todo_ready', r.endpoint_id::text))
-              FROM (SELECT DISTINCT m.endpoint_id FROM moved m WHERE m.state = 'pending') r) n;
-    IF v_edges >= 1000 THEN
-        PERFORM pg_notify('switchboard_sweep', NEW.id::text);
-    END IF;
-    RETURN NULL;
-END
-$function$;
-
-CREATE OR REPLACE TRIGGER todos_after_ended AFTER UPDATE OF state ON todos
-    FOR EACH ROW WHEN (new.has_dependents AND (new.state::text = ANY (ARRAY['done'::text,
-        'dead'::text, 'canceled'::text])) AND NOT (old.state::text = ANY (ARRAY['done'::text,
-        'dead'::text, 'canceled'::text])))
-    EXECUTE FUNCTION switchboard_after_ended();
-
--- name: switchboard_children_counted --
--- When a child todo ends (or, rerun, starts again): its parent's count of open children
--- follows; the last child to end makes a parent waiting for its children pending (doorbell
--- rung).
-CREATE OR REPLACE FUNCTION switchboard_children_counted()
+-- name: switchboard_waits_follow --
+-- What a todo's change of state does to the todos that wait on it, in its transaction. One
+-- trigger, not one a case: every UPDATE of todos prepares each row trigger's WHEN again, and
+-- the claim and the complete (which have none of these cases) paid for three.
+-- - After: when a todo that others were made `after` ends (done, dead, canceled), each edge
+--   to it is marked with how it ended, once, and each dependent still waiting counts it down;
+--   the last one makes it pending (doorbell rung), and, unless it was made with after_policy
+--   any_end, one that did not end done makes it a dead letter (reason after_ended). At most
+--   1000 edges here; the sweeper releases the rest in batches of as many (queues/waits.py),
+--   woken on `switchboard_sweep`.
+-- - Children: when a child todo ends (or, rerun, starts again), its parent's count of open
+--   children follows; the last child to end makes a parent waiting for its children pending
+--   (doorbell rung).
+-- - Keys: when a todo with a key is claimed, or stops being claimed, the key's count of
+--   claimed todos follows (todo_key_claims, every key). Over the endpoint's
+--   max_claimed_per_key the claim is refused (SQLSTATE SWK01: the claim looks again, or
+--   answers conflict); a todo leaving `claimed` under a limit rings the endpoint's doorbell,
+--   since others of its key may be claimable now.
+CREATE OR REPLACE FUNCTION switchboard_waits_follow()
  RETURNS trigger
  LANGUAGE plpgsql
 AS $function$
 DECLARE
     v_ended boolean := NEW.state IN ('done', 'dead', 'canceled');
+    v_was_ended boolean := OLD.state IN ('done', 'dead', 'canceled');
+    v_edges integer;
     v_endpoint bigint;
-BEGIN
-    UPDATE todos p
-       SET children_open = p.children_open + CASE WHEN v_ended THEN -1 ELSE 1 END,
-           state = CASE WHEN v_ended AND p.children_open = 1 AND p.state = 'waiting'
-                             AND p.waiting_for = 'children' THEN 'pending'
-                        ELSE p.state END,
-           updated_at = statement_timestamp()
-     WHERE p.id = NEW.parent_id
-    RETURNING CASE WHEN p.state = 'pending' AND v_ended AND p.children_open = 0
-                   THEN p.endpoint_id END
-      INTO v_endpoint;
-    IF v_endpoint IS NOT NULL THEN
-        PERFORM pg_notify('switchboard_todo_ready', v_endpoint::text);
-    END IF;
-    RETURN NULL;
-END
-$function$;
-
-CREATE OR REPLACE TRIGGER todos_children_counted AFTER UPDATE OF state ON todos
-    FOR EACH ROW WHEN (new.parent_id IS NOT NULL AND (new.state::text = ANY (ARRAY['done'::text,
-        'dead'::text, 'canceled'::text])) <> (old.state::text = ANY (ARRAY['done'::text,
-        'dead'::text, 'canceled'::text])))
-    EXECUTE FUNCTION switchboard_children_counted();
-
--- name: switchboard_key_claims --
--- When a todo with a key is claimed, or stops being claimed: the key's count of claimed todos
--- follows (todo_key_claims, every key). Over the endpoint's max_claimed_per_key the claim is
--- refused (SQLSTATE SWK01: the claim looks again, or answers conflict); a todo leaving
--- `claimed` under a limit rings the endpoint's doorbell, since others of its key may be
--- claimable now.
-CREATE OR REPLACE FUNCTION switchboard_key_claims()
- RETURNS trigger
- LANGUAGE plpgsql
-AS $function$
-DECLARE
     v_claimed integer;
     v_max integer;
 BEGIN
-    SELECT e.max_claimed_per_key INTO v_max FROM endpoints e WHERE e.id = NEW.endpoint_id;
-    IF NEW.state = 'claimed' THEN
-        INSERT INTO todo_key_claims AS k (endpoint_id, key, claimed)
-        VALUES (NEW.endpoint_id, NEW.key, 1)
-        ON CONFLICT (endpoint_id, key) DO UPDATE SET claimed = k.claimed + 1
-        RETURNING k.claimed INTO v_claimed;
-        IF v_claimed > v_max THEN
-            RAISE EXCEPTION 'this key has its most claimed todos (max_claimed_per_key %)', v_max
-                USING ERRCODE = 'SWK01';
+    IF NEW.has_dependents AND v_ended AND NOT v_was_ended THEN
+        WITH edges AS (
+            UPDATE todo_after a
+               SET ended = NEW.state
+             WHERE a.after_id = NEW.id
+               AND a.todo_id IN (SELECT x.todo_id FROM todo_after x
+                                  WHERE x.after_id = NEW.id AND x.ended = ''
+                                  ORDER BY x.todo_id LIMIT 1000)
+            RETURNING a.todo_id
+        ),
+        moved AS (
+            UPDATE todos w
+               SET after_left = w.after_left - 1,
+                   state = CASE WHEN w.after_policy = 'all_done' AND NEW.state <> 'done'
+                                THEN 'dead'
+                                WHEN w.after_left = 1 THEN 'pending'
+                                ELSE w.state END,
+                   dead_letter_reason = CASE WHEN w.after_policy = 'all_done'
+                                                  AND NEW.state <> 'done'
+                                             THEN 'after_ended' ELSE w.dead_letter_reason END,
+                   ended_at = CASE WHEN w.after_policy = 'all_done' AND NEW.state <> 'done'
+                                   THEN statement_timestamp() ELSE w.ended_at END,
+                   updated_at = statement_timestamp()
+              FROM edges
+             WHERE w.id = edges.todo_id AND w.state = 'waiting' AND w.waiting_for = 'todos'
+            RETURNING w.endpoint_id, w.state
+        )
+        SELECT (SELECT count(*) FROM edges)
+          INTO v_edges
+          FROM (SELECT count(pg_notify('switchboard_todo_ready', r.endpoint_id::text))
+                  FROM (SELECT DISTINCT m.endpoint_id FROM moved m
+                         WHERE m.state = 'pending') r) n;
+        IF v_edges >= 1000 THEN
+            PERFORM pg_notify('switchboard_sweep', NEW.id::text);
         END IF;
-    ELSE
-        UPDATE todo_key_claims k SET claimed = k.claimed - 1
-         WHERE k.endpoint_id = NEW.endpoint_id AND k.key = NEW.key;
-        IF v_max IS NOT NULL THEN
-            PERFORM pg_notify('switchboard_todo_ready', NEW.endpoint_id::text);
+    END IF;
+    IF NEW.parent_id IS NOT NULL AND v_ended <> v_was_ended THEN
+        UPDATE todos p
+           SET children_open = p.children_open + CASE WHEN v_ended THEN -1 ELSE 1 END,
+               state = CASE WHEN v_ended AND p.children_open = 1 AND p.state = 'waiting'
+                                 AND p.waiting_for = 'children' THEN 'pending'
+                            ELSE p.state END,
+               updated_at = statement_timestamp()
+         WHERE p.id = NEW.parent_id
+        RETURNING CASE WHEN p.state = 'pending' AND v_ended AND p.children_open = 0
+                       THEN p.endpoint_id END
+          INTO v_endpoint;
+        IF v_endpoint IS NOT NULL THEN
+            PERFORM pg_notify('switchboard_todo_ready', v_endpoint::text);
+        END IF;
+    END IF;
+    IF NEW.key <> '' AND (OLD.state = 'claimed') <> (NEW.state = 'claimed') THEN
+        SELECT e.max_claimed_per_key INTO v_max FROM endpoints e WHERE e.id = NEW.endpoint_id;
+        IF NEW.state = 'claimed' THEN
+            INSERT INTO todo_key_claims AS k (endpoint_id, key, claimed)
+            VALUES (NEW.endpoint_id, NEW.key, 1)
+            ON CONFLICT (endpoint_id, key) DO UPDATE SET claimed = k.claimed + 1
+            RETURNING k.claimed INTO v_claimed;
+            IF v_claimed > v_max THEN
+                RAISE EXCEPTION 'this key has its most claimed todos (max_claimed_per_key %)',
+                    v_max USING ERRCODE = 'SWK01';
+            END IF;
+        ELSE
+            UPDATE todo_key_claims k SET claimed = k.claimed - 1
+             WHERE k.endpoint_id = NEW.endpoint_id AND k.key = NEW.key;
+            IF v_max IS NOT NULL THEN
+                PERFORM pg_notify('switchboard_todo_ready', NEW.endpoint_id::text);
+            END IF;
         END IF;
     END IF;
     RETURN NULL;
 END
 $function$;
 
-CREATE OR REPLACE TRIGGER todos_key_claims AFTER UPDATE OF state ON todos
-    FOR EACH ROW WHEN (new.key::text <> ''::text
-        AND (old.state::text = 'claimed'::text) <> (new.state::text = 'claimed'::text))
-    EXECUTE FUNCTION switchboard_key_claims();
+CREATE OR REPLACE TRIGGER todos_waits_follow AFTER UPDATE OF state ON todos
+    FOR EACH ROW WHEN ((new.has_dependents OR new.parent_id IS NOT NULL
+        OR new.key::text <> ''::text) AND old.state::text <> new.state::text)
+    EXECUTE FUNCTION switchboard_waits_follow();

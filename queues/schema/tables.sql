@@ -570,7 +570,7 @@ CREATE INDEX schedules_due ON schedules USING btree (next_run_at) WHERE paused_a
 
 -- name: todo_after --
 -- One edge of create_todo's after: todo_id waits for after_id. ended is the state after_id
--- ended in ('' until then), written once per edge by the trigger todos_after_ended, which
+-- ended in ('' until then), written once per edge by the trigger todos_waits_follow, which
 -- counts the waiting todo's after_left down in the same transaction; the sweeper marks what a
 -- trigger's batch left (todo_after_unmarked).
 CREATE TABLE todo_after (
@@ -588,7 +588,7 @@ CREATE INDEX todo_after_unmarked ON todo_after USING btree (after_id) WHERE ende
 
 -- name: todo_key_claims --
 -- How many todos of one key of one endpoint are claimed now, kept by the trigger
--- todos_key_claims in the claiming and ending transactions; the endpoint's max_claimed_per_key
+-- todos_waits_follow in the claiming and ending transactions; the endpoint's max_claimed_per_key
 -- caps it (SQLSTATE SWK01 when a claim would pass it).
 CREATE TABLE todo_key_claims (
     endpoint_id bigint NOT NULL,

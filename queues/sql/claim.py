@@ -221,7 +221,7 @@ def claim_parts(
     a waiting todo may be picked as well (a person claims one instead of answering it; the
     trigger todos_wait_ended withdraws its question). ``keyed``: a todo whose key has
     ``%(max_per_key)s`` claimed (todo_key_claims, as this statement's snapshot shows it) is
-    passed over; the trigger todos_key_claims refuses a claim the snapshot missed."""
+    passed over; the trigger todos_waits_follow refuses a claim the snapshot missed."""
     if takeover:
         arms = {
             "history_arms": _CLAIM_ATTEMPT_ARMS,

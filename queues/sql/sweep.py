@@ -174,7 +174,7 @@ RETURNING o.id
 )
 
 # The sweeper's own LISTEN (queues/sweeper.py, _SweepBell): a trigger that leaves work past its
-# batch (todos_after_ended) says so here, and the sweeper passes at once.
+# batch (todos_waits_follow) says so here, and the sweeper passes at once.
 SWEEP_CHANNEL = "switchboard_sweep"
 LISTEN_SWEEP = Statement(
     "listen_sweep",

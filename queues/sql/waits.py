@@ -5,8 +5,7 @@ sweeper's release of what a trigger left (queues/waits.py).
 Why raw SQL: the locks a wait needs are taken in the statements that read its inputs (the
 prerequisites are locked by the update that marks them ``has_dependents``, so none can end
 unseen between the read and the new todo's commit), on either executor; the counts
-themselves are kept by triggers (queues/schema/functions.sql: ``todos_after_ended``,
-``todos_children_counted``, ``todos_key_claims``), in the transaction of the change that
+themselves are kept by triggers (queues/schema/functions.sql: ``todos_waits_follow``), in the transaction of the change that
 moves them.
 """
 
@@ -198,7 +197,7 @@ UPDATE todos w
  WHERE w.id = edges.todo_id AND w.state = 'waiting' AND w.waiting_for = 'todos'
 RETURNING w.endpoint_id, w.state
 """,
-    why="the trigger todos_after_ended's statement, for one batch the sweeper runs",
+    why="the trigger todos_waits_follow's statement, for one batch the sweeper runs",
 )
 
 # max_claimed: an endpoint's claimed todos now, counted under its row's lock (held to the

@@ -33,7 +33,7 @@ MAX_DEAD_LETTERS_PER_CLAIM = 50
 # The todo row is locked by the first run, so a second run sees a settled todo; more than a
 # few runs would mean a bug, not a race.
 MAX_STALE_SNAPSHOT_RETRIES = 5
-# The SQLSTATE the trigger todos_key_claims refuses a claim with.
+# The SQLSTATE the trigger todos_waits_follow refuses a claim with.
 KEY_REFUSED = "SWK01"
 
 
@@ -204,7 +204,7 @@ def _run_claim(statement, params: dict) -> Plan[list]:
 
 
 def key_refused(exc: BaseException) -> bool:
-    """Did the trigger todos_key_claims refuse this claim (its key at the endpoint's limit)?"""
+    """Did the trigger todos_waits_follow refuse this claim (its key at the endpoint's limit)?"""
     return getattr(exc.__cause__, "sqlstate", None) == KEY_REFUSED or (
         getattr(exc, "sqlstate", None) == KEY_REFUSED
     )
