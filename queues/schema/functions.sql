@@ -242,15 +242,20 @@ CREATE OR REPLACE TRIGGER endpoints_truncated AFTER TRUNCATE ON endpoints
 -- name: switchboard_board_todos --
 -- Once per statement that makes or changes todos: say each changed todo of a watched team
 -- on `switchboard_board` as a BoardNotice (queues/notify/channels.py: `what` is `new`,
--- `ended` when an attempt ended, `changed` otherwise) for the Board's live stream. Without
--- nested loops: a statement that changes many todos (a release of 1,000 dependents, a
--- sweeper's batch, a bulk cancel) joined its old and new rows by id in a nested loop over the
--- transition tables, 618 of a 647 ms batch; hashed, 31 ms (docs/benchmarks.md, "Waits").
+-- `ended` when an attempt ended, `changed` otherwise) for the Board's live stream. A
+-- statement of a few rows (a claim, a complete: the hot path) joins its old and new rows in a
+-- plan made once; one of many (a release of 1,000 dependents, a sweeper's batch, a bulk
+-- cancel) is planned for its count each time and without nested loops: a plan made once for a
+-- few rows joined 1,000 by nested loop over the transition tables, 618 of a 647 ms batch;
+-- hashed, 31 ms (docs/benchmarks.md, "Waits"). A function-wide SET enable_nestloop cost
+-- every claim and complete about 12 us (the setting saved and restored, the hash built for
+-- two rows).
 CREATE OR REPLACE FUNCTION switchboard_board_todos()
  RETURNS trigger
  LANGUAGE plpgsql
- SET enable_nestloop TO 'off'
 AS $function$
+DECLARE
+    v_nestloop text;
 BEGIN
     IF TG_OP = 'INSERT' THEN
         PERFORM pg_notify('switchboard_board',
@@ -260,7 +265,7 @@ BEGIN
            JOIN endpoints e ON e.id = n.endpoint_id
           WHERE EXISTS (SELECT 1 FROM board_watches w
                          WHERE w.team_id = e.team_id AND w.expires_at > statement_timestamp());
-    ELSE
+    ELSIF (SELECT count(*) FROM (SELECT 1 FROM board_new LIMIT 9) few) <= 8 THEN
         PERFORM pg_notify('switchboard_board',
                           json_build_object('team', e.team_id,
                                             'what', CASE WHEN o.state = 'claimed'
@@ -275,6 +280,26 @@ BEGIN
           WHERE o IS DISTINCT FROM n
             AND EXISTS (SELECT 1 FROM board_watches w
                          WHERE w.team_id = e.team_id AND w.expires_at > statement_timestamp());
+    ELSE
+        v_nestloop := current_setting('enable_nestloop');
+        PERFORM set_config('enable_nestloop', 'off', true);
+        EXECUTE $many$
+        SELECT count(pg_notify('switchboard_board',
+                               json_build_object('team', e.team_id,
+                                                 'what', CASE WHEN o.state = 'claimed'
+                                                                   AND (n.state <> 'claimed'
+                                                                        OR n.last_attempt_seq
+                                                                           <> o.last_attempt_seq)
+                                                              THEN 'ended' ELSE 'changed' END,
+                                                 'endpoint', n.endpoint_id, 'todo', n.id)::text))
+          FROM board_new n
+          JOIN board_old o ON o.id = n.id
+          JOIN endpoints e ON e.id = n.endpoint_id
+         WHERE o IS DISTINCT FROM n
+           AND EXISTS (SELECT 1 FROM board_watches w
+                        WHERE w.team_id = e.team_id AND w.expires_at > statement_timestamp())
+        $many$;
+        PERFORM set_config('enable_nestloop', v_nestloop, true);
     END IF;
     RETURN NULL;
 END

@@ -90,6 +90,35 @@ def test_each_todo_of_a_watched_team_is_said_once_with_its_flag(heard, endpoint,
     assert heard() == []
 
 
+def test_a_statement_of_many_rows_says_each_once_and_leaves_nested_loops_as_they_were(
+    heard, endpoint, agent, make_todo
+):
+    """Past eight rows the trigger plans the statement for its count without nested loops
+    (a release of many dependents): the same notices as a few rows get, and the setting the
+    session had is the one it has after."""
+    todos = [make_todo(f"many {i}") for i in range(12)]
+    claim = transitions.claim_next(agent)
+    _watch(endpoint.team_id)
+    assert heard() == []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE todos SET priority = 7, state = CASE WHEN id = %s THEN 'pending'"
+            " ELSE state END WHERE endpoint_id = %s",
+            [claim.todo.id, endpoint.pk],
+        )
+        assert cursor.rowcount == 12
+        cursor.execute("SHOW enable_nestloop")
+        assert cursor.fetchone()[0] == "on"
+    said = heard()
+    assert sorted(said) == sorted(
+        f"{endpoint.team_id}:{endpoint.pk}:{t.id}:{'ended' if t.id == claim.todo.id else 'changed'}"
+        for t in todos
+    )
+    with connection.cursor() as cursor:  # many rows, none changed: nothing said
+        cursor.execute("UPDATE todos SET priority = 7 WHERE endpoint_id = %s", [endpoint.pk])
+    assert heard() == []
+
+
 def test_a_team_nobody_watches_hears_nothing_of_a_watched_ones(
     heard, endpoint, make_endpoint, make_todo
 ):
