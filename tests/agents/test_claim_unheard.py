@@ -11,8 +11,10 @@ import socket
 import time
 from urllib.parse import urlsplit
 
+import psycopg
 import pytest
 
+from queues.db.availability import connection_params
 from queues.models import Todo, TodoAttempt, TodoState
 from tests.agents.test_then import _call, _claimed
 
@@ -21,8 +23,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 GONE = "the client that claimed this went away"
 
 
-def _send_and_leave(base: str, path: str, token: str, body: dict, headers: str = "") -> None:
-    """The request, whole, on a connection closed as soon as it is sent (nothing is read)."""
+def _send_and_leave(
+    base: str, path: str, token: str, body: dict, endpoint, headers: str = ""
+) -> None:
+    """The request, whole, on a connection closed as soon as it is sent (nothing is read).
+
+    The endpoint's row is held FOR UPDATE until the connection is closed and a moment more:
+    the call's commit (its foreign-key check takes KEY SHARE on that row) waits for it, so
+    the server looks at the connection after the client has surely left. Without it a busy
+    machine could run the whole call, and the look, before this thread got back to closing
+    the socket: an answer to a client still there, rightly kept (a make test run saw it)."""
     parts = urlsplit(base)
     payload = json.dumps(body).encode()
     head = (
@@ -30,8 +40,11 @@ def _send_and_leave(base: str, path: str, token: str, body: dict, headers: str =
         f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n{headers}"
         f"Content-Length: {len(payload)}\r\n\r\n"
     ).encode()
-    with socket.create_connection((parts.hostname, parts.port)) as sock:
-        sock.sendall(head + payload)
+    with psycopg.connect(**connection_params()) as holder:
+        holder.execute("SELECT FROM endpoints WHERE id = %s FOR UPDATE", [endpoint.pk])
+        with socket.create_connection((parts.hostname, parts.port)) as sock:
+            sock.sendall(head + payload)
+        time.sleep(0.2)  # the server's loop reads the end of the connection meanwhile
 
 
 def _given_back(endpoint) -> TodoAttempt:
@@ -63,6 +76,7 @@ def test_a_close_whose_client_left_gives_back_what_its_then_claimed(live_server,
         f"/api/v1/{verb}",
         token,
         {"todo_id": first["todo"]["id"], "attempt_seq": first["attempt_seq"], "then": then},
+        endpoint,
     )
     _given_back(endpoint)
     # The close stands (a release's then may claim the released todo again: given back too).
@@ -74,7 +88,7 @@ def test_a_claim_whose_client_left_is_given_back(live_server, vend, verb):
     endpoint, token = vend(f"leave-{verb}", verbs="all")
     todo_id = _second(live_server.url, token)
     body = {"todo_id": todo_id} if verb == "claim" else {}
-    _send_and_leave(live_server.url, f"/api/v1/{verb}", token, body)
+    _send_and_leave(live_server.url, f"/api/v1/{verb}", token, body, endpoint)
     assert _given_back(endpoint).todo_id == todo_id
 
 
@@ -93,6 +107,7 @@ def test_an_mcp_complete_whose_client_left_gives_back_what_its_then_claimed(live
             "method": "tools/call",
             "params": {"name": "complete", "arguments": arguments},
         },
+        endpoint,
         headers="Accept: application/json, text/event-stream\r\n"
         "MCP-Protocol-Version: 2025-06-18\r\n",
     )
