@@ -206,10 +206,12 @@ def close_then_claim_next(
     close and the claim are one statement and one commit (CLOSE_THEN_CLAIM_NEXT). Nothing
     claimable: ``WAIT`` when ``wait`` (the caller long-polls claim_next), else ``NOTHING``.
     The claim's arguments are checked before anything is written."""
-    claim_params(actor, claim.lease_seconds, claim.require_fence, claim.claimant, None)
+    claiming = claim_params(
+        actor, claim.lease_seconds, claim.require_fence, claim.claimant, claim.mcp_session_id
+    )
     if close.kind is CloseKind.COMPLETE and _one_statement(actor, lease_token):
         both = yield from _complete_and_claim(
-            actor, close, todo_id, attempt_seq=attempt_seq, claim=claim
+            actor, close, todo_id, attempt_seq=attempt_seq, claiming=claiming
         )
         if both is not None:
             closed, claimed, settled = both
@@ -261,19 +263,24 @@ def _claim_after(actor: Actor, closed: Closed, claim: ClaimArgs, wait: bool) -> 
 
 
 def _complete_and_claim(
-    actor: Actor, close: Close, todo_id: int, *, attempt_seq: int | None, claim: ClaimArgs
+    actor: Actor,
+    close: Close,
+    todo_id: int,
+    *,
+    attempt_seq: int | None,
+    claiming: tuple[dict, str | None],
 ) -> Plan[tuple[Closed, Claim | None, bool] | None]:
     """The complete and claim_next's fast claim as one statement (queues/sql/close.py,
     CLOSE_THEN_CLAIM_NEXT): (closed, the claim or None, whether that is settled: False when
     the pick needs claim_next's takeover arms, which this statement has not). None, with
     nothing written, when the statement is not the call's (not the holder's fast path: a
     replay, a conflict, the locked path decides) or it failed (one transaction: nothing of
-    it stands, and the close alone, run next, stands whatever the claim would have met)."""
+    it stands, and the close alone, run next, stands whatever the claim would have met).
+    ``claiming``: the claim's statement parameters and lease token (claim_params), made once
+    by the caller when it checked the claim's arguments."""
     assert actor.endpoint is not None
     check_active(actor.endpoint)
-    params, token = claim_params(
-        actor, claim.lease_seconds, claim.require_fence, claim.claimant, claim.mcp_session_id
-    )
+    params, token = claiming
     todo_id, attempt_seq, ids = _close_params(actor, close, todo_id, attempt_seq, None)
     try:
         rows = yield Fetch(
