@@ -30,7 +30,9 @@ text reads. Three rules keep that safe (docs/ledger.md, "The schema in one place
 - nothing runs it early: from the first migration that loads from here on, the ledger's
   migrations write no rows (a backfill is a command run after ``migrate``);
 - what an older load names stays: a function that a migration loads keeps its name and its
-  arguments and is not dropped (other arguments make a new function, under a new name).
+  arguments and is not dropped (other arguments make a new function, under a new name); the
+  one exception, a trigger function replaced by another in every migration that loaded it,
+  with a later one dropping it where it exists (0036 and 0037), is in docs/ledger.md.
 """
 
 from __future__ import annotations
