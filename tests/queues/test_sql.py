@@ -39,6 +39,11 @@ def test_hot_statements_plan_index_scans_once_analyzed(agent, make_todo):
         transitions.complete(agent, todo.id)
     make_todo("waiting")
     with connection.cursor() as cursor:
+        # Held until the test's transaction ends, so autovacuum cannot analyze these tables
+        # meanwhile: its ANALYZE does not see this transaction's rows and writes the tables'
+        # sizes in place, not transactionally (a run beside a CPU hog planned TEAM_LAST_HOUR
+        # on an empty-looking todo_attempts and chose a Seq Scan).
+        cursor.execute("LOCK TABLE todos, todo_attempts IN SHARE UPDATE EXCLUSIVE MODE")
         cursor.execute("ANALYZE todos")
         cursor.execute("ANALYZE todo_attempts")
 
