@@ -13,6 +13,7 @@ from queues import transitions
 from queues.models import TodoAttempt
 from queues.transitions import Actor
 from tests.board.history import done_with_history
+from tests.queues.helpers import analyze
 
 
 def _text(html: str) -> str:
@@ -188,8 +189,7 @@ def test_the_feed_walks_its_indexes_newest_first(team, endpoint, user):
         # Every table the reads join, so the planner sees this test's rows only (a table's
         # row count outlives a rolled-back test, and autovacuum analyzes what other tests
         # committed).
-        for table in ("todos", "todo_attempts", "todo_events", "endpoints", "teams", "auth_user"):
-            cursor.execute(f"ANALYZE {table}")
+        analyze(cursor, "todos", "todo_attempts", "todo_events", "endpoints", "teams", "auth_user")
     params = {
         "team_ids": [team.pk],
         "before": None,

@@ -17,7 +17,7 @@ from queues.endpoint_health import endpoint_health
 from queues.models import Endpoint, Membership, TodoEvent
 from queues.transitions import Actor
 from tests.board.conftest import sign_in
-from tests.queues.helpers import lapse_lease
+from tests.queues.helpers import analyze, lapse_lease
 
 
 @pytest.fixture
@@ -181,8 +181,7 @@ def test_the_health_statements_read_through_their_indexes(team, endpoint):
             """,
             {"eps": [endpoint.pk, *others]},
         )
-        cursor.execute("ANALYZE todos")
-        cursor.execute("ANALYZE todo_attempts")
+        analyze(cursor, "todos", "todo_attempts")
 
     endings = _explain(sql.ENDPOINT_ENDINGS, endpoint.pk)
     assert "todo_attempts_endpoint_ended" in endings, endings

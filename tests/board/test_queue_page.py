@@ -10,7 +10,7 @@ from queues import transitions
 from queues.selectors import BOARD_PAGE
 from queues.transitions import Actor
 from tests.board.history import done_with_history, mixed_history
-from tests.queues.helpers import lapse_lease
+from tests.queues.helpers import analyze, lapse_lease
 
 REFRESH = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "queue"}
 
@@ -265,8 +265,7 @@ def test_a_small_teams_queue_never_walks_a_big_teams_todos(signed_in, make_user,
         )
         for n in range(12):
             transitions.create_todo(Actor.agent(endpoint), title=f"small chore {n}")
-        for table in ("todos", "endpoints", "teams"):
-            cursor.execute(f"ANALYZE {table}")
+        analyze(cursor, "todos", "endpoints", "teams")
     mine = [endpoint.team_id]
     small = _board_todos(mine, [endpoint.pk]).order_by("-pk")[:BOARD_PAGE].explain()
     assert "todos_endpoint_list" in small, small

@@ -17,6 +17,7 @@ from queues.selectors.queue import QueueFilters, _board_todos, _filter_q
 from queues.selectors.search import search_tsquery
 from queues.transitions import Actor
 from tests.board.pages import slow_queue_reads
+from tests.queues.helpers import analyze
 
 pytestmark = pytest.mark.django_db
 
@@ -118,8 +119,7 @@ def _many_analyzed_todos(endpoint) -> None:
         # Every table the reads join, so the planner sees this test's rows only (a table's
         # row count outlives a rolled-back test, and autovacuum analyzes what other tests
         # committed).
-        for table in ("todos", "todo_attempts", "endpoints", "teams"):
-            cursor.execute(f"ANALYZE {table}")
+        analyze(cursor, "todos", "todo_attempts", "endpoints", "teams")
         # What autovacuum does in production: the GIN index's pending list merged in (a test's
         # transaction never lets it run), so the planner costs the index as it will be.
         cursor.execute(

@@ -62,6 +62,18 @@ def row_trigger(name: str, body: str, *, before: str = "UPDATE", table: str = "t
     return create, drop
 
 
+def analyze(cursor, *tables: str) -> None:
+    """ANALYZE ``tables`` for a plan the test reads next. Inside the test's transaction (a
+    test that is rolled back), autovacuum is kept off them until it ends (SHARE UPDATE
+    EXCLUSIVE): its ANALYZE does not see the transaction's rows and writes a table's size in
+    place, not transactionally, so a run beside a CPU hog once planned over an
+    empty-looking todo_attempts (tests/queues/test_sql.py)."""
+    if connection.in_atomic_block:
+        cursor.execute(f"LOCK TABLE {', '.join(tables)} IN SHARE UPDATE EXCLUSIVE MODE")
+    for table in tables:
+        cursor.execute(f"ANALYZE {table}")
+
+
 def tables_as_json(*tables: str) -> tuple:
     """Every row of each of ``tables`` as JSON, in id order, in one statement: a snapshot to
     compare before and after, to assert that nothing was written."""

@@ -16,6 +16,7 @@ import pytest
 from django.db import connection
 
 from queues import sql
+from tests.queues.helpers import analyze
 
 HISTORY = 200_000
 
@@ -98,8 +99,7 @@ def test_hot_plans_over_200k_attempts_scan_indexes_only(endpoint):
         cursor.execute("SET session_replication_role = replica")
         cursor.execute(SEED, {"ep": endpoint.pk, "n": HISTORY})
         cursor.execute("RESET session_replication_role")
-        cursor.execute("ANALYZE todos")
-        cursor.execute("ANALYZE todo_attempts")
+        analyze(cursor, "todos", "todo_attempts")
         cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'todo_attempts'")
         assert cursor.fetchone()[0] >= HISTORY
     plans = {statement.name: _generic_plan(statement) for statement in HOT}

@@ -12,6 +12,7 @@ from django.db import connection
 
 from queues import sql, sweeper, transitions
 from queues.sql import fragments
+from tests.queues.helpers import analyze
 
 
 def _generic_plan(statement) -> str:
@@ -39,13 +40,9 @@ def test_hot_statements_plan_index_scans_once_analyzed(agent, make_todo):
         transitions.complete(agent, todo.id)
     make_todo("waiting")
     with connection.cursor() as cursor:
-        # Held until the test's transaction ends, so autovacuum cannot analyze these tables
-        # meanwhile: its ANALYZE does not see this transaction's rows and writes the tables'
-        # sizes in place, not transactionally (a run beside a CPU hog planned TEAM_LAST_HOUR
-        # on an empty-looking todo_attempts and chose a Seq Scan).
-        cursor.execute("LOCK TABLE todos, todo_attempts IN SHARE UPDATE EXCLUSIVE MODE")
-        cursor.execute("ANALYZE todos")
-        cursor.execute("ANALYZE todo_attempts")
+        # With autovacuum kept off them: a run beside a CPU hog planned TEAM_LAST_HOUR
+        # over an empty-looking todo_attempts and chose a Seq Scan (helpers.analyze).
+        analyze(cursor, "todos", "todo_attempts")
 
     claim = _generic_plan(sql.CLAIM_NEXT)
     assert "todos_claimable" in claim and "Insert on todo_attempts" in claim
@@ -99,8 +96,7 @@ def test_a_todo_found_by_its_id_is_read_by_its_id_whatever_the_statistics_say(ag
             " statement_timestamp() FROM generate_series(1, 20000) g",
             [agent.endpoint.pk],
         )
-        cursor.execute("ANALYZE todos")
-        cursor.execute("ANALYZE todo_attempts")
+        analyze(cursor, "todos", "todo_attempts")
     for _ in range(20):
         transitions.claim_next(agent)
     statements = {statement.name: statement for statement in sql.statements()}
