@@ -69,6 +69,11 @@ class Proc:
         except ProcessLookupError:
             pass
 
+    def kill(self) -> None:
+        """SIGKILL the group, and see the leader die of it."""
+        self.kill_group()
+        assert self.popen.wait(timeout=10) == -9
+
     def stop(self, grace: float = 10) -> int:
         """SIGTERM the leader (gunicorn and the sweeper stop gracefully on it), then
         SIGKILL whatever is left of the group."""
@@ -183,6 +188,46 @@ def wait_until(
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {seconds}s waiting for {what}\n{logs()}")
         time.sleep(every)
+
+
+def blocked_by(observer, holder) -> int | None:
+    """The backend waiting for a lock ``holder`` (a connection) holds, if one is."""
+    row = observer.execute(
+        "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
+        [holder.info.backend_pid],
+    ).fetchone()
+    return row[0] if row else None
+
+
+def kill_blocked(proc: Proc, holder, observer, *, what: str, logs: Callable[[], str]) -> None:
+    """Wait (45 s at the most) until ``proc`` waits on a lock ``holder`` holds, SIGKILL it
+    there, release the lock, and wait until its database session is gone (PostgreSQL rolls
+    back what it had begun: the orphaned statement runs on, then finds its client gone)."""
+    backend = wait_until(
+        lambda: blocked_by(observer, holder), seconds=45, what=what, logs=logs, watch=[proc]
+    )
+    proc.kill()
+    holder.rollback()
+    wait_until(
+        lambda: (
+            not observer.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE pid = %s", [backend]
+            ).fetchone()
+        ),
+        seconds=15,
+        what=f"the killed {proc.name}'s session (backend {backend}) to end",
+        logs=logs,
+    )
+
+
+def ignore_transport(call: Callable[[], Any]) -> None:
+    """A request that dies with the server: whatever the client says then is not the point."""
+    from switchboard.client import SwitchboardError
+
+    try:
+        call()
+    except (SwitchboardError, OSError):
+        pass
 
 
 def free_port() -> int:

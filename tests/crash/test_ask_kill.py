@@ -19,6 +19,7 @@ from queues.errors import Conflict
 from queues.models import EventKind, Todo, TodoAttempt, TodoEvent, TodoQuestion
 from queues.transitions import Actor
 from switchboard.client import Client, SwitchboardError
+from tests.crash.harness import ignore_transport
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -33,11 +34,6 @@ ASKS = {
     "refund 840 EUR": ({"answer_schema": FORM}, {"approve": True, "amount": 840}),
     "which customer": ({"answer_within_seconds": 3600}, "the second one"),
 }
-
-
-def kill(server) -> None:
-    server.kill_group()
-    assert server.popen.wait(timeout=10) == -9
 
 
 def test_a_server_killed_between_ask_and_answer_loses_nothing_and_answers_once(
@@ -62,7 +58,7 @@ def test_a_server_killed_between_ask_and_answer_loses_nothing_and_answers_once(
             **ASKS[title][0],
         )
         assert (asked["outcome"], asked["todo"]["state"]) == ("asked", "waiting")
-    kill(server)
+    server.kill()
 
     # Nothing lost: each todo waits with its question open, its attempt closed asked, no try
     # spent.
@@ -109,12 +105,12 @@ def test_a_server_killed_between_ask_and_answer_loses_nothing_and_answers_once(
     refund = ids["refund 840 EUR"]
     value = ASKS["refund 840 EUR"][1]
     in_flight = threading.Thread(
-        target=lambda: _ignore_transport(lambda: sender.answer(todo_id=refund, value=value)),
+        target=lambda: ignore_transport(lambda: sender.answer(todo_id=refund, value=value)),
         daemon=True,
     )
     in_flight.start()
     time.sleep(random.choice([0, 0.005, 0.02, 0.1]))
-    kill(server)
+    server.kill()
     in_flight.join(timeout=10)
     committed = TodoQuestion.objects.get(todo_id=refund).ending == "answered"
     server, base = procs.serve(crash_env)
@@ -152,11 +148,3 @@ def test_a_server_killed_between_ask_and_answer_loses_nothing_and_answers_once(
         assert TodoEvent.objects.filter(todo_id=todo_id, kind=EventKind.ANSWER).count() == 1
         assert Todo.objects.get(pk=todo_id).state == "claimed"
     assert server.alive()
-
-
-def _ignore_transport(call) -> None:
-    """The request dies with the server: whatever the client says then is not the point."""
-    try:
-        call()
-    except (SwitchboardError, OSError):
-        pass

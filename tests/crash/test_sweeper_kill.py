@@ -20,7 +20,7 @@ from django.db import connection
 from queues import outbox, teams, transitions
 from queues.models import Delivery, Todo, TodoAttempt
 from queues.transitions import Actor
-from tests.crash.harness import SWITCHBOARD, wait_until
+from tests.crash.harness import SWITCHBOARD, kill_blocked, wait_until
 from tests.queues.helpers import lapse_lease
 from tests.queues.receivers import QuietHandler, serve_posts
 
@@ -122,47 +122,10 @@ def _seed(endpoint, agent) -> dict[str, set[int]]:
 # Observing and stopping a sweeper in the middle of a pass
 
 
-def _blocked_by(observer, holder) -> int | None:
-    """The backend waiting for a lock ``holder`` holds, if one is."""
-    row = observer.execute(
-        "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
-        [holder.info.backend_pid],
-    ).fetchone()
-    return row[0] if row else None
-
-
 def _wait_on(sweeper, condition, what: str, procs):
     """Wait (45 s at the most) until ``condition()`` is truthy while ``sweeper`` runs; return
     what it returned."""
     return wait_until(condition, seconds=45, what=what, logs=procs.logs, watch=[sweeper])
-
-
-def _kill(sweeper) -> None:
-    sweeper.kill_group()
-    assert sweeper.popen.wait(timeout=10) == -9
-
-
-def _kill_blocked_sweeper(sweeper, holder, observer, procs) -> None:
-    """Wait until the sweeper waits on ``holder``'s lock, SIGKILL it there, release the lock,
-    and wait until its database session is gone (it rolls back its open batch)."""
-    backend = _wait_on(
-        sweeper,
-        lambda: _blocked_by(observer, holder),
-        "the sweeper to block on the held row lock",
-        procs,
-    )
-    _kill(sweeper)
-    holder.rollback()  # the orphaned statement runs on, then finds its client gone
-    wait_until(
-        lambda: (
-            not observer.execute(
-                "SELECT 1 FROM pg_stat_activity WHERE pid = %s", [backend]
-            ).fetchone()
-        ),
-        seconds=15,
-        what=f"the killed sweeper's session (backend {backend}) to end",
-        logs=procs.logs,
-    )
 
 
 def _count(sql: str, params=None) -> int:
@@ -203,7 +166,9 @@ def test_a_sweeper_killed_mid_reap_and_mid_retention_leaves_the_next_pass_to_fin
     )
     holder.execute("SELECT 1 FROM todo_attempts WHERE todo_id = %s FOR UPDATE", [blocker])
     first = procs.switchboard("sweep-1", "sweep", env=env)
-    _kill_blocked_sweeper(first, holder, observer, procs)
+    kill_blocked(
+        first, holder, observer, what="the sweeper to block on the held row lock", logs=procs.logs
+    )
 
     reaped_before_kill = _reaped()
     assert 0 < reaped_before_kill < LAPSED, procs.logs()
@@ -218,7 +183,9 @@ def test_a_sweeper_killed_mid_reap_and_mid_retention_leaves_the_next_pass_to_fin
     [victim] = sorted(seeded["old"])[OLD_TERMINAL // 2 : OLD_TERMINAL // 2 + 1]
     holder.execute("SELECT 1 FROM todo_attempts WHERE todo_id = %s FOR UPDATE", [victim])
     second = procs.switchboard("sweep-2", "sweep", env=env)
-    _kill_blocked_sweeper(second, holder, observer, procs)
+    kill_blocked(
+        second, holder, observer, what="the sweeper to block on the held row lock", logs=procs.logs
+    )
 
     assert _lapsed_left() == 0  # the reap finished before retention began
     assert _reaped() == LAPSED
@@ -360,7 +327,7 @@ def test_a_sweeper_killed_between_passes_or_mid_delivery_never_resends_a_recorde
     _wait_on(
         first, lambda: "sweep pass " in first.output(), "the first sweeper's pass to finish", procs
     )
-    _kill(first)
+    first.kill()
     assert Todo.objects.filter(pk__in=first_batch, state="dead").count() == 20
     delivered_first = {str(d.pk) for d in _deliveries(first_batch) if d.delivered_at}
     assert len(delivered_first) == 20
@@ -377,7 +344,7 @@ def test_a_sweeper_killed_between_passes_or_mid_delivery_never_resends_a_recorde
     _wait_on(
         second, lambda: sink.held == 10, "the second batch of deliveries to be in flight", procs
     )
-    _kill(second)
+    second.kill()
     sink.release()  # their answers now go to a dead sender
 
     deliveries = _deliveries(second_batch)
@@ -439,7 +406,7 @@ def test_a_delivery_answered_2xx_is_not_sent_again_when_another_in_its_batch_was
     deadline = time.monotonic() + 3
     while not answered_recorded() and time.monotonic() < deadline:
         time.sleep(0.05)
-    _kill(sweeper)
+    sweeper.kill()
     sink.release()
 
     Delivery.objects.filter(todo_id__in=dead, delivered_at__isnull=True).update(

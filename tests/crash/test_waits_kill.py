@@ -27,17 +27,12 @@ from queues import transitions
 from queues.models import Todo
 from queues.transitions import Actor
 from queues.transitions.waits import RELEASE_BATCH
-from switchboard.client import Client, SwitchboardError
-from tests.crash.harness import wait_until
+from switchboard.client import Client
+from tests.crash.harness import ignore_transport, kill_blocked, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 DEPENDENTS = 1500
-
-
-def _kill(proc) -> None:
-    proc.kill_group()
-    assert proc.popen.wait(timeout=10) == -9
 
 
 def _rows(sql: str, params=None) -> list[tuple]:
@@ -94,30 +89,18 @@ def test_a_prerequisite_with_more_dependents_than_a_batch_releases_each_once_acr
     assert claimed["todo"]["id"] == prerequisite.id  # the dependents wait: not claimable
     done = worker.complete(todo_id=prerequisite.id, attempt_seq=claimed["attempt_seq"])
     assert done["todo"]["state"] == "done"
-    _kill(server)  # right after the commit
+    server.kill()  # right after the commit
 
     # The trigger's batch was released in the complete's transaction, the lowest ids first.
     assert _states(dependents) == {"pending": RELEASE_BATCH, "waiting": DEPENDENTS - 1000}
     assert _states(dependents[:RELEASE_BATCH]) == {"pending": RELEASE_BATCH}
 
     # The sweeper takes the rest and blocks on the held row; it is killed there.
-    backend = wait_until(
-        lambda: _blocked_by(observer, holder),
-        seconds=45,
+    kill_blocked(
+        sweeper,
+        holder,
+        observer,
         what="the sweeper to block on the held dependent",
-        logs=procs.logs,
-        watch=[sweeper],
-    )
-    _kill(sweeper)
-    holder.rollback()
-    wait_until(
-        lambda: (
-            not observer.execute(
-                "SELECT 1 FROM pg_stat_activity WHERE pid = %s", [backend]
-            ).fetchone()
-        ),
-        seconds=15,
-        what=f"the killed sweeper's session (backend {backend}) to end",
         logs=procs.logs,
     )
     # Its batch rolled back: the 500 still wait, their edges unmarked.
@@ -151,15 +134,6 @@ def test_a_prerequisite_with_more_dependents_than_a_batch_releases_each_once_acr
     assert Todo.objects.get(pk=dependents[-1]).state == "pending"
 
 
-def _blocked_by(observer, holder) -> int | None:
-    """The backend waiting for a lock ``holder`` holds, if one is."""
-    row = observer.execute(
-        "SELECT pid FROM pg_stat_activity WHERE %s = ANY(pg_blocking_pids(pid))",
-        [holder.info.backend_pid],
-    ).fetchone()
-    return row[0] if row else None
-
-
 def test_a_server_killed_as_the_last_child_ends_leaves_the_parent_pending_once(
     vend, procs, crash_env
 ):
@@ -190,12 +164,12 @@ def test_a_server_killed_as_the_last_child_ends_leaves_the_parent_pending_once(
     assert last["todo"]["id"] == children[2]
     ids = {"todo_id": children[2], "attempt_seq": last["attempt_seq"]}
     in_flight = threading.Thread(
-        target=lambda: _ignore_transport(lambda: planner.complete(**ids, result={"piece": 3})),
+        target=lambda: ignore_transport(lambda: planner.complete(**ids, result={"piece": 3})),
         daemon=True,
     )
     in_flight.start()
     time.sleep(random.choice([0, 0.005, 0.02, 0.1]))
-    _kill(server)
+    server.kill()
     in_flight.join(timeout=10)
     parent = Todo.objects.get(pk=parent_id)
     committed = Todo.objects.get(pk=children[2]).state == "done"
@@ -205,7 +179,7 @@ def test_a_server_killed_as_the_last_child_ends_leaves_the_parent_pending_once(
     planner = Client(base, token)
     again = planner.complete(**ids, result={"piece": 3})
     assert again["replayed"] == committed
-    _kill(server)  # right after the last child's commit, before anyone claims the parent
+    server.kill()  # right after the last child's commit, before anyone claims the parent
 
     parent = Todo.objects.get(pk=parent_id)
     assert (parent.state, parent.waiting_for, parent.children_open) == ("pending", "", 0)
@@ -230,11 +204,3 @@ def test_a_server_killed_as_the_last_child_ends_leaves_the_parent_pending_once(
     ]
     assert planner.claim_next()["todo"] is None  # pending once: nothing else to claim
     assert server.alive()
-
-
-def _ignore_transport(call) -> None:
-    """The request dies with the server: whatever the client says then is not the point."""
-    try:
-        call()
-    except (SwitchboardError, OSError):
-        pass
