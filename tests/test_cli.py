@@ -23,7 +23,7 @@ from queues import endpoints, schedules, transitions
 from queues.models import Endpoint, Membership, Schedule, Team, Todo, TodoAttempt, TodoEvent
 from queues.schedules import OPERATOR
 from queues.transitions import Actor
-from tests.queues.helpers import lapse_lease
+from tests.queues.helpers import lapse_lease, schedule_audit
 from tests.shell import SWITCHBOARD, shell_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -255,12 +255,12 @@ def test_schedule_list_pause_resume_and_remove(switchboard, endpoint):
     assert (gone.returncode, gone.stdout) == (1, "")
     assert "No such schedule." in gone.stderr
     assert not Schedule.objects.exists()
-    kinds = list(
-        TodoEvent.objects.filter(kind__startswith="schedule_")
-        .order_by("id")
-        .values_list("kind", flat=True)
-    )
-    assert kinds == ["schedule_add", "schedule_pause", "schedule_resume", "schedule_remove"]
+    assert schedule_audit() == [
+        "schedule_add",
+        "schedule_pause",
+        "schedule_resume",
+        "schedule_remove",
+    ]
 
 
 def test_schedule_list_of_an_unknown_team_says_so(switchboard, db):

@@ -74,6 +74,15 @@ def analyze(cursor, *tables: str) -> None:
         cursor.execute(f"ANALYZE {table}")
 
 
+def schedule_audit() -> list[str]:
+    """The kinds of the schedules' audit rows, oldest first."""
+    return list(
+        TodoEvent.objects.filter(kind__startswith="schedule_")
+        .order_by("id")
+        .values_list("kind", flat=True)
+    )
+
+
 def tables_as_json(*tables: str) -> tuple:
     """Every row of each of ``tables`` as JSON, in id order, in one statement: a snapshot to
     compare before and after, to assert that nothing was written."""

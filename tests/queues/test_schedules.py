@@ -21,7 +21,7 @@ from queues.errors import Conflict, Invalid, NotFound
 from queues.models import EventKind, Membership, Schedule, Todo, TodoEvent
 from queues.schedules import OPERATOR
 from queues.transitions import Actor
-from tests.queues.helpers import run_together, wait_for
+from tests.queues.helpers import run_together, schedule_audit, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -41,6 +41,17 @@ def nightly():
         return schedules.add(endpoint, by=by, **(values | fields))
 
     return add
+
+
+def _every_minute_catching_up(endpoint) -> Schedule:
+    return schedules.add(
+        endpoint,
+        by=OPERATOR,
+        name="poll",
+        interval_seconds=60,
+        title_template="Poll",
+        catch_up="latest",
+    )
 
 
 def make_due(schedule: Schedule, ago: timedelta) -> datetime:
@@ -273,12 +284,12 @@ def test_pause_resume_and_remove_are_each_audited_once(endpoint, nightly, user, 
     schedules.remove(schedule.pk, by=user)
 
     assert not Schedule.objects.exists()
-    kinds = list(
-        TodoEvent.objects.filter(kind__startswith="schedule_")
-        .order_by("id")
-        .values_list("kind", flat=True)
-    )
-    assert kinds == ["schedule_add", "schedule_pause", "schedule_resume", "schedule_remove"]
+    assert schedule_audit() == [
+        "schedule_add",
+        "schedule_pause",
+        "schedule_resume",
+        "schedule_remove",
+    ]
 
 
 def test_removing_a_schedule_keeps_the_todos_it_made(endpoint, nightly):
@@ -465,14 +476,7 @@ def test_catch_up_latest_finds_a_slot_missed_long_ago(endpoint):
 
 
 def test_an_interval_keeps_its_phase_when_found_late(endpoint):
-    schedule = schedules.add(
-        endpoint,
-        by=OPERATOR,
-        name="poll",
-        interval_seconds=60,
-        title_template="Poll",
-        catch_up="latest",
-    )
+    schedule = _every_minute_catching_up(endpoint)
     first = make_due(schedule, timedelta(seconds=150))
 
     [fired] = schedules.fire_due()
@@ -483,14 +487,7 @@ def test_an_interval_keeps_its_phase_when_found_late(endpoint):
 
 
 def test_a_paused_schedule_makes_nothing_and_resuming_skips_what_it_paused_over(endpoint):
-    schedule = schedules.add(
-        endpoint,
-        by=OPERATOR,
-        name="poll",
-        interval_seconds=60,
-        title_template="Poll",
-        catch_up="latest",
-    )
+    schedule = _every_minute_catching_up(endpoint)
     schedules.pause(schedule.pk, by=OPERATOR)
     first = make_due(schedule, timedelta(seconds=150))
 
