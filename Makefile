@@ -94,5 +94,5 @@ fuzz: $(DEV_STAMP)
 	SWITCHBOARD_FUZZ_EXAMPLES=$${SWITCHBOARD_FUZZ_EXAMPLES:-500} $(VENV)/bin/pytest tests/fuzz -q
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache staticfiles build dist *.egg-info
+	rm -rf $(VENV) .pytest_cache .ruff_cache var/static staticfiles build dist *.egg-info
 	find . -path ./var -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +

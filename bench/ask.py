@@ -44,8 +44,8 @@ OPTIONS = [  # flag, type, default, --quick's, help
 
 
 def wake(server, endpoint, token: str, person, n: int) -> dict:
-    from queues import transitions
-    from queues.transitions import Actor
+    from switchboard.queues import transitions
+    from switchboard.queues.transitions import Actor
 
     agent, human = Actor.agent(endpoint), Actor.human(person)
     seen, answer_ms, wrong = [], [], 0
@@ -112,8 +112,8 @@ def _viewer(port: int, cookie: str, ready: threading.Barrier, heard: list, stop)
 
 
 def stream(server, endpoint, person, viewers: int, n: int) -> dict:
-    from queues import transitions
-    from queues.transitions import Actor
+    from switchboard.queues import transitions
+    from switchboard.queues.transitions import Actor
 
     agent, cookie = Actor.agent(endpoint), seed.session_cookie(person.username)
     ready, stop = threading.Barrier(viewers + 1), threading.Event()
@@ -155,7 +155,7 @@ def stream(server, endpoint, person, viewers: int, n: int) -> dict:
 def run_section(ctx) -> dict:
     from django.contrib.auth import get_user_model
 
-    from queues.models import Endpoint
+    from switchboard.queues.models import Endpoint
 
     person = get_user_model().objects.get(username="bench")
     endpoint_id, token = seed.vend("bench-asker")

@@ -65,8 +65,8 @@ def seed(args) -> Fixture:
     from django.contrib.auth import get_user_model
     from django.db import connection
 
-    from queues import endpoints, teams
-    from queues.models import Membership
+    from switchboard.queues import endpoints, teams
+    from switchboard.queues.models import Membership
 
     started, ids = time.monotonic(), args.board_todos * 11 // 10  # team B: every 11th id
     db.with_cursor("TRUNCATE todos, todo_attempts, todo_events RESTART IDENTITY CASCADE")
@@ -157,8 +157,8 @@ def _counts(team_id: int, drawer_todo: int) -> dict:
 
 def _small_team(users):
     """A team of SMALL_TEAM_TODOS todos, each claimed and completed through the ledger."""
-    from queues import endpoints, teams, transitions
-    from queues.models import Membership
+    from switchboard.queues import endpoints, teams, transitions
+    from switchboard.queues.models import Membership
 
     owner = users.create_user(username="initech-owner", password=None)
     initech = teams.get_or_create_team("initech", name="Initech")

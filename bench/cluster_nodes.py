@@ -59,7 +59,7 @@ def prepare_database(tokens: str) -> None:
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    from queues import endpoints
+    from switchboard.queues import endpoints
 
     call_command("migrate", verbosity=0)
     team = get_user_model().objects.create_user(username="bench", password="bench-only").teams.get()

@@ -44,8 +44,8 @@ def freshness(server, n: int) -> dict:
     from playwright.sync_api import TimeoutError as PageTimeout
     from playwright.sync_api import sync_playwright
 
-    from queues import endpoints
     from switchboard.client import Client
+    from switchboard.queues import endpoints
 
     # A team of its own, so its page shows these todos; the ORM before Playwright's loop.
     user = get_user_model().objects.create_user(username="live-fresh", password=None)

@@ -45,9 +45,9 @@ SELECT count(*), statement_timestamp()
 
 
 def run_section(ctx) -> dict:
-    from queues import schedules
-    from queues.models import Endpoint, Schedule
-    from queues.schedules import OPERATOR
+    from switchboard.queues import schedules
+    from switchboard.queues.models import Endpoint, Schedule
+    from switchboard.queues.schedules import OPERATOR
 
     args = ctx.args
     endpoint = Endpoint.objects.get(pk=seed.vend("bench-schedules")[0])

@@ -60,7 +60,7 @@ def vend(agent_id: str) -> tuple[int, str]:
     """Another endpoint on the user "bench"'s team: its id and token."""
     from django.contrib.auth import get_user_model
 
-    from queues import endpoints
+    from switchboard.queues import endpoints
 
     team = get_user_model().objects.get(username="bench").teams.get()
     endpoint, token = endpoints.vend(team, agent_id, verbs="all")

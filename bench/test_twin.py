@@ -8,7 +8,7 @@ from bench.workers import twin_columns
 
 
 def test_every_column_the_twin_names_is_a_column_of_its_table_in_the_schema_file():
-    tables = (db.ROOT / "queues" / "schema" / "tables.sql").read_text()
+    tables = (db.ROOT / "switchboard" / "queues" / "schema" / "tables.sql").read_text()
     for table, columns in twin_columns().items():
         body = re.search(rf"^CREATE TABLE {table} \((.*?)^\)", tables, re.M | re.S)
         assert body, f"no table {table} in queues/schema/tables.sql"

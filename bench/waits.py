@@ -118,9 +118,9 @@ def fresh() -> None:
 
 
 def wake(server, waiter_id: int, token: str, sender_id: int, n: int) -> dict:
-    from queues import transitions
-    from queues.models import Endpoint
-    from queues.transitions import Actor
+    from switchboard.queues import transitions
+    from switchboard.queues.models import Endpoint
+    from switchboard.queues.transitions import Actor
 
     waiter = Endpoint.objects.get(pk=waiter_id)
     sender = Actor.agent(Endpoint.objects.get(pk=sender_id))
@@ -174,7 +174,7 @@ def wake(server, waiter_id: int, token: str, sender_id: int, n: int) -> dict:
 def timed_batches(into: list[float]):
     """Each transaction release_leftovers runs (its one db.run a batch), timed: the row
     locks of a batch are held no longer than that."""
-    from queues import db as ledger_db
+    from switchboard.queues import db as ledger_db
 
     run = ledger_db.run
 
@@ -194,7 +194,7 @@ def timed_batches(into: list[float]):
 
 def dependents(actor, n: int) -> tuple[int, int]:
     """A claimed prerequisite and n todos waiting after it: (its id, its attempt_seq)."""
-    from queues import transitions
+    from switchboard.queues import transitions
 
     pre, _ = transitions.create_todo(actor, title="fan-in prerequisite")
     first, _ = transitions.create_todo(actor, title="dependent", after=[pre.id])
@@ -206,7 +206,7 @@ def dependents(actor, n: int) -> tuple[int, int]:
 
 def plain_completes(actor, n: int = 20) -> list[float]:
     """The baseline: complete of a todo nothing waits for, n times."""
-    from queues import transitions
+    from switchboard.queues import transitions
 
     out = []
     for i in range(n):
@@ -219,7 +219,7 @@ def plain_completes(actor, n: int = 20) -> list[float]:
 
 
 def fan_in(actor, n: int) -> dict:
-    from queues import transitions
+    from switchboard.queues import transitions
 
     ep = actor.endpoint_id
     seed.scalar("DELETE FROM todos WHERE endpoint_id = %s", (ep,))
@@ -257,7 +257,7 @@ def with_sweeper(actor, n: int, log_path) -> dict:
     sweeper's interval decides it."""
     from django.conf import settings
 
-    from queues import transitions
+    from switchboard.queues import transitions
 
     ep = actor.endpoint_id
     seed.scalar("DELETE FROM todos WHERE endpoint_id = %s", (ep,))
@@ -293,8 +293,8 @@ def with_sweeper(actor, n: int, log_path) -> dict:
 
 def children(actor, child_ep: int, n: int) -> int:
     """A parent waiting for n pending children on ``child_ep``'s queue; the parent's id."""
-    from queues import transitions
-    from queues.models import Endpoint
+    from switchboard.queues import transitions
+    from switchboard.queues.models import Endpoint
 
     to = Endpoint.objects.get(pk=child_ep)
     parent, _ = transitions.create_todo(actor, title="parent")
@@ -375,9 +375,9 @@ def ratios(mine: list[dict], ref: list[dict]) -> dict:
 
 
 def drains(ctx, pool) -> dict:
-    from queues import endpoints
-    from queues.models import Endpoint
-    from queues.transitions import Actor
+    from switchboard.queues import endpoints
+    from switchboard.queues.models import Endpoint
+    from switchboard.queues.transitions import Actor
 
     a, w, n, reps = ctx.args, ctx.args.waits_workers, ctx.args.waits_todos, ctx.args.waits_reps
     fan = Actor.agent(Endpoint.objects.get(pk=seed.vend("bench-parents")[0]))
@@ -433,8 +433,8 @@ def state_of(todo_id: int) -> str:
 
 
 def run_section(ctx) -> dict:
-    from queues.models import Endpoint
-    from queues.transitions import Actor
+    from switchboard.queues.models import Endpoint
+    from switchboard.queues.transitions import Actor
 
     args = ctx.args
     waiter_id, token = seed.vend("bench-waiter")

@@ -142,8 +142,8 @@ def serve(conn, prepare) -> None:
 def _product(loop: str, endpoint_id: int):
     """``ours`` and ``ours-then``: claim_next() -> a claim or None, and close(claim) -> the
     claim its answer brought, or None. The bench's one use of the ledger's transitions."""
-    from queues import transitions
-    from queues.models import Endpoint
+    from switchboard.queues import transitions
+    from switchboard.queues.models import Endpoint
 
     actor = transitions.Actor.agent(Endpoint.objects.get(pk=endpoint_id))
 

@@ -28,10 +28,10 @@ django_app = get_asgi_application()  # runs django.setup()
 
 from django.conf import settings  # noqa: E402
 
-from agents import front  # noqa: E402
-from agents.doorbell import async_doorbell  # noqa: E402
-from queues import db, notify  # noqa: E402
 from switchboard import watchdog  # noqa: E402
+from switchboard.agents import front  # noqa: E402
+from switchboard.agents.doorbell import async_doorbell  # noqa: E402
+from switchboard.queues import db, notify  # noqa: E402
 
 log = logging.getLogger("switchboard.asgi")
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import warnings
 from pathlib import Path
 
@@ -18,7 +19,28 @@ _server = None
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("SWITCHBOARD_DATA_DIR", "./var")).resolve()
+    """Where Switchboard keeps its data (the embedded PostgreSQL, the first sign-in, the
+    collected static files): ``SWITCHBOARD_DATA_DIR`` when set; ``./var`` in a checkout of
+    the repository (``make run``'s, as the README says); else the user's data folder,
+    ``$XDG_DATA_HOME/switchboard`` (``~/.local/share/switchboard``), or
+    ``~/Library/Application Support/switchboard`` on macOS and ``%LOCALAPPDATA%\\switchboard``
+    on Windows: an installed ``switchboard up`` finds the same data from any folder."""
+    chosen = os.environ.get("SWITCHBOARD_DATA_DIR")
+    if chosen:
+        return Path(chosen).resolve()
+    if Path("manage.py").is_file() and Path("switchboard", "settings.py").is_file():
+        return Path("var").resolve()
+    return user_data_dir()
+
+
+def user_data_dir() -> Path:
+    """The per-user data folder of the platform's convention (see ``data_dir``)."""
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "switchboard"
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local"
+        return Path(base) / "switchboard"
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "switchboard"
 
 
 def start(pgdata: Path | None = None, *, cleanup_mode: str = "stop") -> str:

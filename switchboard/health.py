@@ -20,12 +20,12 @@ from django.http import HttpResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from agents.waiting import drain
-from queues import db, sql
-from queues.db import pooler
-from queues.db.availability import breaker, connection_params
-from queues.errors import RETRY_AFTER_SECONDS
-from queues.notify import DEAF, hearing
+from switchboard.agents.waiting import drain
+from switchboard.queues import db, sql
+from switchboard.queues.db import pooler
+from switchboard.queues.db.availability import breaker, connection_params
+from switchboard.queues.errors import RETRY_AFTER_SECONDS
+from switchboard.queues.notify import DEAF, hearing
 
 log = logging.getLogger("switchboard.health")
 

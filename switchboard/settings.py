@@ -8,10 +8,13 @@ from pathlib import Path
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
-from queues.db.pool_checks import check_pooled
-from switchboard import dburl
+from switchboard import dburl, embedded
+from switchboard.queues.db.pool_checks import check_pooled
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# The package itself: its templates and static files travel inside it (an installed wheel
+# serves the Board from any folder).
+PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def env_bool(name: str, default: bool = False) -> bool:
@@ -71,7 +74,7 @@ CSRF_TRUSTED_ORIGINS = [
 ]
 
 INSTALLED_APPS = [
-    "queues.apps.SwitchboardAdminConfig",  # django.contrib.admin, with queue health
+    "switchboard.queues.apps.SwitchboardAdminConfig",  # django.contrib.admin, with queue health
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -80,9 +83,12 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.postgres",
     "django_htmx",
-    "queues",
-    "agents",
-    "board",
+    # The apps live inside the switchboard package (an installed Switchboard claims no
+    # generic top-level name such as `agents`, the OpenAI Agents SDK's); their labels, and so
+    # their tables, permissions and migrations, are still queues, agents and board.
+    "switchboard.queues",
+    "switchboard.agents",
+    "switchboard.board",
     "switchboard",  # the project: its management commands (up, serve, sweep, demo, …)
 ]
 
@@ -108,7 +114,7 @@ WSGI_APPLICATION = "switchboard.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [PACKAGE_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -116,8 +122,8 @@ TEMPLATES = [
                 "django.template.context_processors.csp",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "board.scope.context",
-                "board.demo_strip.context",
+                "switchboard.board.scope.context",
+                "switchboard.board.demo_strip.context",
             ],
         },
     },
@@ -186,8 +192,9 @@ USE_TZ = True
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
 
 STATIC_URL = "static/"
-STATIC_ROOT = Path(os.environ.get("SWITCHBOARD_STATIC_ROOT") or BASE_DIR / "staticfiles")
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# collectstatic's output: beside the data (an installed package's own folder is no place to
+# write), unless SWITCHBOARD_STATIC_ROOT says where.
+STATIC_ROOT = Path(os.environ.get("SWITCHBOARD_STATIC_ROOT") or embedded.data_dir() / "static")
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     # Production: `collectstatic` writes content-hashed, pre-compressed copies (gzip, and
@@ -402,4 +409,4 @@ SWITCHBOARD_SIGNIN_TRUSTED_PROXIES = os.environ.get(
 )
 # The one backend: Django's ModelBackend, throttled, with no pooled connection held across
 # the password hash (board/auth.py). Also behind Django admin's sign-in.
-AUTHENTICATION_BACKENDS = ["board.auth.SignInBackend"]
+AUTHENTICATION_BACKENDS = ["switchboard.board.auth.SignInBackend"]

@@ -10,6 +10,10 @@ import tempfile
 from pathlib import Path
 
 os.environ.setdefault("SWITCHBOARD_DEV", "1")
+# Outside a checkout, and with no SWITCHBOARD_DATA_DIR, Switchboard keeps its data in the
+# user's data folder (switchboard/embedded.py, data_dir): under the tests (and the commands
+# they start), a throwaway one, never the real home's.
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="switchboard-test-home-")
 
 if not os.environ.get("DATABASE_URL"):
     if os.environ.get("SWITCHBOARD_TEST_DB") == "container":

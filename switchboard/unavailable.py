@@ -26,8 +26,8 @@ from django.http import HttpResponse, HttpResponseServerError
 from django.template import loader
 from django.views.defaults import server_error as django_server_error
 
-from queues import sql
-from queues.db.availability import breaker, is_connection_failure
+from switchboard.queues import sql
+from switchboard.queues.db.availability import breaker, is_connection_failure
 
 log = logging.getLogger("switchboard.database")
 

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from board.views import signin
+from switchboard.board.views import signin
 from switchboard.health import healthz
 
 urlpatterns = [
@@ -10,6 +10,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="healthz"),
-    path("", include("board.urls")),
+    path("", include("switchboard.board.urls")),
 ]
 handler500 = "switchboard.unavailable.server_error"

@@ -62,9 +62,7 @@ class LoopWatchdog:
                     self._stack(),
                 )
             elif late <= self.threshold and stalled_since is not None:
-                log.warning(
-                    "event loop ran again after %.1f s blocked", self.noted - stalled_since
-                )
+                log.warning("event loop ran again after %.1f s blocked", self.noted - stalled_since)
                 stalled_since = None
 
     def _stack(self) -> str:

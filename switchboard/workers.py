@@ -209,8 +209,8 @@ class DrainingServer(Server):
 
     def handle_exit(self, sig: int, frame) -> None:
         if not self.should_exit:
-            from agents.waiting import drain
-            from board import live
+            from switchboard.agents.waiting import drain
+            from switchboard.board import live
 
             log.info("draining: waiting long-polls answered now, connections closed")
             loop = asyncio.get_running_loop()

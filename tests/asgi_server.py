@@ -75,7 +75,7 @@ class AsgiLiveServer:
 
     def token_cache(self):
         """The server's token cache (agents/token_cache.py), its event loop's."""
-        from agents.token_cache import caches
+        from switchboard.agents.token_cache import caches
 
         return caches.of(self.loop)
 

@@ -7,8 +7,8 @@ import itertools
 import pytest
 from django.contrib.auth import get_user_model
 
-from queues import endpoints, transitions
-from queues.transitions import Actor
+from switchboard.queues import endpoints, transitions
+from switchboard.queues.transitions import Actor
 
 _n = itertools.count(1)
 
@@ -102,7 +102,7 @@ def vend(team):
 def _database_breaker_closed_after_each_test():
     """A test that made the database unreachable must not leave the next one refused."""
     yield
-    from queues.db.availability import breaker
+    from switchboard.queues.db.availability import breaker
 
     breaker.reset()
 

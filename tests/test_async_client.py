@@ -9,10 +9,10 @@ import time
 import pytest
 from django.db import connections
 
-from queues import transitions
-from queues.models import Todo, TodoAttempt
-from queues.transitions import Actor
 from switchboard.client import AsyncClient, AsyncJob, Backoff, Client, SwitchboardError
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo, TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.forwarding import RecordingProxy
 from tests.unanswered import first_connection_unanswered
 

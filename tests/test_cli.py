@@ -19,10 +19,18 @@ import pytest
 from django.conf import global_settings
 from django.contrib.auth import get_user_model
 
-from queues import endpoints, schedules, transitions
-from queues.models import Endpoint, Membership, Schedule, Team, Todo, TodoAttempt, TodoEvent
-from queues.schedules import OPERATOR
-from queues.transitions import Actor
+from switchboard.queues import endpoints, schedules, transitions
+from switchboard.queues.models import (
+    Endpoint,
+    Membership,
+    Schedule,
+    Team,
+    Todo,
+    TodoAttempt,
+    TodoEvent,
+)
+from switchboard.queues.schedules import OPERATOR
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import lapse_lease, schedule_audit
 from tests.shell import SWITCHBOARD, shell_env
 

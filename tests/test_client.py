@@ -18,9 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from queues import transitions
-from queues.models import Todo, TodoAttempt
-from queues.transitions import Actor
 from switchboard.client import (
     LONG_POLL_MARGIN_SECONDS,
     STOPPED,
@@ -30,6 +27,9 @@ from switchboard.client import (
     SwitchboardError,
     read_timeout,
 )
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo, TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.forwarding import RecordingProxy
 from tests.unanswered import first_connection_unanswered
 

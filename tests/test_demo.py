@@ -8,9 +8,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from queues import endpoints
-from queues.models import Endpoint, Membership, Team, Todo, TodoAttempt
 from switchboard import demo
+from switchboard.queues import endpoints
+from switchboard.queues.models import Endpoint, Membership, Team, Todo, TodoAttempt
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

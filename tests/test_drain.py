@@ -13,7 +13,7 @@ import httpx
 import psutil
 import pytest
 
-from queues import endpoints
+from switchboard.queues import endpoints
 from tests.crash.conftest import base_env
 from tests.crash.harness import Procs, answers_200, free_port, wait_until
 

@@ -20,9 +20,9 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.utils import timezone
 
-from queues import teams
-from queues.models import Membership, Team
 from switchboard.management.commands import up
+from switchboard.queues import teams
+from switchboard.queues.models import Membership, Team
 from tests.shell import SWITCHBOARD, shell_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,7 +111,7 @@ def test_the_first_password_is_kept_in_var_readable_by_its_user_only(cli_env, tm
     with log.open("w") as out:
         process = subprocess.Popen(
             [SWITCHBOARD, "up", "--no-demo", "--port", str(port)],
-            env={**cli_env, "SWITCHBOARD_WEB_WORKERS": "1"},
+            env={**cli_env, "SWITCHBOARD_WEB_WORKERS": "1", "SWITCHBOARD_DATA_DIR": "var"},
             cwd=tmp_path,
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -144,7 +144,7 @@ def test_under_the_demos_lines_the_sign_in_is_said_again_until_someone_signs_in(
     tmp_path, monkeypatch
 ):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("SWITCHBOARD_DATA_DIR", raising=False)
+    monkeypatch.setenv("SWITCHBOARD_DATA_DIR", "var")
     monkeypatch.delenv("SWITCHBOARD_PASSWORD", raising=False)
     out = io.StringIO()
     command = up.Command(stdout=out)
@@ -171,7 +171,7 @@ def test_under_the_demos_lines_the_sign_in_is_said_again_until_someone_signs_in(
 @pytest.mark.django_db(transaction=True)
 def test_a_later_run_says_where_the_first_password_is(tmp_path, monkeypatch, user):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("SWITCHBOARD_DATA_DIR", raising=False)
+    monkeypatch.setenv("SWITCHBOARD_DATA_DIR", "var")
     command = up.Command(stdout=io.StringIO())
     assert "first-sign-in" not in command._ensure_first_user().lines
 

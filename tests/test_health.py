@@ -21,7 +21,7 @@ def test_healthz_is_exempt_from_the_https_redirect(settings, client, db):
 
 
 def test_healthz_says_503_and_why_while_draining(client, db, monkeypatch):
-    from agents.waiting import drain
+    from switchboard.agents.waiting import drain
 
     monkeypatch.setattr(drain, "started", True)
     response = client.get("/healthz")

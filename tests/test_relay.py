@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from queues import sweeper, transitions
-from queues.models import Todo
-from queues.transitions import Actor
+from switchboard.queues import sweeper, transitions
+from switchboard.queues.models import Todo
+from switchboard.queues.transitions import Actor
 from tests.forwarding import RecordingProxy
 from tests.queues.helpers import attempts_of, lapse_lease, outcomes
 

@@ -24,8 +24,8 @@ import urllib.request
 import pytest
 from django.db import connection
 
-from queues import endpoints
 from switchboard import dburl
+from switchboard.queues import endpoints
 from tests.crash.conftest import base_env
 from tests.crash.harness import Procs
 

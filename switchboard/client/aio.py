@@ -8,7 +8,6 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from queues.verbs import VERBS  # plain Python, nothing of Django
 from switchboard.client.common import (
     STOPPED,
     Backoff,
@@ -28,6 +27,7 @@ from switchboard.client.common import (
     read_timeout,
     retryable,
 )
+from switchboard.queues.verbs import VERBS  # plain Python, nothing of Django
 
 
 def _httpx2():
@@ -208,7 +208,9 @@ class AsyncJob(_Claimed):
     async def spawn(self, title: str, **arguments: Any) -> dict:
         """Make a child of this todo (``create_todo`` with ``parent``; ``to`` puts it on
         another endpoint's queue): the holder splits its work. Returns the child todo."""
-        made = await self.client.call("create_todo", title=title, parent=self.todo["id"], **arguments)
+        made = await self.client.call(
+            "create_todo", title=title, parent=self.todo["id"], **arguments
+        )
         return made["todo"]
 
     async def wait_for_children(self, **arguments: Any) -> dict:

@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from queues.verbs import VERBS  # plain Python, nothing of Django
 from switchboard.client.common import (
     STOPPED,
     Backoff,
@@ -29,6 +28,7 @@ from switchboard.client.common import (
     read_timeout,
     retryable,
 )
+from switchboard.queues.verbs import VERBS  # plain Python, nothing of Django
 
 
 class Client:

@@ -9,11 +9,11 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils.text import slugify
 
-from board.demo_strip import DEMO_TEAM_NAME
-from queues import endpoints, teams
-from queues.models import Endpoint, Membership, Team
+from switchboard.board.demo_strip import DEMO_TEAM_NAME
 from switchboard.demo.options import DemoError
 from switchboard.demo.script import ROLES, Role
+from switchboard.queues import endpoints, teams
+from switchboard.queues.models import Endpoint, Membership, Team
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.db.backends.postgresql import base
 
-from queues.db.pool_checks import OutageAwarePool
+from switchboard.queues.db.pool_checks import OutageAwarePool
 
 
 class DatabaseWrapper(base.DatabaseWrapper):

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 import httpx
 import msgspec
 
-from agents import schemas
-from agents.verbs import REGISTRY
+from switchboard.agents import schemas
+from switchboard.agents.verbs import REGISTRY
 
 
 def post(
@@ -49,7 +49,7 @@ def statements_run(monkeypatch) -> Iterator[list[str]]:
     """The names of the statements the async executor runs meanwhile, in order: the live
     server runs in this process (tests/asgi_server.py), so this counts what a request asks
     of the database, as django_assert_num_queries does for Django's connection."""
-    from queues.db import executor
+    from switchboard.queues.db import executor
 
     names: list[str] = []
     real = executor._async_fetch

@@ -11,10 +11,10 @@ from contextlib import contextmanager
 
 import pytest
 
-from queues import transitions
-from queues.models import Todo, TodoAttempt, TodoEvent
-from queues.transitions import Actor
 from switchboard.client import Client, SwitchboardError
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo, TodoAttempt, TodoEvent
+from switchboard.queues.transitions import Actor
 from tests.agents.api_helpers import check_shape, post
 from tests.queues.helpers import lapse_lease, make_retry_due
 
@@ -149,7 +149,7 @@ def test_sixty_claims_keep_fifty_attempts(live_server, sb):
 
 
 def test_a2a_send_cancel_and_read_by_the_requester(live_server, vend, make_user):
-    from queues import endpoints
+    from switchboard.queues import endpoints
 
     _, worker_token = vend("worker")
     _, sender_token = vend("sender")
@@ -196,7 +196,7 @@ def test_verbs_outside_the_frozen_set_are_forbidden(live_server, vend):
 
 
 def test_revoked_and_rotated_tokens_are_unauthorized(live_server, vend):
-    from queues import endpoints
+    from switchboard.queues import endpoints
 
     endpoint, token = vend("doomed")
     base = live_server.url
@@ -348,7 +348,7 @@ def _a_waiting_claim_next(url: str, token: str) -> Iterator[dict]:
 
 
 def test_a_waiter_whose_token_is_rotated_claims_nothing_with_it(live_server, vend):
-    from queues import endpoints
+    from switchboard.queues import endpoints
 
     endpoint, token = vend("rotating")
     with _a_waiting_claim_next(live_server.url, token) as answer:

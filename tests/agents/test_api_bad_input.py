@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from queues import transitions
-from queues.models import VERBS as ALL_VERBS
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.models import VERBS as ALL_VERBS
+from switchboard.queues.transitions import Actor
 from tests.agents.api_helpers import check_shape, post, statements_run
 from tests.queues.helpers import tables_as_json
 
@@ -264,7 +264,7 @@ def test_openapi_document_describes_every_verb(live_server):
 @pytest.mark.django_db(transaction=True)
 def test_the_statements_of_the_list_and_claim_verbs_are_pinned(live_server, vend, monkeypatch):
     """Served, each verb's statements by name (none grows with the rows it reads)."""
-    from queues import transitions as t
+    from switchboard.queues import transitions as t
 
     endpoint, token = vend("counted")
     for n in range(30):
@@ -302,7 +302,7 @@ NUL_REFUSED = [
 
 @pytest.mark.parametrize(("verb", "body"), NUL_REFUSED, ids=["idempotency_key", "to"])
 def test_a_nul_the_ledger_cannot_store_is_invalid_and_writes_nothing(world, verb, body):
-    from queues.errors import DATA_ERROR_MESSAGE
+    from switchboard.queues.errors import DATA_ERROR_MESSAGE
 
     before = ledger_state()
     response = post(world["base"], verb, body, token=world["token"])
@@ -377,7 +377,7 @@ def test_one_mapping_answers_every_database_error(error, code):
     """HTTP and MCP both call it (queues/api.py, queues/mcp.py), so they cannot disagree."""
     from django import db
 
-    from queues.errors import DATABASE_ERRORS, from_database_error
+    from switchboard.queues.errors import DATABASE_ERRORS, from_database_error
 
     exc = getattr(db, error)("boom")
     assert isinstance(exc, DATABASE_ERRORS)
@@ -385,7 +385,7 @@ def test_one_mapping_answers_every_database_error(error, code):
 
 
 def test_a_body_over_64_kib_is_invalid_and_writes_nothing(world):
-    from queues.models import Todo
+    from switchboard.queues.models import Todo
 
     before = Todo.objects.count()
     big = "é" * (33 * 1024)  # 33 K characters, 66 KiB of UTF-8

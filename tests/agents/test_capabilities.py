@@ -5,8 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from agents.verbs import REGISTRY
-from queues import bounds
+from switchboard.agents.verbs import REGISTRY
+from switchboard.queues import bounds
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 import psycopg
 import pytest
 
-from queues.db.availability import connection_params
-from queues.models import Todo, TodoAttempt, TodoState
+from switchboard.queues.db.availability import connection_params
+from switchboard.queues.models import Todo, TodoAttempt, TodoState
 from tests.agents.test_then import _call, _claimed
 
 pytestmark = pytest.mark.django_db(transaction=True)

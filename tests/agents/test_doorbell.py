@@ -7,9 +7,9 @@ import psycopg
 import pytest
 from django.db import connection
 
-from queues import endpoints, transitions
-from queues.sql import DOORBELL_CHANNEL
-from queues.transitions import Actor
+from switchboard.queues import endpoints, transitions
+from switchboard.queues.sql import DOORBELL_CHANNEL
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import lapse_lease, make_retry_due
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -70,8 +70,8 @@ def test_the_listener_wakes_a_waiter_of_that_endpoint_only(team):
     and not another's."""
     import asyncio
 
-    from agents.doorbell import AsyncDoorbell
-    from queues.notify import Listener
+    from switchboard.agents.doorbell import AsyncDoorbell
+    from switchboard.queues.notify import Listener
 
     endpoint, _ = endpoints.vend(team, "woken")
     other, _ = endpoints.vend(team, "asleep")
@@ -108,8 +108,8 @@ def _bell_scenario(body):
     (rings are made by hand here)."""
     import asyncio
 
-    from agents.doorbell import AsyncDoorbell
-    from queues.notify import Listener
+    from switchboard.agents.doorbell import AsyncDoorbell
+    from switchboard.queues.notify import Listener
 
     async def go():
         bell = AsyncDoorbell(Listener())

@@ -14,9 +14,9 @@ import httpx
 import psutil
 import pytest
 
-from queues import endpoints, transitions
-from queues.models import Todo, TodoAttempt
-from queues.transitions import Actor
+from switchboard.queues import endpoints, transitions
+from switchboard.queues.models import Todo, TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.crash.conftest import base_env
 from tests.crash.harness import Procs
 

@@ -11,9 +11,9 @@ import asyncio
 
 import pytest
 
-from queues import transitions
-from queues.models import Todo
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo
+from switchboard.queues.transitions import Actor
 from tests.agents.api_helpers import post
 from tests.agents.test_mcp import call as mcp_call
 from tests.agents.test_mcp import mcp_client

@@ -8,11 +8,11 @@ import typing
 
 import pytest
 
-from agents import mcp, openapi, schemas, verbs
-from board.forms import TodoForm
-from queues import bounds
-from queues.models import VERBS, Disposition, Outcome, TodoState
 from switchboard import client
+from switchboard.agents import mcp, openapi, schemas, verbs
+from switchboard.board.forms import TodoForm
+from switchboard.queues import bounds
+from switchboard.queues.models import VERBS, Disposition, Outcome, TodoState
 
 
 def _literal(annotation) -> set[str]:
@@ -35,7 +35,7 @@ def test_every_surface_has_the_same_verbs_in_the_same_order():
 def test_a_system_check_says_when_the_declared_verbs_and_the_ledgers_disagree(monkeypatch):
     from django.core import checks
 
-    from queues import verbs as names
+    from switchboard.queues import verbs as names
 
     assert [m for m in checks.run_checks() if m.id == "agents.E001"] == []
     monkeypatch.setattr(names, "VERBS", (*VERBS, "snooze_forever"))
@@ -94,7 +94,7 @@ def test_the_capability_document_and_the_board_form_use_the_same_bounds():
     assert limits["answer_schema_fields"] == bounds.ANSWER_SCHEMA_FIELDS_MAX
     assert limits["answer_text_bytes"] == bounds.ANSWER_TEXT_MAX_BYTES
     assert limits["answer_within_seconds"] == bounds.ANSWER_WITHIN_SECONDS_MAX
-    from queues.transitions.waits import AFTER_MAX
+    from switchboard.queues.transitions.waits import AFTER_MAX
 
     assert (limits["after_ids"], limits["key_chars"]) == (AFTER_MAX, bounds.KEY_MAX_CHARS)
     waits = openapi.capabilities()["features"]["waits"]
@@ -117,7 +117,7 @@ def test_each_verbs_arguments_are_its_transitions_parameters_by_name(monkeypatch
 
     from django.core import checks
 
-    from agents.checks import wire_mismatches
+    from switchboard.agents.checks import wire_mismatches
 
     assert wire_mismatches() == []
     assert [m for m in checks.run_checks() if m.id == "agents.E002"] == []

@@ -11,8 +11,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from queues.models import VERBS, Todo, TodoAttempt
-from queues.transitions import Actor
+from switchboard.queues.models import VERBS, Todo, TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import make_retry_due
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -183,7 +183,7 @@ NUL_ARGUMENTS = {
 
 
 def test_a_nul_in_any_argument_gets_the_same_answer_over_mcp_as_over_http(live_server, vend):
-    from queues import transitions
+    from switchboard.queues import transitions
     from tests.agents.api_helpers import post
 
     endpoint, token = vend("agent-a")

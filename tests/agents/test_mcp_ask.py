@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from queues.models import Todo, TodoAttempt
+from switchboard.queues.models import Todo, TodoAttempt
 from tests.agents.test_mcp import call, mcp_client, run
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,10 +17,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from queues import endpoints, transitions
-from queues.models import Todo
-from queues.transitions import Actor
 from switchboard import dburl
+from switchboard.queues import endpoints, transitions
+from switchboard.queues.models import Todo
+from switchboard.queues.transitions import Actor
 from tests.agents.api_helpers import post
 from tests.crash.conftest import base_env
 from tests.crash.harness import Procs

@@ -11,7 +11,7 @@ import httpx
 import pytest
 from django_mcpz.server import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
 
-from queues.models import Todo
+from switchboard.queues.models import Todo
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -13,10 +13,10 @@ import httpx
 import pytest
 from django_mcpz.server import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
 
-from agents import mcp
-from queues import db
-from queues.models import Todo
-from queues.transitions import Actor, create_todo
+from switchboard.agents import mcp
+from switchboard.queues import db
+from switchboard.queues.models import Todo
+from switchboard.queues.transitions import Actor, create_todo
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

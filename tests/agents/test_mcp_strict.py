@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import pytest
 
-from queues.models import VERBS
+from switchboard.queues.models import VERBS
 from tests.agents.test_mcp_frames import _post
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -20,10 +20,10 @@ import pytest
 from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
 
-from queues import counters, endpoints, sweeper, transitions
-from queues.models import MetricCounter, Outcome, TodoState
-from queues.transitions import Actor
 from switchboard import dburl
+from switchboard.queues import counters, endpoints, sweeper, transitions
+from switchboard.queues.models import MetricCounter, Outcome, TodoState
+from switchboard.queues.transitions import Actor
 from tests.agents.api_helpers import statements_run
 from tests.queues.helpers import lapse_lease
 
@@ -220,9 +220,9 @@ def test_claim_latency_adds_no_query_to_a_claim(client, settings, metrics_on, ve
 
 
 def test_a_long_poll_is_one_observation_without_its_waiting(metrics_on, endpoint, agent):
-    from agents import schemas, waiting
-    from agents.verbs import REGISTRY
-    from queues import db
+    from switchboard.agents import schemas, waiting
+    from switchboard.agents.verbs import REGISTRY
+    from switchboard.queues import db
 
     async def long_poll() -> dict:
         try:

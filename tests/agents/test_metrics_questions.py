@@ -9,9 +9,9 @@ import pytest
 from django.db import connection
 from prometheus_client.parser import text_string_to_metric_families
 
-from queues import counters, db, sql, sweeper, transitions
-from queues.models import MetricCounter, QuestionEnding
-from queues.transitions import Actor
+from switchboard.queues import counters, db, sql, sweeper, transitions
+from switchboard.queues.models import MetricCounter, QuestionEnding
+from switchboard.queues.transitions import Actor
 
 TOKEN = "metrics-token-for-tests-9c2d"
 QUESTION = "MARKER-QUESTION-4b1e: drop billing.legacy_rate?"

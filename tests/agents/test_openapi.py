@@ -3,8 +3,8 @@ the answer verb, the waiting state and the question object with its answer."""
 
 from __future__ import annotations
 
-from agents import openapi
-from queues import bounds
+from switchboard.agents import openapi
+from switchboard.queues import bounds
 
 
 def _schemas() -> dict:

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from queues import endpoints
-from queues.models import Todo
+from switchboard.queues import endpoints
+from switchboard.queues.models import Todo
 from tests.agents.api_helpers import check_shape, ok, post
 from tests.agents.test_mcp import call, mcp_client
 

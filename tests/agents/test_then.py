@@ -10,10 +10,10 @@ import time
 import pytest
 from django.db import connection
 
-from queues import endpoints, transitions
-from queues.models import Todo, TodoAttempt
-from queues.transitions import Actor
 from switchboard.client import Client
+from switchboard.queues import endpoints, transitions
+from switchboard.queues.models import Todo, TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.agents.api_helpers import check_shape, post, statements_run
 from tests.agents.test_mcp import call as mcp_call
 from tests.agents.test_mcp import mcp_client, run

@@ -10,11 +10,11 @@ import time
 import pytest
 from django.db import connection
 
-from agents.token_cache import TokenCache
-from queues import endpoints, transitions
-from queues.models import Endpoint
-from queues.notify import ENDPOINT_CHANGED
-from queues.notify.listener import APPLICATION_NAME
+from switchboard.agents.token_cache import TokenCache
+from switchboard.queues import endpoints, transitions
+from switchboard.queues.models import Endpoint
+from switchboard.queues.notify import ENDPOINT_CHANGED
+from switchboard.queues.notify.listener import APPLICATION_NAME
 from tests.agents.api_helpers import post, statements_run
 
 LOOKUP = "endpoint_by_token"
@@ -198,7 +198,7 @@ def test_a_todo_with_then_is_one_statement(live_server, vend, monkeypatch):
 
 
 def test_a_full_cache_starts_again_empty(cache, monkeypatch):
-    from agents import token_cache
+    from switchboard.agents import token_cache
 
     monkeypatch.setattr(token_cache, "MAX_ENDPOINTS", 2)
     for endpoint_id in (1, 2, 3):

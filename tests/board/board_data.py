@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 
-from queues import endpoints, teams, transitions
-from queues.models import Endpoint, Membership, Team
-from queues.transitions import Actor
+from switchboard.queues import endpoints, teams, transitions
+from switchboard.queues.models import Endpoint, Membership, Team
+from switchboard.queues.transitions import Actor
 from tests.board.history import done_with_history, mixed_history
 from tests.queues.helpers import backdate, lapse_lease
 

@@ -96,7 +96,7 @@ def _streams_ended(request):
     yield
     import time
 
-    from board import live
+    from switchboard.board import live
 
     server = (
         request.getfixturevalue("live_server") if "live_server" in request.fixturenames else None

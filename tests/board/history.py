@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from queues import transitions
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import lapse_lease, make_retry_due
 
 XSS_SUMMARY = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'

@@ -11,8 +11,8 @@ HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "drawer-panel"}
 
 def seen(user, todo_id: int) -> str:
     """The stamp the drawer's forms carry: what the person saw of the todo."""
-    from board.drawer import seen_stamp
-    from queues.selectors import board_todo
+    from switchboard.board.drawer import seen_stamp
+    from switchboard.queues.selectors import board_todo
 
     return seen_stamp(board_todo(user, todo_id).todo)
 
@@ -47,7 +47,7 @@ def slow_queue_reads(monkeypatch, seconds: float):
     statement timeout cancels it); returns the real read, to put back."""
     from django.db import connection
 
-    from board.views import queue as queue_view
+    from switchboard.board.views import queue as queue_view
 
     real = queue_view.board_queue
 

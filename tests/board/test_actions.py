@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from queues import transitions
-from queues.models import Todo, TodoAttempt, TodoEvent
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo, TodoAttempt, TodoEvent
+from switchboard.queues.transitions import Actor
 from tests.board.pages import HTMX
 from tests.board.pages import seen as seen_by
 from tests.queues.helpers import events_of, make_retry_due, outcomes

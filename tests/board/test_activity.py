@@ -9,9 +9,9 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from queues import transitions
-from queues.models import TodoAttempt
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.models import TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.board.history import done_with_history
 from tests.queues.helpers import analyze
 
@@ -82,7 +82,7 @@ def test_activity_query_count(signed_in, endpoint, user, django_assert_num_queri
 
 
 def test_team_level_events_read_as_sentences(signed_in, team, user, endpoint):
-    from queues import endpoints, teams
+    from switchboard.queues import endpoints, teams
 
     endpoints.set_notify_url(endpoint, "https://hooks.example.com/a/b", user=user)
     endpoints.set_notify_url(endpoint, "", user=user)
@@ -110,8 +110,8 @@ def test_a_requesters_cancel_is_told_once_and_credited_to_the_requester(
 
 def test_every_audit_kind_has_words():
     """A kind added to EventKind without a sentence would fail here, not on someone's Board."""
-    from board import sentences
-    from queues.models import EventKind
+    from switchboard.board import sentences
+    from switchboard.queues.models import EventKind
 
     for kind in sentences._TEAM_KINDS:
         assert sentences._team_event(kind, {"agent_id": "a", "host": "h", "username": "u"})
@@ -122,9 +122,9 @@ def test_a_person_in_several_teams_gets_the_newest_events_of_all_of_them(user, t
     """The newest events are taken team by team (each team's own index walk), then merged:
     the newest ``limit`` across the teams, newest first, and none of a team the person is not
     in."""
-    from queues import endpoints, teams
-    from queues.models import EventKind, Membership
-    from queues.selectors import board_activity
+    from switchboard.queues import endpoints, teams
+    from switchboard.queues.models import EventKind, Membership
+    from switchboard.queues.selectors import board_activity
 
     platform = teams.get_or_create_team("platform", name="Platform")
     Membership.objects.create(team=platform, user=user, role=Membership.Role.OWNER)
@@ -158,7 +158,7 @@ def test_the_feed_walks_its_indexes_newest_first(team, endpoint, user):
     todo_events_team_recent; no sequential scan; a todo filter reads that todo's attempts by
     the (todo_id, seq) index. Each absent filter is folded away (custom plans: the statements
     are not prepared)."""
-    from queues import sql
+    from switchboard.queues import sql
 
     with connection.cursor() as cursor:
         cursor.execute(

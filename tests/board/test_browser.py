@@ -7,10 +7,10 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from queues import transitions
-from queues.errors import Invalid
-from queues.models import TodoAttempt
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.errors import Invalid
+from switchboard.queues.models import TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.board.conftest import sign_in
 from tests.board.history import done_with_history, mixed_history
 from tests.queues.helpers import get_todo_for_endpoint

@@ -12,9 +12,9 @@ import pytest
 from django.test import Client
 from playwright.sync_api import expect
 
-from board.drawer import CONFIRMATIONS
-from queues import transitions
-from queues.models import Todo, TodoEvent
+from switchboard.board.drawer import CONFIRMATIONS
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo, TodoEvent
 from tests.board.conftest import sign_in
 from tests.board.pages import seen as seen_by
 from tests.queues.helpers import outcomes

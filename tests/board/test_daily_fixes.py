@@ -10,9 +10,9 @@ import re
 import pytest
 from django.utils.html import escape
 
-from queues import endpoints, teams, transitions
-from queues.models import Membership, Todo
-from queues.transitions import Actor
+from switchboard.queues import endpoints, teams, transitions
+from switchboard.queues.models import Membership, Todo
+from switchboard.queues.transitions import Actor
 from tests.board.pages import messages
 
 pytestmark = pytest.mark.django_db
@@ -80,7 +80,8 @@ def test_the_only_owner_is_offered_no_leave(signed_in, user, team, make_user):
 
 
 def test_the_sign_in_page_names_the_first_passwords_file(client):
-    assert "var/first-sign-in.txt" in client.get("/login/").content.decode()
+    page = client.get("/login/").content.decode()
+    assert "<code>first-sign-in.txt</code> in its data folder (<code>var/</code>" in page
 
 
 def test_connect_your_own_agent_says_it_switched_and_lands_on_get_started(signed_in, user):

@@ -13,9 +13,9 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from queues import endpoints, transitions
-from queues.models import Todo
-from queues.transitions import Actor
+from switchboard.queues import endpoints, transitions
+from switchboard.queues.models import Todo
+from switchboard.queues.transitions import Actor
 from tests.board.test_triage import _items, died_out, failed_out, not_retryable
 
 pytestmark = pytest.mark.django_db
@@ -167,7 +167,7 @@ def test_the_tabs_count_what_the_search_finds(signed_in, endpoint, make_todo):
 
 
 def test_the_largest_reasons_are_shown_and_the_rest_counted(signed_in, endpoint, monkeypatch):
-    from board import triage
+    from switchboard.board import triage
 
     monkeypatch.setattr(triage, "REASONS_SHOWN", 1)
     for _ in range(2):

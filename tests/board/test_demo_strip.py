@@ -12,10 +12,10 @@ from django.test import Client, RequestFactory
 from django.urls import include, path
 from playwright.sync_api import expect
 
-from board.auth import SignInBackend
-from board.demo_strip import demo_strip
-from queues import teams
 from switchboard import demo
+from switchboard.board.auth import SignInBackend
+from switchboard.board.demo_strip import demo_strip
+from switchboard.queues import teams
 from tests.board.conftest import sign_in
 
 STRIP = "These agents are simulated — connect your own."

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.test import Client
 
-from queues import transitions
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.transitions import Actor
 from tests.board.history import XSS_SUMMARY, done_with_history, mixed_history
 
 HTMX = {"HTTP_HX_REQUEST": "true", "HTTP_HX_TARGET": "drawer"}

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 
-from queues import teams, transitions
-from queues.models import Membership
-from queues.transitions import Actor
+from switchboard.queues import teams, transitions
+from switchboard.queues.models import Membership
+from switchboard.queues.transitions import Actor
 from tests.board.history import mixed_history
 from tests.board.pages import HTMX
 from tests.board.pages import seen as seen_by

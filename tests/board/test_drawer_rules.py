@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from board import drawer
-from queues import transitions
-from queues.selectors import board_todo
-from queues.transitions import Actor
+from switchboard.board import drawer
+from switchboard.queues import transitions
+from switchboard.queues.selectors import board_todo
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import lapse_lease, make_retry_due
 
 

@@ -10,10 +10,10 @@ import pytest
 from django.db import connection, connections
 from django.test import Client
 
-from board import drawer
-from queues import db, selectors, transitions
-from queues.selectors import details
-from queues.transitions import Actor
+from switchboard.board import drawer
+from switchboard.queues import db, selectors, transitions
+from switchboard.queues.selectors import details
+from switchboard.queues.transitions import Actor
 from tests.board.pages import HTMX
 
 pytestmark = pytest.mark.django_db(transaction=True)

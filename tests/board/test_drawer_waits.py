@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from queues import transitions
-from queues.models import Todo, TodoEvent
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo, TodoEvent
 from tests.board.conftest import sign_in
 
 HOSTILE = '<img src=x onerror="alert(1)">'
@@ -79,7 +79,7 @@ def test_a_dead_letter_whose_prerequisite_ended_says_so(logged_in, human, make_t
 
 
 def test_start_now_of_another_teams_todo_answers_like_an_unknown_one(logged_in, make_user, vend):
-    from queues.transitions import Actor
+    from switchboard.queues.transitions import Actor
 
     bob = make_user("bob")
     theirs, _ = vend("bobs-agent", team=bob.teams.get())

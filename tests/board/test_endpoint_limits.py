@@ -8,10 +8,10 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from queues import endpoints, transitions
-from queues.errors import Conflict, Invalid
-from queues.models import Endpoint, TodoEvent
-from queues.transitions import Actor
+from switchboard.queues import endpoints, transitions
+from switchboard.queues.errors import Conflict, Invalid
+from switchboard.queues.models import Endpoint, TodoEvent
+from switchboard.queues.transitions import Actor
 from tests.board.test_endpoint_page import _messages, shared_team
 
 __all__ = ["shared_team"]  # a fixture, shared

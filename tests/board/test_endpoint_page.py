@@ -11,11 +11,11 @@ from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from board import charts
-from queues import endpoints, sql, teams, transitions
-from queues.endpoint_health import endpoint_health
-from queues.models import Endpoint, Membership, TodoEvent
-from queues.transitions import Actor
+from switchboard.board import charts
+from switchboard.queues import endpoints, sql, teams, transitions
+from switchboard.queues.endpoint_health import endpoint_health
+from switchboard.queues.models import Endpoint, Membership, TodoEvent
+from switchboard.queues.transitions import Actor
 from tests.board.conftest import sign_in
 from tests.queues.helpers import analyze, lapse_lease
 
@@ -122,7 +122,7 @@ def test_older_endings_and_a_persons_tries_are_not_counted(user, endpoint, agent
 
 
 def test_the_chart_stacks_each_bucket_bottom_up_with_words():
-    from queues.endpoint_health import Endings
+    from switchboard.queues.endpoint_health import Endings
 
     endings = Endings.empty(3)
     endings.completed[2], endings.failed[2], endings.died[0] = 3, 1, 2
@@ -204,7 +204,7 @@ def test_the_page_query_count_is_fixed(
     _history(endpoint, agent, make_todo)
     if paused:
         endpoints.pause(endpoint, user=user)
-        from queues import schedules
+        from switchboard.queues import schedules
 
         for n in range(3):
             schedules.add(

@@ -8,8 +8,8 @@ import re
 from django.test import Client
 from django.urls import reverse
 
-from queues import endpoints, teams
-from queues.models import Membership
+from switchboard.queues import endpoints, teams
+from switchboard.queues.models import Membership
 
 
 def _said(page: str) -> str:

@@ -11,8 +11,8 @@ from django.test import Client
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from queues import schedules
-from queues.models import Schedule, TodoEvent
+from switchboard.queues import schedules
+from switchboard.queues.models import Schedule, TodoEvent
 from tests.board.conftest import sign_in
 from tests.board.test_endpoint_page import _messages
 

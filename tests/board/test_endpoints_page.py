@@ -7,9 +7,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from queues import endpoints, teams, transitions
-from queues.models import VERBS, Delivery, Endpoint, Membership, Todo, TodoEvent
-from queues.transitions import Actor
+from switchboard.queues import endpoints, teams, transitions
+from switchboard.queues.models import VERBS, Delivery, Endpoint, Membership, Todo, TodoEvent
+from switchboard.queues.transitions import Actor
 from tests.board.pages import assert_shown_once, messages
 
 

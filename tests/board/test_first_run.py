@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 from playwright.sync_api import expect
 
-from queues.models import Endpoint, Todo
+from switchboard.queues.models import Endpoint, Todo
 from tests.board.conftest import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)

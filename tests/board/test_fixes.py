@@ -9,12 +9,12 @@ import re
 from django.contrib.staticfiles import finders
 from django.test import Client
 
-from board.templatetags.board import when
-from queues import transitions
-from queues.admin.common import time_html
-from queues.bounds import BODY_MAX_BYTES
-from queues.models import Membership, Todo
-from queues.transitions import Actor
+from switchboard.board.templatetags.board import when
+from switchboard.queues import transitions
+from switchboard.queues.admin.common import time_html
+from switchboard.queues.bounds import BODY_MAX_BYTES
+from switchboard.queues.models import Membership, Todo
+from switchboard.queues.transitions import Actor
 
 
 def test_the_favicon_is_linked_and_favicon_ico_answers_without_a_warning(

@@ -10,10 +10,10 @@ import pytest
 from django.db import connection
 from django.utils.html import escape
 
-from board.drawer import seen_stamp
-from queues import transitions
-from queues.selectors import board_todo
-from queues.transitions import Actor
+from switchboard.board.drawer import seen_stamp
+from switchboard.queues import transitions
+from switchboard.queues.selectors import board_todo
+from switchboard.queues.transitions import Actor
 from tests.board.pages import HTMX
 
 # Raw, as they arrive in a query string: percent-escapes are left for Django to decode.

@@ -9,7 +9,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from queues.models import Todo
+from switchboard.queues.models import Todo
 from tests.board.conftest import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -115,8 +115,8 @@ def test_shortcuts_keep_out_of_typing(page, user, endpoint, make_todo):
 def test_the_keyboards_row_keeps_its_cursor_through_a_live_change(page, user, endpoint, make_todo):
     """j puts the cursor on a row; the row changes under it (an agent claims it, pushed by
     the stream and patched in place): the cursor stays, and o still opens that row."""
-    from queues import transitions
-    from queues.transitions import Actor
+    from switchboard.queues import transitions
+    from switchboard.queues.transitions import Actor
     from tests.board.test_live_queue import _live
 
     make_todo("older")

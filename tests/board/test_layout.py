@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from queues import teams, transitions
-from queues.models import Membership
-from queues.transitions import Actor
+from switchboard.queues import teams, transitions
+from switchboard.queues.models import Membership
+from switchboard.queues.transitions import Actor
 from tests.board.conftest import PASSWORD, sign_in
 from tests.board.history import mixed_history
 from tests.queues.helpers import lapse_lease

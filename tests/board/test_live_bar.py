@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from queues import transitions
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.transitions import Actor
 from tests.board.conftest import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)

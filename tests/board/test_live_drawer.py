@@ -11,9 +11,9 @@ from urllib.parse import urlparse
 import pytest
 from playwright.sync_api import expect
 
-from queues import transitions
-from queues.models import TodoAttempt
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.models import TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.board.conftest import PASSWORD, refreshes, sign_in, wait_for_refresh
 from tests.queues.helpers import make_retry_due
 

@@ -17,11 +17,11 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from board import live
-from queues import teams, transitions
-from queues.models import Team
-from queues.transitions import Actor
 from switchboard import dburl
+from switchboard.board import live
+from switchboard.queues import teams, transitions
+from switchboard.queues.models import Team
+from switchboard.queues.transitions import Actor
 from tests.board.test_live_stream import Stream, _cookie, _let_in, _until
 from tests.crash.conftest import base_env
 from tests.crash.harness import Procs

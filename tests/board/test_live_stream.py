@@ -13,9 +13,9 @@ from dataclasses import replace
 
 import pytest
 
-from queues import transitions
-from queues.models import TodoState
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.models import TodoState
+from switchboard.queues.transitions import Actor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -126,7 +126,7 @@ def test_a_change_reaches_every_viewer_of_its_team_within_a_second(
             assert ready["teams"] == [endpoint.team_id]
             assert str(endpoint.pk) in ready["counts"][str(endpoint.team_id)]
         assert endpoint.team_id in _watches()
-        from board import live
+        from switchboard.board import live
 
         [hub] = [h for h in live.hubs.all() if h.viewers]
         before = hub.statements
@@ -263,8 +263,8 @@ def test_what_a_page_wants_is_read_as_a_list_of_known_words(live_server, client,
 def test_the_counts_with_the_feed_read_as_the_two_reads_do(endpoint, make_endpoint, make_todo):
     """The stream's one statement for a change that ended a try says what team_now and the
     feed's own read say, with no line and no endpoint of another team."""
-    from queues.endpoint_health import team_now
-    from queues.selectors import TAB_COUNT_CAP, board_activity, board_team_now_and_feed
+    from switchboard.queues.endpoint_health import team_now
+    from switchboard.queues.selectors import TAB_COUNT_CAP, board_activity, board_team_now_and_feed
 
     other = make_endpoint("agent-b")
     for n in range(5):
@@ -292,8 +292,8 @@ def test_the_pages_read_exactly_what_a_team_update_says():
     import re
     from pathlib import Path
 
-    from board.live import TeamUpdate
+    from switchboard.board.live import TeamUpdate
 
-    js = (Path(__file__).resolve().parents[2] / "static" / "board" / "board.js").read_text()
+    js = (Path(__file__).resolve().parents[2] / "switchboard" / "static" / "board" / "board.js").read_text()
     read = set(re.findall(r"\bu\.([A-Za-z_]+)", js))
     assert read == set(TeamUpdate.__struct_fields__)

@@ -11,9 +11,9 @@ import pytest
 from django.test import Client
 from playwright.sync_api import expect
 
-from queues import endpoints, teams, transitions
-from queues.models import Membership
-from queues.transitions import Actor
+from switchboard.queues import endpoints, teams, transitions
+from switchboard.queues.models import Membership
+from switchboard.queues.transitions import Actor
 from tests.board.conftest import sign_in
 
 pytestmark = pytest.mark.django_db

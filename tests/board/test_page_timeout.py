@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from board.views import queue as queue_view
+from switchboard.board.views import queue as queue_view
 from tests.board.pages import slow_queue_reads
 
 pytestmark = pytest.mark.django_db(transaction=True)  # autocommit, as served

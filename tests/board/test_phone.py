@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from board.demo_strip import DEMO_TEAM_NAME
-from queues import endpoints, teams, transitions
-from queues.models import Membership, TodoState
-from queues.transitions import Actor
+from switchboard.board.demo_strip import DEMO_TEAM_NAME
+from switchboard.queues import endpoints, teams, transitions
+from switchboard.queues.models import Membership, TodoState
+from switchboard.queues.transitions import Actor
 from tests.board.conftest import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)

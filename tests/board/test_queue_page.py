@@ -6,9 +6,9 @@ import re
 
 from django.test import Client
 
-from queues import transitions
-from queues.selectors import BOARD_PAGE
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.selectors import BOARD_PAGE
+from switchboard.queues.transitions import Actor
 from tests.board.history import done_with_history, mixed_history
 from tests.queues.helpers import analyze, lapse_lease
 
@@ -156,7 +156,7 @@ def test_a_refresh_keeps_the_rows_shown_marks_those_that_moved_on_and_counts_new
 
 
 def test_shown_ids_of_another_team_read_as_missing(signed_in, make_user, make_todo):
-    from queues import endpoints
+    from switchboard.queues import endpoints
 
     mallory = make_user("mallory")
     theirs, _ = endpoints.vend(mallory.teams.get(), "theirs")
@@ -172,7 +172,7 @@ def test_a_refresh_of_a_search_tests_the_rows_shown_and_not_another_teams(
     """The live refresh of a search checks its rows row by row (the walk's test): a row
     whose try reported the word still matches, one that never had it is marked as moved on,
     and another team's todo with the word reads as missing."""
-    from queues import endpoints
+    from switchboard.queues import endpoints
 
     summarized = make_todo("triage")
     agent = Actor.agent(endpoint)
@@ -215,7 +215,7 @@ def test_a_tab_counts_exactly_up_to_its_cap_and_says_so_beyond(
     past it (so a page never counts every done todo of a busy team); "All" is the sum with a
     "+" when any state is past the cap; "all N matching" is not offered on a capped count
     (the confirmation page counts them itself)."""
-    from queues.selectors import queue
+    from switchboard.queues.selectors import queue
 
     monkeypatch.setattr(queue, "TAB_COUNT_CAP", 3)
     agent = Actor.agent(endpoint)
@@ -249,8 +249,8 @@ def test_a_small_teams_queue_never_walks_a_big_teams_todos(signed_in, make_user,
     by todos_endpoint_list; the big team's page still walks the primary key. Both analyzed."""
     from django.db import connection
 
-    from queues import endpoints
-    from queues.selectors.queue import _board_todos
+    from switchboard.queues import endpoints
+    from switchboard.queues.selectors.queue import _board_todos
 
     big = make_user("big-co").teams.get()
     busy, _ = endpoints.vend(big, "busy-agent", verbs="all")

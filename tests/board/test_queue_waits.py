@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from django.urls import reverse
 
-from queues import transitions
+from switchboard.queues import transitions
 
 HOSTILE = '"><script>alert(1)</script>'
 
@@ -58,7 +58,7 @@ def test_a_waiting_row_says_what_it_waits_for(logged_in, make_todo):
 def test_a_hostile_key_is_inert_and_another_teams_parent_lists_nothing(
     logged_in, make_todo, make_user, vend
 ):
-    from queues.transitions import Actor
+    from switchboard.queues.transitions import Actor
 
     make_todo("mine", key=HOSTILE)
     page = logged_in.get("/queue/", {"key": HOSTILE}).content.decode()

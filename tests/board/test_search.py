@@ -11,11 +11,11 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from queues import transitions
-from queues.models import Todo
-from queues.selectors.queue import QueueFilters, _board_todos, _filter_q
-from queues.selectors.search import search_tsquery
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo
+from switchboard.queues.selectors.queue import QueueFilters, _board_todos, _filter_q
+from switchboard.queues.selectors.search import search_tsquery
+from switchboard.queues.transitions import Actor
 from tests.board.pages import slow_queue_reads
 from tests.queues.helpers import analyze
 
@@ -48,7 +48,7 @@ def test_bodies_and_attempt_summaries_are_searched(signed_in, endpoint, make_tod
 
 
 def test_search_is_scoped_to_the_readers_teams(signed_in, make_user, make_todo, user):
-    from queues import endpoints
+    from switchboard.queues import endpoints
 
     mine = make_todo("rotate the signing keys").id
     mallory = make_user("mallory")
@@ -141,7 +141,7 @@ def test_the_search_plan_uses_both_indexes(team, endpoint):
 
 
 def test_a_todos_words_are_written_once_and_go_with_it(make_todo):
-    from queues.models import TodoSearchDocument
+    from switchboard.queues.models import TodoSearchDocument
 
     todo = make_todo("rebuild the docs", body="then publish them")
     [document] = TodoSearchDocument.objects.filter(todo_id=todo.id).values_list(
@@ -165,7 +165,7 @@ def test_a_search_walks_then_looks_window_by_window_and_finds_what_one_look_woul
     many windows gives the same pages, in the same order, as one look over every id, whether
     the walk checks 1 todo, 5 or all of them; a match in the oldest window is found, and
     "before" pages on from there."""
-    from queues.selectors import queue as selectors
+    from switchboard.queues.selectors import queue as selectors
 
     agent = Actor.agent(endpoint)
     made = []
@@ -201,7 +201,7 @@ def test_the_match_just_past_the_walk_is_found(make_todo, team, monkeypatch, wal
     """The GIN look starts right below the last todo the walk checked: a match that is the
     first todo past the walk is on the page, and no walked todo is shown twice (the newest
     todo is a match too)."""
-    from queues.selectors import queue as selectors
+    from switchboard.queues.selectors import queue as selectors
 
     ids = [make_todo("kiwi" if n in (0, 4 - walk, 4) else "chore").id for n in range(5)][::-1]
     monkeypatch.setattr(selectors, "SEARCH_WALK", walk)
@@ -216,7 +216,7 @@ def test_the_walk_checks_rows_and_reads_no_gin_index(team, endpoint):
     sequential scan of every attempt's words) and no sequential scan of todo_attempts."""
     from django.test.utils import CaptureQueriesContext
 
-    from queues.selectors import queue as selectors
+    from switchboard.queues.selectors import queue as selectors
 
     _many_analyzed_todos(endpoint)
     with CaptureQueriesContext(connection) as queries:
@@ -245,7 +245,7 @@ def test_a_search_leaves_out_a_todo_that_moved_on_before_its_row_was_read(
     """The page's ids are found first and its rows read after: a todo claimed in between no
     longer passes "pending" and is left out, and the older page still starts below the
     page's last id."""
-    from queues.selectors import queue as selectors
+    from switchboard.queues.selectors import queue as selectors
 
     agent = Actor.agent(endpoint)
     ids = [make_todo(f"kiwi {n}").id for n in range(4)][::-1]
@@ -264,7 +264,7 @@ def test_a_search_leaves_out_a_todo_that_moved_on_before_its_row_was_read(
 
 def test_a_summary_s_stored_words_follow_what_was_written(endpoint, make_todo, settings):
     """summary_document is PostgreSQL's own to_tsvector of the summary, NULL without one."""
-    from queues.models import TodoAttempt
+    from switchboard.queues.models import TodoAttempt
 
     settings.SWITCHBOARD_RETRY_BASE_SECONDS = 0
 
@@ -314,7 +314,7 @@ def test_a_search_of_too_many_word_parts_is_refused_and_says_why(signed_in, make
     """A 199-character "a-b-c-..." was 101 one-letter prefixes to PostgreSQL (1.4-2.4 s a page
     over 100,000 todos): refused before any query, the page saying why, on the first page,
     a live refresh and the bulk confirmation alike; a few hyphenated words still search."""
-    from queues.selectors import SEARCH_LEXEMES_MAX
+    from switchboard.queues.selectors import SEARCH_LEXEMES_MAX
 
     assert len(HYPHEN_CHAIN) == 199
     chained = make_todo("rebuild the a-b-c docs").id
@@ -356,7 +356,7 @@ def test_a_search_of_too_many_word_parts_is_refused_and_says_why(signed_in, make
 def test_the_lexeme_count_is_never_below_postgresqls(words):
     """The cap counts what PostgreSQL would look up, or more: never fewer (a count below
     PostgreSQL's would let a costly search through)."""
-    from queues.selectors.search import _WORDISH, SEARCH_LEXEMES_MAX, _lexemes
+    from switchboard.queues.selectors.search import _WORDISH, SEARCH_LEXEMES_MAX, _lexemes
 
     terms = [term for term in words.split() if _WORDISH.search(term)]
     ours = sum(_lexemes(term) for term in terms)
@@ -375,7 +375,7 @@ def test_a_search_past_its_statement_timeout_is_stopped_and_refused(settings):
     """Whatever the caps miss runs under SET LOCAL statement_timeout: a statement past it is
     cancelled by PostgreSQL and the search refused, saying so; the connection serves on, and
     without a timeout once the search's transaction is over."""
-    from queues.selectors import SearchRefused, search_time_bound
+    from switchboard.queues.selectors import SearchRefused, search_time_bound
 
     settings.SWITCHBOARD_SEARCH_TIMEOUT_SECONDS = 0.2
     with search_time_bound("docs", searcher=1), connection.cursor() as cursor:
@@ -396,7 +396,7 @@ def test_a_search_past_its_statement_timeout_is_stopped_and_refused(settings):
 def test_the_queue_page_says_a_search_was_stopped(signed_in, make_todo, settings, monkeypatch):
     """The page's side of the timeout: a search whose statement PostgreSQL cancelled is a 200
     with the sentence and no rows, never a 500 (the slow statement is a real pg_sleep)."""
-    from board.views import queue as queue_view
+    from switchboard.board.views import queue as queue_view
 
     make_todo("rebuild docs")
     settings.SWITCHBOARD_SEARCH_TIMEOUT_SECONDS = 0.2
@@ -415,7 +415,7 @@ def test_one_person_has_at_most_their_slots_of_searches_running(settings):
     """Searches one person has running at once are capped across every process (advisory
     locks held by the search's transaction): past the cap a search is refused at once, saying
     so, while another person searches on; a slot is free again once its search is over."""
-    from queues.selectors import SearchRefused, search_time_bound
+    from switchboard.queues.selectors import SearchRefused, search_time_bound
 
     settings.SWITCHBOARD_SEARCHES_PER_USER = 2
     holding, release = threading.Barrier(3), threading.Event()

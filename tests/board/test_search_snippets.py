@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from queues import transitions
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.transitions import Actor
 
 pytestmark = pytest.mark.django_db
 

@@ -17,9 +17,9 @@ from django.db import connection
 from django.db.models.functions import Now
 from django.test import Client
 
-from board.auth import client_address
-from queues.models import SignInThrottle
 from switchboard import dburl
+from switchboard.board.auth import client_address
+from switchboard.queues.models import SignInThrottle
 from tests.crash.conftest import base_env
 from tests.crash.harness import Procs
 from tests.queues.helpers import run_together
@@ -184,7 +184,7 @@ def test_the_delay_holds_no_pooled_connection(client, alice, settings, monkeypat
         real_sleep(seconds)
 
     _post(client, "alice", "wrong", addr="203.0.113.1")
-    monkeypatch.setattr("board.auth.time.sleep", watching_sleep)
+    monkeypatch.setattr("switchboard.board.auth.time.sleep", watching_sleep)
     _post(client, "alice", "wrong", addr="203.0.113.2")
     assert held == [False]
 

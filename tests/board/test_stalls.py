@@ -10,11 +10,11 @@ import pytest
 from playwright.sync_api import expect
 from prometheus_client.parser import text_string_to_metric_families
 
-from board import overview
-from queues import endpoints, transitions
-from queues.endpoint_health import team_last_hour, team_now
-from queues.selectors import TAB_COUNT_CAP
-from queues.transitions import Actor
+from switchboard.board import overview
+from switchboard.queues import endpoints, transitions
+from switchboard.queues.endpoint_health import team_last_hour, team_now
+from switchboard.queues.selectors import TAB_COUNT_CAP
+from switchboard.queues.transitions import Actor
 from tests.board.conftest import sign_in
 from tests.queues.helpers import backdate
 

@@ -8,11 +8,11 @@ import pytest
 from django.test import Client
 from playwright.sync_api import expect
 
-from queues import transitions
-from queues.errors import Conflict
-from queues.models import Todo, TodoEvent
-from queues.selectors import board_todo
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.errors import Conflict
+from switchboard.queues.models import Todo, TodoEvent
+from switchboard.queues.selectors import board_todo
+from switchboard.queues.transitions import Actor
 from tests.board.conftest import sign_in
 from tests.board.pages import HTMX
 from tests.board.pages import seen as seen_by

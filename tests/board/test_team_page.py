@@ -12,9 +12,15 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from board.scope import SESSION_KEY
-from queues import teams
-from queues.models import DeadLetterSink, Delivery, Membership, TeamInvitation, TodoEvent
+from switchboard.board.scope import SESSION_KEY
+from switchboard.queues import teams
+from switchboard.queues.models import (
+    DeadLetterSink,
+    Delivery,
+    Membership,
+    TeamInvitation,
+    TodoEvent,
+)
 from tests.board.pages import assert_shown_once, messages, signed_in
 
 OWNER, MEMBER = Membership.Role.OWNER, Membership.Role.MEMBER
@@ -625,7 +631,7 @@ def test_the_switcher_s_teams_come_with_the_user_and_follow_memberships(user, pl
     """board_scope's teams are loaded with the user (board.auth): the user's own teams by
     name, as Team rows, never a team they are not in, and a team joined shows on the next
     request."""
-    from board.scope import board_scope
+    from switchboard.board.scope import board_scope
 
     dave = _as(make_user, "dave")
     elsewhere = teams.get_or_create_team("elsewhere", name="Elsewhere")

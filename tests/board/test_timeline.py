@@ -7,11 +7,11 @@ import re
 import pytest
 from django.test import Client
 
-from board import drawer
-from queues import transitions
-from queues.models import TodoEvent
-from queues.selectors import board_todo
-from queues.transitions import Actor
+from switchboard.board import drawer
+from switchboard.queues import transitions
+from switchboard.queues.models import TodoEvent
+from switchboard.queues.selectors import board_todo
+from switchboard.queues.transitions import Actor
 from tests.board.history import done_with_history
 from tests.board.pages import HTMX
 from tests.queues.helpers import make_retry_due
@@ -33,7 +33,7 @@ def _strip(d) -> list[str]:
 
 
 def test_peoples_actions_stand_in_place_among_the_tries(endpoint, user, make_user):
-    from queues import teams
+    from switchboard.queues import teams
 
     bob = make_user("bob")
     teams.add_member(user.teams.get(), bob)
@@ -121,7 +121,7 @@ def test_holding_a_lease_keeps_it_alive_while_reading_a_past_round(signed_in, en
 
 
 def test_activity_filters_by_todo_endpoint_and_person(signed_in, endpoint, make_endpoint, user):
-    from queues import teams
+    from switchboard.queues import teams
 
     bob = _user("bob")
     teams.add_member(user.teams.get(), bob)

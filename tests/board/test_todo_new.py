@@ -9,8 +9,8 @@ from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
 
-from queues import transitions
-from queues.models import Todo, TodoEvent
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo, TodoEvent
 
 
 def _form(endpoint, **extra) -> dict:

@@ -11,7 +11,7 @@ import pytest
 from django.urls import reverse
 from playwright.sync_api import expect
 
-from queues.models import Todo
+from switchboard.queues.models import Todo
 from tests.board.conftest import sign_in
 
 LA = "America/Los_Angeles"

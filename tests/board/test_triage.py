@@ -12,10 +12,10 @@ import pytest
 from django.db import connection
 from django.test import Client
 
-from board import triage
-from queues import transitions
-from queues.models import EventKind, Todo, TodoEvent
-from queues.transitions import Actor, by_hand
+from switchboard.board import triage
+from switchboard.queues import transitions
+from switchboard.queues.models import EventKind, Todo, TodoEvent
+from switchboard.queues.transitions import Actor, by_hand
 from tests.board.history import XSS_SUMMARY
 from tests.queues.helpers import lapse_lease, make_retry_due
 
@@ -145,7 +145,7 @@ def test_bulk_cancel_takes_the_one_transition_that_fits_each_todo(
 
 
 def test_a_foreign_id_is_neither_touched_nor_revealed(signed_in, endpoint, make_user):
-    from queues import endpoints
+    from switchboard.queues import endpoints
 
     mine = failed_out(endpoint, title="mine", tries=1)
     mallory = make_user("mallory")

@@ -11,10 +11,10 @@ import re
 import pytest
 from django.test import Client
 
-from board import live
-from queues import transitions
-from queues.models import Todo, TodoQuestion, TodoState
-from queues.transitions import Actor
+from switchboard.board import live
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo, TodoQuestion, TodoState
+from switchboard.queues.transitions import Actor
 
 pytestmark = pytest.mark.django_db
 

@@ -12,8 +12,8 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from queues import transitions
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.transitions import Actor
 from tests.board.conftest import sign_in
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -18,7 +18,7 @@ django.setup()
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 
-from queues import endpoints  # noqa: E402
+from switchboard.queues import endpoints  # noqa: E402
 
 if __name__ == "__main__":
     call_command("migrate", verbosity=0, interactive=False)

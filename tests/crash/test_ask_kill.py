@@ -14,11 +14,11 @@ import time
 
 import pytest
 
-from queues import transitions
-from queues.errors import Conflict
-from queues.models import EventKind, Todo, TodoAttempt, TodoEvent, TodoQuestion
-from queues.transitions import Actor
 from switchboard.client import Client, SwitchboardError
+from switchboard.queues import transitions
+from switchboard.queues.errors import Conflict
+from switchboard.queues.models import EventKind, Todo, TodoAttempt, TodoEvent, TodoQuestion
+from switchboard.queues.transitions import Actor
 from tests.crash.harness import ignore_transport
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -31,7 +31,7 @@ import psutil
 import psycopg
 import pytest
 
-from agents import schemas
+from switchboard.agents import schemas
 from switchboard.client import Client, SwitchboardError
 from tests.crash.conftest import DedicatedPostgres, base_env
 from tests.crash.harness import SWITCHBOARD, Proc, Procs, wait_until

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from queues.db.pool_checks import acheck_if_idle, check_pooled
+from switchboard.queues.db.pool_checks import acheck_if_idle, check_pooled
 
 pytestmark = [pytest.mark.slow]
 

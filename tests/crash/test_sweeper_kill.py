@@ -17,9 +17,9 @@ from collections import Counter
 import pytest
 from django.db import connection
 
-from queues import outbox, teams, transitions
-from queues.models import Delivery, Todo, TodoAttempt
-from queues.transitions import Actor
+from switchboard.queues import outbox, teams, transitions
+from switchboard.queues.models import Delivery, Todo, TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.crash.harness import SWITCHBOARD, kill_blocked, wait_until
 from tests.queues.helpers import lapse_lease
 from tests.queues.receivers import QuietHandler, serve_posts

@@ -23,11 +23,11 @@ import time
 import pytest
 from django.db import connection
 
-from queues import transitions
-from queues.models import Todo
-from queues.transitions import Actor
-from queues.transitions.waits import RELEASE_BATCH
 from switchboard.client import Client
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo
+from switchboard.queues.transitions import Actor
+from switchboard.queues.transitions.waits import RELEASE_BATCH
 from tests.crash.harness import ignore_transport, kill_blocked, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

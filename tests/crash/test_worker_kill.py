@@ -13,10 +13,10 @@ import pytest
 from django.db.models import Count, Q
 from django.db.models.functions import Now
 
-from queues import transitions
-from queues.models import Todo, TodoAttempt
-from queues.transitions import Actor
 from switchboard.client import Client
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo, TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.crash.harness import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

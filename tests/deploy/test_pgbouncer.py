@@ -18,8 +18,8 @@ import httpx
 import pytest
 from django.db import connection
 
-from queues import endpoints, transitions
-from queues.transitions import Actor
+from switchboard.queues import endpoints, transitions
+from switchboard.queues.transitions import Actor
 from tests.crash.harness import free_port, wait_until
 from tests.deploy.conftest import DEPLOY, program
 

@@ -15,9 +15,9 @@ import httpx
 import psutil
 import pytest
 
-from queues import endpoints, transitions
-from queues.models import TodoAttempt
-from queues.transitions import Actor
+from switchboard.queues import endpoints, transitions
+from switchboard.queues.models import TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.crash.harness import free_port, wait_until
 from tests.deploy.conftest import DEPLOY, program
 

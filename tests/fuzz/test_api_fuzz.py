@@ -47,10 +47,10 @@ from schemathesis.specs.openapi.checks import (
     unsupported_method,
 )
 
-from agents import openapi, schemas, wire
-from agents.verbs import REGISTRY
-from queues import bounds, transitions
-from queues.transitions import Actor
+from switchboard.agents import openapi, schemas, wire
+from switchboard.agents.verbs import REGISTRY
+from switchboard.queues import bounds, transitions
+from switchboard.queues.transitions import Actor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

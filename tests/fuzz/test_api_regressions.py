@@ -10,8 +10,8 @@ import httpx
 import pytest
 from django.urls import reverse
 
-from queues import transitions
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.transitions import Actor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 
 from django.db import connection, connections
 
-from queues import db, selectors
-from queues.models import TodoAttempt, TodoEvent
-from queues.transitions import Actor
+from switchboard.queues import db, selectors
+from switchboard.queues.models import TodoAttempt, TodoEvent
+from switchboard.queues.transitions import Actor
 
 
 def backdate(update: str, params: list, *, rows: int = 1) -> None:
@@ -33,7 +33,7 @@ def lapse_lease(todo_id: int, *, seconds_ago: int = 1) -> None:
 
 def a_lapsed_lease(endpoint, title: str = "work"):
     """A new todo of ``endpoint``'s, claimed, whose lease has lapsed."""
-    from queues import transitions
+    from switchboard.queues import transitions
 
     todo, _ = transitions.create_todo(Actor.agent(endpoint), title=title)
     transitions.claim_next(Actor.agent(endpoint))
@@ -147,7 +147,7 @@ def wait_for(condition: Callable[[], object], *, seconds: float = 15) -> bool:
 def sweeper_running(interval: float = 0.05) -> Iterator[threading.Thread]:
     """``sweeper.run_forever`` on a thread of its own (with its own connection, closed when it
     ends) for the block; stopped and joined at the end. Yields the thread."""
-    from queues import sweeper
+    from switchboard.queues import sweeper
 
     stop = threading.Event()
 

@@ -23,8 +23,8 @@ from django.core.management import call_command
 from django.db import connection, transaction
 from django.urls import reverse
 
-from queues import endpoints, operators, sweeper, tokens, transitions
-from queues.models import (
+from switchboard.queues import endpoints, operators, sweeper, tokens, transitions
+from switchboard.queues.models import (
     LIVE_STATES,
     DeadLetterSink,
     Delivery,
@@ -35,7 +35,7 @@ from queues.models import (
     TodoEvent,
     TodoState,
 )
-from queues.transitions import Actor
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import lapse_lease
 
 MARKERS = {

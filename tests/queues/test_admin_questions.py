@@ -11,9 +11,9 @@ import pytest
 from django.db import connection
 from django.urls import reverse
 
-from queues import endpoints, transitions
-from queues.models import TodoQuestion
-from queues.transitions import Actor
+from switchboard.queues import endpoints, transitions
+from switchboard.queues.models import TodoQuestion
+from switchboard.queues.transitions import Actor
 from tests.queues.test_admin import _crawl, operator, signed_in, staff, superuser  # noqa: F401
 
 MARKERS = {

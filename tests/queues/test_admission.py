@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from queues import transitions
-from queues.errors import Conflict, RateLimited
-from queues.models import Endpoint, Todo, TodoAttempt
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.errors import Conflict, RateLimited
+from switchboard.queues.models import Endpoint, Todo, TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.agents.api_helpers import check_shape, post
 from tests.queues.helpers import run_together
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, connection
 
-from queues import transitions
-from queues.models import Todo, TodoAttempt
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo, TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import lapse_lease
 
 

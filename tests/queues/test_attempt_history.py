@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from queues import transitions
-from queues.errors import Conflict, Invalid, NotFound
-from queues.models import Todo, TodoAttempt
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.errors import Conflict, Invalid, NotFound
+from switchboard.queues.models import Todo, TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import (
     attempts_of,
     get_todo_for_endpoint,

@@ -15,7 +15,7 @@ import re
 import pytest
 from django.db import connection
 
-from queues import sql
+from switchboard.queues import sql
 from tests.queues.helpers import analyze
 
 HISTORY = 200_000

@@ -11,8 +11,8 @@ import psycopg_pool
 import pytest
 from django.db import OperationalError
 
-from queues.db import availability
-from queues.db.availability import Breaker
+from switchboard.queues.db import availability
+from switchboard.queues.db.availability import Breaker
 
 
 def _pool_timeout() -> OperationalError:
@@ -157,7 +157,7 @@ def test_an_outage_line_names_every_host_a_connection_tries(monkeypatch, caplog)
 def test_requests_that_meet_an_outage_add_no_line_of_their_own(caplog):
     """An outage is said once, by the breaker as it trips; the requests that meet it (a
     failover's thousands) each say nothing more."""
-    from queues.errors import from_database_error
+    from switchboard.queues.errors import from_database_error
 
     lost = OperationalError("server closed the connection unexpectedly")
     with caplog.at_level("INFO"):

@@ -10,9 +10,9 @@ import psycopg
 import pytest
 from django.db import connection
 
-from queues import transitions
-from queues.db.availability import connection_params
-from queues.notify import BOARD
+from switchboard.queues import transitions
+from switchboard.queues.db.availability import connection_params
+from switchboard.queues.notify import BOARD
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -122,7 +122,7 @@ def test_a_statement_of_many_rows_says_each_once_and_leaves_nested_loops_as_they
 def test_a_team_nobody_watches_hears_nothing_of_a_watched_ones(
     heard, endpoint, make_endpoint, make_todo
 ):
-    from queues import teams
+    from switchboard.queues import teams
 
     elsewhere = make_endpoint("agent-elsewhere", team=teams.get_or_create_team("elsewhere"))
     _watch(endpoint.team_id)
@@ -134,7 +134,7 @@ def test_a_team_nobody_watches_hears_nothing_of_a_watched_ones(
 
 
 def test_an_endpoint_change_and_an_audit_row_say_theirs(heard, endpoint, user, make_todo):
-    from queues import endpoints as endpoint_accounts
+    from switchboard.queues import endpoints as endpoint_accounts
 
     todo = make_todo("acted on")
     _watch(endpoint.team_id)

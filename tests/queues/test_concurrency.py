@@ -10,11 +10,11 @@ import pytest
 from django.conf import settings
 from django.db import connection, connections
 
-from queues import endpoints, sql, transitions
-from queues.models import Todo, TodoAttempt
-from queues.records import Budget
-from queues.transitions import Actor, Close, decide
-from queues.transitions._common import claim_params
+from switchboard.queues import endpoints, sql, transitions
+from switchboard.queues.models import Todo, TodoAttempt
+from switchboard.queues.records import Budget
+from switchboard.queues.transitions import Actor, Close, decide
+from switchboard.queues.transitions._common import claim_params
 from tests.queues.helpers import run_together
 
 WORKERS = 8

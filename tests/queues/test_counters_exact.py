@@ -15,9 +15,9 @@ import threading
 import pytest
 from django.db import connection, connections, transaction
 
-from queues import counters, sweeper, transitions
-from queues.models import MetricCounter, SweeperStatus, Todo, TodoAttempt
-from queues.transitions import Actor
+from switchboard.queues import counters, sweeper, transitions
+from switchboard.queues.models import MetricCounter, SweeperStatus, Todo, TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import run_together
 
 

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from queues import cron
-from queues.errors import Invalid
+from switchboard.queues import cron
+from switchboard.queues.errors import Invalid
 
 BERLIN = "Europe/Berlin"
 NEW_YORK = "America/New_York"

@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 import pytest
 from django.db import IntegrityError
 
-from queues import db, sql, transitions
-from queues.db import Atomic, Fetch, Statement
-from queues.db.availability import PING
-from queues.errors import Conflict
-from queues.models import Todo, TodoAttempt
-from queues.transitions import Actor
+from switchboard.queues import db, sql, transitions
+from switchboard.queues.db import Atomic, Fetch, Statement
+from switchboard.queues.db.availability import PING
+from switchboard.queues.errors import Conflict
+from switchboard.queues.models import Todo, TodoAttempt
+from switchboard.queues.transitions import Actor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -89,7 +89,7 @@ def test_a_plan_may_catch_a_statement_error_and_go_on(endpoint):
 
 
 def todo_events_of(todo_id: int) -> list:
-    from queues.models import TodoEvent
+    from switchboard.queues.models import TodoEvent
 
     return list(TodoEvent.objects.filter(todo_id=todo_id))
 
@@ -105,7 +105,7 @@ def test_both_executors_read_a_row_alike(endpoint):
         read_async = arun(db.one(sql.SELECT_TODO, {"todo_id": todo.id}))
         assert read_sync == read_async, result
         assert claim is not None
-        from queues.records import TodoRecord
+        from switchboard.queues.records import TodoRecord
 
         assert TodoRecord.from_row(read_async[0]).result == result
         Todo.objects.filter(pk=todo.id).update(state="pending", ended_at=None)

@@ -19,9 +19,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from queues import outbox, teams, transitions
-from queues.models import Delivery
-from queues.transitions import Actor
+from switchboard.queues import outbox, teams, transitions
+from switchboard.queues.models import Delivery
+from switchboard.queues.transitions import Actor
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "notifications.md"
 BOARD = "https://board.example.test"

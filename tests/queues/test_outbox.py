@@ -13,10 +13,10 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from queues import endpoints, outbox, sweeper, teams, transitions
-from queues.models import DeadLetterSink, Delivery, Todo, TodoQuestion
-from queues.transitions import Actor
 from switchboard import dburl
+from switchboard.queues import endpoints, outbox, sweeper, teams, transitions
+from switchboard.queues.models import DeadLetterSink, Delivery, Todo, TodoQuestion
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import lapse_lease, make_retry_due, run_together
 from tests.queues.receivers import receivers
 
@@ -246,7 +246,7 @@ def test_a_todo_of_another_team_reaches_only_its_own_sinks(
 def test_the_payload_is_the_rows_own_copy_and_survives_retention(
     receiver, sink_to, endpoint, agent, make_todo, settings, monkeypatch
 ):
-    from queues import counters
+    from switchboard.queues import counters
 
     monkeypatch.setattr(counters, "FOLD_LAG_SECONDS", 0.0)  # counted at once: retention may go
     server = receiver()

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from django.db import DatabaseError, connection
 
-from queues.db import pooler
-from queues.errors import from_database_error
+from switchboard.queues.db import pooler
+from switchboard.queues.errors import from_database_error
 
 
 @pytest.fixture

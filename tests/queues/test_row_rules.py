@@ -8,9 +8,16 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, connection, transaction
 
-from queues import transitions
-from queues.models import ClaimerKind, Disposition, Outcome, Todo, TodoAttempt, TodoState
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.models import (
+    ClaimerKind,
+    Disposition,
+    Outcome,
+    Todo,
+    TodoAttempt,
+    TodoState,
+)
+from switchboard.queues.transitions import Actor
 
 # A todo's rules: each a change that breaks exactly one (the old constraint's name beside it).
 TODO_BREAKS = {

@@ -16,11 +16,11 @@ from django.utils import timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from queues import cron, endpoints, schedules, sql, sweeper, teams, transitions
-from queues.errors import Conflict, Invalid, NotFound
-from queues.models import EventKind, Membership, Schedule, Todo, TodoEvent
-from queues.schedules import OPERATOR
-from queues.transitions import Actor
+from switchboard.queues import cron, endpoints, schedules, sql, sweeper, teams, transitions
+from switchboard.queues.errors import Conflict, Invalid, NotFound
+from switchboard.queues.models import EventKind, Membership, Schedule, Todo, TodoEvent
+from switchboard.queues.schedules import OPERATOR
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import run_together, schedule_audit, wait_for
 
 pytestmark = pytest.mark.django_db

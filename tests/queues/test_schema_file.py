@@ -11,8 +11,8 @@ import pytest
 from django.db import connection, migrations
 from django.db.migrations.loader import MigrationLoader
 
-from queues import schema
-from queues.schema import catalog
+from switchboard.queues import schema
+from switchboard.queues.schema import catalog
 
 COMMAND = "python -m queues.schema --write"
 
@@ -23,8 +23,8 @@ def _differences(generated: dict[str, str]) -> str:
             difflib.unified_diff(
                 (schema.FOLDER / name).read_text().splitlines(keepends=True),
                 text.splitlines(keepends=True),
-                f"queues/schema/{name} (committed)",
-                f"queues/schema/{name} (the migrated database)",
+                f"switchboard/queues/schema/{name} (committed)",
+                f"switchboard/queues/schema/{name} (the migrated database)",
             )
         )
         for name, text in generated.items()

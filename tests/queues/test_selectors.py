@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from queues import bounds, transitions
-from queues.errors import Invalid, NotFound
-from queues.transitions import Actor
+from switchboard.queues import bounds, transitions
+from switchboard.queues.errors import Invalid, NotFound
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import get_todo_for_endpoint, list_todos
 
 

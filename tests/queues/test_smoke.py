@@ -1,5 +1,5 @@
-from queues import transitions
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import get_todo_for_endpoint
 
 

@@ -10,8 +10,8 @@ import re
 import pytest
 from django.db import connection
 
-from queues import sql, sweeper, transitions
-from queues.sql import fragments
+from switchboard.queues import sql, sweeper, transitions
+from switchboard.queues.sql import fragments
 from tests.queues.helpers import analyze
 
 

@@ -44,11 +44,18 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from queues import endpoints, teams, transitions
-from queues.errors import Conflict, DomainError, NotFound
-from queues.models import DIED_OUTCOMES, Endpoint, Todo, TodoAttempt, TodoEvent, TodoQuestion
-from queues.transitions import Actor
-from queues.transitions.waits import RELEASE_BATCH
+from switchboard.queues import endpoints, teams, transitions
+from switchboard.queues.errors import Conflict, DomainError, NotFound
+from switchboard.queues.models import (
+    DIED_OUTCOMES,
+    Endpoint,
+    Todo,
+    TodoAttempt,
+    TodoEvent,
+    TodoQuestion,
+)
+from switchboard.queues.transitions import Actor
+from switchboard.queues.transitions.waits import RELEASE_BATCH
 from tests.queues.helpers import (
     backdate,
     get_todo_for_endpoint,

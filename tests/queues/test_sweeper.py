@@ -10,10 +10,10 @@ from collections import Counter
 import pytest
 from django.db import connection, connections
 
-from queues import endpoints, sweeper, transitions
-from queues.models import Todo, TodoAttempt, TodoEvent
-from queues.sweeper import SweepReport
-from queues.transitions import Actor
+from switchboard.queues import endpoints, sweeper, transitions
+from switchboard.queues.models import Todo, TodoAttempt, TodoEvent
+from switchboard.queues.sweeper import SweepReport
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import (
     a_lapsed_lease,
     backdate,
@@ -30,7 +30,7 @@ from tests.queues.helpers import (
 def _folds_count_up_to_now(monkeypatch):
     """Retention deletes only what the metrics fold counted; here the fold takes every
     ending up to now (the product lags a second behind the clock)."""
-    from queues import counters
+    from switchboard.queues import counters
 
     monkeypatch.setattr(counters, "FOLD_LAG_SECONDS", 0.0)
 
@@ -398,8 +398,8 @@ def test_a_trigger_past_its_batch_rings_the_sweeper_at_once(team):
     """A prerequisite with more dependents than the trigger releases (1,000) says so on
     switchboard_sweep; a sweeper waiting out a long interval passes at once and releases the
     rest, instead of at its next interval."""
-    from queues import transitions
-    from queues.transitions import Actor
+    from switchboard.queues import transitions
+    from switchboard.queues.transitions import Actor
 
     endpoint, _ = endpoints.vend(team, "fan-in")
     agent = Actor.agent(endpoint)

@@ -7,9 +7,9 @@ from dataclasses import asdict
 import pytest
 from django.db import connection
 
-from queues import counters, endpoints, sweeper, transitions
-from queues.models import MetricCounter, SweeperStatus
-from queues.transitions import Actor
+from switchboard.queues import counters, endpoints, sweeper, transitions
+from switchboard.queues.models import MetricCounter, SweeperStatus
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import (
     a_lapsed_lease,
     lapse_lease,

@@ -7,9 +7,9 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from queues import teams
-from queues.errors import NotFound
-from queues.models import Membership, TeamInvitation, TodoEvent
+from switchboard.queues import teams
+from switchboard.queues.errors import NotFound
+from switchboard.queues.models import Membership, TeamInvitation, TodoEvent
 from tests.queues.helpers import run_together
 
 

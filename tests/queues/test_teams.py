@@ -1,8 +1,8 @@
 import pytest
 
-from queues import teams
-from queues.errors import Conflict
-from queues.models import Membership, Team, TodoEvent
+from switchboard.queues import teams
+from switchboard.queues.errors import Conflict
+from switchboard.queues.models import Membership, Team, TodoEvent
 
 
 def test_every_new_user_gets_a_personal_team_they_own(make_user):

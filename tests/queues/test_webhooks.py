@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from queues import webhooks
+from switchboard.queues import webhooks
 
 
 def _post(url: str, secret: str = "sbw_test", body: bytes = b'{"event":"doorbell"}'):

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from queues import transitions
-from queues.models import Todo, TodoQuestion
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo, TodoQuestion
+from switchboard.queues.transitions import Actor
 from switchboard.relay.config import EXIT_ASK, EXIT_CODES
 from switchboard.relay.context import context_document, context_markdown
 from tests.queues.helpers import attempts_of, outcomes
@@ -223,7 +223,7 @@ def test_a_hostile_question_and_answer_stay_inside_their_fences():
 def test_the_relays_own_notice_is_the_servers():
     """The notice the relay writes for a server whose claim has none says what the server's
     says, questions and answers included."""
-    from queues.records import UNTRUSTED_NOTICE as servers
+    from switchboard.queues.records import UNTRUSTED_NOTICE as servers
     from switchboard.relay.context import UNTRUSTED_NOTICE as relays
 
     assert relays == servers and "questions" in relays and "answers" in relays

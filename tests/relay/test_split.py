@@ -11,9 +11,9 @@ import json
 
 import pytest
 
-from queues import transitions
-from queues.models import Todo
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo
+from switchboard.queues.transitions import Actor
 from switchboard.relay.config import EXIT_CODES, EXIT_SPLIT
 from tests.queues.helpers import outcomes
 from tests.test_relay import fast, run_relay

@@ -20,8 +20,8 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 from django.utils.text import slugify
 
-from queues import operators, teams
-from queues.models import Membership, Team
+from switchboard.queues import operators, teams
+from switchboard.queues.models import Membership, Team
 
 
 class Command(BaseCommand):

@@ -9,10 +9,10 @@ from zoneinfo import ZoneInfo
 
 from django.core.management.base import BaseCommand, CommandError
 
-from queues import schedules
-from queues.errors import DomainError
-from queues.models import CatchUp, Endpoint, Schedule, Team
-from queues.schedules import OPERATOR
+from switchboard.queues import schedules
+from switchboard.queues.errors import DomainError
+from switchboard.queues.models import CatchUp, Endpoint, Schedule, Team
+from switchboard.queues.schedules import OPERATOR
 
 
 class Command(BaseCommand):

@@ -61,7 +61,7 @@ def _require_a_pooler_that_keeps_prepared_statements() -> str | None:
         return None
     import psycopg
 
-    from queues.db.pooler import prepared_statements_survive
+    from switchboard.queues.db.pooler import prepared_statements_survive
 
     try:
         problem = prepared_statements_survive()
@@ -79,7 +79,7 @@ def trusted_proxy_notice() -> str | None:
     header = settings.SWITCHBOARD_SIGNIN_CLIENT_IP_HEADER
     if not header:
         return None
-    from board.auth import trusted_proxies
+    from switchboard.board.auth import trusted_proxies
 
     peers = ", ".join(str(network) for network in trusted_proxies()) or "no peer"
     return (

@@ -9,7 +9,7 @@ from dataclasses import asdict
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from queues import sweeper
+from switchboard.queues import sweeper
 
 
 class Command(BaseCommand):

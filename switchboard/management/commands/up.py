@@ -38,8 +38,8 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError, connections, transaction
 
-from queues.models import Todo
 from switchboard import embedded
+from switchboard.queues.models import Todo
 
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # How long the web server and sweeper get to stop before they are killed.

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from queues import endpoints
-from queues.errors import Conflict, Invalid
-from queues.models import Team
+from switchboard.queues import endpoints
+from switchboard.queues.errors import Conflict, Invalid
+from switchboard.queues.models import Team
 
 
 class Command(BaseCommand):

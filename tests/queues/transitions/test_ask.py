@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from queues import sweeper, transitions
-from queues.errors import Conflict, Invalid, NotFound
-from queues.models import Todo, TodoEvent, TodoQuestion
-from queues.transitions import Actor
+from switchboard.queues import sweeper, transitions
+from switchboard.queues.errors import Conflict, Invalid, NotFound
+from switchboard.queues.models import Todo, TodoEvent, TodoQuestion
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import (
     backdate,
     events_of,

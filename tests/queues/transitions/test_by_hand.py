@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from queues import transitions
-from queues.errors import Conflict
-from queues.models import Todo
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.errors import Conflict
+from switchboard.queues.models import Todo
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import (
     attempts_of,
     events_of,

@@ -6,10 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from queues import transitions
-from queues.errors import Conflict
-from queues.models import Todo, TodoAttempt
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.errors import Conflict
+from switchboard.queues.models import Todo, TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import (
     attempts_of,
     events_of,
@@ -115,7 +115,7 @@ def test_human_claim_does_not_spend_the_budget_and_agents_cannot_close_it(
 
 
 def test_deleting_a_user_keeps_their_owner_attempts_in_the_history(make_user, team, make_todo):
-    from queues import teams
+    from switchboard.queues import teams
     from tests.queues.helpers import get_todo_for_user
 
     bob = make_user("bob")

@@ -6,10 +6,10 @@ from datetime import timedelta
 
 import pytest
 
-from queues import transitions
-from queues.errors import Conflict, NotFound
-from queues.models import Todo, TodoAttempt
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.errors import Conflict, NotFound
+from switchboard.queues.models import Todo, TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import (
     attempts_of,
     events_of,

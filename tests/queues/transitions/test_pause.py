@@ -7,11 +7,11 @@ import psycopg
 import pytest
 from django.db import connection
 
-from queues import endpoints, transitions
-from queues.errors import Conflict, RateLimited
-from queues.models import Endpoint, Todo, TodoAttempt, TodoEvent
-from queues.sql import DOORBELL_CHANNEL
-from queues.transitions import Actor
+from switchboard.queues import endpoints, transitions
+from switchboard.queues.errors import Conflict, RateLimited
+from switchboard.queues.models import Endpoint, Todo, TodoAttempt, TodoEvent
+from switchboard.queues.sql import DOORBELL_CHANNEL
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import lapse_lease
 
 
@@ -126,7 +126,7 @@ def test_resume_rings_the_doorbell_and_pause_does_not(team, user):
 def test_a_long_polls_recheck_sees_the_pause_and_the_resume(user, endpoint):
     """What a waiter does on each wake (agents/waiting.py): the re-check brings the
     endpoint's pause up to date, so the claim after it goes by what is true now."""
-    from queues import db
+    from switchboard.queues import db
 
     seen = Endpoint.objects.get(pk=endpoint.pk)  # as the request authenticated it
     endpoints.pause(endpoint, user=user)

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.db import connection
 
-from queues import transitions
-from queues.errors import Invalid
-from queues.models import Todo, TodoAttempt
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.errors import Invalid
+from switchboard.queues.models import Todo, TodoAttempt
+from switchboard.queues.transitions import Actor
 from tests.agents.api_helpers import post
 from tests.queues.helpers import backdate, events_of, get_todo_for_user
 

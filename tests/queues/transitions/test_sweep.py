@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from queues import transitions
-from queues.transitions import Actor
+from switchboard.queues import transitions
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import (
     lapse_lease,
     outcomes,

@@ -11,10 +11,10 @@ import time
 import pytest
 from django.db import connection, connections, transaction
 
-from queues import db, transitions
-from queues.errors import Conflict, NotFound
-from queues.models import Delivery, Endpoint, Todo, TodoAttempt, TodoEvent
-from queues.transitions import Actor
+from switchboard.queues import db, transitions
+from switchboard.queues.errors import Conflict, NotFound
+from switchboard.queues.models import Delivery, Endpoint, Todo, TodoAttempt, TodoEvent
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import attempts_of, events_of, lapse_lease, open_attempts
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from queues import sweeper, teams, transitions
-from queues.errors import Conflict, Invalid, NotFound
-from queues.models import Endpoint, Todo, TodoEvent
-from queues.transitions import Actor
+from switchboard.queues import sweeper, teams, transitions
+from switchboard.queues.errors import Conflict, Invalid, NotFound
+from switchboard.queues.models import Endpoint, Todo, TodoEvent
+from switchboard.queues.transitions import Actor
 from tests.queues.helpers import events_of, get_todo_for_endpoint, get_todo_for_user, tables_as_json
 
 

@@ -1,0 +1,92 @@
+"""The ledger's schema, by table family: teams, endpoints, todos and their attempts (with
+the enums of their states and outcomes), and what operators need. Every change of a todo's
+``state`` goes through ``queues.transitions``."""
+
+from switchboard.queues.models.endpoints import VERBS, Endpoint, EndpointQuerySet
+from switchboard.queues.models.operations import (
+    DeadLetterSink,
+    Delivery,
+    MetricCounter,
+    MetricDelta,
+    SignInThrottle,
+    SweeperStatus,
+)
+from switchboard.queues.models.schedules import CatchUp, Schedule
+from switchboard.queues.models.states import (
+    DIED_OUTCOMES,
+    LAPSED_OUTCOMES,
+    LIVE_STATES,
+    OPEN_STATES,
+    TERMINAL_STATES,
+    UNCLAIMED_STATES,
+    AfterPolicy,
+    ClaimerKind,
+    DeadLetterReason,
+    Disposition,
+    EventKind,
+    OnNoAnswer,
+    Outcome,
+    QuestionEnding,
+    TodoState,
+    WaitingFor,
+)
+from switchboard.queues.models.teams import Membership, Team, TeamInvitation, TeamInvitationQuerySet
+from switchboard.queues.models.todos import (
+    CLAIMABLE_AT,
+    SUMMARY_SEARCHABLE,
+    Todo,
+    TodoAttempt,
+    TodoEvent,
+    TodoQuerySet,
+    TodoQuestion,
+    TodoSearchDocument,
+    TodoTotals,
+    row_rules,
+)
+from switchboard.queues.models.waits import KeyClaims, TodoAfter
+
+__all__ = [
+    "AfterPolicy",
+    "CatchUp",
+    "KeyClaims",
+    "Schedule",
+    "TodoAfter",
+    "CLAIMABLE_AT",
+    "DIED_OUTCOMES",
+    "LAPSED_OUTCOMES",
+    "LIVE_STATES",
+    "OPEN_STATES",
+    "UNCLAIMED_STATES",
+    "SUMMARY_SEARCHABLE",
+    "TERMINAL_STATES",
+    "VERBS",
+    "ClaimerKind",
+    "DeadLetterReason",
+    "DeadLetterSink",
+    "Delivery",
+    "Disposition",
+    "Endpoint",
+    "EndpointQuerySet",
+    "EventKind",
+    "Membership",
+    "MetricCounter",
+    "MetricDelta",
+    "OnNoAnswer",
+    "Outcome",
+    "QuestionEnding",
+    "SignInThrottle",
+    "SweeperStatus",
+    "Team",
+    "TeamInvitation",
+    "TeamInvitationQuerySet",
+    "Todo",
+    "TodoAttempt",
+    "TodoEvent",
+    "TodoQuerySet",
+    "TodoQuestion",
+    "TodoSearchDocument",
+    "TodoState",
+    "TodoTotals",
+    "WaitingFor",
+    "row_rules",
+]
