@@ -10,8 +10,49 @@ from __future__ import annotations
 import os
 import sys
 
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def version() -> str:
+    """The installed distribution's version ("unknown" in a checkout never installed)."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("switchboard")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _up_on_this_machine(args: list[str]) -> bool:
+    """``switchboard up`` on loopback with neither SECRET_KEY nor SWITCHBOARD_DEV set: a first
+    run on a laptop (what ``make run`` is, with SWITCHBOARD_DEV=1), so it runs as one. A host
+    other than loopback, or SWITCHBOARD_DEV=0 said outright, still needs a SECRET_KEY."""
+    if not args or args[0] != "up" or "SWITCHBOARD_DEV" in os.environ:
+        return False
+    if os.environ.get("SECRET_KEY") or os.environ.get("DEBUG"):
+        return False
+    host = "127.0.0.1"
+    for n, arg in enumerate(args):
+        if arg == "--host" and n + 1 < len(args):
+            host = args[n + 1]
+        elif arg.startswith("--host="):
+            host = arg.partition("=")[2]
+    return host in LOOPBACK
+
 
 def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] in (["--version"], ["-V"]):
+        print(f"switchboard {version()}")
+        return
+    if _up_on_this_machine(args):
+        os.environ["SWITCHBOARD_DEV"] = "1"
+        print(
+            "switchboard up: no SECRET_KEY, on this machine only: running as a laptop "
+            "(SWITCHBOARD_DEV=1: plain http on loopback, a dev-only key).",
+            file=sys.stderr,
+        )
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "switchboard.settings")
     from django.conf import settings
     from django.core.exceptions import ImproperlyConfigured
@@ -24,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     except ImproperlyConfigured as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
         sys.exit(2)
-    execute_from_command_line(["switchboard", *(sys.argv[1:] if argv is None else argv)])
+    execute_from_command_line(["switchboard", *args])
 
 
 if __name__ == "__main__":

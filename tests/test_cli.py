@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.cookiejar
+import os
 import re
 import signal
 import socket
@@ -465,3 +466,38 @@ def test_up_leaves_a_database_that_has_todos_without_the_demo(cli_env, tmp_path,
     assert "Demo agents" not in output and "demo stopped" not in output
     assert not Team.objects.filter(slug="demo").exists()
     assert Todo.objects.count() == 1
+
+
+def test_version_needs_no_settings(tmp_path):
+    result = subprocess.run(
+        [SWITCHBOARD, "--version"],
+        env={"PATH": os.environ["PATH"]},  # no SECRET_KEY, no SWITCHBOARD_DEV
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert re.fullmatch(r"switchboard \S+\n", result.stdout)
+
+
+@pytest.mark.parametrize(
+    "args, env, laptop",
+    [
+        (["up"], {}, True),
+        (["up", "--port", "8001", "--host", "localhost"], {}, True),
+        (["up", "--host=::1"], {}, True),
+        (["up", "--host", "0.0.0.0"], {}, False),  # others could reach it: a key is needed
+        (["up"], {"SWITCHBOARD_DEV": "0"}, False),  # said outright
+        (["up"], {"SECRET_KEY": "k" * 50}, False),  # a real key: production settings
+        (["serve"], {}, False),  # only up is the laptop's command
+    ],
+)
+def test_up_on_loopback_without_a_key_runs_as_a_laptop(monkeypatch, args, env, laptop):
+    from switchboard import cli
+
+    for name in ("SWITCHBOARD_DEV", "SECRET_KEY", "DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert cli._up_on_this_machine(args) is laptop
