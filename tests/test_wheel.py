@@ -13,6 +13,7 @@ import http.cookiejar
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -29,6 +30,27 @@ ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "a wheel's first password"
 
 
+def _source(work: Path) -> Path:
+    """A copy of the checkout to build from (pip builds in place, leaving build/ and
+    *.egg-info behind): what a clean clone holds, less what a build never reads."""
+    skip = shutil.ignore_patterns(
+        ".git",
+        ".venv",
+        "var",
+        "node_modules",
+        "build",
+        "dist",
+        "*.egg-info",
+        "__pycache__",
+        ".pytest_cache",
+        ".ruff_cache",
+        "tests",
+        "bench",
+        "docs",
+    )
+    return Path(shutil.copytree(ROOT, work / "source", ignore=skip, symlinks=True))
+
+
 def _pip(python: Path | str, *args: str, timeout: float = 600) -> None:
     done = subprocess.run(
         [str(python), "-m", "pip", "--disable-pip-version-check", *args],
@@ -43,7 +65,8 @@ def _pip(python: Path | str, *args: str, timeout: float = 600) -> None:
 def installed(tmp_path_factory) -> tuple[Path, Path]:
     """(the wheel, the fresh virtualenv's bin folder): the wheel and openai-agents in it."""
     work = tmp_path_factory.mktemp("wheel")
-    _pip(sys.executable, "wheel", str(ROOT), "--no-deps", "--quiet", "-w", str(work / "dist"))
+    source = _source(work)
+    _pip(sys.executable, "wheel", str(source), "--no-deps", "--quiet", "-w", str(work / "dist"))
     (wheel,) = (work / "dist").glob("switchboard-*.whl")
     # The interpreter this virtualenv was made from, not the virtualenv: nothing of ours leaks.
     base = getattr(sys, "_base_executable", sys.executable)
@@ -55,6 +78,7 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
 
 def test_the_wheel_holds_one_top_level_name_and_what_the_board_serves(installed):
     wheel, _ = installed
+    assert wheel.name == f"switchboard-{_version()}-py3-none-any.whl"
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {
         "switchboard",
@@ -105,8 +129,9 @@ def test_beside_openai_agents_both_import_and_no_generic_name_is_ours(installed)
 
 
 def _version() -> str:
-    text = (ROOT / "pyproject.toml").read_text()
-    return re.search(r'^version = "([^"]+)"', text, re.M)[1]
+    """The version both pyproject.toml files read (switchboard/client/about.py)."""
+    text = (ROOT / "switchboard" / "client" / "about.py").read_text()
+    return re.search(r'^VERSION = "([^"]+)"', text, re.M)[1]
 
 
 def _free_port() -> int:
@@ -177,3 +202,77 @@ def test_switchboard_up_in_an_empty_folder_serves_a_signed_in_board_and_its_styl
     # The data went to the user's data folder, and nothing into the folder it ran in.
     assert (home / ".local" / "share" / "switchboard" / "pgdata" / "PG_VERSION").is_file()
     assert list(folder.iterdir()) == []
+
+
+# --- The client alone: switchboard-client (clients/python) -------------------------------
+
+
+@pytest.fixture(scope="module")
+def client_alone(tmp_path_factory) -> Path:
+    """A fresh virtualenv holding the switchboard-client wheel and nothing else (its bin)."""
+    work = tmp_path_factory.mktemp("client")
+    _pip(
+        sys.executable,
+        "wheel",
+        str(_source(work) / "clients" / "python"),
+        "--no-deps",
+        "--quiet",
+        "-w",
+        str(work / "dist"),
+    )
+    (wheel,) = (work / "dist").glob("switchboard_client-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[1] for n in names if n.startswith("switchboard/")} == {"client", "relay"}
+    assert "switchboard/__init__.py" not in names  # a namespace: the server's wheel has one
+    base = getattr(sys, "_base_executable", sys.executable)
+    subprocess.run([base, "-m", "venv", str(work / "venv")], check=True, timeout=120)
+    bin_ = work / "venv" / "bin"
+    _pip(bin_ / "python", "install", "--quiet", "--no-deps", str(wheel))
+    return bin_
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_client_alone_talks_to_the_server_without_django(client_alone, live_server, vend):
+    from switchboard.agents.openapi import capabilities
+    from switchboard.client import VERSION
+    from switchboard.queues.models import Todo
+
+    endpoint, token = vend("alone")
+    script = (
+        "import importlib.util, json, sys\n"
+        "from switchboard.client import Client, VERSION\n"
+        "sb = Client(sys.argv[1], sys.argv[2])\n"
+        "made = sb.create_todo(title='sent by the client alone')\n"
+        "print(json.dumps({'version': VERSION, 'server': sb.capabilities()['version'],"
+        " 'id': made['todo']['id'], 'django': importlib.util.find_spec('django') is not None,"
+        " 'psycopg': importlib.util.find_spec('psycopg') is not None,"
+        " 'loaded': sorted(m for m in sys.modules if m.startswith(('django', 'psycopg')))}))"
+    )
+    run = subprocess.run(
+        [str(client_alone / "python"), "-c", script, live_server.url, token],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout)
+    assert seen["django"] is False and seen["psycopg"] is False and seen["loaded"] == []
+    # One number: the client's, the server's capability document's, this checkout's.
+    assert seen["version"] == seen["server"] == VERSION == capabilities()["version"] == _version()
+    todo = Todo.objects.get(pk=seen["id"])
+    assert (todo.title, todo.endpoint_id) == ("sent by the client alone", endpoint.pk)
+    relay = subprocess.run(
+        [str(client_alone / "switchboard-relay"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert relay.returncode == 0 and "COMMAND" in relay.stdout, relay.stderr
+
+
+def test_the_client_speaks_the_servers_verbs():
+    from switchboard.client import VERBS
+    from switchboard.queues.verbs import VERBS as LEDGER_VERBS
+
+    assert VERBS == LEDGER_VERBS

@@ -55,6 +55,7 @@ read it with a timeout of at least ``wait_seconds + LONG_POLL_MARGIN_SECONDS``, 
 claim the server commits just as the client gives up is lost until its lease lapses.
 """
 
+from switchboard.client.about import VERBS, VERSION
 from switchboard.client.aio import AsyncClient, AsyncJob
 from switchboard.client.common import (
     LONG_POLL_MARGIN_SECONDS,
@@ -66,13 +67,13 @@ from switchboard.client.common import (
     retryable,
 )
 from switchboard.client.sync import Client, Job
-from switchboard.queues.verbs import VERBS  # plain Python, nothing of Django
 
 __all__ = [
     "LONG_POLL_MARGIN_SECONDS",
     "RETRIED_STATUSES",
     "STOPPED",
     "VERBS",
+    "VERSION",
     "AsyncClient",
     "AsyncJob",
     "Backoff",

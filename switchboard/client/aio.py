@@ -8,8 +8,10 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from switchboard.client.about import VERBS
 from switchboard.client.common import (
     STOPPED,
+    USER_AGENT,
     Backoff,
     SwitchboardError,
     _asking,
@@ -27,7 +29,6 @@ from switchboard.client.common import (
     read_timeout,
     retryable,
 )
-from switchboard.queues.verbs import VERBS  # plain Python, nothing of Django
 
 
 def _httpx2():
@@ -162,10 +163,11 @@ class AsyncClient:
     async def _request(self, method: str, path: str, *, read: float, **kwargs: Any):
         httpx2 = self._httpx2
         timeout = httpx2.Timeout(self._timeout, read=read)
+        headers = {**kwargs.pop("headers", {}), "User-Agent": USER_AGENT}
         for attempt in range(2):
             try:
                 return await self._http.request(
-                    method, f"{self._base}{path}", timeout=timeout, **kwargs
+                    method, f"{self._base}{path}", timeout=timeout, headers=headers, **kwargs
                 )
             # The same exception types as the sync client, so one handler serves both.
             except httpx2.TimeoutException as exc:

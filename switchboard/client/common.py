@@ -17,7 +17,13 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from switchboard.client.about import VERSION
+
 log = logging.getLogger("switchboard.client")
+
+# Every request says which client sent it (the server's version is the same number: its
+# capability document's ``version``).
+USER_AGENT = f"switchboard-client/{VERSION}"
 
 # Seconds a long-poll's read timeout exceeds its wait_seconds: the server answers at the end
 # of the wait (plus its own work and the network); this margin keeps a slow answer from

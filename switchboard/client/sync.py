@@ -9,8 +9,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from switchboard.client.about import VERBS
 from switchboard.client.common import (
     STOPPED,
+    USER_AGENT,
     Backoff,
     SwitchboardError,
     _asking,
@@ -28,7 +30,6 @@ from switchboard.client.common import (
     read_timeout,
     retryable,
 )
-from switchboard.queues.verbs import VERBS  # plain Python, nothing of Django
 
 
 class Client:
@@ -124,7 +125,7 @@ class Client:
         self, method: str, path: str, body: bytes | None, headers: dict, *, timeout: float
     ) -> tuple[int, bytes, str | None]:
         """The answer's status, body and ``Retry-After`` header."""
-        headers = {**headers, "Connection": "keep-alive"}
+        headers = {**headers, "Connection": "keep-alive", "User-Agent": USER_AGENT}
         for attempt in range(2):  # one retry on a connection the server closed while idle
             conn = self._connection()
             conn.timeout = timeout  # used when it (re)connects

@@ -1,7 +1,7 @@
 """The agent verbs by name, in their order: what a frozen verb set may hold (the endpoints
-table's check constraint), what agents/verbs.py declares (a system check holds the two to
-each other) and what the client offers. Plain Python, nothing of Django: the client, which
-needs only the standard library, reads it too."""
+table's check constraint) and what agents/verbs.py declares (a system check holds the two to
+each other). The client, shipped alone as switchboard-client, keeps its own list
+(switchboard/client/about.py), held equal to this one by tests/test_wheel.py."""
 
 VERBS = (
     "create_todo",
