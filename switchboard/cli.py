@@ -46,6 +46,10 @@ def main(argv: list[str] | None = None) -> None:
     if args[:1] in (["--version"], ["-V"]):
         print(f"switchboard {version()}")
         return
+    if args[:1] == ["worker"]:  # in the user's own Django project, with its settings
+        from switchboard.tasks.worker import main as worker
+
+        sys.exit(worker(args[1:]))
     if _up_on_this_machine(args):
         os.environ["SWITCHBOARD_DEV"] = "1"
         print(

@@ -222,7 +222,11 @@ def client_alone(tmp_path_factory) -> Path:
     )
     (wheel,) = (work / "dist").glob("switchboard_client-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert {n.split("/")[1] for n in names if n.startswith("switchboard/")} == {"client", "relay"}
+    assert {n.split("/")[1] for n in names if n.startswith("switchboard/")} == {
+        "client",
+        "relay",
+        "tasks",
+    }
     assert "switchboard/__init__.py" not in names  # a namespace: the server's wheel has one
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(work / "venv")], check=True, timeout=120)
