@@ -24,6 +24,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "switchboard.settings")
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 
+from switchboard.queues import tracing  # noqa: E402  (nothing of Django: SWITCHBOARD_OTEL)
+
+tracing.setup()  # before Django loads its middleware, which its instrumentation extends
 django_app = get_asgi_application()  # runs django.setup()
 
 from django.conf import settings  # noqa: E402

@@ -9,4 +9,7 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "switchboard.settings")
 
+from switchboard.queues import tracing  # noqa: E402
+
+tracing.setup()  # SWITCHBOARD_OTEL=1: before Django loads its middleware
 application = get_wsgi_application()

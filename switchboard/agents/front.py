@@ -38,6 +38,7 @@ from django.middleware.security import SecurityMiddleware
 from switchboard.agents import mcp, metrics, verbs, waiting, wire
 from switchboard.agents.auth import endpoint_for
 from switchboard.agents.openapi import capabilities, document
+from switchboard.queues import tracing
 from switchboard.queues.db.availability import breaker
 from switchboard.queues.errors import (
     DATABASE_ERRORS,
@@ -347,9 +348,11 @@ async def _dispatch(exchange: _Exchange) -> None:
     elif path == API + "openapi.json":
         await _get_only(exchange, document)
     elif path.startswith(API):
-        await _verb(exchange, path.removeprefix(API))
+        with tracing.request(f"{exchange.method} {API}{{verb}}", exchange.headers):
+            await _verb(exchange, path.removeprefix(API))
     elif path == "/mcp":
-        await _mcp(exchange)
+        with tracing.request(f"{exchange.method} /mcp", exchange.headers):
+            await _mcp(exchange)
     elif path == "/metrics":
         await exchange.body()
         status, body, headers = await metrics.scrape(

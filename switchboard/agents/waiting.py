@@ -19,7 +19,7 @@ from django.conf import settings
 from switchboard.agents import verbs
 from switchboard.agents.doorbell import async_doorbell, doorbells
 from switchboard.agents.verbs import Verb
-from switchboard.queues import counters, db, endpoints, transitions
+from switchboard.queues import counters, db, endpoints, tracing, transitions
 from switchboard.queues.db import Plan
 from switchboard.queues.db.availability import breaker, is_connection_failure
 from switchboard.queues.errors import (
@@ -93,6 +93,27 @@ def waiters() -> Waiters:
 
 
 async def call(
+    endpoint: Endpoint,
+    verb: Verb,
+    params,
+    *,
+    mcp_session_id: str | None = None,
+    gone: Departure | None = None,
+) -> dict:
+    """``_call``, in a span of its own when tracing is on (queues/tracing.py)."""
+    if not tracing.ON:
+        return await _call(endpoint, verb, params, mcp_session_id=mcp_session_id, gone=gone)
+    with tracing.verb(verb.name, endpoint, params) as span:
+        try:
+            result = await _call(endpoint, verb, params, mcp_session_id=mcp_session_id, gone=gone)
+        except DomainError as error:
+            tracing.refused(span, error.code)
+            raise
+        tracing.answered(span, result)
+        return result
+
+
+async def _call(
     endpoint: Endpoint,
     verb: Verb,
     params,

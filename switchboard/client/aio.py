@@ -28,6 +28,7 @@ from switchboard.client.common import (
     log,
     read_timeout,
     retryable,
+    trace_headers,
 )
 
 
@@ -163,7 +164,7 @@ class AsyncClient:
     async def _request(self, method: str, path: str, *, read: float, **kwargs: Any):
         httpx2 = self._httpx2
         timeout = httpx2.Timeout(self._timeout, read=read)
-        headers = {**kwargs.pop("headers", {}), "User-Agent": USER_AGENT}
+        headers = {**kwargs.pop("headers", {}), "User-Agent": USER_AGENT, **trace_headers()}
         for attempt in range(2):
             try:
                 return await self._http.request(

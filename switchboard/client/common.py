@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
 import ssl
 import time
@@ -24,6 +25,36 @@ log = logging.getLogger("switchboard.client")
 # Every request says which client sent it (the server's version is the same number: its
 # capability document's ``version``).
 USER_AGENT = f"switchboard-client/{VERSION}"
+
+_otel: Any = None  # the OpenTelemetry API, once looked for: a module, or False when absent
+
+
+def trace_headers() -> dict[str, str]:
+    """The W3C trace context a request carries (``traceparent``, ``tracestate``), so the
+    server's spans continue the agent's trace: the current OpenTelemetry span's when the
+    agent traces (the API installed and a span current), else ``TRACEPARENT`` (and
+    ``TRACESTATE``) from the environment, the way the relay hands its trace to the command
+    it runs and a CI job hands its own to the relay. Empty when there is neither."""
+    global _otel
+    if _otel is None:
+        try:
+            import opentelemetry.propagate
+            import opentelemetry.trace
+
+            _otel = opentelemetry
+        except ImportError:
+            _otel = False
+    if _otel and _otel.trace.get_current_span().get_span_context().is_valid:
+        carrier: dict[str, str] = {}
+        _otel.propagate.inject(carrier)
+        return carrier
+    found = {}
+    for name in ("traceparent", "tracestate"):
+        value = os.environ.get(name.upper())
+        if value:
+            found[name] = value
+    return found
+
 
 # Seconds a long-poll's read timeout exceeds its wait_seconds: the server answers at the end
 # of the wait (plus its own work and the network); this margin keeps a slow answer from

@@ -29,6 +29,7 @@ from switchboard.client.common import (
     log,
     read_timeout,
     retryable,
+    trace_headers,
 )
 
 
@@ -125,7 +126,12 @@ class Client:
         self, method: str, path: str, body: bytes | None, headers: dict, *, timeout: float
     ) -> tuple[int, bytes, str | None]:
         """The answer's status, body and ``Retry-After`` header."""
-        headers = {**headers, "Connection": "keep-alive", "User-Agent": USER_AGENT}
+        headers = {
+            **headers,
+            "Connection": "keep-alive",
+            "User-Agent": USER_AGENT,
+            **trace_headers(),
+        }
         for attempt in range(2):  # one retry on a connection the server closed while idle
             conn = self._connection()
             conn.timeout = timeout  # used when it (re)connects

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from switchboard.client.common import trace_headers
 from switchboard.relay.config import (
     CHILD_FIELDS,
     CHILDREN_MAX,
@@ -98,6 +99,9 @@ class AttemptFolder:
                 "SWITCHBOARD_CHILDREN_FILE": str(self.files["children"]),
             }
         )
+        # The relay's trace, continued by the command (TRACEPARENT: OpenTelemetry's
+        # environment carrier) and by its own requests through the client.
+        env.update({name.upper(): value for name, value in trace_headers().items()})
         return env
 
     # --- what the command left ---------------------------------------------------------------

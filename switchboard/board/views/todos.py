@@ -28,7 +28,7 @@ from switchboard.board import drawer
 from switchboard.board.templatetags.board import STATE_LABELS
 from switchboard.board.views.queue import refresh_seconds
 from switchboard.board.waiting import AnswerForm, asked_of, story
-from switchboard.queues import transitions
+from switchboard.queues import tracing, transitions
 from switchboard.queues.bounds import RESULT_MAX_DEPTH
 from switchboard.queues.errors import Conflict, Invalid, NotFound
 from switchboard.queues.models import TodoState
@@ -132,6 +132,7 @@ def todo_action(request, todo_id: int, action: str):
             return HttpResponseNotAllowed(["POST"])
         return _confirm(request, todo_id, action)
     detail = _detail(request.user, todo_id)
+    tracing.note(action=action, endpoint=detail.todo.endpoint, **{"todo.id": detail.todo.id})
     seen = request.POST.get("seen", "")
     if seen != drawer.seen_stamp(detail.todo):
         return _stale(request, detail, "This todo moved on since you opened it", action)
@@ -142,7 +143,9 @@ def todo_action(request, todo_id: int, action: str):
         return _stale(request, detail, why, action)
     try:
         _act(request, detail, action)
+        tracing.note(outcome="ok")
     except Conflict as exc:
+        tracing.note(outcome="conflict")
         return _stale(request, _detail(request.user, todo_id), str(exc), action)
     except Invalid as exc:
         typed = _typed(request, action)
