@@ -298,6 +298,18 @@ SWITCHBOARD_OWNER_LEASE_SECONDS = env_int("SWITCHBOARD_OWNER_LEASE_SECONDS", 180
 SWITCHBOARD_MAX_ATTEMPTS = env_int("SWITCHBOARD_MAX_ATTEMPTS", 5, minimum=1)
 SWITCHBOARD_RETRY_BASE_SECONDS = env_int("SWITCHBOARD_RETRY_BASE_SECONDS", 10, minimum=0)
 SWITCHBOARD_RETRY_MAX_SECONDS = env_int("SWITCHBOARD_RETRY_MAX_SECONDS", 3600, minimum=0)
+# Tracing (SWITCHBOARD_OTEL=1, docs/tracing.md): where a trace id opens in your tracing UI,
+# with {trace_id} in it (https://jaeger.example/trace/{trace_id}); the drawer then links an
+# attempt's trace. Unset: the id is shown as text.
+SWITCHBOARD_TRACE_URL = os.environ.get("SWITCHBOARD_TRACE_URL", "").strip()
+if SWITCHBOARD_TRACE_URL and (
+    not SWITCHBOARD_TRACE_URL.startswith(("https://", "http://"))
+    or "{trace_id}" not in SWITCHBOARD_TRACE_URL
+):
+    raise ImproperlyConfigured(
+        "SWITCHBOARD_TRACE_URL must be an http(s) address with {trace_id} in it, e.g. "
+        "https://jaeger.example/trace/{trace_id}."
+    )
 SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO = env_int(
     "SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO", 50, minimum=1
 )

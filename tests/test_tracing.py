@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from switchboard.client import Client
 from switchboard.queues import tracing
-from switchboard.queues.models import Todo
+from switchboard.queues.models import Todo, TodoAttempt
 from tests.shell import shell_env
 from tests.test_cli import _free_port, _serving
 
@@ -101,7 +101,7 @@ def _no_user_text(exported) -> None:
 
 
 def test_each_verb_is_a_span_under_the_agents_traceparent_with_ids_and_no_text(
-    spans, live_server, vend
+    spans, live_server, vend, logged_in, settings
 ):
     endpoint, token = vend("traced")
     trace_id, span_id, parent = _parent()
@@ -138,6 +138,14 @@ def test_each_verb_is_a_span_under_the_agents_traceparent_with_ids_and_no_text(
     assert complete.attributes["switchboard.attempt.seq"] == 99
     assert {format(s.context.trace_id, "032x") for s in spans.get_finished_spans()} == {trace_id}
     _no_user_text(spans.get_finished_spans())
+
+    # The attempt records the agent's trace; the drawer links it where a trace URL is set.
+    assert TodoAttempt.objects.get(todo_id=todo_id, seq=1).trace_id == trace_id
+    page = logged_in.get(f"/todos/{todo_id}/?attempt=1").content.decode()
+    assert f"<code>{trace_id}</code>" in page
+    settings.SWITCHBOARD_TRACE_URL = "https://traces.example/trace/{trace_id}"
+    page = logged_in.get(f"/todos/{todo_id}/?attempt=1").content.decode()
+    assert f'<a href="https://traces.example/trace/{trace_id}" rel="noopener noreferrer">' in page
 
 
 def test_an_mcp_tool_call_is_a_span_too(spans, live_server, vend):
@@ -192,7 +200,10 @@ def test_off_by_default_nothing_is_traced(live_server, vend):
     with tracing.request("x", {}) as span:
         assert span is None
     _, token = vend("untraced")
-    assert "todo" in _post(live_server.url, "create_todo", token, {"title": "plain"})
+    _, _, parent = _parent()
+    made = _post(live_server.url, "create_todo", token, {"title": "plain"}, traceparent=parent)
+    _post(live_server.url, "claim_next", token, {}, traceparent=parent)
+    assert TodoAttempt.objects.get(todo_id=made["todo"]["id"]).trace_id == ""
 
 
 # --- A real OTLP/HTTP receiver and a served process -----------------------------------------

@@ -82,6 +82,8 @@ class AttemptOut(Out):
     not_before: datetime | None = None
     # An asking attempt (outcome asked): its question, and the answer once given.
     question: QuestionOut | None = None
+    # The W3C trace id of the request that opened it, when the server traces (docs/tracing.md).
+    trace_id: str | None = None
 
 
 class AnsweredBy(Out):

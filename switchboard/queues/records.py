@@ -48,6 +48,7 @@ class AttemptRecord:
     mcp_session_id: str
     mcp_session_id_truncated: bool
     mcp_session_id_bytes: int
+    trace_id: str
     fenced: bool
     claimed_at: datetime
     last_heartbeat_at: datetime | None
@@ -107,6 +108,7 @@ class AttemptRecord:
             "claimant_bytes": self.claimant_bytes,
             "mcp_session_id": self.mcp_session_id or None,
             "mcp_session_id_truncated": self.mcp_session_id_truncated,
+            "trace_id": self.trace_id or None,
             "fenced": self.fenced,
             "claimed_at": _iso(self.claimed_at),
             "last_heartbeat_at": _iso(self.last_heartbeat_at),
@@ -303,6 +305,7 @@ ATTEMPT_SOURCE = {
     "mcp_session_id": "{a}.mcp_session_id",
     "mcp_session_id_truncated": "{a}.mcp_session_id_truncated",
     "mcp_session_id_bytes": "{a}.mcp_session_id_bytes",
+    "trace_id": "{a}.trace_id",
     "fenced": "{a}.lease_token_hash IS NOT NULL",
     "claimed_at": "{a}.claimed_at",
     "last_heartbeat_at": "{a}.last_heartbeat_at",

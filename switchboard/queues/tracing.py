@@ -108,6 +108,18 @@ def refused(span: Any, code: str) -> None:
         span.set_attribute("switchboard.outcome", code)
 
 
+def trace_id() -> str:
+    """The current trace's id (32 hex digits), which an attempt opened now records: the
+    agent's own trace when it sent a ``traceparent``. Empty when tracing is off or no span
+    is current."""
+    if not ON:
+        return ""
+    from opentelemetry import trace
+
+    context = trace.get_current_span().get_span_context()
+    return format(context.trace_id, "032x") if context.is_valid else ""
+
+
 def note(**attributes: Any) -> None:
     """Attributes on the current span (a Board action's, which Django's instrumentation
     opened): ``switchboard.<name>``."""

@@ -14,7 +14,7 @@ from django.db.migrations.loader import MigrationLoader
 from switchboard.queues import schema
 from switchboard.queues.schema import catalog
 
-COMMAND = "python -m queues.schema --write"
+COMMAND = "python -m switchboard.queues.schema --write"
 
 
 def _differences(generated: dict[str, str]) -> str:

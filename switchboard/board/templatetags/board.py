@@ -29,6 +29,16 @@ register = template.Library()
 UTC_FORMAT = "%Y-%m-%d %H:%M:%S UTC"
 
 
+@register.filter
+def trace_url(trace_id: str | None) -> str:
+    """Where an attempt's trace opens (SWITCHBOARD_TRACE_URL with the id in it), or ""."""
+    from django.conf import settings
+
+    if not trace_id or not settings.SWITCHBOARD_TRACE_URL:
+        return ""
+    return settings.SWITCHBOARD_TRACE_URL.replace("{trace_id}", trace_id)
+
+
 def iso(value: datetime) -> str:
     """The machine-readable instant, in UTC with milliseconds (durations add up)."""
     return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")

@@ -296,6 +296,9 @@ class TodoAttempt(models.Model):
     claimant = models.CharField(max_length=200, blank=True)
     claimant_truncated = models.BooleanField(default=False)
     claimant_bytes = models.IntegerField(default=0)
+    # The W3C trace id of the request that opened it, when tracing is on (SWITCHBOARD_OTEL:
+    # queues/tracing.py); the drawer links it where SWITCHBOARD_TRACE_URL says how.
+    trace_id = models.CharField(max_length=32, blank=True, db_default="")
 
     claimed_at = models.DateTimeField()
     last_heartbeat_at = models.DateTimeField(null=True, blank=True)

@@ -2,7 +2,7 @@
 the model): ``tables.sql`` (every table of the ledger, its columns, constraints, indexes and
 storage) and ``functions.sql`` (every function, with the triggers that call it).
 
-Both are written from a migrated database's catalogs by ``python -m queues.schema --write``
+Both are written from a migrated database's catalogs by ``python -m switchboard.queues.schema --write``
 and committed; tests/queues/test_schema_file.py holds them to the database the test run
 migrated from zero. Each object sits under a ``-- name: … --`` header, with the lines that
 say what it is (kept by the writer: edit them in the file).

@@ -1,4 +1,4 @@
-"""``python -m queues.schema --write``: migrate a scratch database from zero, read its catalogs
+"""``python -m switchboard.queues.schema --write``: migrate a scratch database from zero, read its catalogs
 and write queues/schema/*.sql from them. Without ``--write``, say how the files differ from
 it (exit status 1 if they do).
 
@@ -15,7 +15,9 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m queues.schema", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m switchboard.queues.schema", description=__doc__
+    )
     parser.add_argument("--write", action="store_true", help="write the files")
     write = parser.parse_args(argv).write
 

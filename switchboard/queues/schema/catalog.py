@@ -29,14 +29,14 @@ UNDESCRIBED = "-- (not described yet: say here what it is)"
 PREAMBLES = {
     "tables.sql": """\
 -- The ledger's tables as migrating from zero leaves them (queues/migrations/), with their
--- columns, constraints, indexes and storage options. Written by `python -m queues.schema
+-- columns, constraints, indexes and storage options. Written by `python -m switchboard.queues.schema
 -- --write` from the catalogs of a migrated database; edit only the lines that say what a
 -- table is (the writer keeps them, and the order). tests/queues/test_schema_file.py holds
 -- this file to the database the tests migrate. Functions and triggers: functions.sql.
 """,
     "functions.sql": """\
 -- The ledger's functions, each with the triggers that call it, as migrating from zero leaves
--- them (queues/migrations/). Written by `python -m queues.schema --write` from the catalogs
+-- them (queues/migrations/). Written by `python -m switchboard.queues.schema --write` from the catalogs
 -- of a migrated database; edit only the lines that say what a function does (the writer
 -- keeps them, and the order). A migration that changes a function loads it from here:
 -- `migrations.RunSQL(schema.function("name"), ...)` (queues/schema/__init__.py).

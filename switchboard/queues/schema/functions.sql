@@ -1,5 +1,5 @@
 -- The ledger's functions, each with the triggers that call it, as migrating from zero leaves
--- them (queues/migrations/). Written by `python -m queues.schema --write` from the catalogs
+-- them (queues/migrations/). Written by `python -m switchboard.queues.schema --write` from the catalogs
 -- of a migrated database; edit only the lines that say what a function does (the writer
 -- keeps them, and the order). A migration that changes a function loads it from here:
 -- `migrations.RunSQL(schema.function("name"), ...)` (queues/schema/__init__.py).

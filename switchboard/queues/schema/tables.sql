@@ -1,5 +1,5 @@
 -- The ledger's tables as migrating from zero leaves them (queues/migrations/), with their
--- columns, constraints, indexes and storage options. Written by `python -m queues.schema
+-- columns, constraints, indexes and storage options. Written by `python -m switchboard.queues.schema
 -- --write` from the catalogs of a migrated database; edit only the lines that say what a
 -- table is (the writer keeps them, and the order). tests/queues/test_schema_file.py holds
 -- this file to the database the tests migrate. Functions and triggers: functions.sql.
@@ -251,6 +251,7 @@ CREATE TABLE todo_attempts (
     summary_document         tsvector,
     not_before               timestamp with time zone,
     result_document          tsvector,
+    trace_id                 character varying(32) DEFAULT ''::character varying NOT NULL,
     CONSTRAINT todo_attempts_pkey PRIMARY KEY (id),
     CONSTRAINT todo_attempts_todo_seq UNIQUE (todo_id, seq),
     CONSTRAINT todo_attempts_ended_by_endpoint_id_d92a4b1a_fk_endpoints_id

@@ -128,10 +128,10 @@ opened AS (
         mcp_session_id_truncated, mcp_session_id_bytes, owner, claimant, claimant_truncated,
         claimant_bytes, claimed_at, last_heartbeat_at, lease_expires_at, ended_at, outcome,
         disposition, ended_by_id, summary, summary_truncated, summary_bytes, artifact,
-        artifact_truncated, artifact_bytes, result, lease_token_hash)
+        artifact_truncated, artifact_bytes, result, lease_token_hash, trace_id)
     SELECT m.id, m.last_attempt_seq, m.round, m.attempt, 'owner', NULL, %(user_id)s, '', false,
            0, m.owner, '', false, 0, m.claimed_at, NULL, m.lease_expires_at, NULL, '', '', NULL,
-           NULL, false, 0, NULL, false, 0, NULL, NULL
+           NULL, false, 0, NULL, false, 0, NULL, NULL, %(trace_id)s
       FROM moved m
  RETURNING seq
 )

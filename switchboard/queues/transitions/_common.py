@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from switchboard.queues import audit, db, sql, tokens
+from switchboard.queues import audit, db, sql, tokens, tracing
 from switchboard.queues.arguments import todo_id as checked_todo_id
 from switchboard.queues.arguments import whole_number
 from switchboard.queues.bounds import (
@@ -288,6 +288,7 @@ def claim_params(
         "claimant_bytes": label.bytes,
         "token_hash": tokens.digest(token) if token else None,
         "history_cap": settings.SWITCHBOARD_ATTEMPT_HISTORY_MAX_PER_TODO,
+        "trace_id": tracing.trace_id(),
     }
     return params, token
 

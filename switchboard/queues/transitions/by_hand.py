@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from django.db import DatabaseError
 
-from switchboard.queues import audit, db, sql
+from switchboard.queues import audit, db, sql, tracing
 from switchboard.queues.arguments import todo_id as checked_todo_id
 from switchboard.queues.db import Atomic, Fetch, Plan
 from switchboard.queues.errors import Conflict, Forbidden, Invalid, NotFound
@@ -180,6 +180,7 @@ def _take_over_locked(actor: Actor, todo_id: int, attempt_seq: int | None) -> Pl
             "user_id": actor.user.pk,
             "owner": actor.lease_label,
             "lease_seconds": lease_seconds(None, default_lease(actor)),
+            "trace_id": tracing.trace_id(),
         },
     )
     if opened_seq is None:  # impossible under the row lock; guard anyway
