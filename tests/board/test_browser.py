@@ -154,6 +154,15 @@ def test_a_stale_action_shows_the_message_and_the_fresh_drawer(page, user, endpo
     todo = make_todo("stale one")
     sign_in(page, "alice")
     drawer = _open_drawer(page, "stale one")
+    # When its stream becomes ready every region reads itself (board.js, Live.ready: what
+    # changed between its drawing and the watch). On a busy machine that can come after the
+    # drawer opened, and a read of it still being served when the claim below commits brings
+    # the fresh drawer (seen once under five xdist workers): until the page is live and no
+    # read of the drawer is in flight.
+    page.wait_for_function(
+        "() => document.querySelector('[data-live-status].is-live')"
+        " && !document.getElementById('drawer-panel').__live.busy"
+    )
     # The drawer would read itself again once the live stream tells it of the claim below,
     # and a click that lands as it does meets the fresh drawer (its "Claim it myself" gone),
     # not a stale one: held back here, so the click acts on the drawer as it was drawn.
