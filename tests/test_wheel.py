@@ -61,6 +61,19 @@ def _pip(python: Path | str, *args: str, timeout: float = 600) -> None:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
+def _probe(bin_: Path, script: str, *args: str) -> dict:
+    """Run ``script`` with the virtualenv's python, from /, and read the JSON it prints."""
+    run = subprocess.run(
+        [str(bin_ / "python"), "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+    )
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> tuple[Path, Path]:
     """(the wheel, the fresh virtualenv's bin folder): the wheel and openai-agents in it."""
@@ -97,25 +110,16 @@ def test_the_wheel_holds_one_top_level_name_and_what_the_board_serves(installed)
 
 def test_beside_openai_agents_both_import_and_no_generic_name_is_ours(installed):
     _, bin_ = installed
-    probe = subprocess.run(
-        [
-            str(bin_ / "python"),
-            "-c",
-            "import json, importlib.metadata as m\n"
-            "from agents import Agent, Runner\n"
-            "import agents, switchboard.client\n"
-            "ours = {str(f).split('/')[0] for f in m.files('switchboard')}\n"
-            "print(json.dumps({'agents': agents.__file__, 'agent': Agent.__module__,"
-            " 'runner': Runner.__name__, 'client': switchboard.client.Client.__name__,"
-            " 'ours': sorted(ours)}))",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd="/",
+    seen = _probe(
+        bin_,
+        "import json, importlib.metadata as m\n"
+        "from agents import Agent, Runner\n"
+        "import agents, switchboard.client\n"
+        "ours = {str(f).split('/')[0] for f in m.files('switchboard')}\n"
+        "print(json.dumps({'agents': agents.__file__, 'agent': Agent.__module__,"
+        " 'runner': Runner.__name__, 'client': switchboard.client.Client.__name__,"
+        " 'ours': sorted(ours)}))",
     )
-    assert probe.returncode == 0, probe.stderr
-    seen = json.loads(probe.stdout)
     assert seen["agent"].startswith("agents.") and seen["runner"] == "Runner"
     assert "/site-packages/agents/" in seen["agents"]  # the SDK's, not a package of ours
     assert seen["client"] == "Client"
@@ -252,15 +256,7 @@ def test_the_client_alone_talks_to_the_server_without_django(client_alone, live_
         " 'psycopg': importlib.util.find_spec('psycopg') is not None,"
         " 'loaded': sorted(m for m in sys.modules if m.startswith(('django', 'psycopg')))}))"
     )
-    run = subprocess.run(
-        [str(client_alone / "python"), "-c", script, live_server.url, token],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd="/",
-    )
-    assert run.returncode == 0, run.stderr
-    seen = json.loads(run.stdout)
+    seen = _probe(client_alone, script, live_server.url, token)
     assert seen["django"] is False and seen["psycopg"] is False and seen["loaded"] == []
     # One number: the client's, the server's capability document's, this checkout's.
     assert seen["version"] == seen["server"] == VERSION == capabilities()["version"] == _version()
