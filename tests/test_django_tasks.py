@@ -285,3 +285,113 @@ def test_a_backend_without_its_options_fails_the_system_check():
     [error] = SwitchboardBackend("default", {"OPTIONS": {"url": "http://x"}}).check()
     assert error.id == "switchboard.tasks.E001" and "'token'" in error.msg
     assert SwitchboardBackend("default", {"OPTIONS": {"url": "u", "token": "t"}}).check() == []
+
+
+# --- Django's own expectations of a backend ------------------------------------------------
+# Django's tests of its dummy backend (tests/tasks/test_dummy_backend.py), run against this
+# one in this process: enqueue, aenqueue, get_result, aget_result, refresh, arefresh, a
+# missing result, the enqueue log. Not applicable: the in-memory `results` and `clear()`,
+# and ENQUEUE_ON_COMMIT (the stored copy's, gone from Django 6.1's API).
+
+
+@pytest.fixture
+def backend(live_server, vend, settings):
+    from django.tasks import task_backends
+
+    _, token = vend("django-tasks")
+    settings.TASKS = {
+        "default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"},
+        "switchboard": {
+            "BACKEND": "switchboard.tasks.SwitchboardBackend",
+            "QUEUES": [],
+            "OPTIONS": {"url": live_server.url, "token": token},
+        },
+    }
+    return task_backends["switchboard"]
+
+
+def _ours(task):
+    return task.using(backend="switchboard")
+
+
+def test_enqueue_task(backend):
+    from django.tasks import TaskResultStatus
+
+    from tests import django_task_fixtures as fixtures
+
+    for task in (_ours(fixtures.noop_task), _ours(fixtures.noop_task_async)):
+        result = task.enqueue(1, two=3)
+        assert result.status == TaskResultStatus.READY
+        assert result.started_at is None and result.finished_at is None
+        with pytest.raises(ValueError, match="Task has not finished yet"):
+            result.return_value  # noqa: B018
+        assert result.task == task
+        assert (result.args, result.kwargs) == ([1], {"two": 3})
+
+
+def test_enqueue_task_async_and_aget_result(backend):
+    import asyncio
+
+    from django.tasks import TaskResultStatus
+
+    from tests import django_task_fixtures as fixtures
+
+    async def enqueue_and_read():
+        task = _ours(fixtures.noop_task_async)
+        result = await task.aenqueue()
+        return result, await backend.aget_result(result.id)
+
+    result, again = asyncio.run(enqueue_and_read())
+    assert result.status == TaskResultStatus.READY
+    assert (result.args, result.kwargs) == ([], {})
+    assert again == result
+
+
+def test_get_result(backend):
+    from tests import django_task_fixtures as fixtures
+
+    result = backend.enqueue(_ours(fixtures.noop_task), (), {})
+    assert backend.get_result(result.id) == result
+
+
+def test_refresh_result_after_a_worker_ran_it(backend):
+    import asyncio
+    import threading
+
+    from django.tasks import TaskResultStatus
+
+    from switchboard.tasks.worker import work
+    from tests import django_task_fixtures as fixtures
+
+    result = _ours(fixtures.calculate_meaning_of_life).enqueue()
+    assert result.status == TaskResultStatus.READY
+    assert work(backend, stop=threading.Event(), burst=True) == 1
+    result.refresh()
+    assert result.status == TaskResultStatus.SUCCESSFUL and result.return_value == 42
+    assert result.attempts == 1 and result.started_at and result.finished_at
+    again = _ours(fixtures.calculate_meaning_of_life).enqueue()
+    work(backend, stop=threading.Event(), burst=True)
+    asyncio.run(again.arefresh())
+    assert again.status == TaskResultStatus.SUCCESSFUL
+
+
+def test_get_missing_result(backend):
+    import asyncio
+
+    from django.tasks.exceptions import TaskResultDoesNotExist
+
+    with pytest.raises(TaskResultDoesNotExist):
+        backend.get_result("123456789")
+    with pytest.raises(TaskResultDoesNotExist):
+        asyncio.run(backend.aget_result("123456789"))
+
+
+def test_enqueue_logs(backend, caplog):
+    import logging
+
+    from tests import django_task_fixtures as fixtures
+
+    with caplog.at_level(logging.DEBUG, logger="django.tasks"):
+        result = _ours(fixtures.noop_task).enqueue()
+    [line] = [r.getMessage() for r in caplog.records if r.name == "django.tasks"]
+    assert "enqueued" in line and result.id in line

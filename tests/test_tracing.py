@@ -335,3 +335,22 @@ def test_a_served_switchboard_exports_to_an_otlp_receiver(tmp_path, vend, make_u
     assert action[4]["switchboard.outcome"].string_value == "ok"
     for span in spans:
         assert SECRET not in str(span[4])
+
+
+def test_the_async_client_sends_traceparent_too(spans, live_server, vend, monkeypatch):
+    import asyncio
+
+    from switchboard.client import AsyncClient
+
+    _, token = vend("async-traced")
+    trace_id, span_id, parent = _parent()
+    monkeypatch.setenv("TRACEPARENT", parent)
+
+    async def send():
+        async with AsyncClient(live_server.url, token) as sb:
+            await sb.create_todo(title="from asyncio")
+
+    asyncio.run(send())
+    [server] = _finished(spans, "POST /api/v1/{verb}")
+    assert format(server.context.trace_id, "032x") == trace_id
+    assert format(server.parent.span_id, "016x") == span_id

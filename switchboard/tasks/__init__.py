@@ -27,6 +27,7 @@ exception's class and traceback, as the worker wrote them in the attempt's summa
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -97,7 +98,7 @@ class SwitchboardBackend(BaseTaskBackend):
         self.validate_task(task)
         args, kwargs = normalize_json(list(args)), normalize_json(dict(kwargs))
         body = {"format": PAYLOAD_FORMAT, "task": task.module_path, "args": args}
-        body["kwargs"] = kwargs
+        body.update(kwargs=kwargs, queue=task.queue_name)
         arguments: dict[str, Any] = {
             "title": task.module_path,
             "body": json.dumps(body, separators=(",", ":")),
@@ -131,6 +132,15 @@ class SwitchboardBackend(BaseTaskBackend):
         task = import_string(payload["task"])
         if not isinstance(task, Task):
             raise TaskResultDoesNotExist(result_id)
+        # The task as it was enqueued: this backend, its queue, priority and run_after.
+        queue = payload.get("queue") if isinstance(payload.get("queue"), str) else None
+        task = replace(
+            task,
+            backend=self.alias,
+            priority=todo["priority"],
+            queue_name=queue or task.queue_name,
+            run_after=_when(todo.get("not_before")),
+        )
         return self._result(task, todo, args=payload["args"], kwargs=payload["kwargs"])
 
     def _result(self, task: Task, todo: dict, *, args: list, kwargs: dict) -> TaskResult:

@@ -121,19 +121,19 @@ def run(backend, job) -> None:
     task_started.send(sender=type(backend), task_result=result)
     try:
         if task.takes_context:
-            value = task.call(
-                TaskContext(task_result=result), *payload["args"], **payload["kwargs"]
-            )
+            context = TaskContext(task_result=result)
+            value = task.call(context, *payload["args"], **payload["kwargs"])
         else:
             value = task.call(*payload["args"], **payload["kwargs"])
         value = normalize_json(value)
     except Exception as error:  # the task's failure, reported; the worker goes on
         job.fail(summary=failure_summary(error, tracebacks.format_exc()))
-        status = TaskResultStatus.FAILED
-    else:
-        job.complete(result=value)
-        status = TaskResultStatus.SUCCESSFUL
-    object.__setattr__(result, "status", status)
+        object.__setattr__(result, "status", TaskResultStatus.FAILED)
+        # Inside the handler, as Django's own backends send it (its log reads exc_info).
+        task_finished.send(sender=type(backend), task_result=result)
+        return
+    job.complete(result=value)
+    object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
     task_finished.send(sender=type(backend), task_result=result)
 
 
