@@ -9,6 +9,7 @@ from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
 from switchboard import dburl, embedded
+from switchboard.queues import tracing
 from switchboard.queues.db.pool_checks import check_pooled
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -107,6 +108,10 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+# Tracing on (SWITCHBOARD_OTEL=1): each Board action's ids on its request's span (docs/tracing.md).
+# Only then: off, no request passes through it.
+if tracing.ON:
+    MIDDLEWARE.append("switchboard.board.traced.ActionSpans")
 
 ROOT_URLCONF = "switchboard.urls"
 WSGI_APPLICATION = "switchboard.wsgi.application"

@@ -258,6 +258,15 @@ def _exported(receiver: _Receiver) -> list:
     return found
 
 
+def _actions(receiver: _Receiver) -> dict:
+    """The exported spans that carry a Board action, by the action's name."""
+    return {
+        s[4]["switchboard.action"].string_value: s
+        for s in _exported(receiver)
+        if "switchboard.action" in s[4]
+    }
+
+
 def test_a_served_switchboard_exports_to_an_otlp_receiver(tmp_path, vend, make_user, settings):
     from django.conf import global_settings
 
@@ -299,10 +308,16 @@ def test_a_served_switchboard_exports_to_an_otlp_receiver(tmp_path, vend, make_u
                 data=urllib.parse.urlencode(claim).encode(),
                 timeout=30,
             )
+            # Another kind of Board action: pausing the endpoint, from its page.
+            with opener.open(f"{base}/endpoints/{endpoint.pk}/", timeout=30) as response:
+                page = response.read().decode()
+            csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)[1]
+            pause = urllib.parse.urlencode({"csrfmiddlewaretoken": csrf}).encode()
+            opener.open(f"{base}/endpoints/{endpoint.pk}/pause/", data=pause, timeout=30)
             with receiver.arrived:
                 receiver.arrived.wait_for(
                     lambda: (
-                        any(s[4].get("switchboard.action") for s in _exported(receiver))
+                        {"claim", "endpoint-pause"} <= _actions(receiver).keys()
                         and any(s[0] == "switchboard create_todo" for s in _exported(receiver))
                     ),
                     timeout=20,
@@ -328,11 +343,16 @@ def test_a_served_switchboard_exports_to_an_otlp_receiver(tmp_path, vend, make_u
         s[5].startswith("opentelemetry.instrumentation.psycopg") and s[1] == trace_id for s in spans
     )
     # The Board's action: Django's instrumentation's span, with the action's ids.
-    [action] = [s for s in spans if "switchboard.action" in s[4]]
-    assert action[5].startswith("opentelemetry.instrumentation.django")
-    assert action[4]["switchboard.action"].string_value == "claim"
-    assert action[4]["switchboard.todo.id"].int_value == todo_id
-    assert action[4]["switchboard.outcome"].string_value == "ok"
+    actions = _actions(receiver)
+    assert {"login", "claim", "endpoint-pause"} <= actions.keys()  # every Board POST
+    claim_span, pause_span = actions["claim"], actions["endpoint-pause"]
+    assert claim_span[5].startswith("opentelemetry.instrumentation.django")
+    assert claim_span[4]["switchboard.todo.id"].int_value == todo_id
+    assert claim_span[4]["switchboard.outcome"].string_value == "ok"
+    assert pause_span[4]["switchboard.endpoint.id"].int_value == endpoint.pk
+    assert pause_span[4]["switchboard.status"].int_value == 302  # back to the endpoint's page
+    endpoint.refresh_from_db()
+    assert endpoint.paused_at is not None
     for span in spans:
         assert SECRET not in str(span[4])
 
