@@ -85,7 +85,8 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(work / "venv")], check=True, timeout=120)
     bin_ = work / "venv" / "bin"
-    _pip(bin_ / "python", "install", "--quiet", str(wheel), "openai-agents")
+    # No bytecode written at install: what a process imports is compiled then (less work).
+    _pip(bin_ / "python", "install", "--quiet", "--no-compile", str(wheel), "openai-agents")
     return wheel, bin_
 
 
@@ -158,6 +159,7 @@ def test_switchboard_up_in_an_empty_folder_serves_a_signed_in_board_and_its_styl
         "HOME": str(home),
         "LANG": "C.UTF-8",
         "SWITCHBOARD_PASSWORD": PASSWORD,
+        "SWITCHBOARD_WEB_WORKERS": "1",  # one serves the page as well as two
     }
     log = tmp_path / "up.log"
     with log.open("w") as out:
@@ -235,7 +237,7 @@ def client_alone(tmp_path_factory) -> Path:
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(work / "venv")], check=True, timeout=120)
     bin_ = work / "venv" / "bin"
-    _pip(bin_ / "python", "install", "--quiet", "--no-deps", str(wheel))
+    _pip(bin_ / "python", "install", "--quiet", "--no-compile", "--no-deps", str(wheel))
     return bin_
 
 
