@@ -12,7 +12,7 @@ DEV_STAMP := $(VENV)/.installed-dev
 # When make started (make test's wall time, printed at its end).
 MAKE_STARTED := $(shell date +%s)
 # make test's xdist workers; TEST_WORKERS=0 runs everything in one process.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 
 .PHONY: help run test lint bench soak fuzz clean
 
@@ -60,9 +60,9 @@ run: $(RUN_STAMP)
 test: $(DEV_STAMP)
 	SWITCHBOARD_DEV=1 DJANGO_SETTINGS_MODULE=switchboard.settings_test $(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/ruff check .
-	@# Three xdist workers: the time-bound tests one after another on one of them, the rest a
-	@# file at a time on the others (tests/conftest.py); last, the wall time and the ten
-	@# slowest tests (tests/timings.py).
+	@# Four xdist workers: the time-bound tests in two lanes (the crash tests, the rest), each
+	@# one after another on a worker, the rest a file at a time beside them (tests/conftest.py);
+	@# last, the wall time and the ten slowest tests (tests/timings.py).
 	@mkdir -p .pytest_cache; rm -f .pytest_cache/tests.xml; \
 	rc=0; $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup --junitxml=.pytest_cache/tests.xml || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure." >&2; fi; \
