@@ -5,7 +5,9 @@ SWITCHBOARD_TEST_DB=container (needs Docker); else an embedded PostgreSQL from t
 wheel in a temporary folder, deleted when the test run ends.
 """
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -14,6 +16,7 @@ os.environ.setdefault("SWITCHBOARD_DEV", "1")
 # user's data folder (switchboard/embedded.py, data_dir): under the tests (and the commands
 # they start), a throwaway one, never the real home's.
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="switchboard-test-home-")
+atexit.register(shutil.rmtree, os.environ["XDG_DATA_HOME"], ignore_errors=True)
 
 if not os.environ.get("DATABASE_URL"):
     if os.environ.get("SWITCHBOARD_TEST_DB") == "container":

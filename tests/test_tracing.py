@@ -374,3 +374,36 @@ def test_the_async_client_sends_traceparent_too(spans, live_server, vend, monkey
     [server] = _finished(spans, "POST /api/v1/{verb}")
     assert format(server.context.trace_id, "032x") == trace_id
     assert format(server.parent.span_id, "016x") == span_id
+
+
+def test_a_tracestate_alone_is_not_sent(monkeypatch):
+    from switchboard.client.common import trace_headers
+
+    monkeypatch.delenv("TRACEPARENT", raising=False)
+    monkeypatch.setenv("TRACESTATE", "vendor=1")
+    assert trace_headers() == {}
+    _, _, parent = _parent()
+    monkeypatch.setenv("TRACEPARENT", parent)
+    assert trace_headers() == {"traceparent": parent, "tracestate": "vendor=1"}
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["ftp://traces.example/{trace_id}", "https://traces.example/trace/", "javascript:{trace_id}"],
+)
+def test_a_trace_url_that_is_not_an_http_address_with_the_id_is_refused_at_start(url, tmp_path):
+    import subprocess
+
+    from tests.shell import SWITCHBOARD
+
+    run = subprocess.run(
+        [SWITCHBOARD, "check"],
+        env={**shell_env(), "SWITCHBOARD_TRACE_URL": url},
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "SWITCHBOARD_TRACE_URL must be an http(s) address with {trace_id} in it" in run.stderr
+    assert "Traceback" not in run.stderr

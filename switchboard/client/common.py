@@ -48,12 +48,11 @@ def trace_headers() -> dict[str, str]:
         carrier: dict[str, str] = {}
         _otel.propagate.inject(carrier)
         return carrier
-    found = {}
-    for name in ("traceparent", "tracestate"):
-        value = os.environ.get(name.upper())
-        if value:
-            found[name] = value
-    return found
+    parent = os.environ.get("TRACEPARENT")
+    if not parent:
+        return {}  # a tracestate alone continues nothing
+    state = os.environ.get("TRACESTATE")
+    return {"traceparent": parent, **({"tracestate": state} if state else {})}
 
 
 # Seconds a long-poll's read timeout exceeds its wait_seconds: the server answers at the end

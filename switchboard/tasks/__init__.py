@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from django.tasks import TaskResult, TaskResultStatus
@@ -53,6 +54,8 @@ STATUS = {
 # What a todo made by this backend carries in its body (JSON): the task's path, its
 # arguments, and this format's version.
 PAYLOAD_FORMAT = "django.tasks/1"
+# The attempts a read asks for: the most get_todo gives (the server's ATTEMPTS_MAX).
+ATTEMPTS_READ = 50
 
 
 class WorkerDied(Exception):  # noqa: N818 (the name is what a reader of errors needs)
@@ -74,8 +77,10 @@ class SwitchboardBackend(BaseTaskBackend):
         self.max_attempts: int | None = self.options.get("max_attempts")
         self.timeout = float(self.options.get("timeout", 45))
 
-    @property
+    @cached_property
     def client(self) -> Client:
+        """One client a backend (Django keeps a backend a thread), so its kept-alive
+        connection serves every enqueue and read, not a new one each."""
         return Client(self.url, self.token, timeout=self.timeout)
 
     def check(self, **kwargs: Any) -> list:
@@ -121,7 +126,7 @@ class SwitchboardBackend(BaseTaskBackend):
         except (TypeError, ValueError):
             raise TaskResultDoesNotExist(result_id) from None
         try:
-            todo = self.client.get_todo(todo_id=todo_id, attempts_limit=50)["todo"]
+            todo = self.client.get_todo(todo_id=todo_id, attempts_limit=ATTEMPTS_READ)["todo"]
         except SwitchboardError as error:
             if error.code in ("not_found", "invalid"):
                 raise TaskResultDoesNotExist(result_id) from error
