@@ -35,7 +35,7 @@ from django.core.signals import setting_changed
 from django.http import HttpResponse
 from django.middleware.security import SecurityMiddleware
 
-from switchboard.agents import mcp, metrics, verbs, waiting, wire
+from switchboard.agents import a2a, mcp, metrics, verbs, waiting, wire
 from switchboard.agents.auth import endpoint_for
 from switchboard.agents.openapi import capabilities, document
 from switchboard.queues import tracing
@@ -58,7 +58,7 @@ def handles(scope: dict) -> bool:
     """Is this request the front's? ``/metrics`` is, only while a metrics token is set: unset,
     it is the site's, which has no such page (the 404 of any unknown URL)."""
     path = scope["path"]
-    if path.startswith(("/api/", "/mcp")):
+    if path.startswith(("/api/", "/mcp")) or path in (a2a.PATH, a2a.CARD_PATH):
         return True
     return path == "/metrics" and bool(settings.SWITCHBOARD_METRICS_TOKEN)
 
@@ -181,6 +181,25 @@ class _Exchange:
         self.started = True
         await self.send({"type": "http.response.start", "status": status, "headers": out})
         await self.send({"type": "http.response.body", "body": body})
+
+    async def open_stream(self, headers: list[tuple[str, str]]) -> None:
+        """Begin a Server-Sent Events response (agents/a2a.py): 200, no length; ``push`` sends
+        each event and ``end_stream`` the end."""
+        out = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+        out += [
+            (b"content-type", b"text/event-stream"),
+            (b"cache-control", b"no-store"),
+            (b"x-accel-buffering", b"no"),  # nginx: pass each event on as it comes
+            *self.security_headers,
+        ]
+        self.started = True
+        await self.send({"type": "http.response.start", "status": 200, "headers": out})
+
+    async def push(self, chunk: bytes) -> None:
+        await self.send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    async def end_stream(self) -> None:
+        await self.send({"type": "http.response.body", "body": b""})
 
     async def json(self, data: object, status: int = 200, headers=()) -> None:
         await self.respond(
@@ -353,6 +372,11 @@ async def _dispatch(exchange: _Exchange) -> None:
     elif path == "/mcp":
         with tracing.request(f"{exchange.method} /mcp", exchange.headers):
             await _mcp(exchange)
+    elif path == a2a.CARD_PATH:
+        await _get_only(exchange, lambda: a2a.public_card(_base(exchange)))
+    elif path == a2a.PATH:
+        with tracing.request(f"{exchange.method} {a2a.PATH}", exchange.headers):
+            await a2a.serve(exchange, _base(exchange))
     elif path == "/metrics":
         await exchange.body()
         status, body, headers = await metrics.scrape(
@@ -361,6 +385,11 @@ async def _dispatch(exchange: _Exchange) -> None:
         await exchange.respond(status, body, headers)
     else:
         await exchange.error(NotFound("No such path."))
+
+
+def _base(exchange: _Exchange) -> str:
+    """This server's address as the request reached it (its Host judged by the site's rules)."""
+    return _request(exchange, b"").build_absolute_uri("/").rstrip("/")
 
 
 async def _get_only(exchange: _Exchange, make) -> None:

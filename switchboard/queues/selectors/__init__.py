@@ -28,7 +28,9 @@ from switchboard.queues.selectors.details import (
     encode_cursor,
     get_todo_for_endpoint_plan,
     get_todo_for_user_plan,
+    list_tasks_plan,
     list_todos_plan,
+    team_card_plan,
 )
 from switchboard.queues.selectors.queue import (
     BOARD_PAGE,
@@ -104,7 +106,9 @@ __all__ = [
     "is_team_owner",
     "owned_team_ids",
     "jump_target",
+    "list_tasks_plan",
     "list_todos_plan",
+    "team_card_plan",
     "search_refusal",
     "search_time_bound",
     "search_tsquery",

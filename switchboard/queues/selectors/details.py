@@ -44,10 +44,12 @@ def _limit(value, *, name: str, default: int, maximum: int) -> int:
 
 
 def get_todo_for_endpoint_plan(
-    endpoint: Endpoint, todo_id, *, attempts_limit=None
+    endpoint: Endpoint, todo_id, *, attempts_limit=None, requester_attempts: bool = False
 ) -> Plan[TodoDetail]:
     """get_todo on the agent path: a todo of the endpoint's own queue, with its newest
-    attempts; or a todo it sent elsewhere (as requester): state and result, no attempts."""
+    attempts; or a todo it sent elsewhere (as requester): state and result, no attempts. With
+    ``requester_attempts`` a requester's detail has its attempts too (still ``as_requester``):
+    the protocols' attempts extension, which a client asks for (agents/task_view.py)."""
     todo_id = arguments.todo_id(todo_id)
     limit = _limit(
         attempts_limit, name="attempts_limit", default=ATTEMPTS_DEFAULT, maximum=ATTEMPTS_MAX
@@ -59,9 +61,10 @@ def get_todo_for_endpoint_plan(
         raise NotFound()
     todo = TodoRecord.from_row(rows[0])
     if todo.endpoint_id != endpoint.pk:
-        asked = yield from _questions(todo, None)
+        attempts = (yield from _attempts(todo, limit)) if requester_attempts else []
+        asked = yield from _questions(todo, attempts if requester_attempts else None)
         waits = yield from _waits(todo)
-        return TodoDetail(todo=todo, attempts=[], as_requester=True, questions=asked, **waits)
+        return TodoDetail(todo=todo, attempts=attempts, as_requester=True, questions=asked, **waits)
     attempts = yield from _attempts(todo, limit)
     asked = yield from _questions(todo, attempts)
     return TodoDetail(todo=todo, attempts=attempts, questions=asked, **(yield from _waits(todo)))
@@ -153,6 +156,35 @@ def list_todos_plan(
     todos = [TodoRecord.from_row(row) for row in rows]
     more = bool(rows) and rows[0][-1]
     return todos, encode_cursor(todos[-1].id) if more else None
+
+
+def list_tasks_plan(
+    endpoint: Endpoint, *, task_state=None, limit: int, before_id=None, updated_after=None
+) -> Plan[tuple[list[TodoRecord], bool]]:
+    """The todos an endpoint may read as protocol tasks (its own queue's and those it sent),
+    newest first, by keyset (``before_id``), in one task state (agents/task_view.py's names)
+    or all; a page of at most ``limit`` and about LIST_MAX_BYTES. One query; the second value
+    says whether more follow."""
+    rows = yield Fetch(
+        sql.LIST_TASKS,
+        {
+            "endpoint_id": endpoint.pk,
+            "task_state": task_state,
+            "before_id": before_id,
+            "updated_after": updated_after,
+            "limit": limit,
+            "max_bytes": bounds.LIST_MAX_BYTES,
+        },
+    )
+    return [TodoRecord.from_row(row) for row in rows], bool(rows) and rows[0][-1]
+
+
+def team_card_plan(team_id: int) -> Plan[tuple[str, list[tuple[str, str, bool]]]]:
+    """A team's slug and its live endpoints (agent id, name, paused), for its card."""
+    rows = yield Fetch(sql.TEAM_CARD, {"team_id": team_id})
+    if not rows:
+        raise NotFound()
+    return rows[0][0], [(agent, name, paused) for _, agent, name, paused in rows if agent]
 
 
 def encode_cursor(todo_id: int) -> str:

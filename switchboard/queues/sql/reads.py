@@ -100,24 +100,17 @@ SELECT ev.kind, ev.created_at, u.username, ep.agent_id, ev.detail
 # sizes are summed over the page's ids first (octet_length reads a TOASTed value's size from
 # its header), and only the rows within the budget are read out (always at least one). The
 # last column says whether rows were left for the next page.
-LIST_TODOS = Statement(
-    "list_todos",
-    f"""
-WITH page AS (
-    SELECT t.id,
-           octet_length(t.title) + octet_length(t.body)
-             + COALESCE(octet_length(t.result::text), 0) AS bytes
-      FROM todos t
-     WHERE t.endpoint_id = %(endpoint_id)s
-       AND (%(state)s::text IS NULL OR t.state = %(state)s::text)
-       AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::bigint)
-     ORDER BY t.id DESC
-     LIMIT %(limit)s + 1
-),
+# A keyset page of todos newest first, bounded in rows and in bytes: ``page`` is a CTE of
+# ids (at most %(limit)s + 1, newest first), and the last column says whether there are more.
+_SIZED_PAGE = f"""
+WITH page AS ({{page}}),
 sized AS (
-    SELECT id, row_number() OVER w AS n, sum(bytes) OVER w AS running
-      FROM page
-    WINDOW w AS (ORDER BY id DESC)
+    SELECT p.id, row_number() OVER w AS n,
+           sum(octet_length(t.title) + octet_length(t.body)
+               + COALESCE(octet_length(t.result::text), 0)) OVER w AS running
+      FROM page p
+      JOIN todos t ON t.id = p.id
+    WINDOW w AS (ORDER BY p.id DESC)
 )
 SELECT {todo_columns("t")}, (SELECT count(*) FROM page) > count(*) OVER ()
   FROM sized s
@@ -125,9 +118,75 @@ SELECT {todo_columns("t")}, (SELECT count(*) FROM page) > count(*) OVER ()
   {todo_joins("t")}
  WHERE s.n <= %(limit)s AND (s.n = 1 OR s.running <= %(max_bytes)s)
  ORDER BY t.id DESC
-""",
+"""
+
+LIST_TODOS = Statement(
+    "list_todos",
+    _SIZED_PAGE.format(
+        page="""
+    SELECT t.id
+      FROM todos t
+     WHERE t.endpoint_id = %(endpoint_id)s
+       AND (%(state)s::text IS NULL OR t.state = %(state)s::text)
+       AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::bigint)
+     ORDER BY t.id DESC
+     LIMIT %(limit)s + 1"""
+    ),
     why="a keyset page bounded in rows and in bytes, with window sums (no ORM window filter)",
     prepare=True,
+)
+
+# A todo as a protocol task's state (agents/task_view.py ``task_state`` says the same in
+# Python; tests/agents/test_task_view.py holds the two together for every ledger state).
+TASK_STATE_SQL = """CASE {t}.state
+    WHEN 'pending' THEN CASE WHEN {t}.attempt = 0 THEN 'submitted' ELSE 'working' END
+    WHEN 'claimed' THEN 'working'
+    WHEN 'retry_wait' THEN 'working'
+    WHEN 'waiting' THEN CASE WHEN {t}.waiting_for = 'people' THEN 'input_required'
+                             ELSE 'working' END
+    WHEN 'done' THEN 'completed'
+    WHEN 'dead' THEN 'failed'
+    WHEN 'canceled' THEN 'canceled' END"""
+
+_TASKS_OF = """
+    (SELECT t.id
+       FROM todos t
+      WHERE t.{column} = %(endpoint_id)s
+        AND (%(task_state)s::text IS NULL OR ({task_state}) = %(task_state)s::text)
+        AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::bigint)
+        AND (%(updated_after)s::timestamptz IS NULL OR t.updated_at > %(updated_after)s)
+      ORDER BY t.id DESC
+      LIMIT %(limit)s + 1)"""
+
+# The tasks an endpoint may read (A2A ListTasks): its own queue's and those it sent, as
+# get_todo scopes them; each side walks its own index newest first, and the union is cut.
+LIST_TASKS = Statement(
+    "list_tasks",
+    _SIZED_PAGE.format(
+        page=f"""
+    SELECT id FROM ({_TASKS_OF.format(column="endpoint_id", task_state=TASK_STATE_SQL.format(t="t"))}
+                    UNION
+                    {_TASKS_OF.format(column="requester_id", task_state=TASK_STATE_SQL.format(t="t"))}
+                   ) mine
+     ORDER BY id DESC
+     LIMIT %(limit)s + 1"""
+    ),
+    why="a union of two index walks cut to one keyset page, bounded in rows and bytes",
+    prepare=True,
+)
+
+# The team's card (A2A's extended Agent Card): its slug and its endpoints, revoked ones left out.
+TEAM_CARD = Statement(
+    "team_card",
+    """
+SELECT tm.slug, e.agent_id, e.name, e.paused_at IS NOT NULL
+  FROM teams tm
+  LEFT JOIN endpoints e ON e.team_id = tm.id AND e.revoked_at IS NULL
+ WHERE tm.id = %(team_id)s
+ ORDER BY e.agent_id
+ LIMIT 1001
+""",
+    why="a team and its live endpoints in one read, as the card lists them",
 )
 
 

@@ -1,0 +1,130 @@
+"""Following tasks as they change: a protocol's blocking send and its streams (agents/a2a.py,
+agents/mcp_tasks.py) wait here for their todo to change, on the process's one LISTEN
+connection, without polling.
+
+How a change reaches a follower. The todos' statement trigger says a ``BoardNotice`` for each
+changed todo of a *watched* team (queues/schema/functions.sql ``switchboard_board_todos``;
+the Board's stream watches the teams it shows). This room keeps its own rows in
+``board_watches`` (its holder, renewed every RENEW_SECONDS) for the teams whose todos it
+follows, hears the notices (queues/notify), and wakes the followers of the todo named. A
+follower then reads its task once (one statement) and says what changed. A lost LISTEN
+connection wakes every follower (what was said meanwhile is lost: each reads again).
+
+The order that loses nothing: ``follow`` writes the team's watch (and waits for the listener)
+*before* the follower's first read, so a change committed after that read is heard.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import socket
+from collections import Counter, defaultdict
+from collections.abc import AsyncIterator
+
+from switchboard.queues import db, sql
+from switchboard.queues.notify import BOARD, BoardNotice, Listener, LoopLocal, listener
+
+log = logging.getLogger("switchboard.agents.tasks")
+
+WATCH_SECONDS = 60  # a watch row's life, renewed every RENEW_SECONDS
+RENEW_SECONDS = 20.0
+LISTEN_START_SECONDS = 5.0
+
+
+class Follower:
+    """One follower of one todo: ``changed`` is set when the todo may have changed."""
+
+    __slots__ = ("changed", "team_id", "todo_id")
+
+    def __init__(self, team_id: int, todo_id: int) -> None:
+        self.team_id = team_id
+        self.todo_id = todo_id
+        self.changed = asyncio.Event()
+
+    async def wait(self, timeout: float) -> bool:
+        """Until the todo may have changed (True) or ``timeout`` passed (False); clears."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self.changed.wait()
+        except TimeoutError:
+            return False
+        self.changed.clear()
+        return True
+
+
+class TaskWatch:
+    """One per event loop: the followers by todo, the teams they watch, and the watch rows."""
+
+    def __init__(self, hearing: Listener) -> None:
+        self.listener = hearing
+        self.followers: dict[int, set[Follower]] = defaultdict(set)
+        self.teams: Counter[int] = Counter()
+        self.watched: frozenset[int] = frozenset()
+        self.holder = f"tasks:{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._renewer: asyncio.Task | None = None
+        hearing.subscribe(BOARD, self.hear)
+        hearing.on_connect(self.everything_changed)
+
+    def hear(self, notice: BoardNotice) -> None:
+        for follower in self.followers.get(notice.todo or 0, ()):
+            follower.changed.set()
+
+    def everything_changed(self) -> None:
+        for followers in self.followers.values():
+            for follower in followers:
+                follower.changed.set()
+
+    @contextlib.asynccontextmanager
+    async def follow(self, team_id: int, todo_id: int) -> AsyncIterator[Follower]:
+        """Follow one todo; its team is watched (and the listener listening) on entry."""
+        follower = Follower(team_id, todo_id)
+        self.followers[todo_id].add(follower)
+        self.teams[team_id] += 1
+        try:
+            if not self.listener.listening.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.listener.listening.wait(), LISTEN_START_SECONDS)
+            if team_id not in self.watched:
+                await self._watch()
+            if self._renewer is None or self._renewer.done():
+                self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
+            yield follower
+        finally:
+            followers = self.followers[todo_id]
+            followers.discard(follower)
+            if not followers:
+                del self.followers[todo_id]
+            self.teams[team_id] -= 1
+            if not self.teams[team_id]:
+                del self.teams[team_id]  # its row lapses, or goes at the next renewal
+
+    async def _watch(self) -> None:
+        teams = sorted(self.teams)
+        params = {"team_ids": teams, "holder": self.holder, "seconds": WATCH_SECONDS}
+        await db.arun(db.one(sql.BOARD_WATCH, params))
+        await db.arun(db.one(sql.BOARD_UNWATCH, params))
+        self.watched = frozenset(teams)
+
+    async def _renew_forever(self) -> None:
+        while self.teams or self.watched:
+            await asyncio.sleep(RENEW_SECONDS)
+            try:
+                await self._watch()
+            except Exception as exc:  # the database is away: the next renewal tries again
+                log.warning("task watch: could not renew the watches: %s", exc)
+
+    @property
+    def following(self) -> int:
+        return sum(len(f) for f in self.followers.values())
+
+
+_watches: LoopLocal[TaskWatch] = LoopLocal(lambda loop: TaskWatch(listener()))
+
+
+def task_watch() -> TaskWatch:
+    """This event loop's task watch (its listener started)."""
+    return _watches.get()
