@@ -68,8 +68,9 @@ from django_mcpz.server import (
 from django_msgspec import enc_hook
 from msgspec import UnsetType
 
-from switchboard.agents import mcp_frames, waiting, wire
+from switchboard.agents import mcp_frames, mcp_tasks, waiting, wire
 from switchboard.agents.auth import endpoint_for
+from switchboard.agents.task_view import ATTEMPTS_META
 from switchboard.agents.verbs import REGISTRY, Verb
 from switchboard.queues.errors import (
     DATABASE_ERRORS,
@@ -184,6 +185,18 @@ def _request_id(body: bytes) -> str | int | None:
 
 
 class _Server(MCPServer):
+    def _discover(self, request: HttpRequest, request_id: str | int) -> HttpResponse:
+        """server/discover, declaring the tasks extension and the attempts beside each task
+        (agents/mcp_tasks.py)."""
+        response = super()._discover(request, request_id)
+        reply = json.loads(response.content)
+        reply["result"]["capabilities"]["extensions"] = {
+            mcp_tasks.EXTENSION: {},
+            ATTEMPTS_META: {},
+        }
+        response.content = msgspec.json.encode(reply)
+        return response
+
     def _tool_error(self, request: HttpRequest, request_id: str | int, text: str) -> HttpResponse:
         """django-mcpz sends a tool error as text; ours is the HTTP API's error body, as
         text, in the same result shape as ``run_plain_call``'s."""
@@ -317,6 +330,28 @@ async def answer(scope: dict, body: bytes, *, watch_disconnect: Callable) -> Htt
 
 
 async def _one(scope: dict, body: bytes, *, watch_disconnect: Callable) -> HttpResponse:
+    as_task = False
+    if scope["method"] == "POST" and (b'"tasks/' in body or _TASKS_DECLARED in body):
+        message = mcp_tasks.peek(body)  # the tasks extension's (agents/mcp_tasks.py)
+        if message is not None and message.method in mcp_tasks.METHODS:
+            return await mcp_tasks.answer(scope, body, message)
+        as_task = (
+            message is not None
+            and message.method == "tools/call"
+            and isinstance(message.params, dict)
+            and message.params.get("name") == "create_todo"
+            and mcp_tasks.declared(message.params)
+        )
+    response = await _plain_or_through_view(scope, body, watch_disconnect=watch_disconnect)
+    return await mcp_tasks.as_task(scope, response) if as_task else response
+
+
+_TASKS_DECLARED = mcp_tasks.EXTENSION.encode()
+
+
+async def _plain_or_through_view(
+    scope: dict, body: bytes, *, watch_disconnect: Callable
+) -> HttpResponse:
     if scope["method"] == "POST":
         call = plain_tool_call(scope["headers"], body)
         if call is not None:

@@ -1,0 +1,354 @@
+"""MCP's tasks extension, ``io.modelcontextprotocol/tasks`` (SEP-2663, protocol 2026-07-28),
+on ``/mcp``: a ``create_todo`` call from a client that declared the extension is answered with
+a ``CreateTaskResult`` (the todo is the task), and ``tasks/get``, ``tasks/update`` and
+``tasks/cancel`` read, answer and cancel it, straight from the ledger (docs/api.md, "MCP tasks").
+
+The rules kept (the specification's words, quoted in tests/agents/test_mcp_tasks.py):
+- a client declares the extension per request, in ``_meta``'s client capabilities; a task
+  is never answered to a request that did not (the call's plain result instead), and
+  ``tasks/*`` from one is ``-32021`` (HTTP 400) naming the capability;
+- ``Mcp-Name`` must carry ``params.taskId`` on ``tasks/*`` (else ``-32020``, HTTP 400);
+- an unknown, malformed or another team's task id is ``-32602`` alike (task ids are
+  unguessable and bound to the caller's team: agents/task_view.py);
+- ``ttlMs`` is how long the ledger keeps an ended todo (SWITCHBOARD_RETENTION_DAYS), from its
+  creation once it has ended, null before; ``pollIntervalMs`` POLL_MS;
+- a dead letter is a tool failure: ``completed`` with ``isError`` (``failed`` is only for a
+  JSON-RPC error, which a todo never ends with); canceled is ``cancelled``;
+- a question is ``input_required`` with one ``elicitation/create`` form per asking attempt
+  (its key ``q<attempt>``: never reused), answered by ``tasks/update`` (``accept`` with the
+  form's content; ``decline`` and ``cancel`` leave it waiting, as an unknown key is ignored).
+
+Attempts beside each task: a client that also declares ``io.switchboard/attempts`` reads
+them in the task's ``_meta`` under that key (agents/task_view.py ``attempts_extension``).
+"""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+from http import HTTPStatus
+from typing import Any
+
+import msgspec
+from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpResponse
+from django_mcpz.headers import decode_header_value
+from django_mcpz.server import META_CLIENT_CAPABILITIES, META_SERVER_INFO
+
+from switchboard.agents import task_view, verbs, waiting, wire
+from switchboard.agents.auth import endpoint_for
+from switchboard.agents.task_view import ATTEMPTS_META, TaskView
+from switchboard.queues import db, selectors
+from switchboard.queues.errors import DATABASE_ERRORS, Conflict, DomainError, from_database_error
+from switchboard.queues.models import Endpoint
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
+MISSING_CAPABILITY = -32021
+HEADER_MISMATCH = -32020
+INVALID_PARAMS = -32602
+POLL_MS = 1000
+
+_STATUS = {
+    task_view.SUBMITTED: "working",
+    task_view.WORKING: "working",
+    task_view.INPUT_REQUIRED: "input_required",
+    task_view.COMPLETED: "completed",
+    task_view.FAILED: "completed",  # a tool failure: isError
+    task_view.CANCELED: "cancelled",
+}
+
+
+class _Message(msgspec.Struct):
+    jsonrpc: Any = None
+    id: Any = None
+    method: Any = None
+    params: Any = None
+
+
+def declared(params: object, extension: str = EXTENSION) -> bool:
+    """Did this request's ``_meta`` declare ``extension`` in its client capabilities?"""
+    if not isinstance(params, dict):
+        return False
+    meta = params.get("_meta")
+    capabilities = meta.get(META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+    return isinstance(extensions, dict) and extension in extensions
+
+
+def peek(body: bytes) -> _Message | None:
+    """The request's envelope, if it reads as a JSON-RPC object (else the view says why)."""
+    try:
+        message = msgspec.json.decode(body, type=_Message)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
+    return message if isinstance(message.method, str) else None
+
+
+# ---------------------------------------------------------------------------------------
+# A task in the extension's words
+
+
+def task_json(v: TaskView, *, attempts: bool) -> dict[str, Any]:
+    todo = v.todo
+    task: dict[str, Any] = {
+        "taskId": v.id,
+        "status": _STATUS[v.state],
+        "createdAt": _iso(todo.created_at),
+        "lastUpdatedAt": _iso(todo.updated_at),
+        "ttlMs": _ttl_ms(v),
+        "pollIntervalMs": POLL_MS,
+    }
+    if v.message:
+        task["statusMessage"] = v.message
+    if v.state == task_view.INPUT_REQUIRED and v.question is not None:
+        task["inputRequests"] = {_key(v.question): _elicitation(v.question)}
+    elif v.state in (task_view.COMPLETED, task_view.FAILED):
+        task["result"] = _tool_result(v)
+    if attempts:
+        task["_meta"] = {ATTEMPTS_META: v.attempts_extension()}
+    return task
+
+
+def _iso(moment) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _ttl_ms(v: TaskView) -> int | None:
+    days = settings.SWITCHBOARD_RETENTION_DAYS
+    if not days or v.todo.ended_at is None:
+        return None  # kept while it runs, and for good when retention is off
+    kept_until = v.todo.ended_at + timedelta(days=days)
+    return max(0, int((kept_until - v.todo.created_at).total_seconds() * 1000))
+
+
+def _key(question: dict) -> str:
+    return f"q{question.get('attempt_seq')}"
+
+
+def _elicitation(question: dict) -> dict[str, Any]:
+    """The question as an ``elicitation/create`` form: its schema, one pick of its choices, or
+    one line of text (the answer is then ``content.answer``)."""
+    if question.get("answer_schema"):
+        schema = question["answer_schema"]
+    elif question.get("choices"):
+        schema = {
+            "type": "object",
+            "properties": {"answer": {"type": "string", "enum": question["choices"]}},
+            "required": ["answer"],
+        }
+    else:
+        schema = {
+            "type": "object",
+            "properties": {"answer": {"type": "string"}},
+            "required": ["answer"],
+        }
+    return {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": question.get("text") or "",
+            "requestedSchema": schema,
+        },
+    }
+
+
+def _tool_result(v: TaskView) -> dict[str, Any]:
+    """The CallToolResult the task ends with: the todo as get_todo's requester sees it, and,
+    for a dead letter, ``isError`` with the reason."""
+    todo = v.todo
+    said = {"todo_id": todo.id, "state": todo.state, "result": todo.result, "summary": v.summary}
+    if v.state == task_view.FAILED:
+        said["dead_letter_reason"] = todo.dead_letter_reason or None
+        text = v.message or "It ended as a dead letter."
+        return {
+            "content": [{"type": "text", "text": text}],
+            "structuredContent": said,
+            "isError": True,
+        }
+    return {
+        "content": [{"type": "text", "text": wire.encode(said).decode()}],
+        "structuredContent": said,
+        "isError": False,
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Serving
+
+
+def _response(body: dict, status: int = HTTPStatus.OK) -> HttpResponse:
+    response = HttpResponse(msgspec.json.encode(body), status=status)
+    response["Content-Type"] = "application/json"
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _error(
+    rpc_id: object, code: int, message: str, status: int = HTTPStatus.OK, **data
+) -> HttpResponse:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data:
+        error["data"] = data
+    return _response({"jsonrpc": "2.0", "id": rpc_id, "error": error}, status)
+
+
+def _result(rpc_id: object, result: dict, request: ASGIRequest) -> HttpResponse:
+    from switchboard.agents.mcp import server
+
+    body = {"resultType": "complete", **result}
+    meta = dict(body.get("_meta") or {})
+    meta[META_SERVER_INFO] = server.server_info_for(request)
+    body["_meta"] = meta
+    return _response({"jsonrpc": "2.0", "id": rpc_id, "result": body})
+
+
+async def answer(scope: dict, body: bytes, message: _Message) -> HttpResponse:
+    """A ``tasks/*`` request of the current revision (the caller checked the method)."""
+    from switchboard.agents import mcp
+
+    request = ASGIRequest(scope, io.BytesIO(body))
+    rpc_id = message.id
+    if rpc_id is None or isinstance(rpc_id, bool) or not isinstance(rpc_id, str | int):
+        return _error(None, -32600, "A tasks/* request needs an id.", HTTPStatus.BAD_REQUEST)
+    params = message.params if message.params is not None else {}
+    if not isinstance(params, dict):
+        return _error(rpc_id, INVALID_PARAMS, "params must be an object.", HTTPStatus.BAD_REQUEST)
+    refused = mcp.server._validate_metadata(request, rpc_id, message.method, params)
+    if refused is not None:
+        return refused
+    await mcp._authenticate(request)
+    refused = mcp.endpoint_auth(request)
+    if refused is not None:
+        return refused
+    if not declared(params):
+        return _error(
+            rpc_id,
+            MISSING_CAPABILITY,
+            "Missing required client capability",
+            HTTPStatus.BAD_REQUEST,
+            requiredCapabilities={"extensions": {EXTENSION: {}}},
+        )
+    task = params.get("taskId")
+    if not isinstance(task, str):
+        return _error(rpc_id, INVALID_PARAMS, "params.taskId must be a string.")
+    try:
+        named = decode_header_value(request.headers.get("Mcp-Name", ""))
+    except ValueError:
+        named = None
+    if named != task:
+        return _error(
+            rpc_id,
+            HEADER_MISMATCH,
+            "Header mismatch: the Mcp-Name header must carry params.taskId.",
+            HTTPStatus.BAD_REQUEST,
+        )
+    endpoint: Endpoint = request.endpoint  # type: ignore[attr-defined]
+    attempts = declared(params, ATTEMPTS_META)
+    try:
+        todo_id = task_view.todo_id_of(endpoint.team_id, task)
+        if message.method == "tasks/get":
+            verbs.named("get_todo").check_allowed(endpoint)
+            return _result(
+                rpc_id, task_json(await read(endpoint, todo_id), attempts=attempts), request
+            )
+        if message.method == "tasks/update":
+            await _update(endpoint, todo_id, params.get("inputResponses"))
+        else:
+            await _cancel(endpoint, todo_id)
+        return _result(rpc_id, {}, request)
+    except DomainError as error:
+        return _refused(rpc_id, error)
+    except DATABASE_ERRORS as exc:
+        return _refused(rpc_id, from_database_error(exc, verb=message.method))
+
+
+def _refused(rpc_id: object, error: DomainError) -> HttpResponse:
+    """NotFound is "Failed to retrieve task: Task not found" (the specification's words);
+    every other refusal its HTTP API error body as data, at its status when it is the
+    server's (unavailable, rate limited)."""
+    if error.code == "not_found":
+        return _error(rpc_id, INVALID_PARAMS, "Failed to retrieve task: Task not found")
+    status = error.status if error.status in (429, 503) else HTTPStatus.OK
+    code = -32000 if status != HTTPStatus.OK else INVALID_PARAMS
+    response = _error(rpc_id, code, error.message, status, **error.as_dict())
+    if "retry_after" in error.extra:
+        response["Retry-After"] = str(max(1, round(error.extra["retry_after"])))
+    return response
+
+
+async def read(endpoint: Endpoint, todo_id: int) -> TaskView:
+    detail = await db.arun(
+        selectors.get_todo_for_endpoint_plan(
+            endpoint, todo_id, attempts_limit=task_view.ATTEMPTS_SHOWN, requester_attempts=True
+        )
+    )
+    return task_view.view(endpoint.team_id, detail)
+
+
+async def _update(endpoint: Endpoint, todo_id: int, responses: object) -> None:
+    """Answer the task's open question from the response under its key; any other key, and a
+    declined or canceled form, is ignored (the task stays ``input_required``)."""
+    if not isinstance(responses, dict):
+        raise _Invalid("params.inputResponses must be an object.")
+    verbs.named("answer").check_allowed(endpoint)
+    v = await read(endpoint, todo_id)
+    question = v.question
+    if question is None:
+        return  # nothing outstanding: every key is ignored
+    said = responses.get(_key(question))
+    if not isinstance(said, dict) or said.get("action") != "accept":
+        return
+    content = said.get("content")
+    if not isinstance(content, dict):
+        raise _Invalid("An accepted elicitation has its content, an object.")
+    value = content if question.get("answer_schema") else content.get("answer")
+    verb = verbs.named("answer")
+    try:
+        await waiting.call(endpoint, verb, wire.convert(verb, {"todo_id": todo_id, "value": value}))
+    except Conflict:
+        return  # answered meanwhile (by a person, say): nothing outstanding any more
+
+
+async def _cancel(endpoint: Endpoint, todo_id: int) -> None:
+    """Cancel the todo; an ended one is acknowledged as it is (cancellation is cooperative)."""
+    verbs.named("cancel").check_allowed(endpoint)
+    v = await read(endpoint, todo_id)  # not found first, whatever the state
+    if v.terminal:
+        return
+    verb = verbs.named("cancel")
+    try:
+        await waiting.call(endpoint, verb, wire.convert(verb, {"todo_id": todo_id}))
+    except Conflict:
+        return
+
+
+class _Invalid(DomainError):
+    code, status = "invalid", 400
+
+
+async def as_task(scope: dict, response: HttpResponse) -> HttpResponse:
+    """A create_todo call's answer made a ``CreateTaskResult`` (the call declared the
+    extension): the todo it made, or found by its idempotency key, is the task. A refusal
+    (``isError``) or a JSON-RPC error stays as it is."""
+    if response.status_code != HTTPStatus.OK or not response.get("Content-Type", "").startswith(
+        "application/json"
+    ):
+        return response
+    reply = msgspec.json.decode(response.content)
+    result = reply.get("result") if isinstance(reply, dict) else None
+    if not isinstance(result, dict) or result.get("isError"):
+        return response
+    made = result.get("structuredContent") or {}
+    todo = made.get("todo") if isinstance(made, dict) else None
+    if not isinstance(todo, dict) or not isinstance(todo.get("id"), int):
+        return response
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+    endpoint = await endpoint_for(headers.get("authorization", ""))
+    v = await read(endpoint, todo["id"])
+    task = task_json(v, attempts=False)
+    task["_meta"] = {**result.get("_meta", {}), "io.switchboard/created": made.get("created")}
+    reply["result"] = {"resultType": "task", **task}
+    response.content = msgspec.json.encode(reply)
+    return response
