@@ -35,7 +35,7 @@ from django.core.signals import setting_changed
 from django.http import HttpResponse
 from django.middleware.security import SecurityMiddleware
 
-from switchboard.agents import a2a, mcp, metrics, verbs, waiting, wire
+from switchboard.agents import a2a, a2a_words, mcp, metrics, verbs, waiting, wire
 from switchboard.agents.auth import endpoint_for
 from switchboard.agents.openapi import capabilities, document
 from switchboard.queues import tracing
@@ -373,7 +373,7 @@ async def _dispatch(exchange: _Exchange) -> None:
         with tracing.request(f"{exchange.method} /mcp", exchange.headers):
             await _mcp(exchange)
     elif path == a2a.CARD_PATH:
-        await _get_only(exchange, lambda: a2a.public_card(_base(exchange)))
+        await _get_only(exchange, lambda: a2a_words.public_card(_base(exchange)))
     elif path == a2a.PATH:
         with tracing.request(f"{exchange.method} {a2a.PATH}", exchange.headers):
             await a2a.serve(exchange, _base(exchange))

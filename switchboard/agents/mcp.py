@@ -34,7 +34,6 @@ from __future__ import annotations
 import io
 import json
 import logging
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -113,6 +112,12 @@ def endpoint_auth(request: HttpRequest) -> HttpResponse | None:
     return getattr(request, "switchboard_refusal", None)
 
 
+async def _authenticated(request: HttpRequest) -> HttpResponse | None:
+    """The refusal of the request's token, or None (``request.endpoint`` then set)."""
+    await _authenticate(request)
+    return endpoint_auth(request)
+
+
 async def _authenticate(request: HttpRequest) -> None:
     try:
         request.endpoint = await endpoint_for(  # type: ignore[attr-defined]
@@ -143,32 +148,10 @@ def refusal(body: bytes, error: DomainError, *, code: int | None = None) -> Http
     return response
 
 
-def too_deep(body: bytes) -> bool:
-    """Does the body nest deeper than MAX_DEPTH? Judged on the brackets alone, outside
-    strings, so that no decoder ever walks a body that deep (a few KB of brackets overflow
-    a C-stack walk: a RecursionError, once a 500)."""
-    if body.count(b"[") + body.count(b"{") <= MAX_DEPTH:
-        return False  # cannot be deeper: the usual small call costs two counts
-    depth = 0
-    for token in _STRUCTURE.finditer(body):
-        char = token.group()
-        if char in (b"[", b"{"):
-            depth += 1
-            if depth > MAX_DEPTH:
-                return True
-        elif char in (b"]", b"}"):
-            depth -= 1
-    return False
-
-
-# A JSON string (skipped whole) or one bracket.
-_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
-
-
 def screened(body: bytes) -> HttpResponse | None:
     """The parse error for a body that nests too deeply (400), before anything decodes it;
     None for any other body."""
-    if not too_deep(body):
+    if not mcp_frames.too_deep(body, MAX_DEPTH):
         return None
     return _jsonrpc_response(
         jsonrpc_error(None, PARSE_ERROR, f"Parse error: the body nests over {MAX_DEPTH} deep."),
@@ -330,23 +313,13 @@ async def answer(scope: dict, body: bytes, *, watch_disconnect: Callable) -> Htt
 
 
 async def _one(scope: dict, body: bytes, *, watch_disconnect: Callable) -> HttpResponse:
-    as_task = False
-    if scope["method"] == "POST" and (b'"tasks/' in body or _TASKS_DECLARED in body):
-        message = mcp_tasks.peek(body)  # the tasks extension's (agents/mcp_tasks.py)
-        if message is not None and message.method in mcp_tasks.METHODS:
-            return await mcp_tasks.answer(scope, body, message)
-        as_task = (
-            message is not None
-            and message.method == "tools/call"
-            and isinstance(message.params, dict)
-            and message.params.get("name") == "create_todo"
-            and mcp_tasks.declared(message.params)
+    message, as_task = mcp_tasks.route(scope, body)  # the tasks extension's (agents/mcp_tasks.py)
+    if message is not None:
+        return await mcp_tasks.answer(
+            scope, body, message, server=server, authenticate=_authenticated
         )
     response = await _plain_or_through_view(scope, body, watch_disconnect=watch_disconnect)
     return await mcp_tasks.as_task(scope, response) if as_task else response
-
-
-_TASKS_DECLARED = mcp_tasks.EXTENSION.encode()
 
 
 async def _plain_or_through_view(

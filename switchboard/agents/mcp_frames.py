@@ -18,6 +18,7 @@ specification's due, kept small."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 
@@ -113,3 +114,25 @@ def as_event_stream(response: HttpResponse) -> HttpResponse:
     stream["Cache-Control"] = "no-store"
     stream["X-Accel-Buffering"] = "no"  # the specification's advice for proxies (nginx)
     return stream
+
+
+def too_deep(body: bytes, most: int) -> bool:
+    """Does the body nest deeper than ``most``? Judged on the brackets alone, outside
+    strings, so that no decoder ever walks a body that deep (a few KB of brackets overflow
+    a C-stack walk: a RecursionError, once a 500)."""
+    if body.count(b"[") + body.count(b"{") <= most:
+        return False  # cannot be deeper: the usual small call costs two counts
+    depth = 0
+    for token in _STRUCTURE.finditer(body):
+        char = token.group()
+        if char in (b"[", b"{"):
+            depth += 1
+            if depth > most:
+                return True
+        elif char in (b"]", b"}"):
+            depth -= 1
+    return False
+
+
+# A JSON string (skipped whole) or one bracket.
+_STRUCTURE = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)

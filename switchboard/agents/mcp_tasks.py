@@ -25,6 +25,7 @@ them in the task's ``_meta`` under that key (agents/task_view.py ``attempts_exte
 from __future__ import annotations
 
 import io
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from http import HTTPStatus
 from typing import Any
@@ -32,9 +33,9 @@ from typing import Any
 import msgspec
 from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django_mcpz.headers import decode_header_value
-from django_mcpz.server import META_CLIENT_CAPABILITIES, META_SERVER_INFO
+from django_mcpz.server import META_CLIENT_CAPABILITIES, META_SERVER_INFO, MCPServer
 
 from switchboard.agents import task_view, verbs, waiting, wire
 from switchboard.agents.auth import endpoint_for
@@ -84,6 +85,29 @@ def peek(body: bytes) -> _Message | None:
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
     return message if isinstance(message.method, str) else None
+
+
+_DECLARED = EXTENSION.encode()
+
+
+def route(scope: dict, body: bytes) -> tuple[_Message | None, bool]:
+    """Is this POST the extension's? A ``tasks/*`` request (its message, to ``answer``), or a
+    create_todo call that declared the extension (True: its answer is made a task by
+    ``as_task``); else (None, False), and nothing was decoded for a body that cannot be."""
+    if scope["method"] != "POST" or (b'"tasks/' not in body and _DECLARED not in body):
+        return None, False
+    message = peek(body)
+    if message is None:
+        return None, False
+    if message.method in METHODS:
+        return message, False
+    params = message.params
+    return None, (
+        message.method == "tools/call"
+        and isinstance(params, dict)
+        and params.get("name") == "create_todo"
+        and declared(params)
+    )
 
 
 # ---------------------------------------------------------------------------------------
@@ -194,20 +218,25 @@ def _error(
     return _response({"jsonrpc": "2.0", "id": rpc_id, "error": error}, status)
 
 
-def _result(rpc_id: object, result: dict, request: ASGIRequest) -> HttpResponse:
-    from switchboard.agents.mcp import server
-
+def _result(rpc_id: object, result: dict, server_info: dict) -> HttpResponse:
     body = {"resultType": "complete", **result}
     meta = dict(body.get("_meta") or {})
-    meta[META_SERVER_INFO] = server.server_info_for(request)
+    meta[META_SERVER_INFO] = server_info
     body["_meta"] = meta
     return _response({"jsonrpc": "2.0", "id": rpc_id, "result": body})
 
 
-async def answer(scope: dict, body: bytes, message: _Message) -> HttpResponse:
-    """A ``tasks/*`` request of the current revision (the caller checked the method)."""
-    from switchboard.agents import mcp
-
+async def answer(
+    scope: dict,
+    body: bytes,
+    message: _Message,
+    *,
+    server: MCPServer,
+    authenticate: Callable[[HttpRequest], Awaitable[HttpResponse | None]],
+) -> HttpResponse:
+    """A ``tasks/*`` request (the caller checked the method): checked as django-mcpz checks
+    every request of the current revision (``server``'s metadata rules), its token by
+    ``authenticate`` (agents/mcp.py: a refusal, or None with ``request.endpoint`` set)."""
     request = ASGIRequest(scope, io.BytesIO(body))
     rpc_id = message.id
     if rpc_id is None or isinstance(rpc_id, bool) or not isinstance(rpc_id, str | int):
@@ -215,11 +244,9 @@ async def answer(scope: dict, body: bytes, message: _Message) -> HttpResponse:
     params = message.params if message.params is not None else {}
     if not isinstance(params, dict):
         return _error(rpc_id, INVALID_PARAMS, "params must be an object.", HTTPStatus.BAD_REQUEST)
-    refused = mcp.server._validate_metadata(request, rpc_id, message.method, params)
-    if refused is not None:
-        return refused
-    await mcp._authenticate(request)
-    refused = mcp.endpoint_auth(request)
+    refused = server._validate_metadata(request, rpc_id, message.method, params)
+    if refused is None:
+        refused = await authenticate(request)
     if refused is not None:
         return refused
     if not declared(params):
@@ -246,18 +273,18 @@ async def answer(scope: dict, body: bytes, message: _Message) -> HttpResponse:
         )
     endpoint: Endpoint = request.endpoint  # type: ignore[attr-defined]
     attempts = declared(params, ATTEMPTS_META)
+    server_info = server.server_info_for(request)
     try:
         todo_id = task_view.todo_id_of(endpoint.team_id, task)
         if message.method == "tasks/get":
             verbs.named("get_todo").check_allowed(endpoint)
-            return _result(
-                rpc_id, task_json(await read(endpoint, todo_id), attempts=attempts), request
-            )
+            v = await read(endpoint, todo_id)
+            return _result(rpc_id, task_json(v, attempts=attempts), server_info)
         if message.method == "tasks/update":
             await _update(endpoint, todo_id, params.get("inputResponses"))
         else:
             await _cancel(endpoint, todo_id)
-        return _result(rpc_id, {}, request)
+        return _result(rpc_id, {}, server_info)
     except DomainError as error:
         return _refused(rpc_id, error)
     except DATABASE_ERRORS as exc:

@@ -100,17 +100,16 @@ SELECT ev.kind, ev.created_at, u.username, ep.agent_id, ev.detail
 # sizes are summed over the page's ids first (octet_length reads a TOASTed value's size from
 # its header), and only the rows within the budget are read out (always at least one). The
 # last column says whether rows were left for the next page.
-# A keyset page of todos newest first, bounded in rows and in bytes: ``page`` is a CTE of
-# ids (at most %(limit)s + 1, newest first), and the last column says whether there are more.
+# A keyset page of todos newest first, bounded in rows and in bytes: ``page`` is a CTE of ids
+# and their text's size (``_BYTES``; at most %(limit)s + 1, newest first), and the last column
+# says whether there are more.
+_BYTES = "octet_length(t.title) + octet_length(t.body) + COALESCE(octet_length(t.result::text), 0)"
 _SIZED_PAGE = f"""
 WITH page AS ({{page}}),
 sized AS (
-    SELECT p.id, row_number() OVER w AS n,
-           sum(octet_length(t.title) + octet_length(t.body)
-               + COALESCE(octet_length(t.result::text), 0)) OVER w AS running
-      FROM page p
-      JOIN todos t ON t.id = p.id
-    WINDOW w AS (ORDER BY p.id DESC)
+    SELECT id, row_number() OVER w AS n, sum(bytes) OVER w AS running
+      FROM page
+    WINDOW w AS (ORDER BY id DESC)
 )
 SELECT {todo_columns("t")}, (SELECT count(*) FROM page) > count(*) OVER ()
   FROM sized s
@@ -123,8 +122,8 @@ SELECT {todo_columns("t")}, (SELECT count(*) FROM page) > count(*) OVER ()
 LIST_TODOS = Statement(
     "list_todos",
     _SIZED_PAGE.format(
-        page="""
-    SELECT t.id
+        page=f"""
+    SELECT t.id, {_BYTES} AS bytes
       FROM todos t
      WHERE t.endpoint_id = %(endpoint_id)s
        AND (%(state)s::text IS NULL OR t.state = %(state)s::text)
@@ -148,11 +147,11 @@ TASK_STATE_SQL = """CASE {t}.state
     WHEN 'dead' THEN 'failed'
     WHEN 'canceled' THEN 'canceled' END"""
 
-_TASKS_OF = """
-    (SELECT t.id
+_TASKS_OF = f"""
+    (SELECT t.id, {_BYTES} AS bytes
        FROM todos t
-      WHERE t.{column} = %(endpoint_id)s
-        AND (%(task_state)s::text IS NULL OR ({task_state}) = %(task_state)s::text)
+      WHERE t.{{column}} = %(endpoint_id)s
+        AND (%(task_state)s::text IS NULL OR ({{task_state}}) = %(task_state)s::text)
         AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::bigint)
         AND (%(updated_after)s::timestamptz IS NULL OR t.updated_at > %(updated_after)s)
       ORDER BY t.id DESC
@@ -164,7 +163,7 @@ LIST_TASKS = Statement(
     "list_tasks",
     _SIZED_PAGE.format(
         page=f"""
-    SELECT id FROM ({_TASKS_OF.format(column="endpoint_id", task_state=TASK_STATE_SQL.format(t="t"))}
+    SELECT id, bytes FROM ({_TASKS_OF.format(column="endpoint_id", task_state=TASK_STATE_SQL.format(t="t"))}
                     UNION
                     {_TASKS_OF.format(column="requester_id", task_state=TASK_STATE_SQL.format(t="t"))}
                    ) mine
