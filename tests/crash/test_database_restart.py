@@ -580,7 +580,23 @@ def _mcp_requests(token: str) -> list[tuple[str, dict, dict]]:
         }
 
     legacy = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    tasks_meta = {  # the tasks extension declared (agents/mcp_tasks.py)
+        **meta,
+        "io.modelcontextprotocol/clientCapabilities": {
+            "extensions": {"io.modelcontextprotocol/tasks": {}}
+        },
+    }
     return [
+        (
+            "tasks/get",
+            {**current, "Mcp-Method": "tasks/get", "Mcp-Name": "1-nope"},
+            {
+                "jsonrpc": "2.0",
+                "id": "t",
+                "method": "tasks/get",
+                "params": {"taskId": "1-nope", "_meta": tasks_meta},
+            },
+        ),
         (
             "list_todos",
             {**current, "Mcp-Method": "tools/call", "Mcp-Name": "list_todos"},
@@ -648,6 +664,15 @@ def test_mcp_and_metrics_say_unavailable_at_once_while_postgresql_is_down(runnin
             verb = agent.post("/api/v1/list_todos", json={}, headers=_bearer(d.token))
             assert verb.status_code == 503 and verb.headers["retry-after"] == "2", verb.headers
             assert verb.json()["error"]["retry_after"] == 2
+            # A2A (agents/a2a.py): the same 503, as a JSON-RPC error A2A clients read.
+            task = agent.post(
+                "/a2a",
+                json={"jsonrpc": "2.0", "id": "a", "method": "GetTask", "params": {"id": "1-x"}},
+                headers=_bearer(d.token),
+            )
+            assert task.status_code == 503 and task.headers["retry-after"] == "2", task.text
+            assert task.json()["error"]["code"] == -32000
+            assert task.json()["error"]["data"][0]["reason"] == "UNAVAILABLE"
         assert answers[0][2] <= HANG_BOUND_SECONDS, answers
         assert all(took <= BOARD_FAST_SECONDS for *_, took in answers[1:]), answers
     finally:
