@@ -35,7 +35,7 @@ from django.core.signals import setting_changed
 from django.http import HttpResponse
 from django.middleware.security import SecurityMiddleware
 
-from switchboard.agents import a2a, a2a_words, mcp, metrics, verbs, waiting, wire
+from switchboard.agents import a2a, a2a_words, mcp, mcp_tasks, metrics, verbs, waiting, wire
 from switchboard.agents.auth import endpoint_for
 from switchboard.agents.openapi import capabilities, document
 from switchboard.queues import tracing
@@ -438,6 +438,20 @@ async def _mcp(exchange: _Exchange) -> None:
         # The database is known to be away: said at once, as the HTTP verbs say it.
         await exchange.django(mcp.refusal(body, _unavailable()))
         return
+    if exchange.method == "POST" and b"subscriptions/listen" in body:
+        message = mcp_tasks.peek(body)
+        if mcp_tasks.listens_for_tasks(message):  # an event stream (agents/mcp_tasks.py)
+            refused = await mcp_tasks.listen(
+                exchange,
+                exchange.scope,
+                body,
+                message,
+                server=mcp.server,
+                authenticate=mcp.authenticated,
+            )
+            if refused is not None:
+                await exchange.django(refused)
+            return
     await exchange.django(
         await mcp.answer(exchange.scope, body, watch_disconnect=exchange.watch_disconnect)
     )

@@ -112,7 +112,7 @@ def endpoint_auth(request: HttpRequest) -> HttpResponse | None:
     return getattr(request, "switchboard_refusal", None)
 
 
-async def _authenticated(request: HttpRequest) -> HttpResponse | None:
+async def authenticated(request: HttpRequest) -> HttpResponse | None:
     """The refusal of the request's token, or None (``request.endpoint`` then set)."""
     await _authenticate(request)
     return endpoint_auth(request)
@@ -316,7 +316,7 @@ async def _one(scope: dict, body: bytes, *, watch_disconnect: Callable) -> HttpR
     message, as_task = mcp_tasks.route(scope, body)  # the tasks extension's (agents/mcp_tasks.py)
     if message is not None:
         return await mcp_tasks.answer(
-            scope, body, message, server=server, authenticate=_authenticated
+            scope, body, message, server=server, authenticate=authenticated
         )
     response = await _plain_or_through_view(scope, body, watch_disconnect=watch_disconnect)
     return await mcp_tasks.as_task(scope, response) if as_task else response

@@ -24,7 +24,10 @@ them in the task's ``_meta`` under that key (agents/task_view.py ``attempts_exte
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import io
+import time
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from http import HTTPStatus
@@ -40,6 +43,7 @@ from django_mcpz.server import META_CLIENT_CAPABILITIES, META_SERVER_INFO, MCPSe
 from switchboard.agents import task_view, verbs, waiting, wire
 from switchboard.agents.auth import endpoint_for
 from switchboard.agents.task_view import ATTEMPTS_META, TaskView
+from switchboard.agents.task_watch import task_watch
 from switchboard.queues import db, selectors
 from switchboard.queues.errors import DATABASE_ERRORS, Conflict, DomainError, from_database_error
 from switchboard.queues.models import Endpoint
@@ -379,3 +383,149 @@ async def as_task(scope: dict, response: HttpResponse) -> HttpResponse:
     reply["result"] = {"resultType": "task", **task}
     response.content = msgspec.json.encode(reply)
     return response
+
+
+# ---------------------------------------------------------------------------------------
+# subscriptions/listen: notifications/tasks, pushed from the LISTEN connection
+
+LISTEN_TASKS_MAX = 100
+LISTEN_SECONDS = 300.0  # then the subscription ends (its result is sent); listen again
+KEEPALIVE_SECONDS = 15.0
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+
+
+def listens_for_tasks(message: _Message | None) -> bool:
+    """A ``subscriptions/listen`` asking for task notifications (``notifications.taskIds``)?"""
+    if message is None or message.method != "subscriptions/listen":
+        return False
+    params = message.params
+    wanted = params.get("notifications") if isinstance(params, dict) else None
+    return isinstance(wanted, dict) and "taskIds" in wanted
+
+
+async def listen(
+    exchange: Any,
+    scope: dict,
+    body: bytes,
+    message: _Message,
+    *,
+    server: MCPServer,
+    authenticate: Callable[[HttpRequest], Awaitable[HttpResponse | None]],
+) -> HttpResponse | None:
+    """Answer a ``subscriptions/listen`` for tasks as an event stream on ``exchange`` (the
+    front's): the acknowledgement naming the task ids agreed to (those the caller may read),
+    each agreed task's state now and at each change as ``notifications/tasks`` (a complete task,
+    as tasks/get answers it), until every agreed task has ended, the client leaves or
+    LISTEN_SECONDS pass; then the listen request's own result. A refusal is returned (the
+    caller sends it) before anything is streamed."""
+    request = ASGIRequest(scope, io.BytesIO(body))
+    rpc_id = message.id
+    params = message.params if isinstance(message.params, dict) else {}
+    if rpc_id is None or isinstance(rpc_id, bool) or not isinstance(rpc_id, str | int):
+        return _error(None, -32600, "A subscriptions/listen needs an id.", HTTPStatus.BAD_REQUEST)
+    refused = server._validate_metadata(request, rpc_id, "subscriptions/listen", params)
+    if refused is None:
+        refused = await authenticate(request)
+    if refused is not None:
+        return refused
+    if not declared(params):
+        return _error(
+            rpc_id,
+            MISSING_CAPABILITY,
+            "Missing required client capability",
+            HTTPStatus.BAD_REQUEST,
+            requiredCapabilities={"extensions": {EXTENSION: {}}},
+        )
+    asked = params["notifications"]["taskIds"]
+    if (
+        not isinstance(asked, list)
+        or len(asked) > LISTEN_TASKS_MAX
+        or not all(isinstance(t, str) for t in asked)
+    ):
+        return _error(
+            rpc_id, INVALID_PARAMS, f"taskIds is a list of at most {LISTEN_TASKS_MAX} task ids."
+        )
+    endpoint: Endpoint = request.endpoint  # type: ignore[attr-defined]
+    attempts = declared(params, ATTEMPTS_META)
+    try:
+        verbs.named("get_todo").check_allowed(endpoint)
+        crowd = waiting.waiters()
+        crowd.enter(endpoint.pk)
+    except DomainError as error:
+        return _refused(rpc_id, error)
+    try:
+        await _listen(exchange, endpoint, rpc_id, asked, attempts, task_watch())
+    finally:
+        crowd.leave(endpoint.pk)
+    return None
+
+
+async def _listen(exchange, endpoint, rpc_id, asked, attempts, watch) -> None:
+    todo_ids: dict[int, str] = {}
+    for task in asked:
+        with contextlib.suppress(DomainError):
+            todo_ids[task_view.todo_id_of(endpoint.team_id, task)] = task
+    meta = {SUBSCRIPTION_ID: rpc_id}
+    changed = asyncio.Event()
+    gone = exchange.watch_disconnect()
+    gone.add_done_callback(lambda _: changed.set())
+    async with contextlib.AsyncExitStack() as stack:
+        followers = [
+            await stack.enter_async_context(watch.follow(endpoint.team_id, todo_id, changed))
+            for todo_id in todo_ids
+        ]
+        views: dict[int, TaskView] = {}
+        for follower in followers:  # read after the watch: nothing committed since is missed
+            try:
+                views[follower.todo_id] = await read(endpoint, follower.todo_id)
+            except DomainError:
+                continue  # not the caller's to read: not agreed to
+        agreed = [f for f in followers if f.todo_id in views]
+        await exchange.open_stream([])
+        ack = {
+            "notifications": {"taskIds": [views[f.todo_id].id for f in agreed]},
+            "_meta": meta,
+        }
+        await exchange.push(
+            _sse({"method": "notifications/subscriptions/acknowledged", "params": ack})
+        )
+        for follower in agreed:
+            await exchange.push(_notification(views[follower.todo_id], attempts, meta))
+        deadline = time.monotonic() + LISTEN_SECONDS
+        while any(not views[f.todo_id].terminal for f in agreed):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or waiting.drain.started or gone.done():
+                break
+            woken = await agreed[0].wait(min(KEEPALIVE_SECONDS, remaining)) if agreed else False
+            if gone.done():
+                return
+            if not woken:
+                await exchange.push(b": keepalive\n\n")
+                continue
+            for follower in agreed:
+                if not follower.dirty:
+                    continue
+                follower.dirty = False
+                before = views[follower.todo_id]
+                now = await read(endpoint, follower.todo_id)
+                views[follower.todo_id] = now
+                if (now.state, now.message, now.todo.updated_at) != (
+                    before.state,
+                    before.message,
+                    before.todo.updated_at,
+                ):
+                    await exchange.push(_notification(now, attempts, meta))
+        await exchange.push(
+            _sse({"id": rpc_id, "result": {"resultType": "complete", "_meta": meta}})
+        )
+        await exchange.end_stream()
+
+
+def _notification(v: TaskView, attempts: bool, meta: dict) -> bytes:
+    params = task_json(v, attempts=attempts)
+    params["_meta"] = {**params.get("_meta", {}), **meta}
+    return _sse({"method": "notifications/tasks", "params": params})
+
+
+def _sse(message: dict) -> bytes:
+    return b"event: message\ndata: " + msgspec.json.encode({"jsonrpc": "2.0", **message}) + b"\n\n"

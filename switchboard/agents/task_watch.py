@@ -36,14 +36,20 @@ LISTEN_START_SECONDS = 5.0
 
 
 class Follower:
-    """One follower of one todo: ``changed`` is set when the todo may have changed."""
+    """One follower of one todo: ``dirty`` and ``changed`` are set when the todo may have
+    changed (``changed`` may be shared by the followers of one subscription to many)."""
 
-    __slots__ = ("changed", "team_id", "todo_id")
+    __slots__ = ("changed", "dirty", "team_id", "todo_id")
 
-    def __init__(self, team_id: int, todo_id: int) -> None:
+    def __init__(self, team_id: int, todo_id: int, changed: asyncio.Event | None = None) -> None:
         self.team_id = team_id
         self.todo_id = todo_id
-        self.changed = asyncio.Event()
+        self.changed = changed or asyncio.Event()
+        self.dirty = False
+
+    def mark(self) -> None:
+        self.dirty = True
+        self.changed.set()
 
     async def wait(self, timeout: float) -> bool:
         """Until the todo may have changed (True) or ``timeout`` passed (False); clears."""
@@ -71,17 +77,19 @@ class TaskWatch:
 
     def hear(self, notice: BoardNotice) -> None:
         for follower in self.followers.get(notice.todo or 0, ()):
-            follower.changed.set()
+            follower.mark()
 
     def everything_changed(self) -> None:
         for followers in self.followers.values():
             for follower in followers:
-                follower.changed.set()
+                follower.mark()
 
     @contextlib.asynccontextmanager
-    async def follow(self, team_id: int, todo_id: int) -> AsyncIterator[Follower]:
+    async def follow(
+        self, team_id: int, todo_id: int, changed: asyncio.Event | None = None
+    ) -> AsyncIterator[Follower]:
         """Follow one todo; its team is watched (and the listener listening) on entry."""
-        follower = Follower(team_id, todo_id)
+        follower = Follower(team_id, todo_id, changed)
         self.followers[todo_id].add(follower)
         self.teams[team_id] += 1
         try:

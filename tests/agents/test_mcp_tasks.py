@@ -296,3 +296,83 @@ def test_a_frozen_verb_set_holds_for_tasks(live_server, vend):
     said = get(live_server.url, reader, task).json()
     assert said["error"]["code"] == -32602  # a get without get_todo: refused
     assert "get_todo" in said["error"]["message"]
+
+
+def test_subscriptions_listen_pushes_notifications_tasks_until_the_task_ends(live_server, vend):
+    """ "Servers MAY push status updates via notifications/tasks"; "Each notification carries a
+    complete DetailedTask for the current status, identical to what tasks/get would have
+    returned"; the acknowledgement names "the list of task IDs it has agreed to send task
+    status notifications for" (another team's and a made-up id are not agreed to); "Servers
+    MUST return this error [-32021] for non-declaring clients requesting task notifications on
+    subscriptions/listen"."""
+    import threading
+
+    _, token = vend("sender")
+    _, worker = vend("worker")
+    url = live_server.url
+    task = create(url, token).json()["result"]["taskId"]
+    refused = mcp(
+        url, token, "subscriptions/listen", {"notifications": {"taskIds": [task]}}, extensions=()
+    )
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == -32021
+    capabilities = {"extensions": {TASKS: {}}}
+    meta = {META_PROTOCOL_VERSION: PROTOCOL_VERSION, META_CLIENT_CAPABILITIES: capabilities}
+    body = {
+        "jsonrpc": "2.0",
+        "id": "sub-1",
+        "method": "subscriptions/listen",
+        "params": {"notifications": {"taskIds": [task, "1-made-up"]}, "_meta": meta},
+    }
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": PROTOCOL_VERSION,
+        "Mcp-Method": "subscriptions/listen",
+    }
+    said: list[dict] = []
+    with httpx.stream("POST", f"{url}/mcp", json=body, headers=headers, timeout=30) as stream:
+        assert stream.headers["content-type"] == "text/event-stream"
+        lines = stream.iter_lines()
+
+        def next_message() -> dict:
+            for line in lines:
+                if line.startswith("data: "):
+                    said.append(json.loads(line[6:]))
+                    return said[-1]
+            raise AssertionError("the stream ended")
+
+        ack = next_message()
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        assert ack["params"]["notifications"]["taskIds"] == [task]
+        assert ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "sub-1"
+        now = next_message()
+        assert now["method"] == "notifications/tasks" and now["params"]["status"] == "working"
+
+        def work() -> None:
+            claimed = ok(url, worker, "claim_next", {"wait_seconds": 5})
+            ok(url, worker, "complete", {"todo_id": claimed["todo"]["id"], "result": 7})
+
+        worker_thread = threading.Thread(target=work)
+        worker_thread.start()
+        while True:
+            message = next_message()
+            if "result" in message:
+                break
+            assert message["method"] == "notifications/tasks"
+        worker_thread.join()
+    statuses = [m["params"]["status"] for m in said if m.get("method") == "notifications/tasks"]
+    assert statuses[-1] == "completed" and "resultType" not in said[-2]["params"]
+    final = said[-2]["params"]
+    assert final["result"]["structuredContent"]["result"] == 7
+    got = get(url, token, task).json()["result"]
+    assert {k: v for k, v in got.items() if k not in ("resultType", "_meta")} == {
+        k: v for k, v in final.items() if k != "_meta"
+    }
+    assert said[-1] == {
+        "jsonrpc": "2.0",
+        "id": "sub-1",
+        "result": {
+            "resultType": "complete",
+            "_meta": {"io.modelcontextprotocol/subscriptionId": "sub-1"},
+        },
+    }
