@@ -403,16 +403,17 @@ async def _list_tasks(call: _Call, base: str, params: object) -> None:
             raise A2AError(INVALID_PARAMS, "statusTimestampAfter is an RFC 3339 time.") from None
         if after.tzinfo is None:
             raise A2AError(INVALID_PARAMS, "statusTimestampAfter needs a time zone.")
+    context: int | None = None
     if asked.context_id:  # a context is one task here
-        todo_id = task_view.todo_id_of(call.endpoint.team_id, asked.context_id)
-        before = todo_id + 1
+        context = task_view.todo_id_of(call.endpoint.team_id, asked.context_id)
+        before = context + 1
     todos, more = await db.arun(
         selectors.list_tasks_plan(
             call.endpoint, task_state=state, limit=size, before_id=before, updated_after=after
         )
     )
-    if asked.context_id:
-        todos, more = [t for t in todos if t.id == before - 1], False
+    if context is not None:
+        todos, more = [t for t in todos if t.id == context], False
     history = 0 if asked.history_length is None else asked.history_length
     tasks = []
     for todo in todos:  # a list carries no attempts: GetTask reads them

@@ -440,7 +440,7 @@ async def _mcp(exchange: _Exchange) -> None:
         return
     if exchange.method == "POST" and b"subscriptions/listen" in body:
         message = mcp_tasks.peek(body)
-        if mcp_tasks.listens_for_tasks(message):  # an event stream (agents/mcp_tasks.py)
+        if message is not None and mcp_tasks.listens_for_tasks(message):  # an event stream
             refused = await mcp_tasks.listen(
                 exchange,
                 exchange.scope,

@@ -247,12 +247,12 @@ def next_after(cron: Cron | str, tz: ZoneInfo | str, after: datetime) -> datetim
     # to its first pass), so walking matching wall times from the wall time of ``after``
     # meets the answer first. A wall time already passed (the second pass of a repeated hour)
     # maps to an instant at or before ``after`` and is walked over.
-    wall = after.astimezone(tz).replace(tzinfo=None, fold=0)
-    while (wall := cron.next_wall(wall)) is not None:
+    start = after.astimezone(tz).replace(tzinfo=None, fold=0)
+    while (wall := cron.next_wall(start)) is not None:
         instant = _instant(wall, tz)
         if instant > after:
             return instant
-        wall += timedelta(minutes=1)
+        start = wall + timedelta(minutes=1)
     return None
 
 
@@ -283,6 +283,7 @@ def _offset(timestamp: int, tz: ZoneInfo) -> timedelta | None:
 def upcoming(cron: Cron | str, tz: ZoneInfo | str, after: datetime, count: int) -> list[datetime]:
     """The next ``count`` instants it fires at, after ``after``."""
     found: list[datetime] = []
-    while len(found) < count and (after := next_after(cron, tz, after)) is not None:
-        found.append(after)
+    while len(found) < count and (following := next_after(cron, tz, after)) is not None:
+        found.append(following)
+        after = following
     return found

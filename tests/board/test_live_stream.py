@@ -294,6 +294,8 @@ def test_the_pages_read_exactly_what_a_team_update_says():
 
     from switchboard.board.live import TeamUpdate
 
-    js = (Path(__file__).resolve().parents[2] / "switchboard" / "static" / "board" / "board.js").read_text()
+    js = (
+        Path(__file__).resolve().parents[2] / "switchboard" / "static" / "board" / "board.js"
+    ).read_text()
     read = set(re.findall(r"\bu\.([A-Za-z_]+)", js))
     assert read == set(TeamUpdate.__struct_fields__)
