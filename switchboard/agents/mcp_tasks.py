@@ -183,20 +183,24 @@ def _elicitation(question: dict) -> dict[str, Any]:
 
 
 def _tool_result(v: TaskView) -> dict[str, Any]:
-    """The CallToolResult the task ends with: the todo as get_todo's requester sees it, and,
-    for a dead letter, ``isError`` with the reason."""
-    todo = v.todo
-    said = {"todo_id": todo.id, "state": todo.state, "result": todo.result, "summary": v.summary}
+    """The CallToolResult the task ends with, as create_todo's own (its output schema): the
+    todo as its sender reads it (``created``: the call made it, or found it by its idempotency
+    key), with the last attempt's summary as text; for a dead letter, ``isError`` with the
+    reason as text and no structured content (as every tool error here)."""
     if v.state == task_view.FAILED:
-        said["dead_letter_reason"] = todo.dead_letter_reason or None
         text = v.message or "It ended as a dead letter."
         return {
+            "resultType": "complete",
             "content": [{"type": "text", "text": text}],
-            "structuredContent": said,
             "isError": True,
         }
+    said = {"todo": verbs.shown_to_sender(v.todo), "created": True}
+    content = [{"type": "text", "text": wire.encode(said).decode()}]
+    if v.summary:
+        content.append({"type": "text", "text": f"Summary: {v.summary}"})
     return {
-        "content": [{"type": "text", "text": wire.encode(said).decode()}],
+        "resultType": "complete",
+        "content": content,
         "structuredContent": said,
         "isError": False,
     }

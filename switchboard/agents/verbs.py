@@ -22,7 +22,7 @@ from switchboard.queues import endpoints, selectors, transitions
 from switchboard.queues.db import Plan
 from switchboard.queues.errors import Forbidden, NotFound
 from switchboard.queues.models import Endpoint
-from switchboard.queues.records import UNTRUSTED_NOTICE, Claim, TodoDetail
+from switchboard.queues.records import UNTRUSTED_NOTICE, Claim, TodoDetail, TodoRecord
 from switchboard.queues.transitions import Actor, ClaimArgs, Close, Next, Then, Transition
 
 # A handler's plan answers the verb's dict; a close's with ``then``, a ``transitions.Then``.
@@ -145,13 +145,18 @@ def create_todo(endpoint: Endpoint, p: schemas.CreateTodo, **_) -> Plan[dict]:
         unique_while_active=p.unique_while_active,
     )
     if target is not endpoint:
-        # A sender reads what it sent as get_todo shows it to a requester: no attempts (and,
-        # new, nothing it waits for or that waits for it: get_todo reads those).
-        shown = TodoDetail(todo=todo, attempts=[], as_requester=True).as_api()["todo"]
-        for read_by_get_todo in ("questions", "after", "dependents", "children"):
-            del shown[read_by_get_todo]
-        return {"todo": shown, "created": created}
+        return {"todo": shown_to_sender(todo), "created": created}
     return {"todo": todo.as_api(), "created": created}
+
+
+def shown_to_sender(todo: TodoRecord) -> dict:
+    """A todo as create_todo answers its sender (one sent elsewhere), and as an MCP task's
+    result shows it (agents/mcp_tasks.py): as get_todo shows it to a requester, no attempts,
+    and nothing it waits for or that waits for it (get_todo reads those)."""
+    shown = TodoDetail(todo=todo, attempts=[], as_requester=True).as_api()["todo"]
+    for read_by_get_todo in ("questions", "after", "dependents", "children"):
+        del shown[read_by_get_todo]
+    return shown
 
 
 @verb(

@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 
 import httpx
+import msgspec
 import pytest
 from django_mcpz.server import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
 
+from switchboard.agents import schemas
 from switchboard.agents.task_view import ATTEMPTS_META, task_id
 from switchboard.queues.models import Todo
 from tests.agents.api_helpers import ok, post
@@ -129,8 +131,14 @@ def test_a_task_follows_the_todo_to_completed_with_its_result(live_server, vend)
     # result field MUST contain that result."
     assert done["status"] == "completed"
     assert done["result"]["isError"] is False
-    assert done["result"]["structuredContent"]["result"] == {"pages": 3}
-    assert done["result"]["structuredContent"]["summary"] == "Three pages."
+    # "The structure matches the result type of the original request": create_todo's, its
+    # output schema's shape, and (2026-07-28) a Result with its resultType.
+    assert done["result"]["resultType"] == "complete"
+    said = done["result"]["structuredContent"]
+    assert set(said) == {"todo", "created"} and said["todo"]["result"] == {"pages": 3}
+    msgspec.convert(said, schemas.CreateTodoOut)  # the tool's declared output schema
+    assert said["todo"]["state"] == "done" and said["todo"]["id"] == claimed["todo"]["id"]
+    assert done["result"]["content"][1]["text"] == "Summary: Three pages."
     assert done["ttlMs"] > 29 * 24 * 3600 * 1000  # the retention, from creation
 
 
@@ -145,6 +153,7 @@ def test_a_dead_letter_is_completed_with_is_error_and_cancel_is_cancelled(live_s
     ok(url, worker, "fail", {"todo_id": claimed["todo"]["id"], "summary": "Disk full"})
     dead = get(url, token, task).json()["result"]
     assert dead["status"] == "completed" and dead["result"]["isError"] is True
+    assert "structuredContent" not in dead["result"]
     assert "Disk full" in dead["statusMessage"]
     other = create(url, token, title="cancel me").json()["result"]["taskId"]
     claimed = ok(url, worker, "claim_next", {})
@@ -363,7 +372,7 @@ def test_subscriptions_listen_pushes_notifications_tasks_until_the_task_ends(liv
     statuses = [m["params"]["status"] for m in said if m.get("method") == "notifications/tasks"]
     assert statuses[-1] == "completed" and "resultType" not in said[-2]["params"]
     final = said[-2]["params"]
-    assert final["result"]["structuredContent"]["result"] == 7
+    assert final["result"]["structuredContent"]["todo"]["result"] == 7
     got = get(url, token, task).json()["result"]
     assert {k: v for k, v in got.items() if k not in ("resultType", "_meta")} == {
         k: v for k, v in final.items() if k != "_meta"
