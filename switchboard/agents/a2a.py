@@ -24,12 +24,11 @@ import time
 from datetime import datetime
 from typing import Any, Protocol
 
-from switchboard.agents import a2a_words, task_view, verbs, waiting, wire
+from switchboard.agents import a2a_push, a2a_words, task_view, verbs, waiting, wire
 from switchboard.agents.a2a_words import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    PUSH_NOT_SUPPORTED,
     SERVER_ERROR,
     STATES_BY_NAME,
     TASK_NOT_CANCELABLE,
@@ -122,6 +121,9 @@ class _Call:
         await self.exchange.json(
             {"jsonrpc": "2.0", "id": self.id, "result": result}, headers=self.headers
         )
+
+    async def check_team(self, tenant: str) -> None:
+        await _check_team(self, tenant)
 
     async def read(self, todo_id: int) -> TaskView:
         detail = await db.arun(
@@ -263,9 +265,17 @@ async def _sent(call: _Call, asked: Send) -> TaskView | Rejected:
     if target.paused:
         return Rejected(f"The endpoint {to!r} is paused; nothing was queued.")
     arguments = create_arguments(call.endpoint, meta, texts, data)
+    wanted = asked.configuration.task_push_notification_config
+    push = None  # checked before anything is queued
+    if wanted is not None:
+        push = await a2a_push.checked(params_of(a2a_push.ConfigIn, wanted))
     verb = verbs.named("create_todo")
     created = await waiting.call(call.endpoint, verb, wire.convert(verb, arguments))
-    return await call.read(created["todo"]["id"])
+    todo_id = created["todo"]["id"]
+    v = await call.read(todo_id)
+    if push is not None:  # its first push is the next change (claimed, say)
+        await a2a_push.keep(call, todo_id, v.id, push)
+    return v
 
 
 async def _answered(call: _Call, message: MessageIn, texts: list[str], data: list[Any]) -> TaskView:
@@ -473,15 +483,6 @@ async def _extended_card(call: _Call, base: str, params: object) -> None:
     await call.answer(extended_card(base, slug, live))
 
 
-async def _no_push(call: _Call, base: str, params: object) -> None:
-    raise A2AError(
-        PUSH_NOT_SUPPORTED,
-        "Push-notification configs are not served: follow a task with SubscribeToTask, or"
-        " set the endpoint's webhook on the Board.",
-        reason="unsupported",
-    )
-
-
 _METHODS = {
     "SendMessage": _send_message,
     "SendStreamingMessage": _send_streaming_message,
@@ -490,8 +491,8 @@ _METHODS = {
     "CancelTask": _cancel_task,
     "SubscribeToTask": _subscribe_to_task,
     "GetExtendedAgentCard": _extended_card,
-    "CreateTaskPushNotificationConfig": _no_push,
-    "GetTaskPushNotificationConfig": _no_push,
-    "ListTaskPushNotificationConfigs": _no_push,
-    "DeleteTaskPushNotificationConfig": _no_push,
+    "CreateTaskPushNotificationConfig": a2a_push.create,
+    "GetTaskPushNotificationConfig": a2a_push.get,
+    "ListTaskPushNotificationConfigs": a2a_push.list_configs,
+    "DeleteTaskPushNotificationConfig": a2a_push.delete,
 }

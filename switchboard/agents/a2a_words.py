@@ -188,7 +188,7 @@ def _card(base: str, skills: list[dict], *, description: str) -> dict:
         "documentationUrl": base + "/api/v1/openapi.json",
         "capabilities": {
             "streaming": True,
-            "pushNotifications": False,
+            "pushNotifications": True,
             "extendedAgentCard": True,
             "extensions": [
                 {

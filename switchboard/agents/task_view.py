@@ -1,8 +1,9 @@
 """A todo as the agents' protocols see it: one task view, read once, that A2A (agents/a2a.py)
 and MCP's tasks extension (agents/mcp_tasks.py) each write in their own words.
 
-The state map (docs/api.md, "Tasks"), decided once here and in SQL for the list filter
-(queues/sql/reads.py ``TASK_STATE_SQL``, held equal by tests/agents/test_task_view.py):
+The state map (docs/protocols.md, "States"), decided here and, for the list filter and push
+notifications, in SQL (``switchboard_task_state()`` in queues/schema/functions.sql; held equal
+by tests/agents/test_task_view.py):
 
 | ledger | task | status message |
 |---|---|---|

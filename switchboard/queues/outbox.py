@@ -1,5 +1,6 @@
 """The outbox's sender: signed webhooks for dead-letter sinks and doorbells (dead letters,
-doorbells, and ``todo.waiting`` when an agent asks a person).
+doorbells, and ``todo.waiting`` when an agent asks a person), and A2A push notifications
+(``task.push``: a task's status, to each push config of its todo, queues/push.py).
 
 Rows are written by PostgreSQL triggers in the transaction that made them necessary
 (queues/schema/functions.sql); this module sends them, from the sweeper (``sweeper.sweep_once``
@@ -72,6 +73,7 @@ class _Job:
     secret: str
     payload: dict
     tries: int  # including this one
+    headers: dict[str, str] | None = None  # an A2A push's token and authentication
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +162,7 @@ def _lease(batch: int) -> tuple[list[_Job], int]:
         due = list(
             Delivery.objects.select_for_update(skip_locked=True, of=("self",))
             .filter(delivered_at__isnull=True, gave_up_at__isnull=True, next_attempt_at__lte=Now())
-            .select_related("sink", "endpoint")
+            .select_related("sink", "endpoint", "push_config")
             .order_by("next_attempt_at", "id")[:batch]
         )
         jobs: list[_Job] = []
@@ -169,8 +171,13 @@ def _lease(batch: int) -> tuple[list[_Job], int]:
             if reason:
                 Delivery.objects.filter(pk=delivery.pk).update(gave_up_at=Now(), last_error=reason)
                 continue
-            # _why_not gave up on a delivery whose sink or endpoint is gone.
-            if _to_sink(delivery):
+            # _why_not gave up on a delivery whose sink, endpoint or push config is gone.
+            headers = None
+            if delivery.kind == Delivery.Kind.TASK_PUSH:
+                config = delivery.push_config
+                assert config is not None
+                url, secret, headers = config.url, config.secret, _push_headers(config)
+            elif _to_sink(delivery):
                 assert delivery.sink is not None
                 url, secret = delivery.sink.url, delivery.sink.secret
             else:
@@ -178,7 +185,13 @@ def _lease(batch: int) -> tuple[list[_Job], int]:
                 url, secret = delivery.endpoint.notify_url, delivery.endpoint.notify_secret
             jobs.append(
                 _Job(
-                    delivery.pk, delivery.kind, url, secret, delivery.payload, delivery.attempts + 1
+                    delivery.pk,
+                    delivery.kind,
+                    url,
+                    secret,
+                    delivery.payload,
+                    delivery.attempts + 1,
+                    headers,
                 )
             )
         if jobs:
@@ -187,6 +200,15 @@ def _lease(batch: int) -> tuple[list[_Job], int]:
                 attempts=F("attempts") + 1,
             )
     return jobs, len(due)
+
+
+def _push_headers(config) -> dict[str, str]:
+    """What A2A says a push carries: the client's token, and its authentication if it gave
+    one."""
+    headers = {"X-A2A-Notification-Token": config.token} if config.token else {}
+    if config.auth_scheme:
+        headers["Authorization"] = f"{config.auth_scheme} {config.auth_credentials}".strip()
+    return headers
 
 
 def _to_sink(delivery: Delivery) -> bool:
@@ -203,6 +225,8 @@ def _why_not(delivery: Delivery) -> str:
     if delivery.attempts >= MAX_TRIES:
         # Its last try was leased but never recorded (the sender stopped mid-POST).
         return f"gave up after {delivery.attempts} tries; the last one did not finish"
+    if delivery.kind == Delivery.Kind.TASK_PUSH:
+        return "" if delivery.push_config is not None else "not sent: its push config was deleted"
     if _to_sink(delivery):
         if delivery.sink is None:
             return "not sent: its dead-letter sink was deleted"
@@ -241,6 +265,7 @@ def _post(job: _Job) -> webhooks.Answer:
         secret=job.secret,
         delivery_id=job.id,
         event=job.kind,
+        extra_headers=job.headers,
     )
 
 

@@ -166,8 +166,17 @@ def encode(payload: dict) -> bytes:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def post(url: str, *, body: bytes, secret: str, delivery_id: int, event: str) -> Answer:
-    """POST ``body`` to ``url``, signed, following no redirect. Never raises."""
+def post(
+    url: str,
+    *,
+    body: bytes,
+    secret: str,
+    delivery_id: int,
+    event: str,
+    extra_headers: dict[str, str] | None = None,
+) -> Answer:
+    """POST ``body`` to ``url``, signed, following no redirect (with ``extra_headers``: an A2A
+    push's token and authentication). Never raises."""
     started = time.monotonic()
     try:
         target = resolve(url)
@@ -182,6 +191,7 @@ def post(url: str, *, body: bytes, secret: str, delivery_id: int, event: str) ->
         "X-Switchboard-Timestamp": timestamp,
         "X-Switchboard-Signature": sign(secret, timestamp, body),
         "Connection": "close",
+        **(extra_headers or {}),
     }
     connection = _connection(target)
     # The deadline: shut the socket from outside, which ends any read it is blocked in.

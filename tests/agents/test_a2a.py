@@ -540,7 +540,7 @@ def test_malformed_requests_get_json_rpc_errors_never_a_500(live_server, vend):
         (
             b'{"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig",'
             b' "params": {"taskId": "1-x", "url": "http://127.0.0.1/"}}',
-            -32003,
+            -32001,
         ),
         (b"[" * 5000 + b"]" * 5000, -32700),
     ]

@@ -1,6 +1,6 @@
 """The state map of the agents' protocols (agents/task_view.py), table-driven from every ledger
 state: each todo's task state as Python decides it, as the list's SQL filter decides it
-(queues/sql/reads.py ``TASK_STATE_SQL``), and as A2A and MCP's tasks extension spell it."""
+(``switchboard_task_state()``, queues/schema/functions.sql), and as A2A and MCP's tasks extension spell it."""
 
 from __future__ import annotations
 

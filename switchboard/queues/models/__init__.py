@@ -10,6 +10,7 @@ from switchboard.queues.models.operations import (
     MetricDelta,
     SignInThrottle,
     SweeperStatus,
+    TaskPushConfig,
 )
 from switchboard.queues.models.schedules import CatchUp, Schedule
 from switchboard.queues.models.states import (
@@ -76,6 +77,7 @@ __all__ = [
     "QuestionEnding",
     "SignInThrottle",
     "SweeperStatus",
+    "TaskPushConfig",
     "Team",
     "TeamInvitation",
     "TeamInvitationQuerySet",

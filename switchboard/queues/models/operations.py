@@ -46,11 +46,13 @@ class Delivery(models.Model):
         DEAD_LETTER = "dead_letter"
         DOORBELL = "doorbell"
         TODO_WAITING = "todo.waiting"
+        TASK_PUSH = "task.push"  # an A2A push notification (its config: ``push_config``)
 
     kind = models.CharField(max_length=16, choices=Kind)
     team = models.ForeignKey(Team, on_delete=models.DO_NOTHING, related_name="+", db_index=False)
     sink = reference(DeadLetterSink)
     endpoint = reference(Endpoint)
+    push_config = reference("queues.TaskPushConfig")
     todo_id = models.BigIntegerField(null=True, blank=True)  # no FK: the todo may be gone
     url = models.CharField(max_length=500)
     payload = models.JSONField()
@@ -90,6 +92,35 @@ class Delivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} delivery #{self.pk}"
+
+
+class TaskPushConfig(models.Model):
+    """An A2A push-notification config (agents/a2a.py): where to POST a task's status each
+    time its todo changes state, set by the endpoint that reads the task (only it sees the
+    config). Sent through the outbox, signed with ``secret`` and carrying the client's
+    ``token`` and ``authentication`` as A2A says; the URL passes the webhooks' SSRF rules."""
+
+    todo = models.ForeignKey("queues.Todo", on_delete=models.DB_CASCADE, related_name="+")
+    endpoint = models.ForeignKey(Endpoint, on_delete=models.DB_CASCADE, related_name="+")
+    team = models.ForeignKey(Team, on_delete=models.DO_NOTHING, related_name="+", db_index=False)
+    config_id = models.CharField(max_length=64)
+    task_id = models.CharField(max_length=64)  # the task id A2A knows (a MAC: agents/task_view.py)
+    url = models.URLField(max_length=500)
+    token = models.CharField(max_length=500, blank=True)
+    auth_scheme = models.CharField(max_length=32, blank=True)
+    # Needed in clear to call the client's URL; shown only to the endpoint that set it.
+    auth_credentials = models.CharField(max_length=1000, blank=True)
+    secret = models.CharField(max_length=128)  # signs each POST (X-Switchboard-Signature)
+    created_at = models.DateTimeField(db_default=Now())
+
+    class Meta:
+        db_table = "task_push_configs"
+        constraints = [
+            models.UniqueConstraint(fields=["todo", "config_id"], name="task_push_config_id"),
+        ]
+
+    def __str__(self) -> str:
+        return f"push config #{self.pk}"
 
 
 class SweeperStatus(models.Model):

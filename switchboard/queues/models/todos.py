@@ -142,6 +142,9 @@ class Todo(TodoTotals, models.Model):
     # Some todo was made after this one: its end is counted (the trigger todos_waits_follow
     # fires only for such a todo, so an ordinary close pays nothing for it).
     has_dependents = models.BooleanField(db_default=False)
+    # How many A2A push-notification configs it has (TaskPushConfig): its state changes are
+    # pushed through the outbox (the trigger todos_outbox_task_push fires only for such a todo).
+    push_configs = models.IntegerField(db_default=0)
     # A child of the todo its holder split (``parent``); a parent counts its children, and
     # those not ended yet (kept by the trigger todos_waits_follow).
     parent = reference("self", index=False, related_name="children")

@@ -376,6 +376,57 @@ CREATE OR REPLACE TRIGGER todos_wait_ended BEFORE UPDATE OF state ON todos
     FOR EACH ROW WHEN (old.state::text = 'waiting'::text AND new.state::text <> 'waiting'::text)
     EXECUTE FUNCTION switchboard_wait_ended();
 
+-- name: switchboard_task_state --
+-- A todo as a protocol task's state (agents/task_view.py ``task_state`` says the same in Python;
+-- tests/agents/test_task_view.py holds the two together for every ledger state): A2A
+-- ListTasks' filter (queues/sql/reads.py) and a push notification's status.
+CREATE OR REPLACE FUNCTION switchboard_task_state(p_state text, p_attempt integer,
+    p_waiting_for text)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+SELECT CASE p_state
+    WHEN 'pending' THEN CASE WHEN p_attempt = 0 THEN 'submitted' ELSE 'working' END
+    WHEN 'claimed' THEN 'working'
+    WHEN 'retry_wait' THEN 'working'
+    WHEN 'waiting' THEN CASE WHEN p_waiting_for = 'people' THEN 'input_required'
+                             ELSE 'working' END
+    WHEN 'done' THEN 'completed'
+    WHEN 'dead' THEN 'failed'
+    WHEN 'canceled' THEN 'canceled' END
+$function$;
+
+-- name: switchboard_outbox_task_push --
+-- When a todo with A2A push-notification configs changes state: one `task.push` outbox row per
+-- config, its payload A2A's status update (the task id is kept with the config: a MAC the
+-- database cannot make). Fires only for a todo that has configs (`push_configs`).
+CREATE OR REPLACE FUNCTION switchboard_outbox_task_push()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    INSERT INTO outbox (kind, team_id, sink_id, endpoint_id, push_config_id, todo_id, url,
+                        payload, created_at, next_attempt_at, attempts, last_error)
+    SELECT 'task.push', c.team_id, NULL, c.endpoint_id, c.id, NEW.id, c.url,
+           jsonb_build_object('statusUpdate', jsonb_build_object(
+               'taskId', c.task_id, 'contextId', c.task_id,
+               'status', jsonb_build_object(
+                   'state', 'TASK_STATE_'
+                            || upper(switchboard_task_state(NEW.state, NEW.attempt,
+                                                            NEW.waiting_for)),
+                   'timestamp', switchboard_utc(statement_timestamp())))),
+           statement_timestamp(), statement_timestamp(), 0, ''
+      FROM task_push_configs c
+     WHERE c.todo_id = NEW.id;
+    RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE TRIGGER todos_outbox_task_push AFTER UPDATE OF state ON todos
+    FOR EACH ROW WHEN (new.push_configs > 0 AND old.state::text IS DISTINCT FROM new.state::text)
+    EXECUTE FUNCTION switchboard_outbox_task_push();
+
 -- name: switchboard_outbox_todo_waiting --
 -- When an agent asks a question (a todo starts waiting on people): one `todo.waiting` outbox
 -- row per active dead-letter sink of its team (people: any member may answer), and one to the

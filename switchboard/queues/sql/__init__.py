@@ -17,6 +17,7 @@ it (procrastinate's ``-- name --`` queries are the model). One module per family
 - ``events``: the audit trail's writer and the doorbell's ring;
 - ``health``: the endpoint page's queue now and its last hour and day of endings;
 - ``live``: the Board stream's watch list and what it reads once per watched team;
+- ``push``: A2A push-notification configs, and the todo's count of them;
 - ``sweep``: the sweeper's batches, retention, its status row, the outbox's pruning;
 - ``counters``: the metrics fold and counter upserts;
 - ``board``: the drawer's snapshot (a SET, which PREPARE cannot take: not in ``statements()``),
@@ -51,6 +52,7 @@ from switchboard.queues.sql.create import *  # noqa: F403
 from switchboard.queues.sql.events import *  # noqa: F403
 from switchboard.queues.sql.health import *  # noqa: F403
 from switchboard.queues.sql.live import *  # noqa: F403
+from switchboard.queues.sql.push import *  # noqa: F403
 from switchboard.queues.sql.reads import *  # noqa: F403
 from switchboard.queues.sql.revoke import *  # noqa: F403
 from switchboard.queues.sql.schedules import *  # noqa: F403

@@ -135,37 +135,27 @@ LIST_TODOS = Statement(
     prepare=True,
 )
 
-# A todo as a protocol task's state (agents/task_view.py ``task_state`` says the same in
-# Python; tests/agents/test_task_view.py holds the two together for every ledger state).
-TASK_STATE_SQL = """CASE {t}.state
-    WHEN 'pending' THEN CASE WHEN {t}.attempt = 0 THEN 'submitted' ELSE 'working' END
-    WHEN 'claimed' THEN 'working'
-    WHEN 'retry_wait' THEN 'working'
-    WHEN 'waiting' THEN CASE WHEN {t}.waiting_for = 'people' THEN 'input_required'
-                             ELSE 'working' END
-    WHEN 'done' THEN 'completed'
-    WHEN 'dead' THEN 'failed'
-    WHEN 'canceled' THEN 'canceled' END"""
-
 _TASKS_OF = f"""
     (SELECT t.id, {_BYTES} AS bytes
        FROM todos t
       WHERE t.{{column}} = %(endpoint_id)s
-        AND (%(task_state)s::text IS NULL OR ({{task_state}}) = %(task_state)s::text)
+        AND (%(task_state)s::text IS NULL
+             OR switchboard_task_state(t.state, t.attempt, t.waiting_for) = %(task_state)s::text)
         AND (%(before_id)s::bigint IS NULL OR t.id < %(before_id)s::bigint)
         AND (%(updated_after)s::timestamptz IS NULL OR t.updated_at > %(updated_after)s)
       ORDER BY t.id DESC
       LIMIT %(limit)s + 1)"""
 
 # The tasks an endpoint may read (A2A ListTasks): its own queue's and those it sent, as
-# get_todo scopes them; each side walks its own index newest first, and the union is cut.
+# get_todo scopes them; each side walks its own index newest first, and the union is cut. A
+# task state is switchboard_task_state()'s (queues/schema/functions.sql).
 LIST_TASKS = Statement(
     "list_tasks",
     _SIZED_PAGE.format(
         page=f"""
-    SELECT id, bytes FROM ({_TASKS_OF.format(column="endpoint_id", task_state=TASK_STATE_SQL.format(t="t"))}
+    SELECT id, bytes FROM ({_TASKS_OF.format(column="endpoint_id")}
                     UNION
-                    {_TASKS_OF.format(column="requester_id", task_state=TASK_STATE_SQL.format(t="t"))}
+                    {_TASKS_OF.format(column="requester_id")}
                    ) mine
      ORDER BY id DESC
      LIMIT %(limit)s + 1"""

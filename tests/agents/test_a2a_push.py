@@ -1,0 +1,246 @@
+"""A2A push-notification configs (issue 45): set with ``SendMessage``'s configuration or the
+``*TaskPushNotificationConfig`` methods (driven by the ``a2a-sdk`` client), sent through the
+signed webhook outbox at each state change of the todo, to a receiver this test runs."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+from a2a.client import ClientConfig, create_client
+from a2a.types.a2a_pb2 import (
+    AuthenticationInfo,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
+    ListTaskPushNotificationConfigsRequest,
+    TaskPushNotificationConfig,
+)
+from a2a.utils.errors import TaskNotFoundError
+
+from switchboard.queues import outbox
+from switchboard.queues.models import Delivery, TaskPushConfig, Todo
+from tests.agents.api_helpers import ok
+from tests.agents.test_a2a import rpc
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Receiver:
+    """A webhook receiver on loopback: every POST's headers and JSON body."""
+
+    def __init__(self) -> None:
+        heard = self.heard = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 -- http.server's name
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                heard.append((dict(self.headers), body))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/a2a-push"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def states(self) -> list[str]:
+        return [json.loads(body)["statusUpdate"]["status"]["state"] for _, body in self.heard]
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+@pytest.fixture
+def receiver(settings):
+    settings.SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE = True  # the receiver is on loopback
+    found = Receiver()
+    yield found
+    found.close()
+
+
+def send(url: str, token: str, text: str, push: dict | None = None) -> dict:
+    configuration: dict = {"returnImmediately": True}
+    if push is not None:
+        configuration["taskPushNotificationConfig"] = push
+    said = rpc(
+        url,
+        token,
+        "SendMessage",
+        {
+            "message": {"messageId": text, "role": "ROLE_USER", "parts": [{"text": text}]},
+            "metadata": {"to": "worker"},
+            "configuration": configuration,
+        },
+    )
+    return said.json()
+
+
+def test_a_task_pushes_its_states_signed_with_the_clients_token(live_server, vend, receiver):
+    _, token = vend("sender")
+    _, worker = vend("worker")
+    url = live_server.url
+    push = {
+        "url": receiver.url,
+        "token": "tok-123",
+        "authentication": {"scheme": "Bearer", "credentials": "secret-abc"},
+    }
+    task = send(url, token, "Push me", push)["result"]["task"]
+    claimed = ok(url, worker, "claim_next", {})
+    assert outbox.deliver_due() == 1
+    ok(url, worker, "complete", {"todo_id": claimed["todo"]["id"], "result": 1})
+    assert outbox.deliver_due() == 1
+    assert receiver.states() == ["TASK_STATE_WORKING", "TASK_STATE_COMPLETED"]
+    headers, body = receiver.heard[-1]
+    said = json.loads(body)["statusUpdate"]
+    assert said["taskId"] == said["contextId"] == task["id"]
+    assert headers["X-A2A-Notification-Token"] == "tok-123"
+    assert headers["Authorization"] == "Bearer secret-abc"
+    assert headers["X-Switchboard-Event"] == "task.push"
+    stamp = headers["X-Switchboard-Timestamp"]
+    mac = hmac.new(b"tok-123", stamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+    assert headers["X-Switchboard-Signature"] == f"sha256={mac}"
+
+
+def test_configs_are_set_read_listed_and_deleted_by_the_sdk_and_only_by_their_endpoint(
+    live_server, vend, receiver, make_user
+):
+    _, token = vend("sender")
+    _, worker = vend("worker")
+    _, other = vend("other")
+    url = live_server.url
+    task = send(url, token, "Configure me")["result"]["task"]["id"]
+
+    async def scenario():
+        async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+            client = await create_client(url, ClientConfig(httpx_client=http))
+            made = await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(
+                    task_id=task,
+                    id="ops",
+                    url=receiver.url,
+                    token="t1",
+                    authentication=AuthenticationInfo(scheme="Basic", credentials="dTpw"),
+                )
+            )
+            second = await client.create_task_push_notification_config(
+                TaskPushNotificationConfig(task_id=task, url=receiver.url)
+            )
+            got = await client.get_task_push_notification_config(
+                GetTaskPushNotificationConfigRequest(task_id=task, id="ops")
+            )
+            listed = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task)
+            )
+            await client.delete_task_push_notification_config(
+                DeleteTaskPushNotificationConfigRequest(task_id=task, id=second.id)
+            )
+            after = await client.list_task_push_notification_configs(
+                ListTaskPushNotificationConfigsRequest(task_id=task)
+            )
+            with pytest.raises(TaskNotFoundError):
+                await client.get_task_push_notification_config(
+                    GetTaskPushNotificationConfigRequest(task_id=task, id=second.id)
+                )
+            return made, second, got, listed, after
+
+    made, second, got, listed, after = asyncio.run(scenario())
+    assert made.id == "ops" and made.task_id == task and made.url == receiver.url
+    assert got.authentication.scheme == "Basic" and got.token == "t1"
+    assert len(second.id) == 16  # made for it
+    assert sorted(c.id for c in listed.configs) == sorted(["ops", second.id])
+    assert [c.id for c in after.configs] == ["ops"]
+    assert Todo.objects.get(pk=int(task.split("-")[0])).push_configs == 1
+    # The worker (its queue's endpoint: it may read the task) neither sees nor replaces it.
+    theirs = rpc(url, worker, "ListTaskPushNotificationConfigs", {"taskId": task}).json()
+    assert theirs["result"] == {"configs": []}
+    replaced = rpc(
+        url,
+        worker,
+        "CreateTaskPushNotificationConfig",
+        {"taskId": task, "id": "ops", "url": receiver.url},
+    ).json()
+    assert (
+        replaced["error"]["code"] == -32602 and "Another endpoint" in replaced["error"]["message"]
+    )
+    # An endpoint that may not read the task, another team's, a made-up id: not found alike.
+    bob_team = make_user("bob").teams.get()
+    _, bobs = vend("bobs", team=bob_team)
+    for caller, asked in ((other, task), (bobs, task), (token, task + "x")):
+        said = rpc(
+            url, caller, "CreateTaskPushNotificationConfig", {"taskId": asked, "url": receiver.url}
+        ).json()
+        assert said["error"]["code"] == -32001, said
+    assert TaskPushConfig.objects.count() == 1
+
+
+def test_a_push_url_must_pass_the_ssrf_rules_and_a_refused_one_queues_nothing(
+    live_server, vend, settings
+):
+    settings.SWITCHBOARD_WEBHOOK_ALLOW_PRIVATE = False
+    _, token = vend("sender")
+    vend("worker")
+    url = live_server.url
+    for bad in (
+        "http://127.0.0.1:9/x",
+        "http://169.254.169.254/latest/meta-data",
+        "http://[::1]/x",
+        "ftp://example.com/x",
+        "http://10.0.0.7/x",
+        "x" * 600,
+    ):
+        said = send(url, token, "nope", {"url": bad})
+        assert said["error"]["code"] == -32602, (bad, said)
+    for bad_header in (
+        {"token": "a\r\nX-Evil: 1"},
+        {"authentication": {"scheme": "Bearer x"}},
+        {"authentication": {"scheme": "Bearer", "credentials": "é"}},
+    ):
+        said = send(url, token, "nope", {"url": "https://example.com/hook", **bad_header})
+        assert said["error"]["code"] == -32602, (bad_header, said)
+    assert Todo.objects.count() == 0 and TaskPushConfig.objects.count() == 0
+
+
+def test_a_task_has_at_most_ten_configs_and_a_deleted_one_is_not_sent(live_server, vend, receiver):
+    _, token = vend("sender")
+    _, worker = vend("worker")
+    url = live_server.url
+    task = send(url, token, "Many")["result"]["task"]["id"]
+    for n in range(10):
+        said = rpc(
+            url,
+            token,
+            "CreateTaskPushNotificationConfig",
+            {"taskId": task, "id": f"c{n}", "url": receiver.url},
+        ).json()
+        assert "result" in said, said
+    eleventh = rpc(
+        url,
+        token,
+        "CreateTaskPushNotificationConfig",
+        {"taskId": task, "id": "c10", "url": receiver.url},
+    ).json()
+    assert eleventh["error"]["code"] == -32602 and "at most 10" in eleventh["error"]["message"]
+    again = rpc(
+        url,
+        token,
+        "CreateTaskPushNotificationConfig",  # replacing one is fine
+        {"taskId": task, "id": "c0", "url": receiver.url, "token": "new"},
+    ).json()
+    assert again["result"]["token"] == "new"
+    ok(url, worker, "claim_next", {})
+    assert Delivery.objects.filter(kind="task.push").count() == 10
+    for n in range(9):
+        rpc(url, token, "DeleteTaskPushNotificationConfig", {"taskId": task, "id": f"c{n}"})
+    assert outbox.deliver_due() == 1
+    assert len(receiver.heard) == 1
+    gone = Delivery.objects.filter(kind="task.push", gave_up_at__isnull=False)
+    assert gone.count() == 9
+    assert {d.last_error for d in gone} == {"not sent: its push config was deleted"}
