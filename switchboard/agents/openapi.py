@@ -31,6 +31,8 @@ def capabilities() -> dict:
     token: nothing in it is about a tenant."""
     from importlib.metadata import PackageNotFoundError, version
 
+    from switchboard.agents import mcp_tasks
+    from switchboard.agents.task_view import ATTEMPTS_META, ATTEMPTS_URI
     from switchboard.queues import bounds
     from switchboard.queues.bounds import (
         ATTEMPTS_MAX,
@@ -76,6 +78,14 @@ def capabilities() -> dict:
             },
             "prior_attempts": 5,
             "mcp": "/mcp",
+            # Every todo as an A2A task and an MCP task, with its attempts as an extension
+            # (docs/protocols.md).
+            "tasks": {
+                "a2a": "/a2a",
+                "agent_card": "/.well-known/agent-card.json",
+                "mcp_extension": mcp_tasks.EXTENSION,
+                "attempts_extension": {"a2a": ATTEMPTS_URI, "mcp": ATTEMPTS_META},
+            },
         },
         "limits": {
             "request_bytes": bounds.REQUEST_MAX_BYTES,
