@@ -4,7 +4,8 @@ measures and how to read it.
     .venv/bin/python -m bench.run                    # every section, then the summary table
     .venv/bin/python -m bench.run --quick            # small counts, one run per cell
     .venv/bin/python -m bench.run --sections http    # of growth, http, peers, fleet,
-                                                     #   cluster, live, ask, schedules, waits, board
+                                                     #   cluster, live, ask, a2a, schedules, waits,
+                                                     #   board
     .venv/bin/python -m bench.run bench/results/ledger-<stamp>.json   # re-print a run
 
 The database is always a dedicated ``switchboard_bench`` (bench/db.py). stdout gets the
@@ -22,6 +23,7 @@ from datetime import UTC, datetime
 from types import SimpleNamespace
 
 from bench import (
+    a2a,
     ask,
     board_pages,
     cluster,
@@ -48,6 +50,7 @@ SECTIONS = {
     "cluster": cluster,  # its own PostgreSQL pair, PgBouncer, HAProxy and nodes
     "live": live,  # one served node and a Chromium
     "ask": ask,  # one served node: an answer's wake-up, a question on the live stream
+    "a2a": a2a,  # served nodes: a task's completion on its stream; streams' memory
     "schedules": schedules,  # three sweeper processes
     "waits": waits,  # one served node, a sweeper, and the ledger's workers
     "board": board_pages,

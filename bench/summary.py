@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bench import ask, cluster, growth, httpbench, live, peers, schedules
+from bench import a2a, ask, cluster, growth, httpbench, live, peers, schedules
 from bench.ledger import Ledger
 from bench.table import f, f2, spread, table, verdict
 
@@ -120,6 +120,21 @@ def rows(ledger: Ledger) -> list[dict]:
         ours, ref = f"{f2(p95)} ms", f"target {t['stream_p95_ms']:.0f} ms"
         note = f"every question seen within the target: {verdict(m['stream'])}"
         row("ask", measure, str(worst["viewers"]), ours, ref, ratio, note)
+    if a2 := notes.get("a2a"):
+        t, m, lat = a2["target"], a2a.met(a2), a2["latency"]
+        sent, floor = lat["send_to_completed"], a2["bare"]["heard"]
+        measure = f"A2A SendStreamingMessage -> claim -> complete -> COMPLETED on its stream, p95 ({sent['n']} of {lat['rounds']})"
+        ratio = f2(sent["p95_ms"] / t["send_p95_ms"]) if sent["p95_ms"] else "-"
+        ours, ref = f"{f2(sent['p95_ms'])} ms", f"target {t['send_p95_ms']:.0f} ms"
+        note = f"every round within the target: {verdict(m['send'])}; commit -> stream p95 {f2(lat['commit_to_completed']['p95_ms'])} ms, bare NOTIFY {f2(floor['p95_ms'])} ms"
+        row("a2a", measure, "-", ours, ref, ratio, note)
+        k, n = a2a.kib(a2), a2["memory"][0]["streams"]["n"]
+        gets = [rep["streams"]["get_after"] for rep in a2["memory"]]
+        measure = f"server KiB per open SubscribeToTask stream vs per idle claim_next long-poll ({n:,} each, {len(a2['memory'])} reps)"
+        ours, ref = f"{k['streams']:.1f} KiB", f"long-poll {k['polls']:.1f} KiB"
+        note = f"bar <= {t['memory_ratio']:.2f}, all open: {verdict(m['memory'])}; GetTask p95 after, worst {f2(max(g['p95_ms'] or 0 for g in gets))} ms: {verdict(m['get'])}"
+        ratio = spread(k["ratio"])
+        row("a2a", measure, "-", ours, ref, ratio, note)
     if (sc := notes.get("schedules")) and sc["rows"]:
         slowest, bar = schedules.worst(sc), schedules.BAR_SECONDS
         measure = f"{sc['schedules']:,} schedules due in one minute: slowest minute until all committed ({len(sc['rows'])} minutes)"

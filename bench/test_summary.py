@@ -147,3 +147,24 @@ def test_the_schedules_row_needs_every_minute_on_time_and_once():
     assert late["note"].endswith("NOT MET") and late["ratio"] == "1.20"
     assert twice["note"].endswith("NOT MET")
     assert never["note"].endswith("NOT MET") and never["ours"] == "-"
+
+
+def _a2a(send_p95: float = 20.0, stream_kib: float = 10.0, poll_kib: float = 10.0, **more) -> dict:
+    lat = {"n": 40, "p50_ms": 1.0, "p95_ms": send_p95, "p99_ms": send_p95, "max_ms": send_p95}
+    latency = {"rounds": 40, "send_to_completed": lat, "commit_to_completed": lat, "failed": {}}
+    get = {"n": 20, "p50_ms": 1.0, "p95_ms": 2.0, "max_ms": 2.0, "failed": 0}
+    streams = {"n": 200, "fates": {"open": 200}, "later": {}, "kib_each": stream_kib}
+    polls = {"n": 200, "fates": {"open": 200}, "later": more.pop("poll_later", {})}
+    target = {"send_p95_ms": 100.0, "memory_ratio": 1.10, "get_p95_ms": 25.0}
+    rep = {"streams": streams | {"get_after": get} | more, "polls": polls | {"kib_each": poll_kib}}
+    return {"latency": latency, "bare": {"heard": lat}, "target": target, "memory": [rep]}
+
+
+def test_the_a2a_rows_read_the_send_against_its_target_and_a_stream_against_a_long_poll():
+    send, memory = _rows(a2a=_a2a())
+    assert send["note"].startswith("every round within the target: MET") and send["ratio"] == "0.20"
+    assert memory["note"].startswith("bar <= 1.10, all open: MET") and memory["ratio"] == "1.00"
+    send, memory = _rows(a2a=_a2a(send_p95=120.0, stream_kib=11.5))
+    assert ": NOT MET" in send["note"] and ": NOT MET" in memory["note"]
+    assert "all open: NOT MET" in _rows(a2a=_a2a(fates={"open": 199, "status 503": 1}))[1]["note"]
+    assert "all open: NOT MET" in _rows(a2a=_a2a(poll_later={"answer": 1}))[1]["note"]

@@ -222,7 +222,9 @@ async def _send_streaming_message(call: _Call, base: str, params: object) -> Non
         await call.exchange.push(_event(call, {"task": v.task()}))
         await call.exchange.end_stream()
         return
-    await _stream(call, v, asked.configuration.history_length)
+    todo_id = v.todo.id
+    del v  # a stream holds no read of its own beyond its latest (bench/a2a.py: memory)
+    await _stream(call, todo_id, asked.configuration.history_length)
 
 
 async def _check_team(call: _Call, tenant: str) -> None:
@@ -331,7 +333,7 @@ async def _until_settled(call: _Call, v: TaskView) -> TaskView:
         crowd.leave(call.endpoint.pk)
 
 
-async def _stream(call: _Call, v: TaskView, history_length: int | None) -> None:
+async def _stream(call: _Call, todo_id: int, history_length: int | None) -> None:
     """Server-Sent Events: the task, then a status update at each change (and the result's
     artifact before a completion's), until it ends or needs input, the client leaves, or
     STREAM_SECONDS pass."""
@@ -339,9 +341,9 @@ async def _stream(call: _Call, v: TaskView, history_length: int | None) -> None:
     crowd.enter(call.endpoint.pk)
     gone = call.exchange.watch_disconnect()
     try:
-        async with task_watch().follow(call.endpoint.team_id, v.todo.id) as follower:
+        async with task_watch().follow(call.endpoint.team_id, todo_id) as follower:
             gone.add_done_callback(lambda _: follower.changed.set())
-            v = await call.read(v.todo.id)
+            v = await call.read(todo_id)
             await call.exchange.open_stream(call.headers)
             await call.exchange.push(_event(call, {"task": call.task(v, history_length)}))
             said = (v.state, v.message, v.todo.updated_at)
@@ -472,7 +474,8 @@ async def _subscribe_to_task(call: _Call, base: str, params: object) -> None:
         raise A2AError(
             UNSUPPORTED_OPERATION, f"The task has ended ({v.state}); read it with GetTask."
         )
-    await _stream(call, v, None)
+    del v  # a stream holds no read of its own beyond its latest (bench/a2a.py: memory)
+    await _stream(call, todo_id, None)
 
 
 async def _extended_card(call: _Call, base: str, params: object) -> None:

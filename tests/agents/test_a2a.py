@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -650,3 +651,44 @@ def test_a_client_error_names_are_the_sdks(live_server, vend):
                 await bad.get_task(GetTaskRequest(id="1-x"))
 
     run(scenario())
+
+
+def test_metadata_carries_create_todos_arguments(live_server, vend):
+    """priority, maxAttempts, notBefore, idempotencyKey (a second send answers the same task)
+    and after (task ids: the new todo waits for them) reach the todo as create_todo's."""
+    _, token = vend("sender")
+    vend("worker")
+    url = live_server.url
+
+    def send(text: str, **meta) -> dict:
+        said = rpc(
+            url,
+            token,
+            "SendMessage",
+            {
+                "message": {"messageId": text, "role": "ROLE_USER", "parts": [{"text": text}]},
+                "metadata": {"to": "worker", **meta},
+                "configuration": {"returnImmediately": True},
+            },
+        ).json()
+        assert "result" in said, said
+        return said["result"]["task"]
+
+    soon = (datetime.now(UTC) + timedelta(days=2)).isoformat()
+    first = send("First", priority=7, maxAttempts=2, notBefore=soon, idempotencyKey="k-1")
+    again = send("First again", idempotencyKey="k-1")
+    assert again["id"] == first["id"]
+    later = send("Later", after=[first["id"]], afterPolicy="any_end", key="repo-1")
+    todo = Todo.objects.get(pk=first["metadata"]["switchboard"]["todo_id"])
+    assert (todo.priority, todo.max_attempts) == (7, 2)
+    assert todo.not_before > datetime.now(UTC) + timedelta(days=1)
+    waiting = Todo.objects.get(pk=later["metadata"]["switchboard"]["todo_id"])
+    assert (waiting.state, waiting.waiting_for, waiting.after_policy, waiting.key) == (
+        "waiting",
+        "todos",
+        "any_end",
+        "repo-1",
+    )
+    assert later["status"]["state"] == "TASK_STATE_WORKING"
+    assert "Waiting for 1 of the 1 todos" in later["status"]["message"]["parts"][0]["text"]
+    assert Todo.objects.count() == 2
