@@ -448,14 +448,27 @@ def check_history_length(value: int | None) -> None:
         raise A2AError(INVALID_PARAMS, "historyLength is 0 to 1000.")
 
 
-async def _cancel_task(call: _Call, base: str, params: object) -> None:
-    asked = params_of(CancelParams, params)
+async def _unended(
+    call: _Call,
+    kind: type[GetParams | CancelParams],
+    params: object,
+    verb: str,
+    code: int,
+    then: str,
+) -> int:
+    """The todo of a task the caller may act on with ``verb``, not ended (else ``code``)."""
+    asked = params_of(kind, params)
     await _check_team(call, asked.tenant)
-    _allowed(call, "cancel")
+    _allowed(call, verb)
     todo_id = task_view.todo_id_of(call.endpoint.team_id, asked.id)
     v = await call.read(todo_id)
     if v.terminal:
-        raise A2AError(TASK_NOT_CANCELABLE, f"The task has ended ({v.state}).", reason="conflict")
+        raise A2AError(code, f"The task has ended ({v.state}){then}", reason="conflict")
+    return todo_id
+
+
+async def _cancel_task(call: _Call, base: str, params: object) -> None:
+    todo_id = await _unended(call, CancelParams, params, "cancel", TASK_NOT_CANCELABLE, ".")
     verb = verbs.named("cancel")
     try:
         await waiting.call(call.endpoint, verb, wire.convert(verb, {"todo_id": todo_id}))
@@ -465,17 +478,10 @@ async def _cancel_task(call: _Call, base: str, params: object) -> None:
 
 
 async def _subscribe_to_task(call: _Call, base: str, params: object) -> None:
-    asked = params_of(GetParams, params)
-    await _check_team(call, asked.tenant)
-    _allowed(call, "get_todo")
-    todo_id = task_view.todo_id_of(call.endpoint.team_id, asked.id)
-    v = await call.read(todo_id)
-    if v.terminal:
-        raise A2AError(
-            UNSUPPORTED_OPERATION, f"The task has ended ({v.state}); read it with GetTask."
-        )
-    del v  # a stream holds no read of its own beyond its latest (bench/a2a.py: memory)
-    await _stream(call, todo_id, None)
+    todo_id = await _unended(
+        call, GetParams, params, "get_todo", UNSUPPORTED_OPERATION, "; read it with GetTask."
+    )
+    await _stream(call, todo_id, None)  # it holds no read of its own beyond its latest
 
 
 async def _extended_card(call: _Call, base: str, params: object) -> None:

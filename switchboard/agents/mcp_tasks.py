@@ -246,25 +246,10 @@ async def answer(
     every request of the current revision (``server``'s metadata rules), its token by
     ``authenticate`` (agents/mcp.py: a refusal, or None with ``request.endpoint`` set)."""
     request = ASGIRequest(scope, io.BytesIO(body))
-    rpc_id = message.id
-    if rpc_id is None or isinstance(rpc_id, bool) or not isinstance(rpc_id, str | int):
-        return _error(None, -32600, "A tasks/* request needs an id.", HTTPStatus.BAD_REQUEST)
-    params = message.params if message.params is not None else {}
-    if not isinstance(params, dict):
-        return _error(rpc_id, INVALID_PARAMS, "params must be an object.", HTTPStatus.BAD_REQUEST)
-    refused = server._validate_metadata(request, rpc_id, message.method, params)
-    if refused is None:
-        refused = await authenticate(request)
-    if refused is not None:
-        return refused
-    if not declared(params):
-        return _error(
-            rpc_id,
-            MISSING_CAPABILITY,
-            "Missing required client capability",
-            HTTPStatus.BAD_REQUEST,
-            requiredCapabilities={"extensions": {EXTENSION: {}}},
-        )
+    admitted = await _admitted(request, message, server, authenticate)
+    if isinstance(admitted, HttpResponse):
+        return admitted
+    rpc_id, params = admitted
     task = params.get("taskId")
     if not isinstance(task, str):
         return _error(rpc_id, INVALID_PARAMS, "params.taskId must be a string.")
@@ -297,6 +282,37 @@ async def answer(
         return _refused(rpc_id, error)
     except DATABASE_ERRORS as exc:
         return _refused(rpc_id, from_database_error(exc, verb=message.method))
+
+
+async def _admitted(
+    request: HttpRequest,
+    message: _Message,
+    server: MCPServer,
+    authenticate: Callable[[HttpRequest], Awaitable[HttpResponse | None]],
+) -> tuple[str | int, dict] | HttpResponse:
+    """The request's id and params once it is a request of the current revision (``server``'s
+    metadata rules), its token good (``authenticate``: ``request.endpoint`` then set) and the
+    extension declared (else -32021); or the refusal."""
+    rpc_id = message.id
+    if rpc_id is None or isinstance(rpc_id, bool) or not isinstance(rpc_id, str | int):
+        return _error(None, -32600, f"A {message.method} request needs an id.", 400)
+    params = message.params if message.params is not None else {}
+    if not isinstance(params, dict):
+        return _error(rpc_id, INVALID_PARAMS, "params must be an object.", 400)
+    refused = server._validate_metadata(request, rpc_id, message.method, params)
+    if refused is None:
+        refused = await authenticate(request)
+    if refused is not None:
+        return refused
+    if not declared(params):
+        return _error(
+            rpc_id,
+            MISSING_CAPABILITY,
+            "Missing required client capability",
+            HTTPStatus.BAD_REQUEST,
+            requiredCapabilities={"extensions": {EXTENSION: {}}},
+        )
+    return rpc_id, params
 
 
 def _refused(rpc_id: object, error: DomainError) -> HttpResponse:
@@ -423,23 +439,10 @@ async def listen(
     LISTEN_SECONDS pass; then the listen request's own result. A refusal is returned (the
     caller sends it) before anything is streamed."""
     request = ASGIRequest(scope, io.BytesIO(body))
-    rpc_id = message.id
-    params = message.params if isinstance(message.params, dict) else {}
-    if rpc_id is None or isinstance(rpc_id, bool) or not isinstance(rpc_id, str | int):
-        return _error(None, -32600, "A subscriptions/listen needs an id.", HTTPStatus.BAD_REQUEST)
-    refused = server._validate_metadata(request, rpc_id, "subscriptions/listen", params)
-    if refused is None:
-        refused = await authenticate(request)
-    if refused is not None:
-        return refused
-    if not declared(params):
-        return _error(
-            rpc_id,
-            MISSING_CAPABILITY,
-            "Missing required client capability",
-            HTTPStatus.BAD_REQUEST,
-            requiredCapabilities={"extensions": {EXTENSION: {}}},
-        )
+    admitted = await _admitted(request, message, server, authenticate)
+    if isinstance(admitted, HttpResponse):
+        return admitted
+    rpc_id, params = admitted
     asked = params["notifications"]["taskIds"]
     if (
         not isinstance(asked, list)

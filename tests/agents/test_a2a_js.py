@@ -10,11 +10,9 @@ before it goes on, it waits for a line on stdin."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import queue
-import shutil
 import subprocess
 import threading
 from pathlib import Path
@@ -23,6 +21,7 @@ import pytest
 
 from switchboard.agents.task_view import ATTEMPTS_URI
 from tests.agents.api_helpers import ok, post
+from tests.agents.node_packages import installed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -32,22 +31,8 @@ LINE_SECONDS = 20  # the longest the client may take to say its next line
 
 @pytest.fixture(scope="session")
 def a2a_js() -> Path:
-    """The SDK installed from the npm registry into tests/agents/a2a_js (once: npm ci under a
-    lock, so parallel workers install it once)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    assert node and npm, (
-        "node and npm are needed (.ci/run installs them: apt-get install nodejs npm)"
-    )
-    with open(CLIENT / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (CLIENT / "node_modules" / "@a2a-js" / "sdk").is_dir():
-            subprocess.run(
-                [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-                cwd=CLIENT,
-                check=True,
-                timeout=300,
-            )
-    return CLIENT / "client.mjs"
+    """The SDK installed from the npm registry into tests/agents/a2a_js."""
+    return installed(CLIENT, "@a2a-js/sdk")
 
 
 class Node:

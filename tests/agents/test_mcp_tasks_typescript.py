@@ -16,10 +16,8 @@ package failed the execution for it)."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -29,6 +27,7 @@ from django_mcpz.server import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, 
 
 from switchboard.queues.models import Todo
 from tests.agents.api_helpers import ok, post
+from tests.agents.node_packages import installed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,22 +37,8 @@ TASKS = "io.modelcontextprotocol/tasks"
 
 @pytest.fixture(scope="session")
 def tasks_client() -> Path:
-    """The packages installed from the npm registry into tests/agents/mcp_tasks_ts (once:
-    npm ci under a lock, so parallel workers install them once)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    assert node and npm, (
-        "node and npm are needed (.ci/run installs them: apt-get install nodejs npm)"
-    )
-    with open(CLIENT / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (CLIENT / "node_modules" / "@modelcontextprotocol" / "ext-tasks").is_dir():
-            subprocess.run(
-                [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-                cwd=CLIENT,
-                check=True,
-                timeout=300,
-            )
-    return CLIENT / "client.mjs"
+    """The packages installed from the npm registry into tests/agents/mcp_tasks_ts."""
+    return installed(CLIENT, "@modelcontextprotocol/ext-tasks")
 
 
 class Run:

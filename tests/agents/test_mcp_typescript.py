@@ -9,14 +9,14 @@ error body as text, with ``isError`` (docs/api.md, "Errors over MCP")."""
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.agents.node_packages import installed
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,22 +25,8 @@ CLIENT = Path(__file__).with_name("ts_client")
 
 @pytest.fixture(scope="session")
 def node_client() -> Path:
-    """The SDK installed from the npm registry into tests/agents/ts_client (once: npm ci
-    under a lock, so parallel workers install it once)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    assert node and npm, (
-        "node and npm are needed (.ci/run installs them: apt-get install nodejs npm)"
-    )
-    with open(CLIENT / ".install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (CLIENT / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir():
-            subprocess.run(
-                [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-                cwd=CLIENT,
-                check=True,
-                timeout=300,
-            )
-    return CLIENT / "client.mjs"
+    """The SDK installed from the npm registry into tests/agents/ts_client."""
+    return installed(CLIENT, "@modelcontextprotocol/sdk")
 
 
 def test_the_typescript_sdk_reads_conflict_not_found_and_invalid(live_server, vend, node_client):
