@@ -34,6 +34,7 @@ One module a part, each importing only modules listed before it:
 - ``child``: the command's process, its output relayed with control characters escaped;
 - ``context``: the attempt's folder, ``context.json`` and ``context.md``, what the command left;
 - ``attempt``: one claimed todo: its command, its heartbeats, its report;
+- ``remote``: ``--a2a``: one claimed todo sent to a remote A2A agent instead of a command;
 - ``runner``: ``Relay``, the slots that claim and run attempts until stopped;
 - ``__main__``: ``python -m switchboard.relay``.
 """

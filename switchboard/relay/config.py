@@ -124,6 +124,10 @@ class Config:
     once: bool = False
     max_todos: int | None = None
     workdir: Path | None = None
+    # A remote A2A agent works each todo instead of a command (relay/remote.py).
+    a2a: str | None = None
+    a2a_to: str | None = None
+    a2a_token: str = ""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -203,6 +207,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
     )
     parser.add_argument(
+        "--a2a",
+        default=None,
+        help="send each todo to this A2A agent (its base URL, or its JSON-RPC URL) instead of "
+        "running a command; its token from SWITCHBOARD_A2A_TOKEN (docs/relay.md)",
+        metavar="URL",
+    )
+    parser.add_argument(
+        "--a2a-to",
+        default=None,
+        help="metadata.to of each message (a Switchboard's endpoint, when the agent is one)",
+        metavar="AGENT",
+    )
+    parser.add_argument(
         "command",
         nargs=argparse.REMAINDER,
         help="the command to run per attempt, after --",
@@ -215,9 +232,15 @@ def config_from(options: Mapping[str, Any], environ: Mapping[str, str]) -> Confi
     command = list(options.get("command") or [])
     if command and command[0] == "--":
         command = command[1:]
-    if not command:
+    a2a = options.get("a2a")
+    if a2a is not None:
+        if command:
+            raise UsageError("--a2a works each todo itself: name no command with it")
+        if not a2a.startswith(("http://", "https://")):
+            raise UsageError(f"--a2a {a2a!r}: an http(s) URL")
+    elif not command:
         raise UsageError("name the command to run per attempt: switchboard relay -- COMMAND")
-    if os.sep not in command[0] and shutil.which(command[0]) is None:
+    elif os.sep not in command[0] and shutil.which(command[0]) is None:
         raise UsageError(f"command not found: {command[0]}")
     token = read_token(environ)
     if not token:
@@ -278,4 +301,7 @@ def config_from(options: Mapping[str, Any], environ: Mapping[str, str]) -> Confi
         once=once,
         max_todos=max_todos,
         workdir=Path(workdir).resolve() if workdir else None,
+        a2a=a2a,
+        a2a_to=options.get("a2a_to"),
+        a2a_token=environ.get("SWITCHBOARD_A2A_TOKEN", ""),
     )

@@ -20,6 +20,7 @@ from typing import TextIO
 from switchboard.client import Backoff, Client, SwitchboardError, retryable
 from switchboard.relay.attempt import Attempt
 from switchboard.relay.config import RELAY_ERROR, RELAY_OK, RELAY_REFUSED, Config
+from switchboard.relay.remote import Agent, RemoteAttempt
 
 # The caps a server without them in GET /api/v1/ is assumed to have.
 DEFAULT_LIMITS = {"summary_bytes": 2048, "result_bytes": 65536, "request_bytes": 1048576}
@@ -59,6 +60,7 @@ class Relay:
         self._wait = config.wait_seconds
         self.then_offered = False  # the server takes then (check_server says)
         self._stop_reason: str | None = None
+        self.agent: Agent | None = None  # with --a2a: the remote A2A agent (relay/remote.py)
 
     # --- running ---------------------------------------------------------------------------
 
@@ -71,6 +73,9 @@ class Relay:
         except OSError as exc:
             self.say(f"cannot reach {self.config.url}: {exc}")
             return RELAY_ERROR
+        if self.config.a2a is not None:
+            self.agent = Agent(self.config.a2a, self.config.a2a_token)
+            self.say(f"each todo goes to the A2A agent at {self.agent.url}")
         temporary = self.config.workdir is None
         if temporary:
             self._workdir = Path(tempfile.mkdtemp(prefix="switchboard-relay-"))
@@ -223,7 +228,8 @@ class Relay:
                 self._busy.add(slot)
             then = _NextClaim(self, slot)
             try:
-                attempt = Attempt(self, claimed, claimant=claimant, then=then)
+                kind = RemoteAttempt if self.agent is not None else Attempt
+                attempt = kind(self, claimed, claimant=claimant, then=then)
                 if self.stopping.is_set():
                     attempt.release(STOPPING)
                     return

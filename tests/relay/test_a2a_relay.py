@@ -1,0 +1,115 @@
+"""``switchboard relay --a2a URL`` (issue 45): each claimed todo goes to a remote A2A agent, and
+the remote task's end is the attempt's report. The remote agent here is the live server's own
+``/a2a`` (a message to the endpoint ``remote``, worked by this test over the HTTP API), so the
+todo the relay holds and the one the remote agent works are two todos of one ledger."""
+
+from __future__ import annotations
+
+import pytest
+
+from switchboard.queues import transitions
+from switchboard.queues.models import Todo
+from switchboard.queues.transitions import Actor
+from tests.agents.api_helpers import ok
+from tests.queues.helpers import attempts_of
+from tests.test_relay import fast, run_relay, start_relay
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+
+def _relay(url: str, relay_env, token: str, gateway: str):
+    env = relay_env(token, SWITCHBOARD_A2A_TOKEN=gateway)
+    return start_relay(
+        url, env, "--a2a", url, "--a2a-to", "remote", "--max-todos", "1", *fast(), command=()
+    )
+
+
+def _remote_todo(title_part: str) -> Todo:
+    return Todo.objects.get(endpoint__agent_id="remote", body__contains=title_part)
+
+
+def test_a_todo_goes_to_the_a2a_agent_and_its_completion_completes_it(live_server, vend, relay_env):
+    sender, _ = vend("sender")
+    dispatcher, token = vend("dispatcher")
+    _, gateway = vend("gateway")
+    _, remote = vend("remote")
+    todo, _ = transitions.create_todo(
+        Actor.agent(sender), endpoint=dispatcher, title="summarise the incident report"
+    )
+    url = live_server.url
+    relay = _relay(url, relay_env, token, gateway)
+    try:
+        claimed = ok(url, remote, "claim_next", {"wait_seconds": 20})
+        assert claimed["todo"]["title"] == "summarise the incident report"
+        assert "Untrusted data" in claimed["todo"]["body"]  # context.md follows
+        ok(url, remote, "complete", {"todo_id": claimed["todo"]["id"],
+                                     "result": {"pages": 2}, "summary": "Two pages, sent."})  # fmt: skip
+        stdout, stderr = relay.communicate(timeout=30)
+    finally:
+        relay.kill()
+    assert relay.returncode == 0, stderr
+    todo = Todo.objects.get(pk=todo.id)
+    assert todo.state == "done" and todo.result == {"pages": 2}, stderr
+    [attempt] = attempts_of(todo.id)
+    assert attempt.summary.startswith("Two pages, sent.")
+    assert attempt.summary.splitlines()[-1].startswith("A2A task: ")
+    assert "each todo goes to the A2A agent" in stderr
+
+
+def test_a_question_of_the_a2a_agent_is_asked_here_and_the_answer_goes_back(
+    live_server, vend, relay_env, user
+):
+    """The remote agent needs input: the relay's todo waits on the question (with its
+    choices); a person answers it on the Board; the relay's next attempt sends the answer to
+    the same remote task, which the remote worker reads, and completes."""
+    sender, _ = vend("sender")
+    dispatcher, token = vend("dispatcher")
+    _, gateway = vend("gateway")
+    _, remote = vend("remote")
+    todo, _ = transitions.create_todo(
+        Actor.agent(sender), endpoint=dispatcher, title="deploy the billing service"
+    )
+    url = live_server.url
+    relay = _relay(url, relay_env, token, gateway)
+    try:
+        claimed = ok(url, remote, "claim_next", {"wait_seconds": 20})
+        ok(url, remote, "release", {"todo_id": claimed["todo"]["id"],
+                                    "question": "Which region?", "choices": ["eu", "us"]})  # fmt: skip
+        _, stderr = relay.communicate(timeout=30)
+    finally:
+        relay.kill()
+    assert relay.returncode == 0, stderr
+    todo = Todo.objects.get(pk=todo.id)
+    assert (todo.state, todo.waiting_for) == ("waiting", "people"), stderr
+    question = todo.questions.get()
+    assert question.text == "Which region?" and question.choices == ["eu", "us"]
+    transitions.answer(Actor.human(user), todo.id, value="eu")
+
+    relay = _relay(url, relay_env, token, gateway)
+    try:
+        again = ok(url, remote, "claim_next", {"wait_seconds": 20})
+        assert again["todo"]["id"] == claimed["todo"]["id"]  # the same remote task
+        assert again["prior_attempts"][0]["question"]["answer"]["value"] == "eu"
+        ok(
+            url,
+            remote,
+            "complete",
+            {"todo_id": again["todo"]["id"], "result": {"region": "eu-west-1"}},
+        )
+        _, stderr = relay.communicate(timeout=30)
+    finally:
+        relay.kill()
+    assert relay.returncode == 0, stderr
+    todo = Todo.objects.get(pk=todo.id)
+    assert todo.state == "done" and todo.result == {"region": "eu-west-1"}, stderr
+    assert "sending the answer to the A2A task" in stderr
+    assert Todo.objects.filter(endpoint__agent_id="remote").count() == 1
+
+
+def test_a2a_options_are_checked(live_server, vend, relay_env):
+    _, token = vend("dispatcher")
+    url = live_server.url
+    status, _, stderr = run_relay(url, relay_env(token), "--a2a", url)  # with the stub command
+    assert status == 2 and "name no command" in stderr
+    status, _, stderr = run_relay(url, relay_env(token), "--a2a", "ftp://x", command=())
+    assert status == 2 and "an http(s) URL" in stderr
