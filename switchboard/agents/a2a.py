@@ -485,7 +485,10 @@ async def _subscribe_to_task(call: _Call, base: str, params: object) -> None:
 
 
 async def _extended_card(call: _Call, base: str, params: object) -> None:
+    """The team's endpoints as skills: what a sender names with ``to``, so only an endpoint
+    that may send (``create_todo``) reads them."""
     asked = params_of(TenantParams, params)
+    _allowed(call, "create_todo")
     slug, live = await db.arun(selectors.team_card_plan(call.endpoint.team_id))
     if asked.tenant and asked.tenant != slug:
         raise A2AError(INVALID_PARAMS, "No such tenant for this token.", reason="not_found")

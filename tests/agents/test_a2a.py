@@ -145,6 +145,9 @@ def test_the_extended_card_lists_the_callers_teams_endpoints_as_skills(
     skills = {skill.id: skill for skill in card.skills}
     assert set(skills) == {"sender", "reviewer", "sleeper"}  # not revoked, not bob's
     assert "paused" in skills["sleeper"].tags and "paused" not in skills["reviewer"].tags
+    _, worker_only = vend("worker-only", verbs=["claim_next", "complete"])
+    refused = rpc(live_server.url, worker_only, "GetExtendedAgentCard").json()
+    assert refused["error"]["code"] == -32004  # the skills are for sending: not its to read
     unauthenticated = rpc(live_server.url, None, "GetExtendedAgentCard")
     assert unauthenticated.status_code == 401
     assert unauthenticated.headers["www-authenticate"].startswith("Bearer")
