@@ -77,6 +77,7 @@ class Exchange(Protocol):
     method: str
     headers: dict[str, str]
     started: bool
+    scope: dict
 
     async def body(self) -> bytes: ...
     async def json(self, data: object, status: int = 200, headers: Any = ()) -> None: ...
@@ -109,18 +110,20 @@ PAGE_DEFAULT, PAGE_MAX = 50, 100
 class _Call:
     """One JSON-RPC request: its id, the caller, what it asked for, and the exchange."""
 
-    def __init__(self, exchange: Exchange, rpc_id: object, endpoint: Endpoint) -> None:
+    def __init__(
+        self, exchange: Exchange, rpc_id: object, endpoint: Endpoint, *, rest: bool = False
+    ) -> None:
         self.exchange = exchange
         self.id = rpc_id
         self.endpoint = endpoint
+        self.rest = rest  # HTTP+JSON: results bare, not in a JSON-RPC response
         asked = exchange.headers.get("a2a-extensions", "")
         self.attempts = ATTEMPTS_URI in {uri.strip() for uri in asked.split(",")}
         self.headers = [("a2a-extensions", ATTEMPTS_URI)] if self.attempts else []
 
     async def answer(self, result: object) -> None:
-        await self.exchange.json(
-            {"jsonrpc": "2.0", "id": self.id, "result": result}, headers=self.headers
-        )
+        said = result if self.rest else {"jsonrpc": "2.0", "id": self.id, "result": result}
+        await self.exchange.json(said, headers=self.headers)
 
     async def check_team(self, tenant: str) -> None:
         await _check_team(self, tenant)
@@ -142,19 +145,32 @@ class _Call:
 
 async def serve(exchange: Exchange, base: str) -> None:
     """``POST /a2a``: one JSON-RPC request (a batch is refused), answered or streamed."""
+    if exchange.method != "POST":
+        await exchange.error(
+            Invalid("Use POST with a JSON-RPC body."), status=405, headers=[("allow", "POST")]
+        )
+        return
     rpc_id: object = None
     try:
-        if exchange.method != "POST":
-            await exchange.error(
-                Invalid("Use POST with a JSON-RPC body."), status=405, headers=[("allow", "POST")]
-            )
-            return
         try:
             body = await exchange.body()
         except Invalid as error:
             raise A2AError(INVALID_REQUEST, error.message, status=400) from None
         asked = envelope(body)
         rpc_id = asked.id
+    except A2AError as error:
+        await refuse(exchange, rpc_id, error, rest=False)
+        return
+    await run(exchange, base, asked.method, asked.params, rpc_id=rpc_id, rest=False)
+
+
+async def run(
+    exchange: Exchange, base: str, name: object, params: object, *, rpc_id: object, rest: bool
+) -> None:
+    """One A2A method, for either binding (JSON-RPC here, HTTP+JSON in agents/a2a_rest.py):
+    the version, the database, the token, then the method; every refusal in the binding's
+    words."""
+    try:
         version = exchange.headers.get("a2a-version", "").strip()
         if version and version.split(".")[:2] != ["1", "0"]:
             raise A2AError(
@@ -162,7 +178,7 @@ async def serve(exchange: Exchange, base: str) -> None:
                 f"A2A version {version[:20]!r} is not served; this server speaks 1.0.",
                 reason="version",
             )
-        method = _METHODS.get(asked.method) if isinstance(asked.method, str) else None
+        method = _METHODS.get(name) if isinstance(name, str) else None
         if method is None:
             raise A2AError(METHOD_NOT_FOUND, "No such method.", reason="not_found")
         if not await breaker.aadmit():
@@ -171,27 +187,28 @@ async def serve(exchange: Exchange, base: str) -> None:
             endpoint = await endpoint_for(exchange.headers.get("authorization", ""))
         except Unauthorized as error:
             raise A2AError(SERVER_ERROR, error.message, reason=error.code, status=401) from None
-        call = _Call(exchange, rpc_id, endpoint)
-        await method(call, base, asked.params)
+        call = _Call(exchange, rpc_id, endpoint, rest=rest)
+        await method(call, base, params)
     except waiting.ClientGone:
         raise
     except A2AError as error:
-        await _refuse(exchange, rpc_id, error)
+        await refuse(exchange, rpc_id, error, rest=rest)
     except DomainError as error:
-        await _refuse(exchange, rpc_id, from_domain(error))
+        await refuse(exchange, rpc_id, from_domain(error), rest=rest)
     except DATABASE_ERRORS as exc:
-        await _refuse(exchange, rpc_id, from_domain(from_database_error(exc, verb="a2a")))
+        await refuse(exchange, rpc_id, from_domain(from_database_error(exc, verb="a2a")), rest=rest)
 
 
-async def _refuse(exchange: Exchange, rpc_id: object, error: A2AError) -> None:
+async def refuse(exchange: Exchange, rpc_id: object, error: A2AError, *, rest: bool) -> None:
+    said = error.rest_body() if rest else error.body(rpc_id)
     if exchange.started:  # a stream had begun: its last event says it
-        await exchange.push(_event(error.body(rpc_id), name="error"))
+        await exchange.push(_event(said, name="error"))
         await exchange.end_stream()
         return
     headers = [("www-authenticate", 'Bearer realm="switchboard"')] if error.status == 401 else []
     if "retry_after" in error.extra:
         headers.append(("retry-after", str(max(1, round(float(error.extra["retry_after"]))))))
-    await exchange.json(error.body(rpc_id), status=error.status, headers=headers)
+    await exchange.json(said, status=error.rest_status() if rest else error.status, headers=headers)
 
 
 def _allowed(call: _Call, verb_name: str) -> None:
@@ -372,7 +389,8 @@ async def _stream(call: _Call, todo_id: int, history_length: int | None) -> None
 
 def _event(call_or_body: _Call | dict, result: dict | None = None, *, name: str = "") -> bytes:
     if isinstance(call_or_body, _Call):
-        body = {"jsonrpc": "2.0", "id": call_or_body.id, "result": result}
+        call = call_or_body
+        body = result if call.rest else {"jsonrpc": "2.0", "id": call.id, "result": result}
     else:
         body = call_or_body
     head = f"event: {name}\n".encode() if name else b""

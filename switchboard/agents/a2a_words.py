@@ -28,6 +28,7 @@ from switchboard.queues.models import Endpoint
 from switchboard.queues.records import UNTRUSTED_NOTICE
 
 PATH = "/a2a"  # the JSON-RPC binding's address
+REST_PATH = "/a2a/rest"  # the HTTP+JSON binding's (agents/a2a_rest.py)
 PROTOCOL_VERSION = "1.0"
 
 # JSON-RPC's codes and A2A's (a2a-sdk's JSON_RPC_ERROR_CODE_MAP).
@@ -58,18 +59,63 @@ class A2AError(Exception):
         self.code, self.message, self.reason, self.status = code, message, reason, status
         self.extra = extra
 
-    def body(self, rpc_id: object) -> dict:
-        info = {
+    def info(self) -> dict:
+        """A ``google.rpc.ErrorInfo``: A2A's reason for A2A's codes (what the SDKs map back to
+        their typed errors), the HTTP API's error code in its metadata."""
+        a2a = _REASONS.get(self.code)
+        return {
             "@type": "type.googleapis.com/google.rpc.ErrorInfo",
-            "reason": self.reason.upper(),
-            "domain": "switchboard",
-            "metadata": {k: str(v) for k, v in self.extra.items()},
+            "reason": a2a[1] if a2a else self.reason.upper(),
+            "domain": "a2a-protocol.org" if a2a else "switchboard",
+            "metadata": {"code": self.reason, **{k: str(v) for k, v in self.extra.items()}},
         }
+
+    def body(self, rpc_id: object) -> dict:
+        """The JSON-RPC binding's error response."""
         return {
             "jsonrpc": "2.0",
             "id": rpc_id,
-            "error": {"code": self.code, "message": self.message, "data": [info]},
+            "error": {"code": self.code, "message": self.message, "data": [self.info()]},
         }
+
+    def rest_status(self) -> int:
+        a2a = _REASONS.get(self.code)
+        return a2a[0] if a2a else (self.status if self.status != 200 else 400)
+
+    def rest_body(self) -> dict:
+        """The HTTP+JSON binding's error: a ``google.rpc.Status``."""
+        status = self.rest_status()
+        return {
+            "error": {
+                "code": status,
+                "status": _STATUS_NAMES.get(status, "UNKNOWN"),
+                "message": self.message,
+                "details": [self.info()],
+            }
+        }
+
+
+# A2A's code -> (the HTTP+JSON binding's status, A2A's ErrorInfo reason): a2a-sdk's
+# A2A_ERROR_MAPPING, the protocol's table.
+_REASONS = {
+    TASK_NOT_FOUND: (404, "TASK_NOT_FOUND"),
+    TASK_NOT_CANCELABLE: (400, "TASK_NOT_CANCELABLE"),
+    PUSH_NOT_SUPPORTED: (400, "PUSH_NOTIFICATION_NOT_SUPPORTED"),
+    UNSUPPORTED_OPERATION: (400, "UNSUPPORTED_OPERATION"),
+    CONTENT_TYPE_NOT_SUPPORTED: (400, "CONTENT_TYPE_NOT_SUPPORTED"),
+    VERSION_NOT_SUPPORTED: (400, "VERSION_NOT_SUPPORTED"),
+    INVALID_PARAMS: (400, "INVALID_PARAMS"),
+    INVALID_REQUEST: (400, "INVALID_REQUEST"),
+    PARSE_ERROR: (400, "INVALID_REQUEST"),
+    METHOD_NOT_FOUND: (404, "METHOD_NOT_FOUND"),
+}
+_STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+    503: "UNAVAILABLE",
+}
 
 
 def from_domain(error: DomainError, *, not_found: int = TASK_NOT_FOUND) -> A2AError:
@@ -181,7 +227,12 @@ def _card(base: str, skills: list[dict], *, description: str) -> dict:
         "name": "Switchboard",
         "description": description,
         "supportedInterfaces": [
-            {"url": base + PATH, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION}
+            {"url": base + PATH, "protocolBinding": "JSONRPC", "protocolVersion": PROTOCOL_VERSION},
+            {
+                "url": base + REST_PATH,
+                "protocolBinding": "HTTP+JSON",
+                "protocolVersion": PROTOCOL_VERSION,
+            },
         ],
         "provider": {"organization": "Switchboard", "url": base + "/"},
         "version": capabilities()["version"],

@@ -35,7 +35,17 @@ from django.core.signals import setting_changed
 from django.http import HttpResponse
 from django.middleware.security import SecurityMiddleware
 
-from switchboard.agents import a2a, a2a_words, mcp, mcp_tasks, metrics, verbs, waiting, wire
+from switchboard.agents import (
+    a2a,
+    a2a_rest,
+    a2a_words,
+    mcp,
+    mcp_tasks,
+    metrics,
+    verbs,
+    waiting,
+    wire,
+)
 from switchboard.agents.auth import endpoint_for
 from switchboard.agents.openapi import capabilities, document
 from switchboard.queues import tracing
@@ -58,7 +68,7 @@ def handles(scope: dict) -> bool:
     """Is this request the front's? ``/metrics`` is, only while a metrics token is set: unset,
     it is the site's, which has no such page (the 404 of any unknown URL)."""
     path = scope["path"]
-    if path.startswith(("/api/", "/mcp")) or path in (a2a.PATH, a2a.CARD_PATH):
+    if path.startswith(("/api/", "/mcp", a2a_rest.PATH)) or path in (a2a.PATH, a2a.CARD_PATH):
         return True
     return path == "/metrics" and bool(settings.SWITCHBOARD_METRICS_TOKEN)
 
@@ -377,6 +387,9 @@ async def _dispatch(exchange: _Exchange) -> None:
     elif path == a2a.PATH:
         with tracing.request(f"{exchange.method} {a2a.PATH}", exchange.headers):
             await a2a.serve(exchange, _base(exchange))
+    elif path == a2a_rest.PATH or path.startswith(a2a_rest.PATH + "/"):
+        with tracing.request(f"{exchange.method} {a2a_rest.PATH}/…", exchange.headers):
+            await a2a_rest.serve(exchange, _base(exchange), path)
     elif path == "/metrics":
         await exchange.body()
         status, body, headers = await metrics.scrape(

@@ -144,7 +144,10 @@ def test_the_js_client_streams_a_message_to_completed_while_the_worker_completes
 
     # The card read from the well-known address, then the extended card (the team's endpoints).
     assert card["name"] == "Switchboard"
-    assert card["interfaces"] == [{"url": f"{url}/a2a", "binding": "JSONRPC", "version": "1.0"}]
+    assert card["interfaces"] == [
+        {"url": f"{url}/a2a", "binding": "JSONRPC", "version": "1.0"},
+        {"url": f"{url}/a2a/rest", "binding": "HTTP+JSON", "version": "1.0"},
+    ]
     assert card["protocolVersion"] == "1.0" and card["streaming"] is True
     assert card["extensions"] == [ATTEMPTS_URI]
     assert set(card["skills"]) == {"sender", "worker"}
