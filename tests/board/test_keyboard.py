@@ -133,3 +133,26 @@ def test_the_keyboards_row_keeps_its_cursor_through_a_live_change(page, user, en
     expect(page.locator("#drawer #drawer-panel")).to_be_visible()
     expect(row).to_have_class(re.compile("is-open-drawer"))
     assert page.js_errors == []
+
+
+def test_a_key_pressed_as_soon_as_the_drawer_is_swapped_in_goes_through_htmx(
+    page, user, endpoint, make_todo
+):
+    """The drawer's forms are wired up by htmx as its content is swapped in, not a settle
+    delay later: ``c`` pressed in the very next task after the swap claims through htmx (the
+    drawer says so) rather than posting the form as a full page (which it did, now and then,
+    on a loaded machine: htmx's default settle delay of 20 ms; base.html)."""
+    todo = make_todo("Claim me at once")
+    sign_in(page, "alice", to="/queue/")
+    page.evaluate(
+        """() => document.body.addEventListener("htmx:afterSwap", (event) => {
+            if (event.detail.target.id !== "drawer") return;
+            setTimeout(() => document.body.dispatchEvent(
+                new KeyboardEvent("keydown", {key: "c", bubbles: true})), 0);
+        }, {once: true})"""
+    )
+    page.locator(f'tr[data-todo="{todo.id}"] a').first.click()
+    drawer = page.locator("#drawer #drawer-panel")
+    expect(drawer).to_contain_text("You hold this todo")
+    expect(page.locator("table.queue")).to_be_visible()  # still the queue, not a full page
+    assert Todo.objects.get(pk=todo.id).state == "claimed"
