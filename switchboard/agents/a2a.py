@@ -129,15 +129,7 @@ class _Call:
         await _check_team(self, tenant)
 
     async def read(self, todo_id: int) -> TaskView:
-        detail = await db.arun(
-            selectors.get_todo_for_endpoint_plan(
-                self.endpoint,
-                todo_id,
-                attempts_limit=task_view.ATTEMPTS_SHOWN,
-                requester_attempts=True,
-            )
-        )
-        return task_view.view(self.endpoint.team_id, detail)
+        return await task_view.read(self.endpoint, todo_id)
 
     def task(self, v: TaskView, history_length: int | None = None, **kw) -> dict:
         return task_json(v, history_length=history_length, attempts=self.attempts, **kw)
@@ -246,8 +238,7 @@ async def _send_streaming_message(call: _Call, base: str, params: object) -> Non
 
 async def _check_team(call: _Call, tenant: str) -> None:
     if tenant:
-        slug, _ = await db.arun(selectors.team_card_plan(call.endpoint.team_id))
-        if tenant != slug:
+        if tenant != await db.arun(selectors.team_slug_plan(call.endpoint.team_id)):
             raise A2AError(INVALID_PARAMS, "No such tenant for this token.", reason="not_found")
 
 

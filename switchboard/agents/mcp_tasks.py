@@ -44,7 +44,6 @@ from switchboard.agents import task_view, verbs, waiting, wire
 from switchboard.agents.auth import endpoint_for
 from switchboard.agents.task_view import ATTEMPTS_META, TaskView
 from switchboard.agents.task_watch import task_watch
-from switchboard.queues import db, selectors
 from switchboard.queues.errors import DATABASE_ERRORS, Conflict, DomainError, from_database_error
 from switchboard.queues.models import Endpoint
 
@@ -329,13 +328,7 @@ def _refused(rpc_id: object, error: DomainError) -> HttpResponse:
     return response
 
 
-async def read(endpoint: Endpoint, todo_id: int) -> TaskView:
-    detail = await db.arun(
-        selectors.get_todo_for_endpoint_plan(
-            endpoint, todo_id, attempts_limit=task_view.ATTEMPTS_SHOWN, requester_attempts=True
-        )
-    )
-    return task_view.view(endpoint.team_id, detail)
+read = task_view.read
 
 
 async def _update(endpoint: Endpoint, todo_id: int, responses: object) -> None:

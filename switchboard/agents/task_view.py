@@ -35,8 +35,9 @@ from typing import Any
 
 from django.utils.crypto import salted_hmac
 
+from switchboard.queues import db, selectors
 from switchboard.queues.errors import NotFound
-from switchboard.queues.models import TodoState, WaitingFor
+from switchboard.queues.models import Endpoint, TodoState, WaitingFor
 from switchboard.queues.records import UNTRUSTED_NOTICE, AttemptRecord, TodoDetail, TodoRecord
 
 SUBMITTED, WORKING, INPUT_REQUIRED = "submitted", "working", "input_required"
@@ -135,6 +136,17 @@ class TaskView:
             "attempts_total": self.todo.attempts_total,
             "untrusted_notice": UNTRUSTED_NOTICE,
         }
+
+
+async def read(endpoint: Endpoint, todo_id: int) -> TaskView:
+    """The task of a todo the endpoint may read (get_todo's scope, its newest attempts even
+    for a requester: the protocols' attempts extension); NotFound otherwise."""
+    detail = await db.arun(
+        selectors.get_todo_for_endpoint_plan(
+            endpoint, todo_id, attempts_limit=ATTEMPTS_SHOWN, requester_attempts=True
+        )
+    )
+    return view(endpoint.team_id, detail)
 
 
 def view(team_id: int, detail: TodoDetail) -> TaskView:

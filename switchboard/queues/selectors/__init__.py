@@ -31,6 +31,7 @@ from switchboard.queues.selectors.details import (
     list_tasks_plan,
     list_todos_plan,
     team_card_plan,
+    team_slug_plan,
 )
 from switchboard.queues.selectors.queue import (
     BOARD_PAGE,
@@ -109,6 +110,7 @@ __all__ = [
     "list_tasks_plan",
     "list_todos_plan",
     "team_card_plan",
+    "team_slug_plan",
     "search_refusal",
     "search_time_bound",
     "search_tsquery",

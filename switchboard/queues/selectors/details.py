@@ -179,6 +179,11 @@ def list_tasks_plan(
     return [TodoRecord.from_row(row) for row in rows], bool(rows) and rows[0][-1]
 
 
+def team_slug_plan(team_id: int) -> Plan[str | None]:
+    rows = yield Fetch(sql.TEAM_SLUG, {"team_id": team_id})
+    return rows[0][0] if rows else None
+
+
 def team_card_plan(team_id: int) -> Plan[tuple[str, list[tuple[str, str, bool]]]]:
     """A team's slug and its live endpoints (agent id, name, paused), for its card."""
     rows = yield Fetch(sql.TEAM_CARD, {"team_id": team_id})

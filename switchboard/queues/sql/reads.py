@@ -164,6 +164,13 @@ LIST_TASKS = Statement(
     prepare=True,
 )
 
+TEAM_SLUG = Statement(
+    "team_slug",
+    "SELECT slug FROM teams WHERE id = %(team_id)s",
+    why="a request's tenant checked against its token's team, one row by primary key",
+    prepare=True,
+)
+
 # The team's card (A2A's extended Agent Card): its slug and its endpoints, revoked ones left out.
 TEAM_CARD = Statement(
     "team_card",
