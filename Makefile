@@ -57,6 +57,11 @@ RUN_ARGS = $(strip $(if $(filter command line,$(origin HOST)),--host '$(HOST)') 
 run: $(RUN_STAMP)
 	SWITCHBOARD_DEV=1 $(VENV)/bin/switchboard up $(RUN_ARGS)
 
+# Python writes its bytecode caches (__pycache__/, ignored by git) under make test even where the
+# shell says PYTHONDONTWRITEBYTECODE (this machine's does): the suite starts some 300 Python
+# processes (the CLI, the relay, served processes) and four workers that each import every test
+# module; without the caches each one compiles the project and rewrites the tests again.
+test: export PYTHONDONTWRITEBYTECODE :=
 test: $(DEV_STAMP)
 	SWITCHBOARD_DEV=1 DJANGO_SETTINGS_MODULE=switchboard.settings_test $(PY) manage.py makemigrations --check --dry-run
 	$(VENV)/bin/ruff check .
@@ -64,7 +69,7 @@ test: $(DEV_STAMP)
 	@# one after another on a worker, the rest a file at a time beside them (tests/conftest.py);
 	@# last, the wall time and the ten slowest tests (tests/timings.py).
 	@mkdir -p .pytest_cache; rm -f .pytest_cache/tests.xml; \
-	rc=0; $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup --junitxml=.pytest_cache/tests.xml || rc=$$?; \
+	rc=0; $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadscope --junitxml=.pytest_cache/tests.xml || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure." >&2; fi; \
 	$(PY) tests/timings.py $(MAKE_STARTED) .pytest_cache/tests.xml; \
 	exit $$rc

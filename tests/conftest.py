@@ -129,17 +129,63 @@ SERIAL = (
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups
+# Files whose tests are each a unit of their own (long tests with no module fixture to share),
+# and the units that start first, longest first (measured: docs/reliability.md, "The suite's
+# time"): a long unit started last is the suite's tail.
+ONE_TEST_A_UNIT = ("tests/queues/test_state_machine.py",)
+FIRST = (
+    "serial-crash",
+    "serial",
+    "tests/test_wheel.py",
+    "tests/board/test_accessibility.py",
+    "tests/test_cli.py",
+    "tests/queues/test_admin.py",
+    "tests/queues/test_state_machine.py::test_the_ledger_follows_the_state_table",
+    "tests/board/test_hostile_input.py",
+    "tests/queues/test_state_machine.py::test_the_ledger_follows_the_state_table_with_a_small_history_cap",
+    "tests/test_client_wheel.py",
+)
+
+
+def lane_of(nodeid: str) -> str:
+    """Where a test runs under xdist: one of the two lanes, or its file's own unit (a file stays
+    on one worker: its module fixtures, a browser or a PostgreSQL of its own, are set up once)."""
+    if nodeid.startswith(SERIAL):
+        return "serial-crash" if nodeid.startswith("tests/crash/") else "serial"
+    path = nodeid.split("::", 1)[0]
+    return nodeid if path in ONE_TEST_A_UNIT else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's own scheduler with ``lane_of`` as its unit of work and the FIRST units sent
+    first. (Not ``--dist loadgroup``: it carries a test's group as a suffix it writes into the
+    test's id, which pytest 9.2 no longer reads back, so every test went to whichever worker
+    was free: the lanes ran side by side, and a file's module fixtures were set up on each
+    worker that ran one of its tests.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Lanes(LoadScopeScheduling):
+        ordered = False
+
+        def _split_scope(self, nodeid: str) -> str:
+            return lane_of(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:  # the first assignment: the queue is whole
+                self.ordered = True
+                rank = {unit: n for n, unit in enumerate(FIRST)}
+                units = sorted(self.workqueue.items(), key=lambda u: rank.get(u[0], len(rank)))
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
+
+    return Lanes(config, log)
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if item.nodeid.startswith(SERIAL):
             item.add_marker(pytest.mark.serial)
-            # Two lanes: the crash tests (each with a PostgreSQL of its own, stopped and
-            # killed) and the rest; each lane's tests run one after another.
-            lane = "serial-crash" if item.nodeid.startswith("tests/crash/") else "serial"
-            item.add_marker(pytest.mark.xdist_group(lane))
-        else:  # a file stays on one worker (its module fixtures are set up once)
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
 # What migrate makes and its post_migrate handlers keep (content types, permissions, the

@@ -10,10 +10,8 @@ starts its own embedded PostgreSQL in the per-user data folder of a home made fo
 from __future__ import annotations
 
 import http.cookiejar
-import json
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -26,73 +24,30 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.wheels import pip, probe, source, version
+
 PASSWORD = "a wheel's first password"
-
-
-def _source(work: Path) -> Path:
-    """A copy of the checkout to build from (pip builds in place, leaving build/ and
-    *.egg-info behind): what a clean clone holds, less what a build never reads."""
-    skip = shutil.ignore_patterns(
-        ".git",
-        ".venv",
-        "var",
-        "node_modules",
-        "build",
-        "dist",
-        "*.egg-info",
-        "__pycache__",
-        ".pytest_cache",
-        ".ruff_cache",
-        "tests",
-        "bench",
-        "docs",
-    )
-    return Path(shutil.copytree(ROOT, work / "source", ignore=skip, symlinks=True))
-
-
-def _pip(python: Path | str, *args: str, timeout: float = 600) -> None:
-    done = subprocess.run(
-        [str(python), "-m", "pip", "--disable-pip-version-check", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-
-
-def _probe(bin_: Path, script: str, *args: str) -> dict:
-    """Run ``script`` with the virtualenv's python, from /, and read the JSON it prints."""
-    run = subprocess.run(
-        [str(bin_ / "python"), "-c", script, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd="/",
-    )
-    assert run.returncode == 0, run.stderr
-    return json.loads(run.stdout)
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> tuple[Path, Path]:
     """(the wheel, the fresh virtualenv's bin folder): the wheel and openai-agents in it."""
     work = tmp_path_factory.mktemp("wheel")
-    source = _source(work)
-    _pip(sys.executable, "wheel", str(source), "--no-deps", "--quiet", "-w", str(work / "dist"))
+    copied = source(work)
+    pip(sys.executable, "wheel", str(copied), "--no-deps", "--quiet", "-w", str(work / "dist"))
     (wheel,) = (work / "dist").glob("switchboard-*.whl")
     # The interpreter this virtualenv was made from, not the virtualenv: nothing of ours leaks.
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(work / "venv")], check=True, timeout=120)
     bin_ = work / "venv" / "bin"
     # No bytecode written at install: what a process imports is compiled then (less work).
-    _pip(bin_ / "python", "install", "--quiet", "--no-compile", str(wheel), "openai-agents")
+    pip(bin_ / "python", "install", "--quiet", "--no-compile", str(wheel), "openai-agents")
     return wheel, bin_
 
 
 def test_the_wheel_holds_one_top_level_name_and_what_the_board_serves(installed):
     wheel, _ = installed
-    assert wheel.name == f"switchboard-{_version()}-py3-none-any.whl"
+    assert wheel.name == f"switchboard-{version()}-py3-none-any.whl"
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {
         "switchboard",
@@ -111,7 +66,7 @@ def test_the_wheel_holds_one_top_level_name_and_what_the_board_serves(installed)
 
 def test_beside_openai_agents_both_import_and_no_generic_name_is_ours(installed):
     _, bin_ = installed
-    seen = _probe(
+    seen = probe(
         bin_,
         "import json, importlib.metadata as m\n"
         "from agents import Agent, Runner\n"
@@ -127,22 +82,16 @@ def test_beside_openai_agents_both_import_and_no_generic_name_is_ours(installed)
     # In site-packages (the console script is the RECORD's ../../../bin/switchboard).
     inside = [n for n in seen["ours"] if n != ".." and not n.endswith(".dist-info")]
     assert inside == ["switchboard"]
-    version = subprocess.run(
+    said = subprocess.run(
         [str(bin_ / "switchboard"), "--version"], capture_output=True, text=True, timeout=60
     )
-    assert version.returncode == 0 and version.stdout.strip() == f"switchboard {_version()}"
-
-
-def _version() -> str:
-    """The version both pyproject.toml files read (switchboard/client/about.py)."""
-    text = (ROOT / "switchboard" / "client" / "about.py").read_text()
-    return re.search(r'^VERSION = "([^"]+)"', text, re.M)[1]
+    assert said.returncode == 0 and said.stdout.strip() == f"switchboard {version()}"
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        return listener.getsockname()[1]
 
 
 def test_switchboard_up_in_an_empty_folder_serves_a_signed_in_board_and_its_stylesheet(
@@ -208,73 +157,3 @@ def test_switchboard_up_in_an_empty_folder_serves_a_signed_in_board_and_its_styl
     # The data went to the user's data folder, and nothing into the folder it ran in.
     assert (home / ".local" / "share" / "switchboard" / "pgdata" / "PG_VERSION").is_file()
     assert list(folder.iterdir()) == []
-
-
-# --- The client alone: switchboard-client (clients/python) -------------------------------
-
-
-@pytest.fixture(scope="module")
-def client_alone(tmp_path_factory) -> Path:
-    """A fresh virtualenv holding the switchboard-client wheel and nothing else (its bin)."""
-    work = tmp_path_factory.mktemp("client")
-    _pip(
-        sys.executable,
-        "wheel",
-        str(_source(work) / "clients" / "python"),
-        "--no-deps",
-        "--quiet",
-        "-w",
-        str(work / "dist"),
-    )
-    (wheel,) = (work / "dist").glob("switchboard_client-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
-    assert {n.split("/")[1] for n in names if n.startswith("switchboard/")} == {
-        "client",
-        "relay",
-        "tasks",
-    }
-    assert "switchboard/__init__.py" not in names  # a namespace: the server's wheel has one
-    base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", str(work / "venv")], check=True, timeout=120)
-    bin_ = work / "venv" / "bin"
-    _pip(bin_ / "python", "install", "--quiet", "--no-compile", "--no-deps", str(wheel))
-    return bin_
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_client_alone_talks_to_the_server_without_django(client_alone, live_server, vend):
-    from switchboard.agents.openapi import capabilities
-    from switchboard.client import VERSION
-    from switchboard.queues.models import Todo
-
-    endpoint, token = vend("alone")
-    script = (
-        "import importlib.util, json, sys\n"
-        "from switchboard.client import Client, VERSION\n"
-        "sb = Client(sys.argv[1], sys.argv[2])\n"
-        "made = sb.create_todo(title='sent by the client alone')\n"
-        "print(json.dumps({'version': VERSION, 'server': sb.capabilities()['version'],"
-        " 'id': made['todo']['id'], 'django': importlib.util.find_spec('django') is not None,"
-        " 'psycopg': importlib.util.find_spec('psycopg') is not None,"
-        " 'loaded': sorted(m for m in sys.modules if m.startswith(('django', 'psycopg')))}))"
-    )
-    seen = _probe(client_alone, script, live_server.url, token)
-    assert seen["django"] is False and seen["psycopg"] is False and seen["loaded"] == []
-    # One number: the client's, the server's capability document's, this checkout's.
-    assert seen["version"] == seen["server"] == VERSION == capabilities()["version"] == _version()
-    todo = Todo.objects.get(pk=seen["id"])
-    assert (todo.title, todo.endpoint_id) == ("sent by the client alone", endpoint.pk)
-    relay = subprocess.run(
-        [str(client_alone / "switchboard-relay"), "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert relay.returncode == 0 and "COMMAND" in relay.stdout, relay.stderr
-
-
-def test_the_client_speaks_the_servers_verbs():
-    from switchboard.client import VERBS
-    from switchboard.queues.verbs import VERBS as LEDGER_VERBS
-
-    assert VERBS == LEDGER_VERBS
