@@ -11,8 +11,7 @@ import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
-
+from tests import loopback
 from tests.recorded import Recorded
 
 # The answer's headers a client reads, passed on as they came.
@@ -60,7 +59,7 @@ class RecordingProxy:
                     for k, v in self.headers.items()
                     if k.lower() in ("authorization", "content-type")
                 }
-                answer = httpx.request(
+                answer = loopback.request(
                     self.command, target + self.path, content=body, headers=headers, timeout=60
                 )
                 asked, decoded = _json(body), _json(answer.content)

@@ -16,7 +16,6 @@ import threading
 import urllib.parse
 import urllib.request
 
-import httpx
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -26,6 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from switchboard.client import Client
 from switchboard.queues import tracing
 from switchboard.queues.models import Todo, TodoAttempt
+from tests import loopback
 from tests.shell import shell_env
 from tests.test_cli import _free_port, _serving
 
@@ -151,7 +151,7 @@ def test_each_verb_is_a_span_under_the_agents_traceparent_with_ids_and_no_text(
 def test_an_mcp_tool_call_is_a_span_too(spans, live_server, vend):
     _, token = vend("mcp-traced")
     trace_id, _, parent = _parent()
-    response = httpx.post(
+    response = loopback.post(
         f"{live_server.url}/mcp",
         json={
             "jsonrpc": "2.0",

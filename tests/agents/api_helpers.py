@@ -11,6 +11,7 @@ import msgspec
 
 from switchboard.agents import schemas
 from switchboard.agents.verbs import REGISTRY
+from tests import loopback
 
 
 def post(
@@ -26,7 +27,9 @@ def post(
     if token is not None:
         all_headers["Authorization"] = f"Bearer {token}"
     content = raw if raw is not None else json.dumps(body if body is not None else {}).encode()
-    return httpx.post(f"{base_url}/api/v1/{verb}", content=content, headers=all_headers, timeout=60)
+    return loopback.post(
+        f"{base_url}/api/v1/{verb}", content=content, headers=all_headers, timeout=60
+    )
 
 
 def check_shape(verb: str, response: httpx.Response) -> dict:

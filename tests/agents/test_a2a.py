@@ -39,6 +39,7 @@ from google.protobuf.json_format import MessageToDict
 from switchboard.agents.task_view import ATTEMPTS_URI, task_id
 from switchboard.queues import endpoints
 from switchboard.queues.models import Todo
+from tests import loopback
 from tests.agents.api_helpers import ok, post
 from tests.queues.helpers import lapse_lease
 
@@ -97,7 +98,7 @@ def rpc(
             {"jsonrpc": "2.0", "id": 7, "method": method, "params": params or {}}
         ).encode()
     )
-    return httpx.post(f"{url}/a2a", content=body, headers=sent, timeout=40)
+    return loopback.post(f"{url}/a2a", content=body, headers=sent, timeout=40)
 
 
 def _error(response: httpx.Response) -> dict:
@@ -110,7 +111,7 @@ def _error(response: httpx.Response) -> dict:
 
 def test_the_public_card_says_how_to_authenticate_and_reveals_no_team(live_server, vend, team):
     vend("secret-reviewer")
-    response = httpx.get(f"{live_server.url}/.well-known/agent-card.json")
+    response = loopback.get(f"{live_server.url}/.well-known/agent-card.json")
     assert response.status_code == 200
     card = parse_agent_card(response.json())  # the SDK reads it
     assert card.supported_interfaces[0].url == f"{live_server.url}/a2a"
@@ -556,7 +557,7 @@ def test_malformed_requests_get_json_rpc_errors_never_a_500(live_server, vend):
     assert _error(wrong_version)["code"] == -32009
     wrong_token = rpc(url, "sb_not_a_token", "GetTask", {"id": "1-x"})
     assert wrong_token.status_code == 401 and _error(wrong_token)["code"] == -32000
-    assert httpx.get(f"{url}/a2a").status_code == 405
+    assert loopback.get(f"{url}/a2a").status_code == 405
 
 
 def test_a_frozen_verb_set_holds_for_a2a(live_server, vend):

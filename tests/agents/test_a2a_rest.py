@@ -22,6 +22,7 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import InvalidParamsError, TaskNotFoundError
 from google.protobuf.json_format import MessageToDict
 
+from tests import loopback
 from tests.agents.api_helpers import ok
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,39 +96,43 @@ def test_routes_query_parameters_tenants_and_errors(live_server, vend, team):
     vend("worker")
     url = f"{live_server.url}/a2a/rest"
     auth = {"Authorization": f"Bearer {token}"}
-    sent = httpx.post(f"{url}/message:send", headers=auth, json={
+    sent = loopback.post(f"{url}/message:send", headers=auth, json={
         "message": {"messageId": "x", "role": "ROLE_USER", "parts": [{"text": "hi"}]},
         "metadata": {"to": "worker"}, "configuration": {"returnImmediately": True}})  # fmt: skip
     assert sent.status_code == 200, sent.text
     task = sent.json()["task"]["id"]  # bare: no JSON-RPC envelope
-    assert httpx.get(f"{url}/tasks/{task}", headers=auth).json()["id"] == task
-    assert httpx.get(f"{url}/{team.slug}/tasks/{task}", headers=auth).json()["id"] == task
-    listed = httpx.get(f"{url}/tasks", params={"pageSize": "1", "historyLength": "0"}, headers=auth)
+    assert loopback.get(f"{url}/tasks/{task}", headers=auth).json()["id"] == task
+    assert loopback.get(f"{url}/{team.slug}/tasks/{task}", headers=auth).json()["id"] == task
+    listed = loopback.get(
+        f"{url}/tasks", params={"pageSize": "1", "historyLength": "0"}, headers=auth
+    )
     assert [t["id"] for t in listed.json()["tasks"]] == [task]
 
     def error(response: httpx.Response) -> tuple[int, str, str]:
         said = response.json()["error"]
         return response.status_code, said["status"], said["details"][0]["reason"]
 
-    assert error(httpx.get(f"{url}/tasks/1-nope", headers=auth)) == (
+    assert error(loopback.get(f"{url}/tasks/1-nope", headers=auth)) == (
         404,
         "NOT_FOUND",
         "TASK_NOT_FOUND",
     )
-    assert error(httpx.get(f"{url}/nothing/here/at/all", headers=auth)) == (
+    assert error(loopback.get(f"{url}/nothing/here/at/all", headers=auth)) == (
         404,
         "NOT_FOUND",
         "METHOD_NOT_FOUND",
     )
-    assert error(httpx.get(f"{url}/tasks", params={"pageSize": "many"}, headers=auth))[0] == 400
-    assert error(httpx.get(f"{url}/tasks", params={"pageSize": "500"}, headers=auth)) == (
+    assert error(loopback.get(f"{url}/tasks", params={"pageSize": "many"}, headers=auth))[0] == 400
+    assert error(loopback.get(f"{url}/tasks", params={"pageSize": "500"}, headers=auth)) == (
         400,
         "INVALID_ARGUMENT",
         "INVALID_PARAMS",
     )
-    assert error(httpx.get(f"{url}/other-team/tasks/{task}", headers=auth))[2] == "INVALID_PARAMS"
-    assert error(httpx.post(f"{url}/message:send", headers=auth, content=b"{nope"))[0] == 400
-    assert error(httpx.post(f"{url}/message:send", headers=auth, content=b"[1]"))[0] == 400
-    refused = httpx.get(f"{url}/tasks/{task}")
+    assert (
+        error(loopback.get(f"{url}/other-team/tasks/{task}", headers=auth))[2] == "INVALID_PARAMS"
+    )
+    assert error(loopback.post(f"{url}/message:send", headers=auth, content=b"{nope"))[0] == 400
+    assert error(loopback.post(f"{url}/message:send", headers=auth, content=b"[1]"))[0] == 400
+    refused = loopback.get(f"{url}/tasks/{task}")
     assert refused.status_code == 401 and refused.json()["error"]["status"] == "UNAUTHENTICATED"
-    assert error(httpx.delete(f"{url}/tasks/{task}", headers=auth))[0] == 404
+    assert error(loopback.delete(f"{url}/tasks/{task}", headers=auth))[0] == 404

@@ -8,6 +8,7 @@ import pytest
 from switchboard.queues import transitions
 from switchboard.queues.models import VERBS as ALL_VERBS
 from switchboard.queues.transitions import Actor
+from tests import loopback
 from tests.agents.api_helpers import check_shape, post, statements_run
 from tests.queues.helpers import tables_as_json
 
@@ -121,12 +122,13 @@ def test_every_kind_of_bad_input_is_a_precise_4xx_and_writes_nothing(world, verb
 
 
 def test_unknown_verb_and_wrong_method(world):
-    import httpx
 
     base, token = world["base"], world["token"]
     before = ledger_state()
     expect(post(base, "claim_everything", {}, token=token), 404, "not_found")
-    response = httpx.get(f"{base}/api/v1/list_todos", headers={"Authorization": f"Bearer {token}"})
+    response = loopback.get(
+        f"{base}/api/v1/list_todos", headers={"Authorization": f"Bearer {token}"}
+    )
     assert response.status_code == 405 and response.json()["error"]["code"] == "invalid"
     assert ledger_state() == before
 
@@ -249,9 +251,8 @@ def test_oversize_text_is_truncated_not_rejected(world):
 
 
 def test_openapi_document_describes_every_verb(live_server):
-    import httpx
 
-    document = httpx.get(f"{live_server.url}/api/v1/openapi.json").json()
+    document = loopback.get(f"{live_server.url}/api/v1/openapi.json").json()
     assert document["openapi"].startswith("3.1")
     for verb in VERBS:
         operation = document["paths"][f"/api/v1/{verb}"]["post"]

@@ -13,6 +13,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from switchboard.queues.models import VERBS, Todo, TodoAttempt
 from switchboard.queues.transitions import Actor
+from tests import loopback
 from tests.queues.helpers import make_retry_due
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -139,7 +140,6 @@ def test_bad_arguments_and_errors_are_tool_errors_with_the_http_codes(live_serve
 
 
 def test_mcp_without_a_valid_token_is_refused(live_server, vend):
-    import httpx
 
     async def scenario():
         async with mcp_client(live_server.url, "sbe_not-a-token") as client:
@@ -148,7 +148,7 @@ def test_mcp_without_a_valid_token_is_refused(live_server, vend):
     with pytest.raises(Exception):  # noqa: B017 (the client wraps the 401 in task groups)
         run(scenario())
     for headers in ({}, {"Authorization": "Bearer sbe_not-a-token"}):
-        response = httpx.post(
+        response = loopback.post(
             f"{live_server.url}/mcp",
             json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}},
             headers=headers,
@@ -227,14 +227,13 @@ def test_a_nul_in_any_argument_gets_the_same_answer_over_mcp_as_over_http(live_s
 def test_a_lone_surrogate_over_mcp_is_refused_and_writes_nothing(live_server, vend, field):
     """Refused while the JSON-RPC body is decoded (as HTTP refuses it decoding its body):
     a JSON-RPC error, never a 500, nothing written."""
-    import httpx
 
     _, token = vend("agent-a")
     arguments = {"title": "t", field: "SURROGATE"}
     call_tool = {"name": "create_todo", "arguments": arguments}
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call_tool})
     body = body.replace("SURROGATE", "\\ud800")  # a JSON escape on the wire
-    response = httpx.post(
+    response = loopback.post(
         f"{live_server.url}/mcp",
         content=body.encode(),
         headers={

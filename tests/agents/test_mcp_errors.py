@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-import httpx
 import httpx2
 import pytest
 from django.db import connection
@@ -21,6 +20,7 @@ from switchboard import dburl
 from switchboard.queues import endpoints, transitions
 from switchboard.queues.models import Todo
 from switchboard.queues.transitions import Actor
+from tests import loopback
 from tests.agents.api_helpers import post
 from tests.crash.conftest import base_env
 from tests.crash.harness import Procs
@@ -96,7 +96,7 @@ def test_the_client_reads_a_refused_token_as_a_jsonrpc_error(served, token):
 
 @pytest.mark.parametrize("request_id", [7, "call-abc"])
 def test_a_refused_token_keeps_401_and_www_authenticate_and_echoes_the_id(served, request_id):
-    response = httpx.post(
+    response = loopback.post(
         f"{served}/mcp",
         json={"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": {}},
         headers={"Authorization": "Bearer sbe_not-a-token"},
@@ -117,7 +117,7 @@ def test_a_refused_token_keeps_401_and_www_authenticate_and_echoes_the_id(served
 
 
 def test_a_refused_token_on_a_body_without_an_id_answers_id_null(served):
-    response = httpx.post(f"{served}/mcp", content=b"{not json", headers={})
+    response = loopback.post(f"{served}/mcp", content=b"{not json", headers={})
 
     assert response.status_code == 401
     assert response.json()["id"] is None
@@ -255,7 +255,7 @@ NOT_JSONRPC = [
 def test_a_body_that_is_not_jsonrpc_is_a_jsonrpc_error_with_invalid(served, vend):
     _, token = vend("sloppy")
     for body, jsonrpc_code, request_id in NOT_JSONRPC:
-        response = httpx.post(
+        response = loopback.post(
             f"{served}/mcp",
             content=body,
             headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
@@ -272,7 +272,7 @@ def test_a_body_that_is_not_jsonrpc_is_a_jsonrpc_error_with_invalid(served, vend
 @writes
 def test_an_unknown_method_is_a_jsonrpc_error_with_not_found(served, vend):
     _, token = vend("curious")
-    response = httpx.post(
+    response = loopback.post(
         f"{served}/mcp",
         json={"jsonrpc": "2.0", "id": "m-1", "method": "tools/lisst", "params": {}},
         headers={"Authorization": f"Bearer {token}"},
@@ -359,7 +359,7 @@ def test_deep_nesting_is_a_parse_error_on_every_path(served, vend, depth, with_t
     ]
     for body in bodies:
         for headers in (_current_call_headers(token), {"Content-Type": "application/json"}):
-            response = httpx.post(f"{served}/mcp", content=body, headers=headers, timeout=30)
+            response = loopback.post(f"{served}/mcp", content=body, headers=headers, timeout=30)
             assert response.status_code == 400, (depth, response.status_code, response.text[:300])
             error = response.json()["error"]
             assert error["code"] == -32700
@@ -386,7 +386,7 @@ def test_brackets_inside_strings_are_not_nesting(served, vend):
             },
         }
     ).encode()
-    response = httpx.post(
+    response = loopback.post(
         f"{served}/mcp", content=body, headers=_current_call_headers(token), timeout=30
     )
     assert response.status_code == 200, response.text[:300]

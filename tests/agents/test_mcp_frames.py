@@ -12,6 +12,7 @@ import pytest
 from django_mcpz.server import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
 
 from switchboard.queues.models import Todo
+from tests import loopback
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -24,7 +25,7 @@ def _post(base: str, body: object, *, token: str | None, **headers: str) -> http
         sent["Authorization"] = f"Bearer {token}"
     sent.update({name.replace("_", "-"): value for name, value in headers.items()})
     content = body if isinstance(body, bytes) else json.dumps(body).encode()
-    return httpx.post(f"{base}/mcp", content=content, headers=sent, timeout=30)
+    return loopback.post(f"{base}/mcp", content=content, headers=sent, timeout=30)
 
 
 def _call(request_id: object, name: str, arguments: dict) -> dict:

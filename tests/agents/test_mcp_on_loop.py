@@ -17,6 +17,7 @@ from switchboard.agents import mcp
 from switchboard.queues import db
 from switchboard.queues.models import Todo
 from switchboard.queues.transitions import Actor, create_todo
+from tests import loopback
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -156,7 +157,7 @@ def test_over_http_plain_calls_skip_the_view_and_the_rest_run_it_on_the_loop(
 
     def ask(verb, arguments, token=token, **change):
         headers = {**_headers(verb, token), **change}
-        return httpx.post(url, content=_body(verb, arguments), headers=headers, timeout=30)
+        return loopback.post(url, content=_body(verb, arguments), headers=headers, timeout=30)
 
     created = ask("create_todo", {"title": "on the loop"})
     assert created.status_code == 200, created.text
@@ -185,7 +186,7 @@ def test_over_http_plain_calls_skip_the_view_and_the_rest_run_it_on_the_loop(
     assert wrong_token.json()["error"]["data"]["error"]["code"] == "unauthorized"
     not_in_its_set = ask("create_todo", {"title": "no"}, token=reader)
     assert "Unknown tool" in not_in_its_set.json()["error"]["message"]
-    listed = httpx.post(
+    listed = loopback.post(
         url,
         content=json.dumps(
             {

@@ -15,6 +15,7 @@ from django_mcpz.server import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, 
 from switchboard.agents import schemas
 from switchboard.agents.task_view import ATTEMPTS_META, task_id
 from switchboard.queues.models import Todo
+from tests import loopback
 from tests.agents.api_helpers import ok, post
 from tests.queues.helpers import lapse_lease
 
@@ -59,7 +60,7 @@ def mcp(
     elif method.startswith("tasks/") and isinstance(params.get("taskId"), str):
         sent["Mcp-Name"] = params["taskId"]
     sent.update(headers or {})
-    return httpx.post(f"{url}/mcp", content=json.dumps(body).encode(), headers=sent, timeout=30)
+    return loopback.post(f"{url}/mcp", content=json.dumps(body).encode(), headers=sent, timeout=30)
 
 
 def create(url, token, to="worker", title="Summarise the report", **arguments):

@@ -21,11 +21,11 @@ import os
 import subprocess
 from pathlib import Path
 
-import httpx
 import pytest
 from django_mcpz.server import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
 
 from switchboard.queues.models import Todo
+from tests import loopback
 from tests.agents.api_helpers import ok, post
 from tests.agents.node_packages import installed
 
@@ -225,7 +225,7 @@ def test_a_cancel_through_the_client_is_cancelled(live_server, vend, tasks_clien
         META_PROTOCOL_VERSION: PROTOCOL_VERSION,
         META_CLIENT_CAPABILITIES: {"extensions": {TASKS: {}}},
     }
-    said = httpx.post(
+    said = loopback.post(
         f"{url}/mcp",
         json={
             "jsonrpc": "2.0",

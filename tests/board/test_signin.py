@@ -20,6 +20,7 @@ from django.test import Client
 from switchboard import dburl
 from switchboard.board.auth import client_address
 from switchboard.queues.models import SignInThrottle
+from tests import loopback
 from tests.crash.conftest import base_env
 from tests.crash.harness import Procs
 from tests.queues.helpers import run_together
@@ -395,7 +396,7 @@ def test_an_unreachable_database_is_a_503_page_not_a_500(alice):
 
 def _csrf(base: str) -> tuple[str, str]:
     """The CSRF cookie and the form's token from one GET of the sign-in page."""
-    page = httpx.get(f"{base}/login/", timeout=30)
+    page = loopback.get(f"{base}/login/", timeout=30)
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
     return page.cookies["csrftoken"], token
 

@@ -34,6 +34,7 @@ import psycopg
 import pytest
 
 from switchboard.client import Backoff, Client, SwitchboardError
+from tests import loopback
 from tests.crash.conftest import base_env
 from tests.crash.harness import SWITCHBOARD, Procs, free_port, wait_until
 
@@ -149,7 +150,7 @@ class Cluster:
 
     def state(self, member: dict) -> dict | None:
         try:
-            return httpx.get(f"http://127.0.0.1:{member['rest']}/patroni", timeout=2).json()
+            return loopback.get(f"http://127.0.0.1:{member['rest']}/patroni", timeout=2).json()
         except (httpx.HTTPError, ValueError):
             return None
 

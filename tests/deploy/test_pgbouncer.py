@@ -20,6 +20,7 @@ from django.db import connection
 
 from switchboard.queues import endpoints, transitions
 from switchboard.queues.transitions import Actor
+from tests import loopback
 from tests.crash.harness import free_port, wait_until
 from tests.deploy.conftest import DEPLOY, program
 
@@ -106,9 +107,9 @@ def test_through_pgbouncer_with_the_direct_listen_a_long_poll_wakes_at_once(
     headers = {"Authorization": f"Bearer {token}"}
     # The verbs through the pooler: a claim and its close.
     transitions.create_todo(Actor.agent(endpoint), title="first")
-    claimed = httpx.post(f"{base}/api/v1/claim_next", json={}, headers=headers, timeout=30)
+    claimed = loopback.post(f"{base}/api/v1/claim_next", json={}, headers=headers, timeout=30)
     assert claimed.status_code == 200, claimed.text
-    done = httpx.post(
+    done = loopback.post(
         f"{base}/api/v1/complete",
         json={"todo_id": claimed.json()["todo"]["id"]},
         headers=headers,
@@ -158,7 +159,7 @@ def test_through_pgbouncer_without_the_direct_listen_a_revoked_or_rotated_token_
     def statuses(token: str, n: int = 40) -> list[int]:
         # A new connection each: gunicorn's workers take them in turn, as they come.
         return [
-            httpx.post(
+            loopback.post(
                 f"{base}/api/v1/list_todos",
                 json={},
                 headers={"Authorization": f"Bearer {token}"},
@@ -168,7 +169,7 @@ def test_through_pgbouncer_without_the_direct_listen_a_revoked_or_rotated_token_
         ]
 
     def warned() -> bool:
-        answer = httpx.get(f"{base}/healthz", timeout=10)
+        answer = loopback.get(f"{base}/healthz", timeout=10)
         return answer.status_code == 200 and "does not hear its own notifications" in answer.text
 
     # Each worker finds out at the end of its first ping round (LISTEN_PING_SECONDS); from

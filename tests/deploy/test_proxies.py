@@ -18,6 +18,7 @@ import pytest
 from switchboard.queues import endpoints, transitions
 from switchboard.queues.models import TodoAttempt
 from switchboard.queues.transitions import Actor
+from tests import loopback
 from tests.crash.harness import free_port, wait_until
 from tests.deploy.conftest import DEPLOY, program
 
@@ -144,7 +145,7 @@ def test_a_client_that_leaves_behind_the_shipped_proxy_has_nothing_claimed(
     time.sleep(1.5)  # a ghost would have claimed it by now (a ring answers in milliseconds)
 
     assert not TodoAttempt.objects.filter(todo_id=todo.id).exists(), procs.logs()
-    live = httpx.post(
+    live = loopback.post(
         f"{base}/api/v1/claim_next",
         json={"wait_seconds": 5},
         headers={"Authorization": f"Bearer {token}"},

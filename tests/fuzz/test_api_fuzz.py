@@ -28,7 +28,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 import hypothesis.strategies as st
 import msgspec
 import pytest
@@ -51,6 +50,7 @@ from switchboard.agents import openapi, schemas, wire
 from switchboard.agents.verbs import REGISTRY
 from switchboard.queues import bounds, transitions
 from switchboard.queues.transitions import Actor
+from tests import loopback
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -386,7 +386,7 @@ def validate(case, response, world: World, headers: dict[str, str], checks: list
 
 
 def test_the_fuzzed_document_is_the_one_the_live_server_serves(live_server):
-    served = httpx.get(f"{live_server.url}{OPENAPI_PATH}", timeout=10)
+    served = loopback.get(f"{live_server.url}{OPENAPI_PATH}", timeout=10)
     assert served.status_code == 200
     assert served.headers["Content-Type"] == "application/json"
     assert served.json() == schema.raw_schema
@@ -396,7 +396,7 @@ def test_the_fuzzed_document_is_the_one_the_live_server_serves(live_server):
 def test_the_world_has_a_todo_in_every_state(world):
     """A fuzz run that never leaves `pending` would prove little."""
     auth = {"Authorization": f"Bearer {world.token}"}
-    listed = httpx.post(f"{world.base_url}/api/v1/list_todos", json={}, headers=auth)
+    listed = loopback.post(f"{world.base_url}/api/v1/list_todos", json={}, headers=auth)
     todos = msgspec.convert(listed.json(), schemas.ListTodosOut).todos
     assert {todo.state for todo in todos} == set(schemas.State.__args__)
 
@@ -503,7 +503,7 @@ def test_mcp_never_answers_with_a_server_error(world, message):
         if isinstance(arguments, bytes):  # a negative body that is not JSON at all
             params["arguments"] = arguments.decode("latin-1")
         bounded(params.get("arguments"), params.get("name"))
-    response = httpx.post(
+    response = loopback.post(
         f"{world.base_url}/mcp",
         # json.dumps, not httpx's: infinities go out as Infinity, which is junk JSON to parse
         content=json.dumps(message),

@@ -12,6 +12,7 @@ from django.urls import reverse
 
 from switchboard.queues import transitions
 from switchboard.queues.transitions import Actor
+from tests import loopback
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,7 +31,7 @@ def agent_api(live_server, vend):
     endpoint, token = vend("fuzzed")
 
     def post(verb: str, raw: bytes, *, path: str | None = None, **headers) -> httpx.Response:
-        return httpx.post(
+        return loopback.post(
             f"{live_server.url}{path or f'/api/v1/{verb}'}",
             content=raw,
             headers={
@@ -91,9 +92,9 @@ def test_deeply_nested_json_to_mcp_is_a_json_rpc_error(agent_api, body):
 @pytest.mark.parametrize("verb", ["list_todos", "claim_next"])
 def test_a_verb_without_required_arguments_documents_its_body_optional(live_server, vend, verb):
     _, token = vend("fuzzed")
-    document = httpx.get(f"{live_server.url}/api/v1/openapi.json").json()
+    document = loopback.get(f"{live_server.url}/api/v1/openapi.json").json()
     required = document["paths"][f"/api/v1/{verb}"]["post"]["requestBody"]["required"]
-    response = httpx.post(
+    response = loopback.post(
         f"{live_server.url}/api/v1/{verb}", headers={"Authorization": f"Bearer {token}"}
     )
     # Either the document says the body may be left out, or leaving it out is invalid.
@@ -102,7 +103,7 @@ def test_a_verb_without_required_arguments_documents_its_body_optional(live_serv
 
 def test_attempt_seq_beyond_the_column_is_documented(agent_api, live_server):
     """One verb stands for the five: they share AttemptSeq and the transitions' check."""
-    document = httpx.get(f"{live_server.url}/api/v1/openapi.json").json()
+    document = loopback.get(f"{live_server.url}/api/v1/openapi.json").json()
     schema = document["components"]["schemas"]["Heartbeat"]["properties"]["attempt_seq"]
     maximum = schema["anyOf"][0].get("maximum")
     todo_id = agent_api.held_todo()

@@ -16,12 +16,12 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from switchboard.queues import outbox, teams, transitions
 from switchboard.queues.models import Delivery
 from switchboard.queues.transitions import Actor
+from tests import loopback
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "notifications.md"
 BOARD = "https://board.example.test"
@@ -102,7 +102,7 @@ def documented_receiver(tmp_path, receiver):
 
 
 def _call(live_server, token: str, verb: str, body: dict) -> dict:
-    response = httpx.post(
+    response = loopback.post(
         f"{live_server.url}/api/v1/{verb}",
         json=body,
         headers={"Authorization": f"Bearer {token}"},
@@ -183,7 +183,7 @@ def test_the_documented_receiver_refuses_what_the_secret_did_not_sign(
             "X-Switchboard-Timestamp": stamp,
             "X-Switchboard-Signature": f"sha256={mac}",
         }
-        return httpx.post(url, content=sent, headers=headers, timeout=10).status_code
+        return loopback.post(url, content=sent, headers=headers, timeout=10).status_code
 
     assert post("sbw_not-the-secret") == 401
     assert post(secret, at=int(time.time()) - 3600) == 401  # an old request replayed
