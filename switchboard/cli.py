@@ -1,8 +1,10 @@
 """The ``switchboard`` command: Django's management commands under the project's name.
 
 ``switchboard up`` is what ``make run`` runs; ``serve``, ``sweep``, ``adduser``, ``vend``,
-``schedule`` and ``demo`` (and ``relay``) live in ``switchboard/management/commands`` and work
-as ``python manage.py <command>`` too.
+``schedule`` and ``demo`` live in ``switchboard/management/commands`` and work as ``python
+manage.py <command>`` too. ``switchboard relay`` is the relay's own program
+(``switchboard.relay``, as ``python -m switchboard.relay``), run without Django; ``python
+manage.py relay`` runs the same program as a management command.
 """
 
 from __future__ import annotations
@@ -46,6 +48,12 @@ def main(argv: list[str] | None = None) -> None:
     if args[:1] in (["--version"], ["-V"]):
         print(f"switchboard {version()}")
         return
+    if args[:1] == ["relay"]:
+        # A client program: no settings, no database, no Django (an agent's machine has no
+        # SECRET_KEY to give it), started twice a relay (the token hand-off re-executes it).
+        from switchboard.relay.__main__ import main as relay
+
+        sys.exit(relay(args[1:], prog="switchboard relay"))
     if args[:1] == ["worker"]:  # in the user's own Django project, with its settings
         from switchboard.tasks.worker import main as worker
 

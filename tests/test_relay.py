@@ -16,12 +16,12 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
 
 from switchboard.queues import sweeper, transitions
 from switchboard.queues.models import Todo
 from switchboard.queues.transitions import Actor
+from tests import loopback
 from tests.forwarding import RecordingProxy
 from tests.queues.helpers import attempts_of, lapse_lease, outcomes
 
@@ -254,7 +254,7 @@ def test_a_relay_fenced_out_by_a_person_stops_its_command_and_reports_nothing(
     # The stale attempt's late report, with its own (old) lease token, is refused.
     [claim] = [e.answer for e in proxy.seen() if e.verb == "claim_next"]
     lease_token = claim["lease_token"]
-    late = httpx.post(
+    late = loopback.post(
         f"{live_server.url}/api/v1/complete",
         json={"todo_id": todo.id, "attempt_seq": 1, "lease_token": lease_token},
         headers={"Authorization": f"Bearer {token}"},
@@ -614,9 +614,12 @@ def test_the_relay_needs_a_token_from_the_environment(relay_env):
 
 
 def test_relay_help_needs_no_database_and_documents_the_exit_codes(relay_env):
+    # An agent's machine: no database, and none of a server's settings (no SECRET_KEY, no
+    # SWITCHBOARD_DEV), which `switchboard relay` once read before anything else.
+    env = {k: v for k, v in relay_env("x").items() if k != "SWITCHBOARD_DEV"}
     shown = subprocess.run(
         [SWITCHBOARD, "relay", "--help"],
-        env=relay_env("x"),
+        env=env,
         capture_output=True,
         text=True,
         timeout=30,

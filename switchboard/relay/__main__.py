@@ -18,9 +18,9 @@ from switchboard.relay.handoff import hand_off_token
 from switchboard.relay.runner import Relay
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, prog: str = "python -m switchboard.relay") -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m switchboard.relay",
+        prog=prog,
         description=DESCRIPTION,
         epilog=epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
