@@ -230,6 +230,36 @@ def ignore_transport(call: Callable[[], Any]) -> None:
         pass
 
 
+def until_quiet(processes: Callable[[], list], *, seconds: float, what: str) -> None:
+    """Until ``processes`` (psutil processes: a server and its workers) have used under 20 ms
+    of CPU in each of two quarter seconds in a row: every request sent them has been read and
+    answered or parked (a parked long-poll costs nothing). Beside a busy neighbour that takes
+    longer than on a quiet machine, which is why a test waits for it instead of a fixed
+    time (tests/agents/test_fleet.py learnt it first)."""
+    import psutil
+
+    def used() -> float:
+        total = 0.0
+        for each in processes():
+            try:
+                times = each.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += times.user + times.system
+        return total
+
+    deadline = time.monotonic() + seconds
+    before, quiet = used(), 0
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        now = used()
+        quiet = quiet + 1 if now - before < 0.02 else 0
+        if quiet >= 2:
+            return
+        before = now
+    raise AssertionError(f"{what} within {seconds} s")
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -34,7 +34,7 @@ import pytest
 from switchboard.agents import schemas
 from switchboard.client import Client, SwitchboardError
 from tests.crash.conftest import DedicatedPostgres, base_env
-from tests.crash.harness import SWITCHBOARD, Proc, Procs, wait_until
+from tests.crash.harness import SWITCHBOARD, Proc, Procs, until_quiet, wait_until
 from tests.recorded import Recorded
 
 pytestmark = [pytest.mark.slow]
@@ -893,6 +893,15 @@ def test_a_fleet_of_long_polls_rides_through_postgresql_stopping(running):
             logs=d.logs,
             watch=[d.server],
         )
+        # Connected is not parked: beside busy neighbours the server may still be reading,
+        # authenticating and looking for the last of them (a poll sent a second into the
+        # ramp was still unread at the first stop, 3 s later, and refused). From when it is
+        # quiet, every poll sent so far is parked.
+        until_quiet(
+            lambda: [d.master, *d.master.children()],
+            seconds=60,
+            what=f"the server to park its {FLEET} long-polls",
+        )
         settled.append(started)  # since when the fleet has been working with no outage
         for n in range(FLEET_STOPS):
             answered_before = fleet.answered
@@ -941,7 +950,11 @@ def test_a_fleet_of_long_polls_rides_through_postgresql_stopping(running):
         for at in fleet.refused
         if any(since < at < stop - 3.0 for since, stop in zip(settled, stops, strict=False))
     ]
-    assert cut_waiters == [], (len(cut_waiters), "waiting polls answered 503", fleet.said[:5])
+    assert cut_waiters == [], (
+        f"{len(cut_waiters)} waiting polls answered 503; the first (sent-answered said):"
+        f" {fleet.said[:5]}; settled at {[round(at, 2) for at in settled]}, stopped at"
+        f" {[round(at, 2) for at in stops]}; the server said: {said[-3000:]}"
+    )
     assert "WORKER TIMEOUT" not in said and d.same_processes(), said
     assert [fleet.claimed[todo_id] for todo_id in made] == [1] * len(made), fleet.claimed
     # Two workers' pools (8 each, async and sync) and a LISTEN each: never more, whatever the
