@@ -158,11 +158,14 @@ SWITCHBOARD_LISTEN_DATABASE = dburl.parse(_listen_url) if _listen_url else None
 # none, and many gunicorn threads share a few connections. 0 turns pooling off and keeps a
 # persistent connection per thread instead (SWITCHBOARD_CONN_MAX_AGE seconds).
 SWITCHBOARD_DB_POOL_SIZE = env_int("SWITCHBOARD_DB_POOL_SIZE", 8, minimum=0)
+# How long a request waits for a pooled connection before it is told the database is
+# unavailable (503), on both pools.
+SWITCHBOARD_DB_POOL_TIMEOUT_SECONDS = env_int("SWITCHBOARD_DB_POOL_TIMEOUT_SECONDS", 10, minimum=1)
 if SWITCHBOARD_DB_POOL_SIZE:
     DATABASES["default"]["OPTIONS"]["pool"] = {
         "min_size": 1,
         "max_size": SWITCHBOARD_DB_POOL_SIZE,
-        "timeout": 10,
+        "timeout": SWITCHBOARD_DB_POOL_TIMEOUT_SECONDS,
         # After a database restart, a new connection is tried every quarter second
         # (queues/db/pool_checks.py) for up to 5 s, instead of psycopg_pool's doubling backoff
         # (1, 2, 4 … 32 s, for up to 300 s), which left the web process answering 503 long

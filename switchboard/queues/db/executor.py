@@ -253,7 +253,7 @@ def _new_pool(loop) -> pool_checks.AsyncOutageAwarePool:
         kwargs={**params, "autocommit": True},
         min_size=1,
         max_size=max(1, settings.SWITCHBOARD_DB_POOL_SIZE or 8),
-        timeout=10,
+        timeout=settings.SWITCHBOARD_DB_POOL_TIMEOUT_SECONDS,
         reconnect_timeout=5,
         check=pool_checks.acheck_if_idle,
         configure=_django_time_zone,
