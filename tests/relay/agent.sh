@@ -12,6 +12,12 @@ todo="$SWITCHBOARD_TODO_ID"
     env | grep '^SWITCHBOARD_' | sort
     if [ -n "${SWITCHBOARD_TOKEN:-}" ]; then echo "TOKEN_LEAKED=yes"; fi
 } > "$out/env-$todo-$seq"
+# The pid file appears whole (written aside, then renamed): a test reading it as soon as it
+# exists must never read it empty.
+note_pid() {
+    echo "$$" > "$out/.pid-$todo-$seq"
+    mv "$out/.pid-$todo-$seq" "$out/pid-$todo-$seq"
+}
 # What this command can read of its parent's (the relay's) environment.
 cat "/proc/$PPID/environ" > "$out/parent-environ-$todo-$seq" 2>/dev/null || true
 cp "$SWITCHBOARD_CONTEXT_FILE" "$out/context-$todo-$seq.json"
@@ -71,7 +77,7 @@ exit)
 hang)
     # Until stopped: a TERM is noted and obeyed (exiting 0, which must not count as done).
     trap 'echo "got SIGTERM" > "$out/term-$todo-$seq"; exit 0' TERM
-    echo "$$" > "$out/pid-$todo-$seq"
+    note_pid
     echo "hanging"
     sleep 60 &
     wait $!
@@ -80,7 +86,7 @@ hang)
 stubborn)
     # Ignores SIGTERM (so does its sleep, which inherits the disposition): needs SIGKILL.
     trap '' TERM
-    echo "$$" > "$out/pid-$todo-$seq"
+    note_pid
     echo "ignoring SIGTERM"
     sleep 60
     echo "not stopped" > "$out/woke-$todo-$seq"
@@ -105,7 +111,7 @@ together)
 gate)
     # Until the test says go (the file "go"), then done: the test chooses the moment the
     # report goes out (into a database outage, say). Alone, it gives up after 60 s.
-    echo "$$" > "$out/pid-$todo-$seq"
+    note_pid
     i=0
     while [ ! -e "$out/go" ]; do
         i=$((i + 1))
