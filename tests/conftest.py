@@ -182,6 +182,32 @@ def pytest_xdist_make_scheduler(config, log):
     return Lanes(config, log)
 
 
+class _BrowsersStopped:
+    """Stops this worker's Chromium (tests/board/conftest.py) before a test that does not use
+    it, and at the end. A plugin, not a conftest hook, so that it sees every test, bench/'s
+    included."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item) -> None:
+        if "browser" not in item.fixturenames:
+            _stop_browser()
+
+    def pytest_sessionfinish(self) -> None:
+        _stop_browser()
+
+
+def _stop_browser() -> None:
+    import sys
+
+    board = sys.modules.get("tests.board.conftest")
+    if board is not None:  # never imported: no browser was started
+        board.stop_browser()
+
+
+def pytest_configure(config) -> None:
+    config.pluginmanager.register(_BrowsersStopped(), "switchboard-browsers-stopped")
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
         if item.nodeid.startswith(SERIAL):

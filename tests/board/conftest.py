@@ -43,22 +43,25 @@ def _chromium_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def browser():
-    """One Chromium per test module. Module, not session: Playwright's sync API runs an
-    event loop in this thread while it is open, and later tests (the MCP client's
-    ``asyncio.run``) need the thread without one."""
-    reason = _chromium_missing()
-    if reason:
-        pytest.skip(reason)
-    # The ORM calls the tests make alongside the browser are plain synchronous calls; Django
-    # only sees the event loop Playwright keeps in this thread.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    from playwright.sync_api import sync_playwright
+# One Playwright driver and one Chromium per worker, kept from one browser test module to the
+# next (a launch is 0.8 s of CPU; the suite made some thirty five), and stopped before any
+# test that does not use them (tests/conftest.py, ``_browsers_stopped``): while it runs,
+# Playwright's sync API keeps an event loop running in this thread, and a test that calls
+# ``asyncio.run`` (an MCP client) or Django's ORM without the async-unsafe switch needs the
+# thread without one.
+_running: dict = {}
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
+
+def running_browser():
+    if "browser" not in _running:
+        # The ORM calls the tests make alongside the browser are plain synchronous calls;
+        # Django only sees the event loop Playwright keeps in this thread.
+        _running["previous"] = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+        from playwright.sync_api import sync_playwright
+
+        _running["playwright"] = playwright = sync_playwright().start()
+        _running["browser"] = playwright.chromium.launch(
             executable_path=CHROMIUM,
             args=[
                 "--no-sandbox",
@@ -70,12 +73,31 @@ def browser():
                 "--no-first-run",
             ],
         )
-        yield browser
-        browser.close()
-    if previous is None:
-        del os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"]
-    else:
-        os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+    return _running["browser"]
+
+
+def stop_browser() -> None:
+    if "browser" not in _running:
+        return
+    try:
+        _running["browser"].close()
+    finally:
+        _running["playwright"].stop()
+        previous = _running["previous"]
+        _running.clear()
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """This worker's Chromium (``running_browser``), started by the first test that needs it."""
+    reason = _chromium_missing()
+    if reason:
+        pytest.skip(reason)
+    return running_browser()
 
 
 @pytest.fixture
