@@ -4,7 +4,7 @@
 ``schedule`` and ``demo`` live in ``switchboard/management/commands`` and work as ``python
 manage.py <command>`` too. ``switchboard relay`` is the relay's own program
 (``switchboard.relay``, as ``python -m switchboard.relay``), run without Django; ``python
-manage.py relay`` runs the same program as a management command.
+manage.py relay`` hands its arguments to the same program.
 """
 
 from __future__ import annotations
