@@ -32,6 +32,7 @@ from switchboard.queues.models import (
 )
 from switchboard.queues.schedules import OPERATOR
 from switchboard.queues.transitions import Actor
+from tests.crash.harness import free_port
 from tests.queues.helpers import lapse_lease, schedule_audit
 from tests.shell import SWITCHBOARD, shell_env
 
@@ -283,12 +284,6 @@ def test_schedule_list_of_an_unknown_team_says_so(switchboard, db):
 # serve and up: long-running; started, checked over HTTP, stopped
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _start(args: list[str], env: dict, log: Path) -> subprocess.Popen:
     with log.open("w") as out:
         return subprocess.Popen(
@@ -349,7 +344,7 @@ def _refuses_connections(port: int) -> bool:
 
 
 def test_serve_answers_the_login_page(cli_env, tmp_path, db):
-    port = _free_port()
+    port = free_port()
     env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1"}
     with _serving(["serve"], port, env, tmp_path / "serve.log"):
         pass  # it answered the login page
@@ -390,7 +385,7 @@ def _sign_in(base: str, username: str, password: str) -> str:
 
 
 def test_up_makes_a_first_user_serves_and_stops_its_children(cli_env, tmp_path, real_hashers):
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}/"
     env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1"}
     log = tmp_path / "up.log"
@@ -414,7 +409,7 @@ def test_up_makes_a_first_user_serves_and_stops_its_children(cli_env, tmp_path, 
 
 
 def test_up_does_not_echo_a_password_it_was_given(cli_env, tmp_path, real_hashers):
-    port = _free_port()
+    port = free_port()
     env = {
         **cli_env,
         "SWITCHBOARD_PASSWORD": "given by the operator",
@@ -438,7 +433,7 @@ def test_up_on_a_busy_port_says_so_before_touching_anything(switchboard, db):
 
 
 def test_up_on_an_empty_database_starts_the_demo_and_stops_it(cli_env, tmp_path):
-    port = _free_port()
+    port = free_port()
     env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1"}
     log = tmp_path / "up.log"
     with _serving(["up"], port, env, log):
@@ -460,7 +455,7 @@ def test_up_on_an_empty_database_starts_the_demo_and_stops_it(cli_env, tmp_path)
 
 def test_up_leaves_a_database_that_has_todos_without_the_demo(cli_env, tmp_path, make_todo):
     make_todo()
-    port = _free_port()
+    port = free_port()
     env = {**cli_env, "SWITCHBOARD_WEB_WORKERS": "1"}
     output = _up_until_the_banner(env, tmp_path, port)
     assert "Demo agents" not in output and "demo stopped" not in output

@@ -23,6 +23,7 @@ from django.utils import timezone
 from switchboard.management.commands import up
 from switchboard.queues import teams
 from switchboard.queues.models import Membership, Team
+from tests.crash.harness import free_port
 from tests.shell import SWITCHBOARD, shell_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,12 +33,6 @@ PASSWORD = "correct horse battery"
 @pytest.fixture
 def cli_env() -> dict[str, str]:
     return shell_env()
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def _make_n(*args: str, **env: str) -> str:
@@ -107,7 +102,7 @@ def test_a_busy_port_is_answered_with_a_make_run_that_works_as_printed(cli_env, 
 def test_the_first_password_is_kept_in_var_readable_by_its_user_only(cli_env, tmp_path, settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher"]
     log = tmp_path / "up.log"
-    port = _free_port()
+    port = free_port()
     with log.open("w") as out:
         process = subprocess.Popen(
             [SWITCHBOARD, "up", "--no-demo", "--port", str(port)],

@@ -26,8 +26,9 @@ from switchboard.client import Client
 from switchboard.queues import tracing
 from switchboard.queues.models import Todo, TodoAttempt
 from tests import loopback
+from tests.crash.harness import free_port
 from tests.shell import shell_env
-from tests.test_cli import _free_port, _serving
+from tests.test_cli import _serving
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -275,7 +276,7 @@ def test_a_served_switchboard_exports_to_an_otlp_receiver(tmp_path, vend, make_u
     endpoint, token = vend("served-traced", team=person.teams.get())
     receiver = _Receiver()
     threading.Thread(target=receiver.serve_forever, daemon=True).start()
-    port = _free_port()
+    port = free_port()
     env = {
         **shell_env(),
         "SWITCHBOARD_OTEL": "1",

@@ -13,7 +13,6 @@ import http.cookiejar
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.crash.harness import free_port
 from tests.wheels import pip, probe, source, version
 
 PASSWORD = "a wheel's first password"
@@ -88,12 +88,6 @@ def test_beside_openai_agents_both_import_and_no_generic_name_is_ours(installed)
     assert said.returncode == 0 and said.stdout.strip() == f"switchboard {version()}"
 
 
-def _free_port() -> int:
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        return listener.getsockname()[1]
-
-
 def test_switchboard_up_in_an_empty_folder_serves_a_signed_in_board_and_its_stylesheet(
     installed, tmp_path
 ):
@@ -101,7 +95,7 @@ def test_switchboard_up_in_an_empty_folder_serves_a_signed_in_board_and_its_styl
     home, folder = tmp_path / "home", tmp_path / "empty"
     home.mkdir()
     folder.mkdir()
-    port = _free_port()
+    port = free_port()
     # A user's shell: no SECRET_KEY, no SWITCHBOARD_DEV, no DATABASE_URL, no checkout.
     env = {
         "PATH": f"{bin_}:/usr/bin:/bin",

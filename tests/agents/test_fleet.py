@@ -19,7 +19,7 @@ from switchboard.queues.models import Todo, TodoAttempt
 from switchboard.queues.transitions import Actor
 from tests import loopback
 from tests.crash.conftest import base_env
-from tests.crash.harness import Procs
+from tests.crash.harness import Procs, until_quiet
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -81,36 +81,17 @@ def _server_tree(procs) -> list[psutil.Process]:
     return tree
 
 
-def _server_cpu_and_connections(procs) -> tuple[float, int]:
-    """CPU seconds the served process tree has used so far, and its established sockets."""
-    cpu, established = 0.0, 0
+def _established(procs) -> int:
+    """The served process tree's established sockets."""
+    established = 0
     for each in _server_tree(procs):
         try:
-            times = each.cpu_times()
-            cpu += times.user + times.system
             established += sum(
                 1 for c in each.net_connections(kind="tcp") if c.status == psutil.CONN_ESTABLISHED
             )
         except psutil.NoSuchProcess:
             continue
-    return cpu, established
-
-
-async def _until_parked(procs, waiters: int, *, seconds: float) -> None:
-    """Poll until the server holds ``waiters`` connections and has used under 20 ms of CPU in
-    each of two quarter seconds since: every waiter has been read, authenticated and parked
-    (a parked one costs nothing). On a loaded machine that takes longer than on a quiet one
-    (a fixed 1.5 s once measured the first request beside 500 waiters still being read)."""
-    deadline = time.monotonic() + seconds
-    before, quiet = _server_cpu_and_connections(procs)[0], 0
-    while time.monotonic() < deadline:
-        await asyncio.sleep(0.25)
-        now, established = _server_cpu_and_connections(procs)
-        quiet = quiet + 1 if established >= waiters and now - before < 0.02 else 0
-        if quiet >= 2:
-            return
-        before = now
-    raise AssertionError(f"{waiters} waiters were not all parked within {seconds} s")
+    return established
 
 
 def test_hundreds_of_idle_long_polls_leave_the_api_and_the_board_answering(served, team):
@@ -125,7 +106,14 @@ def test_hundreds_of_idle_long_polls_leave_the_api_and_the_board_answering(serve
                 asyncio.create_task(_claim_next(client, vended[n % 10][1], wait))
                 for n in range(WAITERS)
             ]
-            await _until_parked(procs, WAITERS, seconds=wait - 4)
+            # Every waiter read, authenticated and parked: all connected, the server quiet.
+            await asyncio.to_thread(
+                until_quiet,
+                lambda: _server_tree(procs),
+                seconds=wait - 4,
+                what=f"{WAITERS} waiters parked",
+                ready=lambda: _established(procs) >= WAITERS,
+            )
             others = []
             for _ in range(5):
                 started = time.monotonic()

@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from switchboard.queues import counters, endpoints, sweeper, transitions
 from switchboard.queues.models import MetricCounter, Outcome, TodoState
 from switchboard.queues.transitions import Actor
 from tests.agents.api_helpers import statements_run
+from tests.crash.harness import free_port
 from tests.queues.helpers import lapse_lease
 
 TOKEN = "metrics-token-for-tests-5b1e"
@@ -275,12 +275,6 @@ def test_metrics_query_count_does_not_grow_with_rows(
 # A second process agrees (subprocesses: committed rows, outside a test transaction)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _get(url: str, token: str = TOKEN) -> tuple[int, str]:
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
     try:
@@ -306,7 +300,7 @@ def second_process(django_db_setup, django_db_blocker, tmp_path_factory):
         SWITCHBOARD_METRICS_TOKEN=TOKEN,
         SWITCHBOARD_WEB_WORKERS="1",
     )
-    port = _free_port()
+    port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     with log.open("w") as out:
         server = subprocess.Popen(

@@ -230,12 +230,19 @@ def ignore_transport(call: Callable[[], Any]) -> None:
         pass
 
 
-def until_quiet(processes: Callable[[], list], *, seconds: float, what: str) -> None:
+def until_quiet(
+    processes: Callable[[], list],
+    *,
+    seconds: float,
+    what: str,
+    ready: Callable[[], bool] = lambda: True,
+) -> None:
     """Until ``processes`` (psutil processes: a server and its workers) have used under 20 ms
-    of CPU in each of two quarter seconds in a row: every request sent them has been read and
-    answered or parked (a parked long-poll costs nothing). Beside a busy neighbour that takes
-    longer than on a quiet machine, which is why a test waits for it instead of a fixed
-    time (tests/agents/test_fleet.py learnt it first)."""
+    of CPU in each of two quarter seconds in a row, with ``ready()`` true at each (say, all
+    the connections there): every request sent them has been read and answered or parked (a
+    parked long-poll costs nothing). Beside a busy neighbour that takes longer than on a quiet
+    machine, which is why a test waits for it instead of a fixed time (a fixed 1.5 s once
+    measured the first request beside 500 waiters still being read)."""
     import psutil
 
     def used() -> float:
@@ -253,7 +260,7 @@ def until_quiet(processes: Callable[[], list], *, seconds: float, what: str) -> 
     while time.monotonic() < deadline:
         time.sleep(0.25)
         now = used()
-        quiet = quiet + 1 if now - before < 0.02 else 0
+        quiet = quiet + 1 if now - before < 0.02 and ready() else 0
         if quiet >= 2:
             return
         before = now

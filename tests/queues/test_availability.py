@@ -13,18 +13,13 @@ from django.db import OperationalError
 
 from switchboard.queues.db import availability
 from switchboard.queues.db.availability import Breaker
+from tests.crash.harness import free_port
 
 
 def _pool_timeout() -> OperationalError:
     error = OperationalError("couldn't get a connection after 10.00 sec")
     error.__cause__ = psycopg_pool.PoolTimeout("couldn't get a connection after 10.00 sec")
     return error
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _probes_reach(monkeypatch, port: int) -> dict:
@@ -46,7 +41,7 @@ def test_a_busy_pool_with_the_database_there_does_not_trip():
 
 @pytest.mark.django_db
 def test_a_pool_timeout_trips_when_a_fresh_connection_fails_too(monkeypatch):
-    _probes_reach(monkeypatch, _free_port())  # a port nothing listens on
+    _probes_reach(monkeypatch, free_port())  # a port nothing listens on
     breaker = Breaker()
     breaker.trip(_pool_timeout())
     assert breaker.tripped
@@ -97,7 +92,7 @@ def test_an_async_caller_waits_for_a_probe_in_flight_rather_than_be_refused(monk
 def test_a_database_back_is_noticed_by_the_next_request_within_a_probe_interval(monkeypatch):
     """The last probe failed just before PostgreSQL came back: a request a moment later is
     admitted, not refused until a slow probe clock comes round."""
-    params = _probes_reach(monkeypatch, _free_port())  # the database away
+    params = _probes_reach(monkeypatch, free_port())  # the database away
     breaker = Breaker()
     breaker.trip(OperationalError("server closed the connection unexpectedly"))
     assert not breaker.admit()  # a probe, failed

@@ -22,6 +22,7 @@ from switchboard.queues import outbox, teams, transitions
 from switchboard.queues.models import Delivery
 from switchboard.queues.transitions import Actor
 from tests import loopback
+from tests.crash.harness import free_port
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "notifications.md"
 BOARD = "https://board.example.test"
@@ -47,12 +48,6 @@ def test_the_documented_receiver_is_short_and_checks_signatures():
     assert len(code_lines) <= 22  # "a ten-line receiver", near enough, its setup included
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def documented_receiver(tmp_path, receiver):
     """The page's receiver, running: returns (its URL, the chat receiver it forwards to,
@@ -64,7 +59,7 @@ def documented_receiver(tmp_path, receiver):
         + "\n\n"
         + _block_after("### Forwarding questions to chat")
     )
-    port = _free_port()
+    port = free_port()
     started: list[subprocess.Popen] = []
     log = tmp_path / "receiver.log"
 
