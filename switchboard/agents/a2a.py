@@ -8,13 +8,14 @@ served straight from the ledger (docs/api.md, "A2A").
   endpoints). ``tenant``, when given, must be the caller's team's slug.
 - Each method is a verb the caller's token must have been vended (a frozen verb set holds
   here too): SendMessage ``create_todo`` (its follow-up, an answer, ``answer``), GetTask,
-  ListTasks and SubscribeToTask ``get_todo``, CancelTask ``cancel``.
+  ListTasks, SubscribeToTask and the push-config methods ``get_todo``, CancelTask ``cancel``.
 - A blocking send, ``SendStreamingMessage`` and ``SubscribeToTask`` follow the todo on the
   process's LISTEN connection (agents/task_watch.py), never by polling, and hold a long-poll's
   place under its caps (agents/waiting.py ``Waiters``).
 - The attempts extension (``task_view.ATTEMPTS_URI``): a client that lists it in its
   ``A2A-Extensions`` header reads each task's attempts in ``metadata[ATTEMPTS_URI]``.
-- Push-notification configs are not served (the card says ``pushNotifications: false``).
+- Push-notification configs (agents/a2a_push.py): each the setter's own, sent through the signed
+  webhook outbox at each state change of the task.
 """
 
 from __future__ import annotations
@@ -303,8 +304,8 @@ async def _answered(call: _Call, message: MessageIn, texts: list[str], data: lis
         await waiting.call(
             call.endpoint, verb, wire.convert(verb, {"todo_id": todo_id, "value": value})
         )
-    except NotFound as error:
-        raise from_domain(error) from None
+    except NotFound:  # one it may not read: as a made-up id
+        raise from_domain(NotFound(task_view.NO_SUCH_TASK)) from None
     except Conflict as error:
         raise A2AError(
             INVALID_PARAMS,

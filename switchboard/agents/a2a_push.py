@@ -21,10 +21,10 @@ from typing import Any
 
 import msgspec
 
-from switchboard.agents import task_view
+from switchboard.agents import task_view, verbs
 from switchboard.agents.a2a_words import INVALID_PARAMS, A2AError, params_of
 from switchboard.queues import db, push, webhooks
-from switchboard.queues.errors import Conflict
+from switchboard.queues.errors import NotFound
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,31}")
 _ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
@@ -81,8 +81,15 @@ class Checked(msgspec.Struct, frozen=True):
 
 async def checked(asked: ConfigIn) -> Checked:
     url = asked.url.strip()
-    if not url or len(url) > 500 or not url.startswith(("http://", "https://")):
-        raise A2AError(INVALID_PARAMS, "url is an http(s) URL of at most 500 characters.")
+    if (
+        not url
+        or len(url) > 500
+        or not url.startswith(("http://", "https://"))
+        or not _HEADER_TEXT.fullmatch(url)
+    ):
+        raise A2AError(
+            INVALID_PARAMS, "url is an http(s) URL of at most 500 printable ASCII characters."
+        )
     problem = await asyncio.to_thread(webhooks.url_problem, url)  # resolves: off the loop
     if problem:
         raise A2AError(INVALID_PARAMS, problem)
@@ -93,7 +100,8 @@ async def checked(asked: ConfigIn) -> Checked:
     if auth.scheme and not _SCHEME.fullmatch(auth.scheme):
         raise A2AError(INVALID_PARAMS, "authentication.scheme is one word (Bearer, Basic, …).")
     for name, value, most in (
-        ("token", asked.token, 500),
+        # The token also keys each POST's signature: the config's secret, 128 at most.
+        ("token", asked.token, 128),
         ("authentication.credentials", auth.credentials, 1000),
     ):
         if len(value) > most or not _HEADER_TEXT.fullmatch(value):
@@ -105,53 +113,51 @@ async def checked(asked: ConfigIn) -> Checked:
 
 
 async def keep(call, todo_id: int, task_id: str, config: Checked) -> dict:
-    """Keep a checked config as the caller's, on a task it may read (the caller checked)."""
-    try:
-        kept = await db.arun(
-            push.set_plan(
-                call.endpoint,
-                todo_id,
-                config_id=config.config_id,
-                task_id=task_id,
-                url=config.url,
-                token=config.token,
-                auth_scheme=config.auth_scheme,
-                auth_credentials=config.auth_credentials,
-            )
+    """Keep a checked config as the caller's, on a task it may read (the caller checked);
+    Conflict past the limit or for another endpoint's id (A2A's invalid params)."""
+    kept = await db.arun(
+        push.set_plan(
+            call.endpoint,
+            todo_id,
+            config_id=config.config_id,
+            task_id=task_id,
+            url=config.url,
+            token=config.token,
+            auth_scheme=config.auth_scheme,
+            auth_credentials=config.auth_credentials,
         )
-    except Conflict as error:
-        raise A2AError(INVALID_PARAMS, error.message, reason=error.code) from None
+    )
     return config_json(kept)
 
 
-def _task(call, task: str) -> int:
-    return task_view.todo_id_of(call.endpoint.team_id, task)
+async def _readable(call, asked: ConfigIn | ConfigRef) -> int:
+    """The todo of the task a config request names, after the checks every read of a task
+    makes: the tenant, the get_todo verb, the task id, and that the caller may read it."""
+    await call.check_team(asked.tenant)
+    verbs.named("get_todo").check_allowed(call.endpoint)
+    todo_id = task_view.todo_id_of(call.endpoint.team_id, asked.task_id)
+    await call.read(todo_id)
+    return todo_id
 
 
 async def create(call, base: str, params: object) -> None:
     asked = params_of(ConfigIn, params)
-    await call.check_team(asked.tenant)
-    todo_id = _task(call, asked.task_id)
-    await call.read(todo_id)
+    todo_id = await _readable(call, asked)
     await call.answer(await keep(call, todo_id, asked.task_id, await checked(asked)))
 
 
 async def get(call, base: str, params: object) -> None:
     asked = params_of(ConfigRef, params)
-    await call.check_team(asked.tenant)
-    todo_id = _task(call, asked.task_id)
-    await call.read(todo_id)
+    todo_id = await _readable(call, asked)
     found = await db.arun(push.list_plan(call.endpoint, todo_id, asked.id or None))
     if not asked.id or not found:
-        raise A2AError(-32001, "No such push config.", reason="not_found")
+        raise NotFound("No such push config.")
     await call.answer(config_json(found[0]))
 
 
 async def list_configs(call, base: str, params: object) -> None:
     asked = params_of(ConfigRef, params)
-    await call.check_team(asked.tenant)
-    todo_id = _task(call, asked.task_id)
-    await call.read(todo_id)
+    todo_id = await _readable(call, asked)
     found = await db.arun(push.list_plan(call.endpoint, todo_id))
     # At most PUSH_CONFIGS_MAX: one page, whatever its size.
     await call.answer({"configs": [config_json(c) for c in found]})
@@ -159,8 +165,6 @@ async def list_configs(call, base: str, params: object) -> None:
 
 async def delete(call, base: str, params: object) -> None:
     asked = params_of(ConfigRef, params)
-    await call.check_team(asked.tenant)
-    todo_id = _task(call, asked.task_id)
-    await call.read(todo_id)
+    todo_id = await _readable(call, asked)
     await db.arun(push.delete_plan(call.endpoint, todo_id, asked.id))
     await call.answer({})

@@ -54,6 +54,7 @@ ATTEMPTS_SHOWN = 20  # the newest attempts a task carries (attempts_total says h
 
 _MAC_CHARS = 22  # 132 bits of the MAC, base64url
 _SALT = "switchboard.agents.task_id"
+NO_SUCH_TASK = "No such task."
 
 
 def task_id(team_id: int, todo_id: int) -> str:
@@ -64,13 +65,13 @@ def todo_id_of(team_id: int, task: object) -> int:
     """The todo a task id names for this team; NotFound for anything else (malformed, forged,
     or another team's: all alike)."""
     if not isinstance(task, str) or len(task) > 64:
-        raise NotFound("No such task.")
+        raise NotFound(NO_SUCH_TASK)
     number, _, mac = task.partition("-")
     if not (number.isascii() and number.isdigit()) or len(number) > 18:
-        raise NotFound("No such task.")
+        raise NotFound(NO_SUCH_TASK)
     todo_id = int(number)
     if not hmac.compare_digest(mac.encode(), _mac(team_id, todo_id).encode()):
-        raise NotFound("No such task.")
+        raise NotFound(NO_SUCH_TASK)
     return todo_id
 
 
@@ -140,12 +141,16 @@ class TaskView:
 
 async def read(endpoint: Endpoint, todo_id: int) -> TaskView:
     """The task of a todo the endpoint may read (get_todo's scope, its newest attempts even
-    for a requester: the protocols' attempts extension); NotFound otherwise."""
-    detail = await db.arun(
-        selectors.get_todo_for_endpoint_plan(
-            endpoint, todo_id, attempts_limit=ATTEMPTS_SHOWN, requester_attempts=True
+    for a requester: the protocols' attempts extension); otherwise the NotFound a made-up or
+    another team's task id gets (``todo_id_of``), word for word."""
+    try:
+        detail = await db.arun(
+            selectors.get_todo_for_endpoint_plan(
+                endpoint, todo_id, attempts_limit=ATTEMPTS_SHOWN, requester_attempts=True
+            )
         )
-    )
+    except NotFound:
+        raise NotFound(NO_SUCH_TASK) from None
     return view(endpoint.team_id, detail)
 
 

@@ -64,6 +64,7 @@ def set_plan(
 
 def _set(endpoint: Endpoint, todo_id: int, params: dict) -> Plan[PushConfig]:
     params |= {"todo_id": todo_id, "endpoint_id": endpoint.pk, "team_id": endpoint.team_id}
+    yield Fetch(sql.PUSH_CONFIG_LOCK, params)
     ids = {row[0] for row in (yield Fetch(sql.PUSH_CONFIG_IDS, params))}
     if params["config_id"] not in ids and len(ids) >= PUSH_CONFIGS_MAX:
         raise Conflict(f"A task has at most {PUSH_CONFIGS_MAX} push configs.")
@@ -90,6 +91,7 @@ def delete_plan(endpoint: Endpoint, todo_id: int, config_id: str) -> Plan[None]:
 
 def _delete(endpoint: Endpoint, todo_id: int, config_id: str) -> Plan[None]:
     params = {"todo_id": todo_id, "endpoint_id": endpoint.pk, "config_id": config_id}
+    yield Fetch(sql.PUSH_CONFIG_LOCK, params)
     if not (yield Fetch(sql.PUSH_CONFIG_DELETE, params)):
         raise NotFound("No such push config.")
     yield Fetch(sql.PUSH_CONFIGS_RECOUNT, params)

@@ -9,6 +9,7 @@ import hashlib
 import hmac
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
@@ -194,12 +195,17 @@ def test_a_push_url_must_pass_the_ssrf_rules_and_a_refused_one_queues_nothing(
         "http://[::1]/x",
         "ftp://example.com/x",
         "http://10.0.0.7/x",
-        "x" * 600,
+        "https://example.com/" + "a" * 490,  # 510 characters: past the 500
+        "https://example.com/a\x00b",  # no header carries a NUL
     ):
         said = send(url, token, "nope", {"url": bad})
         assert said["error"]["code"] == -32602, (bad, said)
     for bad_header in (
         {"token": "a\r\nX-Evil: 1"},
+        {"token": "t" * 129},  # it keys the signature too: at most 128
+        {"id": "a b"},
+        {"id": "x" * 65},
+        {"url": 5},
         {"authentication": {"scheme": "Bearer x"}},
         {"authentication": {"scheme": "Bearer", "credentials": "é"}},
     ):
@@ -244,3 +250,117 @@ def test_a_task_has_at_most_ten_configs_and_a_deleted_one_is_not_sent(live_serve
     gone = Delivery.objects.filter(kind="task.push", gave_up_at__isnull=False)
     assert gone.count() == 9
     assert {d.last_error for d in gone} == {"not sent: its push config was deleted"}
+
+
+def test_every_config_method_reads_the_task_as_get_task_does(
+    live_server, vend, make_user, receiver
+):
+    """Get, List and Delete as Create: the get_todo verb held, the task readable, another
+    team's task and a made-up id one "not found" with one message; a config is its setter's
+    alone (the worker cannot delete it); an unknown config id or none is not found, and bad
+    input is invalid params, with nothing changed."""
+    _, token = vend("sender")
+    _, worker = vend("worker")
+    _, sender_only = vend("sender-only", verbs=["create_todo"])
+    _, bystander = vend("bystander")  # of the team, neither the task's sender nor its queue
+    url = live_server.url
+    task = send(url, token, "Watched", {"id": "ops", "url": receiver.url})["result"]["task"]["id"]
+    bob_team = make_user("bob").teams.get()
+    _, bobs = vend("bobs", team=bob_team)
+    methods = (
+        ("CreateTaskPushNotificationConfig", {"url": receiver.url}),
+        ("GetTaskPushNotificationConfig", {"id": "ops"}),
+        ("ListTaskPushNotificationConfigs", {}),
+        ("DeleteTaskPushNotificationConfig", {"id": "ops"}),
+    )
+    for method, extra in methods:
+        refused = rpc(url, sender_only, method, {"taskId": task, **extra}).json()
+        assert refused["error"]["code"] == -32004, (method, refused)  # UnsupportedOperation
+        made_up = rpc(url, token, method, {"taskId": task + "x", **extra}).json()
+        assert made_up["error"]["code"] == -32001, (method, made_up)
+        for caller in (bobs, bystander):
+            said = rpc(url, caller, method, {"taskId": task, **extra}).json()
+            assert said["error"] == made_up["error"], (method, said)
+        for bad_task in (5, None, "x" * 65):
+            said = rpc(url, token, method, {"taskId": bad_task, **extra}).json()
+            assert said["error"]["code"] in (-32001, -32602), (method, bad_task, said)
+    # The worker may read the task, but the sender's config is not its to delete or read.
+    for method in ("DeleteTaskPushNotificationConfig", "GetTaskPushNotificationConfig"):
+        said = rpc(url, worker, method, {"taskId": task, "id": "ops"}).json()
+        assert said["error"]["code"] == -32001, (method, said)
+    for asked in ({"id": "nope"}, {}):
+        got = rpc(url, token, "GetTaskPushNotificationConfig", {"taskId": task, **asked}).json()
+        assert got["error"]["code"] == -32001, got
+    gone = rpc(url, token, "DeleteTaskPushNotificationConfig", {"taskId": task, "id": "nope"})
+    assert gone.json()["error"]["code"] == -32001
+    assert list(TaskPushConfig.objects.values_list("config_id", flat=True)) == ["ops"]
+    assert Todo.objects.get(pk=int(task.split("-")[0])).push_configs == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_configs_set_at_once_never_pass_the_limit(make_todo, endpoint):
+    """Nine configs, and two new ones set at the same moment: they take turns on the todo's
+    row, so one is refused and the count the push trigger reads stays the configs' number.
+    (Held on a lock here so that both are in flight at once: counted without it, both saw
+    nine and both were kept.)"""
+    import threading
+
+    import psycopg
+    from django.db import connection
+
+    from switchboard import dburl
+    from switchboard.queues import db, push
+    from switchboard.queues.errors import Conflict
+
+    todo = make_todo("watched")
+
+    def set_config(config_id: str):
+        return db.run(
+            push.set_plan(
+                endpoint,
+                todo.id,
+                config_id=config_id,
+                task_id="t",
+                url="https://e.x/",
+                token="",
+                auth_scheme="",
+                auth_credentials="",
+            )  # fmt: skip
+        )
+
+    for n in range(9):
+        set_config(f"c{n}")
+    url = dburl.build(connection.settings_dict)
+    holder = psycopg.connect(url)
+    observer = psycopg.connect(url, autocommit=True)
+    holder.execute("SELECT 1 FROM todos WHERE id = %s FOR UPDATE", [todo.id])
+    outcomes: list[str] = []
+
+    def attempt(config_id: str) -> None:
+        try:
+            set_config(config_id)
+            outcomes.append("kept")
+        except Conflict:
+            outcomes.append("refused")
+        finally:
+            connection.close()  # this thread's
+
+    threads = [threading.Thread(target=attempt, args=(f"new{n}",)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # both wait on the held row (or, unlocked, are done)
+        waiting = observer.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        ).fetchone()[0]
+        if waiting >= 2 or len(outcomes) == 2:
+            break
+        time.sleep(0.02)
+    holder.rollback()
+    for thread in threads:
+        thread.join(timeout=10)
+    holder.close()
+    observer.close()
+    assert sorted(outcomes) == ["kept", "refused"]
+    assert TaskPushConfig.objects.filter(todo_id=todo.id).count() == 10
+    assert Todo.objects.get(pk=todo.id).push_configs == 10

@@ -27,6 +27,16 @@ RETURNING {PUSH_CONFIG_COLUMNS}
 """,
     why="an upsert by the todo and the config's id, kept to the endpoint that set it",
 )
+PUSH_CONFIG_LOCK = Statement(
+    "push_config_lock",
+    """
+SELECT 1 FROM todos WHERE id = %(todo_id)s FOR UPDATE
+""",
+    why="a change of a todo's configs locks the todo first, in a statement of its own (the next"
+    " one reads the configs as they are once the lock is held): two changes at once take"
+    " turns, so neither the limit nor the count the push trigger reads is decided on configs"
+    " the other is changing",
+)
 PUSH_CONFIG_IDS = Statement(
     "push_config_ids",
     """
