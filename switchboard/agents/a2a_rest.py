@@ -85,7 +85,8 @@ async def serve(exchange: Exchange, base: str, path: str) -> None:
             if not isinstance(sent, dict):
                 raise A2AError(INVALID_REQUEST, "The body must be a JSON object.")
             params = {**sent, **params}
-        params |= _query(exchange.scope.get("query_string", b""))
+        # The path's fields win over the query's, as over the body's: ?id= names no other task.
+        params = {**_query(exchange.scope.get("query_string", b"")), **params}
         if tenant:
             params["tenant"] = tenant
     except A2AError as error:
@@ -102,7 +103,7 @@ def _query(raw: bytes) -> dict:
         if key in said:
             raise A2AError(INVALID_REQUEST, f"{key} is given twice.")
         if key in _INTEGERS:
-            if not (value.isascii() and value.lstrip("-").isdigit()) or len(value) > 9:
+            if not (value.isascii() and value.removeprefix("-").isdigit()) or len(value) > 9:
                 raise A2AError(INVALID_REQUEST, f"{key} is a whole number.")
             said[key] = int(value)
         elif key in _BOOLEANS:

@@ -123,6 +123,13 @@ def test_routes_query_parameters_tenants_and_errors(live_server, vend, team):
         "METHOD_NOT_FOUND",
     )
     assert error(loopback.get(f"{url}/tasks", params={"pageSize": "many"}, headers=auth))[0] == 400
+    for odd in ("--5", "-", "5-"):  # a whole number or nothing: never a 500
+        assert error(loopback.get(f"{url}/tasks", params={"pageSize": odd}, headers=auth))[0] == 400
+    # The path names the task: a query's id names no other.
+    other = f"{task.split('-')[0]}-nope"
+    assert (
+        loopback.get(f"{url}/tasks/{task}", params={"id": other}, headers=auth).json()["id"] == task
+    )
     assert error(loopback.get(f"{url}/tasks", params={"pageSize": "500"}, headers=auth)) == (
         400,
         "INVALID_ARGUMENT",
