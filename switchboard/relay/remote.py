@@ -88,16 +88,28 @@ class Agent:
         request = urllib.request.Request(url, data=data, headers=headers)  # noqa: S310 -- http(s) checked
         try:
             with urllib.request.urlopen(request, timeout=TIMEOUT_SECONDS) as response:  # noqa: S310
-                return json.loads(response.read() or b"{}")
+                said = json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as exc:
-            try:
-                return json.loads(exc.read() or b"{}") | {
-                    "error": {"code": exc.code, "message": exc.reason}
-                }
-            except ValueError:
-                raise RemoteError(f"HTTP {exc.code} {exc.reason}") from None
+            raise RemoteError(f"HTTP {exc.code} {exc.reason}") from None
         except (OSError, ValueError) as exc:
             raise RemoteError(f"{type(exc).__name__}: {exc}") from None
+        if not isinstance(said, dict):
+            raise RemoteError("the A2A agent answered with something other than a JSON object")
+        return said
+
+
+def _task(result: object, *, inside: bool = False) -> dict:
+    """The task in a remote answer (``result.task`` for SendMessage, the result itself for
+    GetTask), its shape checked: RemoteError for an answer that holds none (a bare message, a
+    list); a status or artifacts of another shape read as none."""
+    task = result.get("task") if inside and isinstance(result, dict) else result
+    if not isinstance(task, dict) or not isinstance(task.get("id"), str):
+        raise RemoteError("the A2A agent's answer holds no task")
+    status = task.get("status") if isinstance(task.get("status"), dict) else {}
+    if not isinstance(status.get("message"), dict):
+        status = {k: v for k, v in status.items() if k != "message"}
+    artifacts = task.get("artifacts") if isinstance(task.get("artifacts"), list) else []
+    return task | {"status": status, "artifacts": [a for a in artifacts if isinstance(a, dict)]}
 
 
 def _texts(parts: list) -> list[str]:
@@ -136,13 +148,16 @@ class RemoteAttempt(Attempt):
             message = {"messageId": secrets.token_hex(8), "role": "ROLE_USER", "taskId": remote_id,
                        "parts": parts}  # fmt: skip
             try:
-                return agent.call(
-                    "SendMessage",
-                    {"message": message, "configuration": {"returnImmediately": True}},
-                )["task"]
+                return _task(
+                    agent.call(
+                        "SendMessage",
+                        {"message": message, "configuration": {"returnImmediately": True}},
+                    ),
+                    inside=True,
+                )
             except RemoteError as exc:  # answered already (an attempt that died after it)
                 self.say(f"the answer was not taken ({exc}); following the A2A task")
-                return agent.call("GetTask", {"id": remote_id, "historyLength": 0})
+                return _task(agent.call("GetTask", {"id": remote_id, "historyLength": 0}))
         folder = AttemptFolder.make(
             self.relay.workdir, todo_id=self.todo["id"], seq=self.seq, say=self.say
         )
@@ -159,7 +174,7 @@ class RemoteAttempt(Attempt):
         params: dict[str, Any] = {"message": message, "configuration": {"returnImmediately": True}}
         if self.config.a2a_to:
             params["metadata"] = {"to": self.config.a2a_to}
-        return agent.call("SendMessage", params)["task"]
+        return _task(agent.call("SendMessage", params), inside=True)
 
     def _follow(self, agent: Agent, task: dict) -> dict | None:
         """The remote task once it ends or needs input, heartbeating meanwhile; None when the
@@ -179,7 +194,7 @@ class RemoteAttempt(Attempt):
                 next_beat = time.monotonic() + self.config.heartbeat_seconds
             self.relay.stopping.wait(min(POLL_SECONDS, self.config.heartbeat_seconds))
             try:
-                task = agent.call("GetTask", {"id": remote_id, "historyLength": 0})
+                task = _task(agent.call("GetTask", {"id": remote_id, "historyLength": 0}))
             except RemoteError as exc:
                 self.say(f"GetTask failed ({exc}); trying again")
         return task

@@ -113,3 +113,62 @@ def test_a2a_options_are_checked(live_server, vend, relay_env):
     assert status == 2 and "name no command" in stderr
     status, _, stderr = run_relay(url, relay_env(token), "--a2a", "ftp://x", command=())
     assert status == 2 and "an http(s) URL" in stderr
+
+
+@pytest.fixture
+def odd_agent():
+    """A remote "A2A agent" on loopback whose every answer is the JSON the test sets."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    said: dict = {"body": []}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):  # no Agent Card: the URL is the interface
+            self.send_response(404)
+            self.end_headers()
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.dumps(said["body"]).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", said
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.django_db(transaction=False)
+def test_an_answer_of_another_shape_is_the_remote_agents_refusal_not_a_dead_slot(odd_agent):
+    """A remote answer that is no JSON object, or a SendMessage result that holds a bare
+    message instead of a task (A2A allows one), is a RemoteError, which the attempt reports as
+    a failure, not an exception that ends the relay's slot and leaves the lease to lapse."""
+    from switchboard.relay.remote import Agent, RemoteError, _task
+
+    url, said = odd_agent
+    agent = Agent(url, "t")
+    for body in ([1, 2], "text", None):
+        said["body"] = body
+        with pytest.raises(RemoteError):
+            agent.call("SendMessage", {})
+    said["body"] = {"jsonrpc": "2.0", "id": "1", "result": {"message": {"parts": []}}}
+    with pytest.raises(RemoteError, match="holds no task"):
+        _task(agent.call("SendMessage", {}), inside=True)
+    for result in ([], {"task": "x"}, {"task": {"id": 5}}):
+        with pytest.raises(RemoteError):
+            _task(result, inside=True)
+    odd = _task({"id": "r1", "status": "working", "artifacts": "none"})
+    assert odd["status"] == {} and odd["artifacts"] == []
+    kept = _task({"id": "r1", "status": {"state": "S", "message": "hi"}})
+    assert kept["status"] == {"state": "S"}
