@@ -101,6 +101,28 @@ def rpc(
     return loopback.post(f"{url}/a2a", content=body, headers=sent, timeout=40)
 
 
+def send_message(
+    url: str,
+    token: str,
+    text: str,
+    *,
+    to: str = "worker",
+    push: dict | None = None,
+    **metadata,
+) -> dict:
+    """SendMessage over JSON-RPC of one text part to the endpoint ``to``, answered at once:
+    the JSON-RPC answer, whole."""
+    configuration: dict = {"returnImmediately": True}
+    if push is not None:
+        configuration["taskPushNotificationConfig"] = push
+    params = {
+        "message": {"messageId": text, "role": "ROLE_USER", "parts": [{"text": text}]},
+        "metadata": {"to": to, **metadata},
+        "configuration": configuration,
+    }
+    return rpc(url, token, "SendMessage", params).json()
+
+
 def _error(response: httpx.Response) -> dict:
     return response.json()["error"]
 
@@ -225,6 +247,9 @@ def test_a_blocking_send_answers_when_the_task_ends_and_get_task_reads_it(live_s
             worker_task = asyncio.create_task(work())
             [event] = [e async for e in client.send_message(_message("Add 40 and 2", to="worker"))]
             await worker_task
+            # An ended task is not cancelable, and stays as it ended.
+            with pytest.raises(TaskNotCancelableError):
+                await client.cancel_task(CancelTaskRequest(id=event.task.id))
             again = await client.get_task(GetTaskRequest(id=event.task.id))
             return event.task, again
 
@@ -269,6 +294,12 @@ def test_a_question_is_input_required_and_a_follow_up_message_answers_it(live_se
             answer.configuration.return_immediately = True
             polite = await _client(url, http, streaming=False)
             answered = [event async for event in polite.send_message(answer)]
+            # The same answer again: the task waits for none now, and the first one stands.
+            answer.message.message_id = "m-3"
+            answer.message.parts[0].text = "us"
+            with pytest.raises(InvalidParamsError, match="not waiting for an answer"):
+                async for _ in polite.send_message(answer):
+                    pass
             again = await asyncio.to_thread(ok, url, worker, "claim_next", {})
             return submitted, rest, answered, again
 
@@ -374,16 +405,7 @@ def test_list_tasks_pages_what_the_caller_may_read_and_filters_by_state(live_ser
     url = live_server.url
 
     def send(from_token: str, text: str) -> int:
-        said = rpc(
-            url,
-            from_token,
-            "SendMessage",
-            {
-                "message": {"messageId": text, "role": "ROLE_USER", "parts": [{"text": text}]},
-                "metadata": {"to": "worker"},
-                "configuration": {"returnImmediately": True},
-            },
-        ).json()
+        said = send_message(url, from_token, text)
         return said["result"]["task"]["metadata"]["switchboard"]["todo_id"]
 
     ids = [send(token, f"job {n}") for n in range(5)]
@@ -426,17 +448,8 @@ def test_a_foreign_task_and_a_made_up_one_are_the_same_not_found(live_server, ve
     bob_team = make_user("bob").teams.get()
     bobs, bobs_token = vend("bobs-sender", team=bob_team)
     vend("bobs-worker", team=bob_team)
-    sent = rpc(
-        live_server.url,
-        bobs_token,
-        "SendMessage",
-        {
-            "message": {"messageId": "b", "role": "ROLE_USER", "parts": [{"text": "bob's"}]},
-            "metadata": {"to": "bobs-worker"},
-            "configuration": {"returnImmediately": True},
-        },
-    )
-    bobs_task = sent.json()["result"]["task"]["id"]
+    sent = send_message(live_server.url, bobs_token, "bob's", to="bobs-worker")
+    bobs_task = sent["result"]["task"]["id"]
     todo_id = int(bobs_task.split("-")[0])
     forged = task_id(bobs.team_id + 1000, todo_id)
 
@@ -587,16 +600,7 @@ def test_subscribing_to_an_ended_task_is_unsupported_and_a_client_may_leave_mid_
     sender, token = vend("sender")
     _, worker = vend("worker")
     url = live_server.url
-    sent = rpc(
-        url,
-        token,
-        "SendMessage",
-        {
-            "message": {"messageId": "x", "role": "ROLE_USER", "parts": [{"text": "hold"}]},
-            "metadata": {"to": "worker"},
-            "configuration": {"returnImmediately": True},
-        },
-    ).json()
+    sent = send_message(url, token, "hold")
     task = sent["result"]["task"]["id"]
     todo_id = int(task.split("-")[0])
 
@@ -654,9 +658,10 @@ def test_a_client_error_names_are_the_sdks(live_server, vend):
             with pytest.raises(ContentTypeNotSupportedError):
                 async for _ in client.send_message(request):
                     pass
-            with pytest.raises(A2AClientError):
-                bad = await _client(live_server.url, _http("sb_wrong"), streaming=False)
-                await bad.get_task(GetTaskRequest(id="1-x"))
+            async with _http("sb_wrong") as wrong:
+                bad = await _client(live_server.url, wrong, streaming=False)  # the card is public
+                with pytest.raises(A2AClientError):
+                    await bad.get_task(GetTaskRequest(id="1-x"))
 
     run(scenario())
 
@@ -669,16 +674,7 @@ def test_metadata_carries_create_todos_arguments(live_server, vend):
     url = live_server.url
 
     def send(text: str, **meta) -> dict:
-        said = rpc(
-            url,
-            token,
-            "SendMessage",
-            {
-                "message": {"messageId": text, "role": "ROLE_USER", "parts": [{"text": text}]},
-                "metadata": {"to": "worker", **meta},
-                "configuration": {"returnImmediately": True},
-            },
-        ).json()
+        said = send_message(url, token, text, **meta)
         assert "result" in said, said
         return said["result"]["task"]
 

@@ -27,7 +27,7 @@ from a2a.utils.errors import TaskNotFoundError
 from switchboard.queues import outbox
 from switchboard.queues.models import Delivery, TaskPushConfig, Todo
 from tests.agents.api_helpers import ok
-from tests.agents.test_a2a import rpc
+from tests.agents.test_a2a import rpc, send_message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -68,20 +68,7 @@ def receiver(settings):
 
 
 def send(url: str, token: str, text: str, push: dict | None = None) -> dict:
-    configuration: dict = {"returnImmediately": True}
-    if push is not None:
-        configuration["taskPushNotificationConfig"] = push
-    said = rpc(
-        url,
-        token,
-        "SendMessage",
-        {
-            "message": {"messageId": text, "role": "ROLE_USER", "parts": [{"text": text}]},
-            "metadata": {"to": "worker"},
-            "configuration": configuration,
-        },
-    )
-    return said.json()
+    return send_message(url, token, text, push=push)
 
 
 def test_a_task_pushes_its_states_signed_with_the_clients_token(live_server, vend, receiver):

@@ -226,6 +226,18 @@ def test_a_question_is_input_required_and_tasks_update_answers_it(live_server, v
     )
     assert answered.json()["result"]["resultType"] == "complete"
     assert get(url, token, task).json()["result"]["status"] == "working"
+    # The same key again, another answer: no longer outstanding, so ignored (the first stands).
+    stale = mcp(
+        url,
+        token,
+        "tasks/update",
+        {
+            "taskId": task,
+            "inputResponses": {key: {"action": "accept", "content": {"answer": "html"}}},
+        },
+    )
+    assert stale.json()["result"]["resultType"] == "complete", stale.json()
+    assert get(url, token, task).json()["result"]["status"] == "working"
     again = ok(url, worker, "claim_next", {})
     assert again["prior_attempts"][0]["question"]["answer"]["value"] == "pdf"
 
