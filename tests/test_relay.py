@@ -633,25 +633,23 @@ def test_relay_help_needs_no_database_and_documents_the_exit_codes(relay_env):
 def test_manage_py_relay_is_the_same_program(relay_env):
     """``python manage.py relay`` hands its arguments to the relay's own program: its help, its
     options and its exit codes, not Django's parser's."""
-    shown = subprocess.run(
-        [sys.executable, str(HERE.parent / "manage.py"), "relay", "--help"],
-        env=relay_env("x"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+
+    def manage_relay(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(HERE.parent / "manage.py"), "relay", *args],
+            env=relay_env("x"),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    shown = manage_relay("--help")
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout.startswith("usage: manage.py relay ")
     assert "--settings" not in shown.stdout and "--verbosity" not in shown.stdout  # not Django's
     for needed in ("--concurrency", "SWITCHBOARD_CONTEXT_FILE", "65", "75"):
         assert needed in shown.stdout
-    refused = subprocess.run(
-        [sys.executable, str(HERE.parent / "manage.py"), "relay", "--no-such-option"],
-        env=relay_env("x"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    refused = manage_relay("--no-such-option")
     assert refused.returncode == 2, refused.stderr
     assert "usage: manage.py relay" in refused.stderr and "--no-such-option" in refused.stderr
 

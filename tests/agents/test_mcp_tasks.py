@@ -191,6 +191,18 @@ def test_a_question_is_input_required_and_tasks_update_answers_it(live_server, v
     assert key == "q1" and asked["method"] == "elicitation/create"
     assert asked["params"]["message"] == "Which format?"
     assert asked["params"]["requestedSchema"]["properties"]["answer"]["enum"] == ["pdf", "html"]
+
+    def accept(answer: str):
+        return mcp(
+            url,
+            token,
+            "tasks/update",
+            {
+                "taskId": task,
+                "inputResponses": {key: {"action": "accept", "content": {"answer": answer}}},
+            },
+        )
+
     ignored = mcp(
         url,
         token,
@@ -205,37 +217,13 @@ def test_a_question_is_input_required_and_tasks_update_answers_it(live_server, v
     )
     assert ignored.json()["result"]["resultType"] == "complete"
     assert get(url, token, task).json()["result"]["status"] == "input_required"
-    wrong = mcp(
-        url,
-        token,
-        "tasks/update",
-        {
-            "taskId": task,
-            "inputResponses": {key: {"action": "accept", "content": {"answer": "doc"}}},
-        },
-    )
+    wrong = accept("doc")
     assert wrong.json()["error"]["code"] == -32602 and "choices" in wrong.json()["error"]["message"]
-    answered = mcp(
-        url,
-        token,
-        "tasks/update",
-        {
-            "taskId": task,
-            "inputResponses": {key: {"action": "accept", "content": {"answer": "pdf"}}},
-        },
-    )
+    answered = accept("pdf")
     assert answered.json()["result"]["resultType"] == "complete"
     assert get(url, token, task).json()["result"]["status"] == "working"
     # The same key again, another answer: no longer outstanding, so ignored (the first stands).
-    stale = mcp(
-        url,
-        token,
-        "tasks/update",
-        {
-            "taskId": task,
-            "inputResponses": {key: {"action": "accept", "content": {"answer": "html"}}},
-        },
-    )
+    stale = accept("html")
     assert stale.json()["result"]["resultType"] == "complete", stale.json()
     assert get(url, token, task).json()["result"]["status"] == "working"
     again = ok(url, worker, "claim_next", {})
