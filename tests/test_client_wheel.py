@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.wheels import pip, probe, source, version
+from tests.wheels import installed_in_a_fresh_venv, pip, probe, source, version
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +35,7 @@ def client_alone(tmp_path_factory) -> Path:
         "tasks",
     }
     assert "switchboard/__init__.py" not in names  # a namespace: the server's wheel has one
-    base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", str(work / "venv")], check=True, timeout=120)
-    bin_ = work / "venv" / "bin"
-    pip(bin_ / "python", "install", "--quiet", "--no-compile", "--no-deps", str(wheel))
+    bin_ = installed_in_a_fresh_venv(work / "venv", str(wheel))
     return bin_
 
 

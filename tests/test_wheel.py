@@ -3,8 +3,8 @@ fresh virtualenv beside the OpenAI Agents SDK, serves a signed-in Board and its 
 from an empty folder (`switchboard up`, nothing else), claims no top-level name but
 `switchboard`, and leaves `from agents import Agent, Runner` working.
 
-Real parts throughout: pip builds the wheel and installs it and openai-agents from the
-package registry (pip's cache makes a second run quick); the installed `switchboard up`
+Real parts throughout: pip builds the wheel, uv installs it and openai-agents from the
+package registry into a virtualenv of its own (tests/wheels.py); the installed `switchboard up`
 starts its own embedded PostgreSQL in the per-user data folder of a home made for the test."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.crash.harness import free_port
-from tests.wheels import pip, probe, source, version
+from tests.wheels import installed_in_a_fresh_venv, pip, probe, source, version
 
 PASSWORD = "a wheel's first password"
 
@@ -36,12 +36,7 @@ def installed(tmp_path_factory) -> tuple[Path, Path]:
     copied = source(work)
     pip(sys.executable, "wheel", str(copied), "--no-deps", "--quiet", "-w", str(work / "dist"))
     (wheel,) = (work / "dist").glob("switchboard-*.whl")
-    # The interpreter this virtualenv was made from, not the virtualenv: nothing of ours leaks.
-    base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", str(work / "venv")], check=True, timeout=120)
-    bin_ = work / "venv" / "bin"
-    # No bytecode written at install: what a process imports is compiled then (less work).
-    pip(bin_ / "python", "install", "--quiet", "--no-compile", str(wheel), "openai-agents")
+    bin_ = installed_in_a_fresh_venv(work / "venv", str(wheel), "openai-agents")
     return wheel, bin_
 
 
