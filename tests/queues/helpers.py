@@ -74,6 +74,38 @@ def analyze(cursor, *tables: str) -> None:
         cursor.execute(f"ANALYZE {table}")
 
 
+_DONE_HISTORY = """
+WITH t AS (
+    INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts, attempt,
+                       failures, round, last_attempt_seq, attempts_pruned, owner,
+                       dead_letter_reason, result, created_at, updated_at, ended_at)
+    SELECT %(ep)s, 'history', '', 0, 'done', 5, 1, 0, 1, 1, 0, '', '', '{"ok": true}',
+           ts, ts, ts
+      FROM generate_series(1, %(n)s) g,
+           LATERAL (SELECT now() - interval '7 days' + g * interval '1 ms') x(ts)
+    RETURNING id, created_at
+)
+INSERT INTO todo_attempts (
+    todo_id, seq, round, attempt, claimer_kind, endpoint_id, mcp_session_id,
+    mcp_session_id_truncated, mcp_session_id_bytes, owner, claimant, claimant_truncated,
+    claimant_bytes, claimed_at, lease_expires_at, ended_at, outcome, disposition,
+    summary_truncated, summary_bytes, artifact_truncated, artifact_bytes)
+SELECT t.id, 1, 1, 1, 'endpoint', %(ep)s, '', false, 0, 'agent:x', '', false, 0,
+       t.created_at, t.created_at, t.created_at, 'completed', 'done', false, 0, false, 0
+  FROM t
+"""
+
+
+def seed_done_history(cursor, endpoint_id: int, n: int) -> None:
+    """``n`` done todos of ``endpoint_id``, a week old, with a closed attempt each: a history of
+    a real size for a plan to be read over (ANALYZE after). Consistent by construction, so no
+    trigger runs for its rows (the foreign keys' checks, the search documents no plan reads);
+    the row rules do."""
+    cursor.execute("SET session_replication_role = replica")
+    cursor.execute(_DONE_HISTORY, {"ep": endpoint_id, "n": n})
+    cursor.execute("RESET session_replication_role")
+
+
 def schedule_audit() -> list[str]:
     """The kinds of the schedules' audit rows, oldest first."""
     return list(

@@ -16,30 +16,10 @@ import pytest
 from django.db import connection
 
 from switchboard.queues import sql
-from tests.queues.helpers import analyze
+from tests.queues.helpers import analyze, seed_done_history
 
 HISTORY = 200_000
 
-SEED = """
-WITH t AS (
-    INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts, attempt,
-                       failures, round, last_attempt_seq, attempts_pruned, owner,
-                       dead_letter_reason, result, created_at, updated_at, ended_at)
-    SELECT %(ep)s, 'history', '', 0, 'done', 5, 1, 0, 1, 1, 0, '', '', '{"ok": true}',
-           ts, ts, ts
-      FROM generate_series(1, %(n)s) g,
-           LATERAL (SELECT now() - interval '7 days' + g * interval '1 ms') x(ts)
-    RETURNING id, created_at
-)
-INSERT INTO todo_attempts (
-    todo_id, seq, round, attempt, claimer_kind, endpoint_id, mcp_session_id,
-    mcp_session_id_truncated, mcp_session_id_bytes, owner, claimant, claimant_truncated,
-    claimant_bytes, claimed_at, lease_expires_at, ended_at, outcome, disposition,
-    summary_truncated, summary_bytes, artifact_truncated, artifact_bytes)
-SELECT t.id, 1, 1, 1, 'endpoint', %(ep)s, '', false, 0, 'agent:x', '', false, 0,
-       t.created_at, t.created_at, t.created_at, 'completed', 'done', false, 0, false, 0
-  FROM t
-"""
 # Todos waiting out a retry backoff, due: the sweeper's pick of them must walk an index in
 # due order, and with none at all both of the indexes it may use cost the same, so its plan
 # followed whatever the worker's earlier tests had left in them (a flake once files shared
@@ -94,11 +74,7 @@ def test_hot_plans_over_200k_attempts_scan_indexes_only(endpoint):
         cursor.execute("SELECT current_setting('server_version_num')::int")
         if cursor.fetchone()[0] < 160000:
             pytest.skip("EXPLAIN (GENERIC_PLAN) needs PostgreSQL 16 or newer")
-        # The seed is consistent by construction: no trigger (the foreign keys' checks, the
-        # search documents no plan here reads) runs for its 400,000 rows. The row rules do.
-        cursor.execute("SET session_replication_role = replica")
-        cursor.execute(SEED, {"ep": endpoint.pk, "n": HISTORY})
-        cursor.execute("RESET session_replication_role")
+        seed_done_history(cursor, endpoint.pk, HISTORY)
         analyze(cursor, "todos", "todo_attempts")
         cursor.execute("SELECT reltuples FROM pg_class WHERE relname = 'todo_attempts'")
         assert cursor.fetchone()[0] >= HISTORY
