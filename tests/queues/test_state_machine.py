@@ -1108,6 +1108,10 @@ class LedgerMachine(RuleBasedStateMachine):
                 )
                 assert got == want, (todo.id, a["seq"], got, want)
                 assert m.token != FENCED
+                # What stands in for a foreign key the database does not check (models,
+                # TodoAttempt.endpoint): an agent's attempt names its todo's own endpoint.
+                if not m.human:
+                    assert a["endpoint_id"] == row["endpoint_id"], (todo.id, a["seq"])
 
         self.the_questions_match_the_model(ids, rows)
 

@@ -289,8 +289,21 @@ class TodoAttempt(models.Model):
     attempt = models.IntegerField()
     claimer_kind = models.CharField(max_length=16, choices=ClaimerKind)
     # Endpoints are never deleted; the endpoint page reads its recent endings through the
-    # partial index todo_attempts_endpoint_ended below (closed rows only).
-    endpoint = reference(Endpoint, index=False)
+    # partial index todo_attempts_endpoint_ended below (closed rows only). No foreign key in
+    # the database: its check at every claim locked the endpoint's row FOR KEY SHARE, and an
+    # endpoint's agents claiming at once turned each lock into a MultiXact (14,389 in one
+    # peers run; PostgreSQL's CPU a todo +15 % at 4 workers: docs/benchmarks.md, "An
+    # endpoint's row, locked at every claim"). Every agent claim writes the endpoint it is
+    # scoped to, which is the todo's own (SCOPE_ENDPOINT), and that one is a foreign key.
+    endpoint = models.ForeignKey(
+        Endpoint,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
     user = reference(settings.AUTH_USER_MODEL, index=False)  # partial index below
     mcp_session_id = models.CharField(max_length=200, blank=True)
     mcp_session_id_truncated = models.BooleanField(default=False)

@@ -260,8 +260,6 @@ CREATE TABLE todo_attempts (
         DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT todo_attempts_ended_by_id_48180c9f_fk_auth_user_id FOREIGN KEY (ended_by_id)
         REFERENCES auth_user(id) ON DELETE SET NULL DEFERRABLE INITIALLY DEFERRED,
-    CONSTRAINT todo_attempts_endpoint_id_3283d68d_fk_endpoints_id FOREIGN KEY (endpoint_id)
-        REFERENCES endpoints(id) ON DELETE SET NULL DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT todo_attempts_todo_id_5a7612a2_fk_todos_id FOREIGN KEY (todo_id)
         REFERENCES todos(id) ON DELETE CASCADE DEFERRABLE INITIALLY DEFERRED,
     CONSTRAINT todo_attempts_user_id_a74d55c7_fk_auth_user_id FOREIGN KEY (user_id)
