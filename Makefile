@@ -86,8 +86,10 @@ test: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	@# Four xdist workers: the time-bound tests in two lanes (the crash tests, the rest), each
 	@# one after another on a worker, the rest a file at a time beside them (tests/conftest.py);
-	@# last, the wall time and the ten slowest tests (tests/timings.py).
+	@# last, the wall time and the ten slowest tests (tests/timings.py). First, the test modules'
+	@# rewritten asserts cached once, not by each worker (tests/assert_cache.py).
 	@mkdir -p .pytest_cache; rm -f .pytest_cache/tests.xml; \
+	$(PY) tests/assert_cache.py tests bench; \
 	rc=0; $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadscope --junitxml=.pytest_cache/tests.xml || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests; that is a failure." >&2; fi; \
 	$(PY) tests/timings.py $(MAKE_STARTED) .pytest_cache/tests.xml; \
