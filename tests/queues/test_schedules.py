@@ -8,6 +8,7 @@ import re
 import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 import pytest
 from django.contrib.auth.models import AnonymousUser
@@ -365,6 +366,18 @@ def test_a_slot_whose_todo_exists_makes_no_second_one(endpoint, nightly):
     assert Todo.objects.count() == 1
     schedule.refresh_from_db()
     assert schedule.next_run_at > timezone.now()  # moved on all the same
+
+
+def test_a_second_create_of_one_slot_is_a_conflict_and_writes_nothing(endpoint, nightly):
+    schedule = nightly(endpoint, catch_up="latest")
+    slot = make_due(schedule, timedelta(seconds=5))
+    create = partial(transitions.create_todo, Actor(), endpoint=endpoint, title="slot")
+    create(schedule_slot=(schedule.pk, slot))
+
+    with pytest.raises(Conflict, match="schedule slot has its todo already"):
+        create(schedule_slot=(schedule.pk, slot))
+
+    assert Todo.objects.count() == 1
 
 
 def test_a_slots_todo_is_the_todo_create_todo_makes_for_a_slot(endpoint, nightly):

@@ -62,7 +62,7 @@ def create_todo(
     that todo's child; ``key`` is what the endpoint's per-key limit counts, and with
     ``unique_while_active`` a todo of the same key not yet ended is returned instead (created
     False). ``schedule_slot`` (the sweeper's: schedule id and due time) makes it that slot's
-    one todo: a second create of the slot returns None for the todo."""
+    one todo: a second create of the slot is a Conflict, and writes nothing."""
     if endpoint is None:
         if actor.endpoint is None:
             raise Invalid("A person creates a todo on an endpoint's queue: name the endpoint.")
@@ -128,8 +128,8 @@ def _create(
         params["after_left"] = left
     rows = yield Fetch(sql.INSERT_TODO, params)
     if not rows:  # a concurrent create with the same key won (ON CONFLICT DO NOTHING)
-        if params["schedule_id"] is not None:
-            return None, False  # the slot's todo was made by another sweeper
+        if params["schedule_id"] is not None:  # the slot's todo was made already
+            raise Conflict("That schedule slot has its todo already.")
         winner = yield from _by_key(params)
         if winner is None:  # the conflicting row is not this sender's: cannot happen
             raise Conflict("A todo with that idempotency key changed under this create.")
