@@ -44,9 +44,7 @@ def modules(roots: list[str]) -> list[str]:
         for path in sorted(Path(root).rglob("*.py")):
             if "node_modules" in path.parts or "__pycache__" in path.parts:
                 continue
-            if path.name == "conftest.py" or (
-                path.name.startswith("test_") and path.name.endswith(".py")
-            ):
+            if path.name == "conftest.py" or path.name.startswith("test_"):
                 found.append(str(path))
     return found
 

@@ -37,14 +37,14 @@ def source(work: Path) -> Path:
     return Path(shutil.copytree(ROOT, work / "source", ignore=skip, symlinks=True))
 
 
-def pip(python: Path | str, *args: str, timeout: float = 600) -> None:
-    done = subprocess.run(
-        [str(python), "-m", "pip", "--disable-pip-version-check", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+def _ran(command: list[str], timeout: float = 600) -> None:
+    """Run an installer's command; on failure, the end of what it said."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+
+def pip(python: Path | str, *args: str, timeout: float = 600) -> None:
+    _ran([str(python), "-m", "pip", "--disable-pip-version-check", *args], timeout)
 
 
 def installed_in_a_fresh_venv(where: Path, *requirements: str) -> Path:
@@ -55,12 +55,10 @@ def installed_in_a_fresh_venv(where: Path, *requirements: str) -> Path:
     bytecode is written at install: what a process imports is compiled then (less work)."""
     base = getattr(sys, "_base_executable", sys.executable)
     uv = find_uv_bin()
-    for args in (
-        ["venv", "--quiet", "--python", base, str(where)],
-        ["pip", "install", "--quiet", "--python", str(where / "bin" / "python"), *requirements],
-    ):
-        done = subprocess.run([uv, *args], capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    _ran([uv, "venv", "--quiet", "--python", base, str(where)])
+    _ran(
+        [uv, "pip", "install", "--quiet", "--python", str(where / "bin" / "python"), *requirements]
+    )
     return where / "bin"
 
 
