@@ -278,7 +278,8 @@ async def _sent(call: _Call, asked: Send) -> TaskView | Rejected:
     arguments = create_arguments(call.endpoint, meta, texts, data)
     wanted = asked.configuration.task_push_notification_config
     push = None  # checked before anything is queued
-    if wanted is not None:
+    if wanted is not None:  # a config here is one set by its own method: get_todo held too
+        _allowed(call, "get_todo")
         push = await a2a_push.checked(params_of(a2a_push.ConfigIn, wanted))
     verb = verbs.named("create_todo")
     created = await waiting.call(call.endpoint, verb, wire.convert(verb, arguments))

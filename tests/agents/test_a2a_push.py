@@ -260,6 +260,11 @@ def test_every_config_method_reads_the_task_as_get_task_does(
         ("ListTaskPushNotificationConfigs", {}),
         ("DeleteTaskPushNotificationConfig", {"id": "ops"}),
     )
+    # Nor set with the task by SendMessage, which create_todo alone allows: nothing queued.
+    before = Todo.objects.count()
+    inline = send(url, sender_only, "Watched too", {"id": "ops", "url": receiver.url})
+    assert inline["error"]["code"] == -32004, inline
+    assert Todo.objects.count() == before
     for method, extra in methods:
         refused = rpc(url, sender_only, method, {"taskId": task, **extra}).json()
         assert refused["error"]["code"] == -32004, (method, refused)  # UnsupportedOperation

@@ -28,9 +28,11 @@ def _send_and_leave(
 ) -> None:
     """The request, whole, on a connection closed as soon as it is sent (nothing is read).
 
-    The endpoint's row is held FOR UPDATE until the connection is closed and a moment more:
-    the call's commit (its foreign-key check takes KEY SHARE on that row) waits for it, so
-    the server looks at the connection after the client has surely left. Without it a busy
+    The attempts' table is held in SHARE mode until the connection is closed and a moment
+    more: every call here writes an attempt (a claim inserts one, a close updates one), so its
+    statement waits for it, and the server looks at the connection after the client has
+    surely left. (It held the endpoint's row until the attempt's foreign key to it, whose
+    check locked that row, was dropped: migration 0040.) Without it a busy
     machine could run the whole call, and the look, before this thread got back to closing
     the socket: an answer to a client still there, rightly kept (a make test run saw it)."""
     parts = urlsplit(base)
@@ -41,7 +43,7 @@ def _send_and_leave(
         f"Content-Length: {len(payload)}\r\n\r\n"
     ).encode()
     with psycopg.connect(**connection_params()) as holder:
-        holder.execute("SELECT FROM endpoints WHERE id = %s FOR UPDATE", [endpoint.pk])
+        holder.execute("LOCK TABLE todo_attempts IN SHARE MODE")
         with socket.create_connection((parts.hostname, parts.port)) as sock:
             sock.sendall(head + payload)
         time.sleep(0.2)  # the server's loop reads the end of the connection meanwhile
