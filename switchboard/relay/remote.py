@@ -112,14 +112,18 @@ def _task(result: object, *, inside: bool = False) -> dict:
     return task | {"status": status, "artifacts": [a for a in artifacts if isinstance(a, dict)]}
 
 
-def _texts(parts: list) -> list[str]:
-    return [
-        p["text"] for p in parts or [] if isinstance(p, dict) and isinstance(p.get("text"), str)
-    ]
+def _parts(parts: object) -> list[dict]:
+    """A message's or an artifact's parts, of whatever shape the remote sent: the dicts of a
+    list, else none."""
+    return [p for p in parts if isinstance(p, dict)] if isinstance(parts, list) else []
 
 
-def _data(parts: list) -> list:
-    return [p["data"] for p in parts or [] if isinstance(p, dict) and "data" in p]
+def _texts(parts: object) -> list[str]:
+    return [p["text"] for p in _parts(parts) if isinstance(p.get("text"), str)]
+
+
+def _data(parts: object) -> list:
+    return [p["data"] for p in _parts(parts) if "data" in p]
 
 
 class RemoteAttempt(Attempt):

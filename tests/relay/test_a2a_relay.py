@@ -154,13 +154,13 @@ def test_an_answer_of_another_shape_is_the_remote_agents_refusal_not_a_dead_slot
     """A remote answer that is no JSON object, or a SendMessage result that holds a bare
     message instead of a task (A2A allows one), is a RemoteError, which the attempt reports as
     a failure, not an exception that ends the relay's slot and leaves the lease to lapse."""
-    from switchboard.relay.remote import Agent, RemoteError, _task
+    from switchboard.relay.remote import Agent, RemoteError, _data, _task, _texts
 
     url, said = odd_agent
     agent = Agent(url, "t")
     for body in ([1, 2], "text", None):
         said["body"] = body
-        with pytest.raises(RemoteError):
+        with pytest.raises(RemoteError, match="other than a JSON object"):
             agent.call("SendMessage", {})
     said["body"] = {"jsonrpc": "2.0", "id": "1", "result": {"message": {"parts": []}}}
     with pytest.raises(RemoteError, match="holds no task"):
@@ -172,3 +172,8 @@ def test_an_answer_of_another_shape_is_the_remote_agents_refusal_not_a_dead_slot
     assert odd["status"] == {} and odd["artifacts"] == []
     kept = _task({"id": "r1", "status": {"state": "S", "message": "hi"}})
     assert kept["status"] == {"state": "S"}
+    # A message's or an artifact's parts of another shape read as none, not a TypeError.
+    for parts in (5, "text", {"text": "a"}, None):
+        assert _texts(parts) == [] and _data(parts) == []
+    mixed = [{"text": "a"}, 3, {"text": 4}, {"data": {"k": 1}}]
+    assert _texts(mixed) == ["a"] and _data(mixed) == [{"k": 1}]
