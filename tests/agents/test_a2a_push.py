@@ -289,14 +289,11 @@ def test_every_config_method_reads_the_task_as_get_task_does(
     assert Todo.objects.get(pk=int(task.split("-")[0])).push_configs == 1
 
 
-@pytest.mark.django_db(transaction=True)
 def test_two_configs_set_at_once_never_pass_the_limit(make_todo, endpoint):
     """Nine configs, and two new ones set at the same moment: they take turns on the todo's
     row, so one is refused and the count the push trigger reads stays the configs' number.
     (Held on a lock here so that both are in flight at once: counted without it, both saw
     nine and both were kept.)"""
-    import threading
-
     import psycopg
     from django.db import connection
 
@@ -323,9 +320,6 @@ def test_two_configs_set_at_once_never_pass_the_limit(make_todo, endpoint):
     for n in range(9):
         set_config(f"c{n}")
     url = dburl.build(connection.settings_dict)
-    holder = psycopg.connect(url)
-    observer = psycopg.connect(url, autocommit=True)
-    holder.execute("SELECT 1 FROM todos WHERE id = %s FOR UPDATE", [todo.id])
     outcomes: list[str] = []
 
     def attempt(config_id: str) -> None:
@@ -338,21 +332,23 @@ def test_two_configs_set_at_once_never_pass_the_limit(make_todo, endpoint):
             connection.close()  # this thread's
 
     threads = [threading.Thread(target=attempt, args=(f"new{n}",)) for n in range(2)]
-    for thread in threads:
-        thread.start()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:  # both wait on the held row (or, unlocked, are done)
-        waiting = observer.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-        ).fetchone()[0]
-        if waiting >= 2 or len(outcomes) == 2:
-            break
-        time.sleep(0.02)
-    holder.rollback()
-    for thread in threads:
-        thread.join(timeout=10)
-    holder.close()
-    observer.close()
+    with psycopg.connect(url) as holder, psycopg.connect(url, autocommit=True) as observer:
+        holder.execute("SELECT 1 FROM todos WHERE id = %s FOR UPDATE", [todo.id])
+        for thread in threads:
+            thread.start()
+        try:
+            deadline, waiting = time.monotonic() + 10, 0
+            while time.monotonic() < deadline and waiting < 2 and len(outcomes) < 2:
+                waiting = observer.execute(  # in this worker's database, not another test's
+                    "SELECT count(*) FROM pg_stat_activity"
+                    " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                ).fetchone()[0]
+                time.sleep(0.02)
+        finally:
+            holder.rollback()
+            for thread in threads:
+                thread.join(timeout=10)
+    assert waiting == 2, f"both sets in flight at once; saw {waiting} waiting, {outcomes}"
     assert sorted(outcomes) == ["kept", "refused"]
     assert TaskPushConfig.objects.filter(todo_id=todo.id).count() == 10
     assert Todo.objects.get(pk=todo.id).push_configs == 10
