@@ -91,7 +91,7 @@ def stop_browser() -> None:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def browser():
     """This worker's Chromium (``running_browser``), started by the first test that needs it."""
     reason = _chromium_missing()
