@@ -35,7 +35,7 @@ def client_alone(tmp_path_factory) -> Path:
         "tasks",
     }
     assert "switchboard/__init__.py" not in names  # a namespace: the server's wheel has one
-    bin_ = installed_in_a_fresh_venv(work / "venv", str(wheel))
+    bin_ = installed_in_a_fresh_venv(work / "venv", str(wheel), no_deps=True)
     return bin_
 
 

@@ -47,18 +47,19 @@ def pip(python: Path | str, *args: str, timeout: float = 600) -> None:
     _ran([str(python), "-m", "pip", "--disable-pip-version-check", *args], timeout)
 
 
-def installed_in_a_fresh_venv(where: Path, *requirements: str) -> Path:
+def installed_in_a_fresh_venv(where: Path, *requirements: str, no_deps: bool = False) -> Path:
     """A virtualenv made at ``where`` from the interpreter this one was made from (nothing of
     ours leaks in), holding ``requirements`` (a wheel's path, names from the registry); its
     bin folder. uv makes and fills it, as a user's ``uv pip install`` would: the same wheel and
     registry as pip's, in a second where pip took 11 s of CPU and ensurepip 3 s more. No
-    bytecode is written at install: what a process imports is compiled then (less work)."""
+    bytecode is written at install: what a process imports is compiled then (less work).
+    ``no_deps``: nothing but the requirements themselves."""
     base = getattr(sys, "_base_executable", sys.executable)
     uv = find_uv_bin()
     _ran([uv, "venv", "--quiet", "--python", base, str(where)])
-    _ran(
-        [uv, "pip", "install", "--quiet", "--python", str(where / "bin" / "python"), *requirements]
-    )
+    only = ["--no-deps"] if no_deps else []  # the requirements alone, whatever they declare
+    python = str(where / "bin" / "python")
+    _ran([uv, "pip", "install", "--quiet", *only, "--python", python, *requirements])
     return where / "bin"
 
 
