@@ -46,7 +46,7 @@ $(PY):
 # clone (docs/reliability.md, "The suite's time"). Where uv cannot be installed or fails, pip does
 # the install as before.
 define install
-	@if $(PY) -m pip install --quiet --disable-pip-version-check uv >/dev/null 2>&1 \
+	@if { [ -x $(VENV)/bin/uv ] || $(PY) -m pip install --quiet --disable-pip-version-check uv >/dev/null 2>&1; } \
 	    && $(VENV)/bin/uv --version >/dev/null 2>&1; then \
 	  echo "$(VENV)/bin/uv pip install $(1)"; \
 	  $(VENV)/bin/uv pip install --quiet --compile-bytecode --python $(PY) $(1) \

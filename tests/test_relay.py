@@ -616,7 +616,8 @@ def test_the_relay_needs_a_token_from_the_environment(relay_env):
 def test_relay_help_needs_no_database_and_documents_the_exit_codes(relay_env):
     # An agent's machine: no database, and none of a server's settings (no SECRET_KEY, no
     # SWITCHBOARD_DEV), which `switchboard relay` once read before anything else.
-    env = {k: v for k, v in relay_env("x").items() if k != "SWITCHBOARD_DEV"}
+    # No DATABASE_URL either: with none, the server's settings start an embedded PostgreSQL.
+    env = {k: v for k, v in relay_env("x").items() if k not in {"SWITCHBOARD_DEV", "DATABASE_URL"}}
     shown = subprocess.run(
         [SWITCHBOARD, "relay", "--help"],
         env=env,

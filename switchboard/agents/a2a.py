@@ -306,7 +306,7 @@ async def _answered(call: _Call, message: MessageIn, texts: list[str], data: lis
             call.endpoint, verb, wire.convert(verb, {"todo_id": todo_id, "value": value})
         )
     except NotFound:  # one it may not read: as a made-up id
-        raise from_domain(NotFound(task_view.NO_SUCH_TASK)) from None
+        raise NotFound(task_view.NO_SUCH_TASK) from None
     except Conflict as error:
         raise A2AError(
             INVALID_PARAMS,
