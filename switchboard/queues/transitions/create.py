@@ -61,8 +61,9 @@ def create_todo(
     until they are done (``after_policy``); ``parent`` (a todo the caller holds) makes it
     that todo's child; ``key`` is what the endpoint's per-key limit counts, and with
     ``unique_while_active`` a todo of the same key not yet ended is returned instead (created
-    False). ``schedule_slot`` (the sweeper's: schedule id and due time) makes it that slot's
-    one todo: a second create of the slot is a Conflict, and writes nothing."""
+    False). ``schedule_slot`` (schedule id and due time) makes it that slot's
+    one todo, as the sweeper's ``make_slot_todos`` does in bulk (tests hold the two rows
+    alike): a second create of the slot is a Conflict, and writes nothing."""
     if endpoint is None:
         if actor.endpoint is None:
             raise Invalid("A person creates a todo on an endpoint's queue: name the endpoint.")
