@@ -626,10 +626,12 @@ class Ledger:
 
     def may_answer(self, who: Who, todo: Todo) -> bool:
         """A person of the todo's team; or its requester: the endpoint that sent it, or the
-        endpoint that made it on its own queue."""
+        endpoint that made it on its own queue (not one a person made there, a child too)."""
         if who.human:
             return self.endpoint_team[todo.endpoint] in who.teams
-        return todo.requester == who.name or (todo.requester is None and todo.endpoint == who.name)
+        if todo.requester is not None:
+            return todo.requester == who.name
+        return todo.endpoint == who.name and not todo.by_person
 
     def answer(self, name: str, todo: Todo, *, fits: bool, stored: Any = None) -> Expect:
         """The answer ends the wait: pending at once, the question answered by ``name`` with

@@ -119,6 +119,20 @@ def test_an_endpoint_answers_what_it_made_on_its_own_queue(agent, make_todo):
     assert transitions.answer(agent, closed.todo.id, value="go").state == "pending"
 
 
+def test_an_endpoint_cannot_answer_what_a_person_made_on_its_queue(agent, human, endpoint):
+    """A person's todo (a child of what the person holds, too) is the team's: its question is
+    a person's to answer, and the endpoint is told not_found, as for a todo it cannot see."""
+    todo, _ = transitions.create_todo(human, endpoint=endpoint, title="made by alice")
+    transitions.claim_next(agent)
+    transitions.release(agent, todo.id, question="Go ahead?")
+    before = _ledger()
+
+    with pytest.raises(NotFound):
+        transitions.answer(agent, todo.id, value="go")
+    assert _ledger() == before
+    assert transitions.answer(human, todo.id, value="go").state == "pending"
+
+
 def test_another_teams_todo_answers_not_found_exactly_like_an_unknown_one(
     agent, make_todo, make_user
 ):
