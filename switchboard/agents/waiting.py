@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol, cast
@@ -19,7 +20,7 @@ from django.conf import settings
 from switchboard.agents import verbs
 from switchboard.agents.doorbell import async_doorbell, doorbells
 from switchboard.agents.verbs import Verb
-from switchboard.queues import counters, db, endpoints, tracing, transitions
+from switchboard.queues import bounds, counters, db, endpoints, tracing, transitions
 from switchboard.queues.db import Plan
 from switchboard.queues.db.availability import breaker, is_connection_failure
 from switchboard.queues.errors import (
@@ -83,8 +84,41 @@ class Waiters:
             del self.by_endpoint[endpoint_id]
 
 
+class Marks:
+    """This process's marks of its endpoints' long-polls as waiting (``waited_at``: a freed
+    key rings only while one may wait, sql.MARK_WAITING). A long-poll whose look found
+    nothing makes sure a mark of its endpoint younger than WAITED_REFRESH_SECONDS has
+    committed (it makes one, or waits for the one in flight) and then looks once more before
+    it waits: whatever ended before that mark, the look sees; whatever ends after it, rings."""
+
+    def __init__(self) -> None:
+        self.made: dict[int, tuple[float, asyncio.Future]] = {}
+
+    async def marked(self, endpoint_id: int) -> bool:
+        """True when this made or waited for a mark (the caller looks again); False when a
+        young mark had committed already."""
+        now = time.monotonic()
+        at, done = self.made.get(endpoint_id, (-math.inf, None))
+        if done is not None and not done.done():
+            await asyncio.shield(done)
+            return True
+        if now - at < bounds.WAITED_REFRESH_SECONDS:
+            return False
+        done = asyncio.get_running_loop().create_future()
+        self.made[endpoint_id] = (now, done)  # its time taken before it: never too young
+        try:
+            await db.arun(endpoints.mark_waiting_plan(endpoint_id))
+        except BaseException:
+            self.made.pop(endpoint_id, None)  # the next long-poll marks again
+            raise
+        finally:
+            done.set_result(None)
+        return True
+
+
 WAITER_RETRY_AFTER_SECONDS = 2.0
 _waiters: LoopLocal[Waiters] = LoopLocal(lambda loop: Waiters())
+_marks: LoopLocal[Marks] = LoopLocal(lambda loop: Marks())
 
 
 def waiters() -> Waiters:
@@ -247,6 +281,7 @@ async def awaiting[T](
     5,300 refused requests per failover from 200 idle agents)."""
     bell = async_doorbell()
     crowd = waiters()
+    marks = _marks.get()
     crowd.enter(endpoint.pk)
     deadline = time.monotonic() + wait_seconds
     elapsed = 0.0
@@ -265,6 +300,8 @@ async def awaiting[T](
                     # The credential that opened the request must still be the endpoint's.
                     await db.arun(endpoints.still_valid_plan(endpoint))
                 result = await attempt()
+                if not found(result) and await marks.marked(endpoint.pk):
+                    result = await attempt()  # what ended before the mark is seen now
             except DATABASE_ERRORS as exc:
                 if not is_connection_failure(exc):
                     raise

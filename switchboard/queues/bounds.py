@@ -26,6 +26,11 @@ IDEMPOTENCY_KEY_MAX_CHARS = 200
 # A lease a claim or heartbeat may ask for, in seconds; and the long-poll's longest wait.
 LEASE_SECONDS_MAX = 86_400
 WAIT_SECONDS_MAX = 30
+# A process marks its endpoint's long-polls as waiting (endpoints.waited_at) at most this
+# often; a freed key rings while the mark is younger than WAITED_WINDOW_SECONDS (the trigger
+# todos_waits_follow says it in SQL), which must outlast a mark's age plus a whole wait.
+WAITED_REFRESH_SECONDS = 10
+WAITED_WINDOW_SECONDS = 60
 # A todo is held back at most this far ahead, 30 days: a snoozed release (delay_seconds or
 # not_before) and a todo created with not_before. A year-9999 wake time would hide a todo
 # from every claim for good while it still looks pending.

@@ -217,6 +217,13 @@ def still_valid_plan(endpoint: Endpoint) -> Plan[None]:
     endpoint.paused_at = rows[0][0]
 
 
+def mark_waiting_plan(endpoint_id: int) -> Plan[None]:
+    """A long-poll of this endpoint is about to wait: mark it (``waited_at``), so that a key
+    freed from now on rings the doorbell (sql.MARK_WAITING says why this is enough). The
+    long-poll looks once more after this commits, before it waits."""
+    yield Fetch(sql.MARK_WAITING, {"endpoint_id": endpoint_id})
+
+
 def live_in_team_plan(team_id: int, agent_id: str) -> Plan[Endpoint | None]:
     """A live endpoint of this team by its agent_id, or None (unknown and foreign alike)."""
     rows = yield Fetch(sql.LIVE_ENDPOINT_IN_TEAM, {"team_id": team_id, "agent_id": agent_id})

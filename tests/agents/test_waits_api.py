@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from switchboard.agents import doorbell
 from switchboard.queues import endpoints, teams
 from switchboard.queues.models import Endpoint, Todo
 from tests.agents.api_helpers import check_shape, ok, post
@@ -144,6 +145,32 @@ def test_a_key_keeps_two_agents_off_one_repository(live_server, vend, team):
         {"title": "x again", "key": "repo-x", "unique_while_active": True},
     )
     assert made["created"] is False and made["todo"]["key"] == "repo-x"
+
+
+def test_a_long_poll_behind_a_held_key_wakes_when_the_key_is_freed(live_server, vend, monkeypatch):
+    """Only the ring wakes it (the doorbell's periodic look is put off past the poll's wait):
+    the long-poll marked its endpoint before it waited, so the freed key rang."""
+    monkeypatch.setattr(doorbell, "RECHECK_SECONDS", 3600.0)
+    endpoint, token = vend("one-at-a-time")
+    Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed_per_key=1)
+    live_server.forgets(endpoint)
+    base = live_server.url
+    for n in range(2):
+        ok(base, token, "create_todo", {"title": f"x{n}", "key": "repo-x"})
+    held = ok(base, token, "claim_next", {"claimant": "a"})
+    woken: dict = {}
+
+    def poll() -> None:
+        woken["claim"] = ok(base, token, "claim_next", {"claimant": "b", "wait_seconds": 20})
+
+    waiter = threading.Thread(target=poll)
+    waiter.start()
+    time.sleep(0.5)  # the poll is waiting: the only pending todo's key is held
+    assert "claim" not in woken
+    ok(base, token, "complete", {"todo_id": held["todo"]["id"]})
+    waiter.join(30)
+    assert woken["claim"]["todo"]["key"] == "repo-x"
+    assert woken["claim"]["todo"]["id"] != held["todo"]["id"]
 
 
 @pytest.mark.parametrize(

@@ -506,7 +506,14 @@ CREATE OR REPLACE TRIGGER todo_questions_outbox_waiting AFTER INSERT ON todo_que
 --   claimed todos follows (todo_key_claims, every key). Over the endpoint's
 --   max_claimed_per_key the claim is refused (SQLSTATE SWK01: the claim looks again, or
 --   answers conflict); a todo leaving `claimed` under a limit rings the endpoint's doorbell,
---   since others of its key may be claimable now.
+--   since others of its key may be claimable now, if a long-poll of the endpoint may be
+--   waiting: one began in the last 60 seconds (endpoints.waited_at). Not at every end: the
+--   notifying transactions' commits take turns on one lock through their WAL flush
+--   (docs/benchmarks.md, "Keys and the doorbell, again"). The advisory lock (class WAIT,
+--   1463896404, and the endpoint) is shared here and exclusive where a long-poll marks
+--   waited_at (sql.MARK_WAITING), and waited_at is read after it in a statement of its own
+--   (a fresh snapshot): an end either commits before the long-poll's next look, which sees
+--   it, or reads the mark and rings (docs/ledger.md, "Keys").
 CREATE OR REPLACE FUNCTION switchboard_waits_follow()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -585,7 +592,12 @@ BEGIN
             UPDATE todo_key_claims k SET claimed = k.claimed - 1
              WHERE k.endpoint_id = NEW.endpoint_id AND k.key = NEW.key;
             IF v_max IS NOT NULL THEN
-                PERFORM pg_notify('switchboard_todo_ready', NEW.endpoint_id::text);
+                PERFORM pg_advisory_xact_lock_shared(1463896404,
+                                                     (NEW.endpoint_id & 2147483647)::integer);
+                IF (SELECT e.waited_at > statement_timestamp() - interval '60 seconds'
+                      FROM endpoints e WHERE e.id = NEW.endpoint_id) THEN
+                    PERFORM pg_notify('switchboard_todo_ready', NEW.endpoint_id::text);
+                END IF;
             END IF;
         END IF;
     END IF;

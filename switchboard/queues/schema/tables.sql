@@ -95,6 +95,7 @@ CREATE TABLE endpoints (
     paused_by_id        integer,
     max_claimed         integer,
     max_claimed_per_key integer,
+    waited_at           timestamp with time zone,
     CONSTRAINT endpoints_pkey PRIMARY KEY (id),
     CONSTRAINT endpoints_agent_id_unique UNIQUE (team_id, agent_id),
     CONSTRAINT endpoints_token_hash_key UNIQUE (token_hash),

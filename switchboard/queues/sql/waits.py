@@ -62,6 +62,24 @@ UPDATE todos SET children_total = children_total + 1, children_open = children_o
     why="a counter under the row lock LOCK_PARENT took",
 )
 
+# A long-poll about to wait marks its endpoint (waited_at), under the advisory lock the trigger
+# todos_waits_follow takes shared before it reads the mark to decide whether a freed key
+# rings (queues/schema/functions.sql; class WAIT, 0x57414954). Exclusive here: the mark waits
+# for the ends in flight to commit (its long-poll's next look sees them), and an end that
+# comes after waits for the mark to commit (it reads the mark and rings).
+MARK_WAITING = Statement(
+    "mark_waiting",
+    """
+WITH held AS (
+    SELECT pg_advisory_xact_lock(1463896404, (%(endpoint_id)s::bigint & 2147483647)::integer)
+)
+UPDATE endpoints e SET waited_at = statement_timestamp()
+  FROM held
+ WHERE e.id = %(endpoint_id)s
+""",
+    why="an advisory lock for the transaction and one row's update by primary key",
+)
+
 # unique_while_active: one open todo per (endpoint, key). The lock makes two creates of one
 # key take turns (the second reads the first's todo once it commits).
 LOCK_KEY = Statement(
