@@ -12,7 +12,7 @@ from django.db import connection
 
 from switchboard.client import Client
 from switchboard.queues import endpoints, transitions
-from switchboard.queues.models import Todo, TodoAttempt
+from switchboard.queues.models import Endpoint, Todo, TodoAttempt
 from switchboard.queues.transitions import Actor
 from tests.agents.api_helpers import check_shape, post, statements_run
 from tests.agents.test_mcp import call as mcp_call
@@ -225,6 +225,39 @@ def test_a_complete_then_is_one_statement_and_a_release_then_is_two(live_server,
     assert names[:3] == ["close_held_by_agent", "ring_doorbell", "claim_next"], names
     # The claim after it saw the release: the todo given back was the longest waiting.
     assert closed["next"]["todo"]["id"] == second["todo"]["id"]
+
+
+def test_a_keyed_complete_then_is_one_statement_and_counts_its_own_key_freed(
+    live_server, vend, monkeypatch
+):
+    """Under max_claimed_per_key the close and the claim stay one statement: the claim counts
+    the key the close frees as freed (its snapshot still shows it held), and passes over a
+    key another agent holds."""
+    endpoint, token = vend("then-keyed")
+    Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed_per_key=1)
+    live_server.forgets(endpoint)
+    base = live_server.url
+    made = {}
+    for title, key in [("a1", "a"), ("c1", "c"), ("a2", "a"), ("c2", "c"), ("d1", "d")]:
+        made[title] = _call(base, token, "create_todo", {"title": title, "key": key})["todo"]
+    first = _call(base, token, "claim_next", {})
+    other = _call(base, token, "claim_next", {})  # key c, held by another agent
+    assert (first["todo"]["title"], other["todo"]["title"]) == ("a1", "c1")
+
+    with statements_run(monkeypatch) as names:
+        second = _call(base, token, "complete", {**_held(first), "then": {}})["next"]
+    assert names == ["close_then_claim_next_keyed"]
+    assert second["todo"]["title"] == "a2"  # its own key, freed by the close before it
+    with statements_run(monkeypatch) as names:
+        third = _call(base, token, "complete", {**_held(second), "then": {}})["next"]
+    assert names == ["close_then_claim_next_keyed"]
+    assert third["todo"]["title"] == "d1"  # c2 passed over: c1 is held
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT key, claimed FROM todo_key_claims WHERE endpoint_id = %s ORDER BY key",
+            [endpoint.pk],
+        )
+        assert cursor.fetchall() == [("a", 0), ("c", 1), ("d", 1)]
 
 
 def test_the_close_stands_when_its_one_statement_fails(live_server, vend):

@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import connection, connections
 
 from switchboard.queues import endpoints, sql, transitions
-from switchboard.queues.models import Todo, TodoAttempt
+from switchboard.queues.models import Endpoint, Todo, TodoAttempt
 from switchboard.queues.records import Budget
 from switchboard.queues.transitions import Actor, Close, decide
 from switchboard.queues.transitions._common import claim_params
@@ -110,6 +110,77 @@ def test_eight_connections_completing_then_claiming_in_one_statement_claim_each_
     per_todo = Counter(TodoAttempt.objects.values_list("todo_id", flat=True))
     assert len(per_todo) == todos and set(per_todo.values()) == {1}
     assert set(TodoAttempt.objects.values_list("outcome", flat=True)) == {"completed"}
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_eight_connections_draining_keys_one_at_a_time_with_then_never_overlap_a_key(team):
+    """The then-drain under max_claimed_per_key 1 (close_then_claim_next_keyed; a key met at
+    its limit after the statement's snapshot fails it whole, and the close runs alone, then
+    claim_next): every todo claimed once, never two todos of one key claimed in any snapshot
+    a watcher takes meanwhile (attempts' times cannot say it: a statement's timestamp is taken
+    before its snapshot, and a backend may wait between the two on a busy machine), and the
+    keys' counts back at zero."""
+    endpoint, _ = endpoints.vend(team, "keyed-drainer")
+    Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed_per_key=1)
+    todos, keys = 600, 12
+    _bulk_todos(endpoint, todos)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE todos SET key = 'k' || (id %% %s) WHERE endpoint_id = %s", [keys, endpoint.pk]
+        )
+    claimed_by: dict[int, list[int]] = {n: [] for n in range(WORKERS)}
+
+    def drain(n: int) -> None:
+        agent = Actor.agent(Endpoint.objects.get(pk=endpoint.pk))
+        claim = transitions.claim_next(agent)
+        while claim is not None:
+            claimed_by[n].append(claim.todo.id)
+            both = transitions.close_then_claim_next(
+                agent,
+                transitions.Close.complete(),
+                claim.todo.id,
+                attempt_seq=claim.attempt_seq,
+                claim=transitions.ClaimArgs(),
+            )
+            assert both.closed.todo.state == "done", both
+            claim = both.claim or transitions.claim_next(agent)
+
+    done = threading.Event()
+    looks: list[int] = []
+
+    def watch() -> None:
+        try:
+            with connections["default"].cursor() as cursor:
+                while not done.is_set():
+                    cursor.execute(
+                        "SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM todos"
+                        " WHERE endpoint_id = %s AND state = 'claimed' GROUP BY key) x",
+                        [endpoint.pk],
+                    )
+                    looks.append(cursor.fetchone()[0])
+        finally:
+            connections["default"].close()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        assert run_together(drain, WORKERS) == []
+    finally:
+        done.set()
+        watcher.join(30)
+
+    everything = [todo_id for ids in claimed_by.values() for todo_id in ids]
+    assert len(everything) == todos and len(set(everything)) == todos
+    assert sum(1 for ids in claimed_by.values() if ids) > 1
+    assert Todo.objects.filter(endpoint=endpoint).exclude(state="done").count() == 0
+    assert looks and max(looks) == 1, (len(looks), max(looks, default=None))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), sum(claimed) FROM todo_key_claims WHERE endpoint_id = %s",
+            [endpoint.pk],
+        )
+        assert cursor.fetchone() == (keys, 0)
 
 
 @pytest.mark.slow

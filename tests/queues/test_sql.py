@@ -54,9 +54,12 @@ def test_hot_statements_plan_index_scans_once_analyzed(agent, make_todo):
     both = _generic_plan(sql.CLOSE_THEN_CLAIM_NEXT)  # the close's, then the claim's
     assert "todos_claimable" in both and "Insert on todo_attempts" in both
     assert both.count("Update on todos") == 2 and "Update on todo_attempts" in both
+    keyed = _generic_plan(sql.CLOSE_THEN_CLAIM_NEXT_KEYED)  # the same, passing over keys
+    assert "todos_claimable" in keyed and "todo_key_claims" in keyed, keyed
     for statement in (
         sql.CLAIM_NEXT,
         sql.CLOSE_THEN_CLAIM_NEXT,
+        sql.CLOSE_THEN_CLAIM_NEXT_KEYED,
         sql.CLOSE_HELD_BY_AGENT,
         sql.HEARTBEAT_HELD_BY_AGENT,
         sql.CLOSE_CHECKED,
@@ -69,10 +72,31 @@ def test_hot_statements_plan_index_scans_once_analyzed(agent, make_todo):
         assert "Seq Scan on todos" not in plan, plan
 
 
+@pytest.mark.django_db
+def test_a_keyed_pick_probes_its_key_and_never_reads_every_endpoints_keys(make_endpoint):
+    """todo_key_claims keeps a row for every key ever claimed, of every endpoint. The pick's
+    key filter probes the candidate's own key by the primary key: as NOT EXISTS the planner
+    hashed the whole table at each claim (a Seq Scan; 14-18 ms a claim beside 50,000 keys of
+    another endpoint, 0.2-0.3 ms probed; docs/benchmarks.md)."""
+    other = make_endpoint("many-keys")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO todo_key_claims (endpoint_id, key, claimed)"
+            " SELECT %s, 'k' || g, 1 FROM generate_series(1, 20000) g",
+            [other.pk],
+        )
+        analyze(cursor, "todo_key_claims")
+    for statement in (sql.CLAIM_NEXT_KEYED, sql.CLOSE_THEN_CLAIM_NEXT_KEYED):
+        plan = _generic_plan(statement)
+        assert "todo_key_claims_pkey" in plan, plan
+        assert "Seq Scan on todo_key_claims" not in plan, plan
+
+
 # The statements that find one todo (or a list of them) by id and check its state.
 _FOUND_BY_ID = (
     "close_held_by_agent",
     "close_then_claim_next",
+    "close_then_claim_next_keyed",
     "close_checked",
     "close_many",
     "budget_held_by_agent",

@@ -207,6 +207,7 @@ def claim_parts(
     takeover: bool = False,
     waiting_too: bool = False,
     keyed: bool = False,
+    freed: str = "0",
 ) -> tuple[str, str]:
     """A claim statement's common table expressions (``pick``, ``fresh``, ``moved``,
     ``opened`` and, with the takeover arms, ``newest``, ``lapsed``, ``pruned``, ``carried``)
@@ -221,7 +222,9 @@ def claim_parts(
     a waiting todo may be picked as well (a person claims one instead of answering it; the
     trigger todos_wait_ended withdraws its question). ``keyed``: a todo whose key has
     ``%(max_per_key)s`` claimed (todo_key_claims, as this statement's snapshot shows it) is
-    passed over; the trigger todos_waits_follow refuses a claim the snapshot missed."""
+    passed over; the trigger todos_waits_follow refuses a claim the snapshot missed.
+    ``freed``: what the statement's own close frees of the candidate's key ``t.key`` (an
+    SQL expression; the snapshot still counts it claimed)."""
     if takeover:
         arms = {
             "history_arms": _CLAIM_ATTEMPT_ARMS,
@@ -241,7 +244,7 @@ def claim_parts(
         claimable = f"(t.state = 'waiting' OR ({claimable}))"
     ctes = _CLAIM_CTES.format(
         claimable=claimable,
-        key_filter=_KEY_FILTER if keyed else "",
+        key_filter=_KEY_FILTER.format(freed=freed) if keyed else "",
         pick_filter=pick_filter,
         lock_mode=lock_mode,
         claimable_at=claimable_at("t"),
@@ -250,11 +253,14 @@ def claim_parts(
     return ctes, _CLAIM_ROW.format(todo_cols=todo_columns("m", **NO_QUESTION))
 
 
+# A scalar subquery, probed by the key's primary key for each candidate row: as NOT EXISTS
+# the planner hashed every key of every endpoint (a Seq Scan of todo_key_claims) at each
+# claim, a table that keeps one row for each key ever claimed.
 _KEY_FILTER = """
-       AND (t.key = '' OR NOT EXISTS (
-            SELECT FROM todo_key_claims k
-             WHERE k.endpoint_id = t.endpoint_id AND k.key = t.key
-               AND k.claimed >= %(max_per_key)s::int))"""
+       AND (t.key = '' OR coalesce((
+            SELECT k.claimed FROM todo_key_claims k
+             WHERE k.endpoint_id = t.endpoint_id AND k.key = t.key), 0) - {freed}
+            < %(max_per_key)s::int)"""
 
 
 def _claim(

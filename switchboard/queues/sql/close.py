@@ -128,6 +128,7 @@ def _close(
     attempt_filter: str = "",
     holder_names: bool = False,
     claims_next: bool = False,
+    keyed: bool = False,
     by_id: bool = True,
 ) -> Statement:
     """The close statement for one way of finding the todo (``cur_filter`` on the todo,
@@ -139,7 +140,7 @@ def _close(
     (fragments.has_state); otherwise the state range is the way in."""
     next_parts = {"next_ctes": "", "next_cols": "", "next_join": ""}
     if claims_next:
-        ctes, row = claim_parts(_NEXT_PICK)
+        ctes, row = claim_parts(_NEXT_PICK, keyed=keyed, freed=_FREED if keyed else "0")
         next_parts = {
             "next_ctes": f",\n{ctes},\nnext_claim AS ({row})",
             "next_cols": ", n.*",
@@ -184,6 +185,21 @@ CLOSE_THEN_CLAIM_NEXT = _close(
     attempt_filter=_HELD_BY_AGENT,
     holder_names=True,
     claims_next=True,
+)
+# The same for an endpoint with max_claimed_per_key: the pick passes over a key at its limit
+# (claim_parts' ``keyed``), counting the key of the todo this statement closes one lower (its
+# snapshot still counts it claimed). The trigger todos_waits_follow counts the close's end
+# before the claim's start (the pick waits for ``closed``), and refuses a claim the snapshot
+# missed (SQLSTATE SWK01: the statement fails whole, and the close runs alone, then the claim).
+_FREED = "(t.key = (SELECT f.key FROM ended f))::int"
+CLOSE_THEN_CLAIM_NEXT_KEYED = _close(
+    "close_then_claim_next_keyed",
+    "t.id = %(todo_id)s AND " + SCOPE_ENDPOINT,
+    "CLOSE_THEN_CLAIM_NEXT with the keyed pick: one round trip and one commit",
+    attempt_filter=_HELD_BY_AGENT,
+    holder_names=True,
+    claims_next=True,
+    keyed=True,
 )
 CLOSE_CHECKED = _close(
     "close_checked",

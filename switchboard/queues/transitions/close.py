@@ -230,7 +230,8 @@ def _one_statement(actor: Actor, lease_token: str | None) -> bool:
     """May the close and the claim be one statement? Only the agent's fast path (it holds
     the open, unfenced attempt), while nothing stands between the two: a pause (the claim
     claims nothing) or an admission limit (the claim is charged in its own transaction), or a
-    limit on what it may hold (max_claimed, max_claimed_per_key: claim_next's own plan)."""
+    limit on all it may hold (max_claimed: counted under the endpoint's row lock, claim_next's
+    own plan). A per-key limit is the keyed statement's (CLOSE_THEN_CLAIM_NEXT_KEYED)."""
     endpoint = actor.endpoint
     return (
         endpoint is not None
@@ -238,7 +239,6 @@ def _one_statement(actor: Actor, lease_token: str | None) -> bool:
         and not endpoint.paused
         and not settings.SWITCHBOARD_CLAIMS_PER_MINUTE
         and endpoint.max_claimed is None
-        and endpoint.max_claimed_per_key is None
     )
 
 
@@ -282,9 +282,14 @@ def _complete_and_claim(
     check_active(actor.endpoint)
     params, token = claiming
     todo_id, attempt_seq, ids = _close_params(actor, close, todo_id, attempt_seq, None)
+    statement, keyed = sql.CLOSE_THEN_CLAIM_NEXT, actor.endpoint.max_claimed_per_key
+    if keyed is not None:
+        statement, params = sql.CLOSE_THEN_CLAIM_NEXT_KEYED, {**params, "max_per_key": keyed}
     try:
         rows = yield Fetch(
-            sql.CLOSE_THEN_CLAIM_NEXT, {**params, **ids, **decide(close, None).params()}
+            statement,
+            {**params, **ids, **decide(close, None).params()},
+            may_fail=keyed is not None,  # a key's limit met late (SWK01): close alone, then
         )
     except DatabaseError:
         return None
