@@ -8,11 +8,10 @@ def _lat(p95: float, n: int = 30) -> dict:
     return {"n": n, "p50_ms": p95 / 2, "p95_ms": p95, "p99_ms": p95, "max_ms": p95}
 
 
-def _drain(per_s: float, most=(0, 0), overlaps: int = 0) -> dict:
+def _drain(per_s: float, most=(0, 0)) -> dict:
     return {"todos_per_s": per_s, "todos_per_s_all": [per_s], "cpu_ms_per_todo": 2.0} | {
         "looks": 100,
         "most_claimed_per_key": list(most),
-        "overlaps": overlaps,
         "n": 2000,
         "keys": 100,
     }
@@ -37,7 +36,10 @@ def _note(**changes) -> dict:
         "keyed": _drain(500.0, most=(1, 1)),
         "keys": _drain(510.0),
         "plain": _drain(520.0),
+        "keyed_then": _drain(500.0, most=(1, 1)),
+        "plain_then": _drain(520.0),
         "keys_ratio": ratio,
+        "keys_then_ratio": ratio,
         "keys_unlimited_ratio": ratio,
         "target": waits.TARGET,
         "server": {"workers": 2, "line": "server log"},
@@ -57,8 +59,9 @@ def test_a_run_within_every_target_is_met_in_each_part_and_renders():
 
 def test_two_claimed_with_one_key_fails_the_keys_part_however_fast_the_drain():
     assert not waits.met(_note(keyed__most_claimed_per_key=[2, 1]))["keys"]
-    assert not waits.met(_note(keyed__overlaps=1))["keys"]
     assert not waits.met(_note(keys_ratio__median=0.89))["keys"]
+    assert not waits.met(_note(keys_then_ratio__median=0.89))["keys"]
+    assert not waits.met(_note(keyed_then__most_claimed_per_key=[1, 2]))["keys"]
 
 
 def test_a_release_that_left_a_todo_waiting_is_not_met_however_soon_it_ended():
