@@ -511,9 +511,10 @@ CREATE OR REPLACE TRIGGER todo_questions_outbox_waiting AFTER INSERT ON todo_que
 --   notifying transactions' commits take turns on one lock through their WAL flush
 --   (docs/benchmarks.md, "Keys and the doorbell, again"). The advisory lock (class WAIT,
 --   1463896404, and the endpoint) is shared here and exclusive where a long-poll marks
---   waited_at (sql.MARK_WAITING), and waited_at is read after it in a statement of its own
---   (a fresh snapshot): an end either commits before the long-poll's next look, which sees
---   it, or reads the mark and rings (docs/ledger.md, "Keys").
+--   waited_at (sql.MARK_WAITING), and waited_at is read after it, by the key's UPDATE (a
+--   statement of its own: a fresh snapshot): an end either commits before the long-poll's
+--   next look, which sees it, or reads the mark and rings (docs/ledger.md, "Keys"). The
+--   limit and the mark come back with the key's row (RETURNING): one statement each way.
 CREATE OR REPLACE FUNCTION switchboard_waits_follow()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -525,6 +526,7 @@ DECLARE
     v_endpoint bigint;
     v_claimed integer;
     v_max integer;
+    v_ring boolean;
 BEGIN
     IF NEW.has_dependents AND v_ended AND NOT v_was_ended THEN
         WITH edges AS (
@@ -578,26 +580,28 @@ BEGIN
         END IF;
     END IF;
     IF NEW.key <> '' AND (OLD.state = 'claimed') <> (NEW.state = 'claimed') THEN
-        SELECT e.max_claimed_per_key INTO v_max FROM endpoints e WHERE e.id = NEW.endpoint_id;
         IF NEW.state = 'claimed' THEN
             INSERT INTO todo_key_claims AS k (endpoint_id, key, claimed)
             VALUES (NEW.endpoint_id, NEW.key, 1)
             ON CONFLICT (endpoint_id, key) DO UPDATE SET claimed = k.claimed + 1
-            RETURNING k.claimed INTO v_claimed;
+            RETURNING k.claimed,
+                      (SELECT e.max_claimed_per_key FROM endpoints e WHERE e.id = k.endpoint_id)
+              INTO v_claimed, v_max;
             IF v_claimed > v_max THEN
                 RAISE EXCEPTION 'this key has its most claimed todos (max_claimed_per_key %)',
                     v_max USING ERRCODE = 'SWK01';
             END IF;
         ELSE
+            PERFORM pg_advisory_xact_lock_shared(1463896404,
+                                                 (NEW.endpoint_id & 2147483647)::integer);
             UPDATE todo_key_claims k SET claimed = k.claimed - 1
-             WHERE k.endpoint_id = NEW.endpoint_id AND k.key = NEW.key;
-            IF v_max IS NOT NULL THEN
-                PERFORM pg_advisory_xact_lock_shared(1463896404,
-                                                     (NEW.endpoint_id & 2147483647)::integer);
-                IF (SELECT e.waited_at > statement_timestamp() - interval '60 seconds'
-                      FROM endpoints e WHERE e.id = NEW.endpoint_id) THEN
-                    PERFORM pg_notify('switchboard_todo_ready', NEW.endpoint_id::text);
-                END IF;
+             WHERE k.endpoint_id = NEW.endpoint_id AND k.key = NEW.key
+            RETURNING (SELECT e.max_claimed_per_key IS NOT NULL
+                              AND e.waited_at > statement_timestamp() - interval '60 seconds'
+                         FROM endpoints e WHERE e.id = k.endpoint_id)
+              INTO v_ring;
+            IF v_ring THEN
+                PERFORM pg_notify('switchboard_todo_ready', NEW.endpoint_id::text);
             END IF;
         END IF;
     END IF;
