@@ -86,33 +86,38 @@ class Waiters:
 
 class Marks:
     """This process's marks of its endpoints' long-polls as waiting (``waited_at``: a freed
-    key rings only while one may wait, sql.MARK_WAITING). A long-poll whose look found
-    nothing makes sure a mark of its endpoint younger than WAITED_REFRESH_SECONDS has
-    committed (it makes one, or waits for the one in flight) and then looks once more before
-    it waits: whatever ended before that mark, the look sees; whatever ends after it, rings."""
+    key rings only while one may wait, sql.MARK_WAITING). A long-poll of an endpoint with
+    max_claimed_per_key whose look found nothing makes sure a mark of its endpoint younger
+    than WAITED_REFRESH_SECONDS has committed (it makes one, or waits for the one in flight,
+    and makes its own if that one failed) and then looks once more before it waits: whatever
+    ended before that mark, the look sees; whatever ends after it, rings."""
 
     def __init__(self) -> None:
-        self.made: dict[int, tuple[float, asyncio.Future]] = {}
+        self.made: dict[int, tuple[float, asyncio.Future[bool]]] = {}
 
-    async def marked(self, endpoint_id: int) -> bool:
+    async def marked(self, endpoint: Endpoint) -> bool:
         """True when this made or waited for a mark (the caller looks again); False when a
-        young mark had committed already."""
-        now = time.monotonic()
-        at, done = self.made.get(endpoint_id, (-math.inf, None))
-        if done is not None and not done.done():
-            await asyncio.shield(done)
-            return True
-        if now - at < bounds.WAITED_REFRESH_SECONDS:
+        young mark had committed already, or the endpoint has no per-key limit."""
+        if endpoint.max_claimed_per_key is None:
+            return False  # nothing of it rings on a freed key
+        while True:
+            at, done = self.made.get(endpoint.pk, (-math.inf, None))
+            if done is None or done.done():
+                break
+            if await asyncio.shield(done):
+                return True
+        if time.monotonic() - at < bounds.WAITED_REFRESH_SECONDS:
             return False
         done = asyncio.get_running_loop().create_future()
-        self.made[endpoint_id] = (now, done)  # its time taken before it: never too young
+        # Its time taken before it: the mark is never thought younger than it is.
+        self.made[endpoint.pk] = (time.monotonic(), done)
         try:
-            await db.arun(endpoints.mark_waiting_plan(endpoint_id))
+            await db.arun(endpoints.mark_waiting_plan(endpoint.pk))
         except BaseException:
-            self.made.pop(endpoint_id, None)  # the next long-poll marks again
+            self.made.pop(endpoint.pk, None)  # not a mark: the next long-poll marks again
+            done.set_result(False)
             raise
-        finally:
-            done.set_result(None)
+        done.set_result(True)
         return True
 
 
@@ -300,7 +305,12 @@ async def awaiting[T](
                     # The credential that opened the request must still be the endpoint's.
                     await db.arun(endpoints.still_valid_plan(endpoint))
                 result = await attempt()
-                if not found(result) and await marks.marked(endpoint.pk):
+                if (
+                    not found(result)
+                    and deadline > time.monotonic()
+                    and not drain.started
+                    and await marks.marked(endpoint)
+                ):
                     result = await attempt()  # what ended before the mark is seen now
             except DATABASE_ERRORS as exc:
                 if not is_connection_failure(exc):

@@ -144,6 +144,7 @@ def test_the_rings_window_outlasts_a_marks_age_and_a_whole_wait():
 
 
 def _advisory_waits() -> int:
+    """Advisory lock waits in this test's database (each xdist worker has its own)."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
@@ -200,6 +201,8 @@ def test_an_end_and_a_long_polls_mark_in_either_order_lose_no_wake_up(team, ring
     go.set()
     ender.join(10)
     marker.join(10)
+    assert not ender.is_alive() and not marker.is_alive()
+    assert Endpoint.objects.get(pk=endpoint.pk).waited_at is not None  # the mark committed
     assert rings() == []
     assert transitions.claim_next(agent).todo.id == second.id  # the look after the mark
 
@@ -220,6 +223,7 @@ def test_an_end_and_a_long_polls_mark_in_either_order_lose_no_wake_up(team, ring
     go.set()
     marker.join(10)
     ender.join(10)
+    assert not ender.is_alive() and not marker.is_alive()
     assert Todo.objects.get(pk=second.id).state == "done"
     assert rings() == [endpoint.pk]
 

@@ -163,10 +163,15 @@ def test_a_long_poll_behind_a_held_key_wakes_when_the_key_is_freed(live_server, 
     def poll() -> None:
         woken["claim"] = ok(base, token, "claim_next", {"claimant": "b", "wait_seconds": 20})
 
+    def parked() -> int:  # the live server runs in this process: its doorbells' waiters
+        return sum(len(bell._waiters.get(endpoint.pk, ())) for bell in doorbell.doorbells.all())
+
     waiter = threading.Thread(target=poll)
     waiter.start()
-    time.sleep(0.5)  # the poll is waiting: the only pending todo's key is held
-    assert "claim" not in woken
+    deadline = time.monotonic() + 10
+    while not parked():  # it looked, marked, looked again and waits: the key is held
+        assert time.monotonic() < deadline and "claim" not in woken, woken
+        time.sleep(0.02)
     ok(base, token, "complete", {"todo_id": held["todo"]["id"]})
     waiter.join(30)
     assert woken["claim"]["todo"]["key"] == "repo-x"

@@ -600,7 +600,7 @@ BEGIN
                               AND e.waited_at > statement_timestamp() - interval '60 seconds'
                          FROM endpoints e WHERE e.id = k.endpoint_id)
               INTO v_ring;
-            IF v_ring THEN
+            IF v_ring OR NOT FOUND THEN  -- no count kept for it (never so): ring, to be safe
                 PERFORM pg_notify('switchboard_todo_ready', NEW.endpoint_id::text);
             END IF;
         END IF;

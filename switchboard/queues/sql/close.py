@@ -189,8 +189,12 @@ CLOSE_THEN_CLAIM_NEXT = _close(
 # The same for an endpoint with max_claimed_per_key: the pick passes over a key at its limit
 # (claim_parts' ``keyed``), counting the key of the todo this statement closes one lower (its
 # snapshot still counts it claimed). The trigger todos_waits_follow counts the close's end
-# before the claim's start (the pick waits for ``closed``), and refuses a claim the snapshot
-# missed (SQLSTATE SWK01: the statement fails whole, and the close runs alone, then the claim).
+# before the claim's start: the pick reads the close's todo row (``ended``, in _FREED) before
+# it can claim a keyed todo (an unkeyed one counts nothing). It refuses a claim the snapshot
+# missed (SQLSTATE SWK01), and two such statements that each close the key the other picks
+# deadlock (40P01, after deadlock_timeout; possible with a limit of 2 or more, or keyed todos
+# on an endpoint without one): either way the statement fails whole, the close runs alone,
+# then claim_next.
 _FREED = "(t.key = (SELECT f.key FROM ended f))::int"
 CLOSE_THEN_CLAIM_NEXT_KEYED = _close(
     "close_then_claim_next_keyed",

@@ -66,18 +66,24 @@ UPDATE todos SET children_total = children_total + 1, children_open = children_o
 # todos_waits_follow takes shared before it reads the mark to decide whether a freed key
 # rings (queues/schema/functions.sql; class WAIT, 0x57414954). Exclusive here: the mark waits
 # for the ends in flight to commit (its long-poll's next look sees them), and an end that
-# comes after waits for the mark to commit (it reads the mark and rings).
+# comes after waits for the mark to commit (it reads the mark and rings). The endpoint's row
+# is locked first: a revoke or a claim under admission or max_claimed holds that row when its
+# ends take the shared lock, so the other order could deadlock. The time is the clock's once
+# both are held (a mark that waited is not older than it says), and never moves back.
 MARK_WAITING = Statement(
     "mark_waiting",
     """
-WITH held AS (
-    SELECT pg_advisory_xact_lock(1463896404, (%(endpoint_id)s::bigint & 2147483647)::integer)
+WITH row AS (
+    SELECT e.id FROM endpoints e WHERE e.id = %(endpoint_id)s FOR NO KEY UPDATE
+),
+held AS (
+    SELECT pg_advisory_xact_lock(1463896404, (row.id & 2147483647)::integer) FROM row
 )
-UPDATE endpoints e SET waited_at = statement_timestamp()
+UPDATE endpoints e SET waited_at = greatest(e.waited_at, clock_timestamp())
   FROM held
  WHERE e.id = %(endpoint_id)s
 """,
-    why="an advisory lock for the transaction and one row's update by primary key",
+    why="the endpoint's row lock, an advisory lock for the transaction, one row's update",
 )
 
 # unique_while_active: one open todo per (endpoint, key). The lock makes two creates of one
