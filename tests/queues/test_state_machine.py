@@ -11,7 +11,9 @@ runs out (the sweeper's ``expire_questions``), or a person claims or cancels it 
 endpoint is revoked. Issue 44: a todo may be made ``after`` others (either policy) and wait
 for them; the holder of a todo may make children of it and release it to wait for them; a
 person may start a waiting todo now; canceling a parent cancels its open children; todos may
-have a key, and A may be limited to one claimed todo a key. Checked against the ledger on
+have a key, and A may be limited to one claimed todo a key. An agent may complete with
+``then`` (close_then_claim_next: one statement where it can be, keyed too), answered as the
+complete and then claim_next would be. Checked against the ledger on
 every step: a waiting todo is never claimed by an agent, no wait outlives what it waits for
 (no lost release: every edge to an ended todo is marked, every waiting todo still has one to
 wait for or an open child), no key has more claimed than its limit, and each todo's
@@ -827,6 +829,52 @@ class LedgerMachine(RuleBasedStateMachine):
     @rule(i=TODO, aim=AIM, how=HOW)
     def complete(self, i: int, aim: str, how: tuple[str, str, str]) -> None:
         self.close("complete", i, aim, how)
+
+    @precondition(lambda self: self.some(lambda t: t.state == "claimed"))
+    @rule(i=TODO, aim=AIM, how=HOW)
+    def complete_then_claim_next(self, i: int, aim: str, how: tuple[str, str, str]) -> None:
+        """A complete with ``then`` (close_then_claim_next): the close as ``complete`` says,
+        then the claim as claim_next says once the close is made (one statement where it can
+        be, under a per-key limit too); a replayed close claims nothing. Only an agent claims
+        next: a person's holding is left to ``complete``. Mostly a keyed todo of A (whose
+        key the close frees for the claim in the same statement, under A's limit)."""
+        todo = self.todo(
+            i,
+            aim,
+            lambda t: t.state == "claimed" and bool(t.key) and t.endpoint == "A",
+            lambda t: t.state == "claimed",
+        )
+        who, seq, token = how
+        name = self.caller(who, todo)
+        if name in HUMANS:
+            return
+        attempt_seq = self.seq(seq, todo)
+        lease_token = self.token(token, todo, attempt_seq)
+        self.touched = set(self.model.todos)  # the claim may dead-letter lapsed leases
+        key = self.claimable_since()
+        self.last_close = ("complete", todo, name, attempt_seq, lease_token, {})
+        expect = self.model.close(name, todo, "complete", seq=attempt_seq, token=lease_token)
+        then = self.call(
+            expect,
+            transitions.close_then_claim_next,
+            self.actors[name],
+            transitions.Close.complete(),
+            todo.id,
+            attempt_seq=attempt_seq,
+            lease_token=lease_token,
+            claim=transitions.ClaimArgs(),
+        )
+        if then is None:
+            return
+        self.check_closed(expect, then.closed, todo)
+        if expect.replayed:
+            assert (then.next, then.claim) == (transitions.Next.NONE, None), then
+            return
+        claim = self.model.claim_next(name, fence=False, key=lambda t: key[t.id])
+        if claim.error is not None:
+            assert then.refused is not None and then.refused.code == claim.error, then
+            return
+        self.check_claim(claim, then.claim, fence=False)
 
     @precondition(lambda self: self.some(lambda t: t.state == "claimed"))
     @rule(i=TODO, aim=AIM, how=HOW, retryable=st.sampled_from([True, True, True, False]))
