@@ -11,6 +11,7 @@ import msgspec
 
 from switchboard.agents import schemas
 from switchboard.agents.verbs import REGISTRY
+from switchboard.queues.models import Endpoint
 from tests import loopback
 
 
@@ -64,3 +65,12 @@ def statements_run(monkeypatch) -> Iterator[list[str]]:
     with monkeypatch.context() as patched:
         patched.setattr(executor, "_async_fetch", counting)
         yield names
+
+
+def keyed_endpoint(live_server, vend, name: str) -> tuple[Endpoint, str, str]:
+    """An endpoint whose agents may hold one todo of a key at a time, its token, the base URL
+    (the live server forgets the endpoint it cached, so its next request reads the limit)."""
+    endpoint, token = vend(name)
+    Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed_per_key=1)
+    live_server.forgets(endpoint)
+    return endpoint, token, live_server.url

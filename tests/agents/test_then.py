@@ -12,9 +12,9 @@ from django.db import connection
 
 from switchboard.client import Client
 from switchboard.queues import endpoints, transitions
-from switchboard.queues.models import Endpoint, Todo, TodoAttempt
+from switchboard.queues.models import Todo, TodoAttempt
 from switchboard.queues.transitions import Actor
-from tests.agents.api_helpers import check_shape, post, statements_run
+from tests.agents.api_helpers import check_shape, keyed_endpoint, post, statements_run
 from tests.agents.test_mcp import call as mcp_call
 from tests.agents.test_mcp import mcp_client, run
 
@@ -233,10 +233,7 @@ def test_a_keyed_complete_then_is_one_statement_and_counts_its_own_key_freed(
     """Under max_claimed_per_key the close and the claim stay one statement: the claim counts
     the key the close frees as freed (its snapshot still shows it held), and passes over a
     key another agent holds."""
-    endpoint, token = vend("then-keyed")
-    Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed_per_key=1)
-    live_server.forgets(endpoint)
-    base = live_server.url
+    endpoint, token, base = keyed_endpoint(live_server, vend, "then-keyed")
     made = {}
     for title, key in [("a1", "a"), ("c1", "c"), ("a2", "a"), ("c2", "c"), ("d1", "d")]:
         made[title] = _call(base, token, "create_todo", {"title": title, "key": key})["todo"]

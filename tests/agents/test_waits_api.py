@@ -13,8 +13,8 @@ import pytest
 
 from switchboard.agents import doorbell
 from switchboard.queues import endpoints, teams
-from switchboard.queues.models import Endpoint, Todo
-from tests.agents.api_helpers import check_shape, ok, post
+from switchboard.queues.models import Todo
+from tests.agents.api_helpers import check_shape, keyed_endpoint, ok, post
 from tests.agents.test_mcp import call, mcp_client, run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -121,10 +121,7 @@ def test_the_last_prerequisite_wakes_a_waiting_long_poll(live_server, vend):
 
 
 def test_a_key_keeps_two_agents_off_one_repository(live_server, vend, team):
-    endpoint, token = vend("repo-bots")
-    Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed_per_key=1)
-    live_server.forgets(endpoint)
-    base = live_server.url
+    _, token, base = keyed_endpoint(live_server, vend, "repo-bots")
     for n in range(4):
         ok(base, token, "create_todo", {"title": f"x{n}", "key": "repo-x"})
     ok(base, token, "create_todo", {"title": "y", "key": "repo-y"})
@@ -151,10 +148,7 @@ def test_a_long_poll_behind_a_held_key_wakes_when_the_key_is_freed(live_server, 
     """Only the ring wakes it (the doorbell's periodic look is put off past the poll's wait):
     the long-poll marked its endpoint before it waited, so the freed key rang."""
     monkeypatch.setattr(doorbell, "RECHECK_SECONDS", 3600.0)
-    endpoint, token = vend("one-at-a-time")
-    Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed_per_key=1)
-    live_server.forgets(endpoint)
-    base = live_server.url
+    endpoint, token, base = keyed_endpoint(live_server, vend, "one-at-a-time")
     for n in range(2):
         ok(base, token, "create_todo", {"title": f"x{n}", "key": "repo-x"})
     held = ok(base, token, "claim_next", {"claimant": "a"})
