@@ -1,0 +1,140 @@
+"""A freed key rings the doorbell only while a long-poll of its endpoint may be waiting
+(``endpoints.waited_at``, docs/ledger.md "Keys"), and an end and a long-poll's mark in either
+order lose no wake-up. Not in the serial lane (tests/conftest.py): no time bound is promised
+here, only an order, which each test holds open on purpose."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from django.db import connection, transaction
+
+from switchboard.queues import bounds, db, endpoints, schema, transitions
+from switchboard.queues.models import Endpoint, Todo
+from switchboard.queues.transitions import Actor
+from tests.queues.helpers import backdate
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _keyed(team, name: str, todos: int) -> tuple:
+    """An endpoint with max_claimed_per_key 1, and ``todos`` todos of one key on it."""
+    endpoint, _ = endpoints.vend(team, name)
+    Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed_per_key=1)
+    agent = Actor.agent(endpoint)
+    made = [transitions.create_todo(agent, title=f"t{n}", key="repo")[0] for n in range(todos)]
+    return endpoint, agent, made
+
+
+def test_a_freed_key_rings_only_while_a_long_poll_of_its_endpoint_may_be_waiting(team, rings):
+    endpoint, agent, _ = _keyed(team, "keyed", 4)
+    rings()  # the creates'
+
+    def end_one() -> list[int]:
+        claim = transitions.claim_next(agent)
+        transitions.complete(agent, claim.todo.id)
+        return rings()
+
+    assert end_one() == []  # no long-poll of it has waited: every end's commit stays its own
+    db.run(endpoints.mark_waiting_plan(endpoint.pk))  # a long-poll about to wait
+    assert end_one() == [endpoint.pk]
+    backdate(
+        "UPDATE endpoints SET waited_at = waited_at - make_interval(secs => %s) WHERE id = %s",
+        [bounds.WAITED_WINDOW_SECONDS + 1, endpoint.pk],
+    )
+    assert end_one() == []  # that wait has ended, whatever it was
+
+
+def test_the_rings_window_outlasts_a_marks_age_and_a_whole_wait():
+    """The trigger's window in SQL is the one bounds names, and it covers a long-poll that
+    relied on a mark as old as WAITED_REFRESH_SECONDS and then waited as long as it may."""
+    text = schema.function("switchboard_waits_follow")
+    assert f"interval '{bounds.WAITED_WINDOW_SECONDS} seconds'" in text
+    assert bounds.WAITED_REFRESH_SECONDS + bounds.WAIT_SECONDS_MAX < bounds.WAITED_WINDOW_SECONDS
+
+
+def _advisory_waits() -> int:
+    """Advisory lock waits in this test's database (each xdist worker has its own)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
+            " WHERE l.locktype = 'advisory' AND NOT l.granted AND d.datname = current_database()"
+        )
+        return cursor.fetchone()[0]
+
+
+def _in_thread(fn) -> threading.Thread:
+    def run() -> None:
+        try:
+            fn()
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _until(condition, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "waited in vain"
+        time.sleep(0.02)
+
+
+def test_an_end_and_a_long_polls_mark_in_either_order_lose_no_wake_up(team, rings):
+    """The race the mark closes: an end that read no mark must be seen by the long-poll's
+    look after its mark, and an end after the mark must ring. Each order held open on
+    purpose: the second waits on the advisory lock until the first commits."""
+    endpoint, agent, (first, second, _) = _keyed(team, "raced", 3)
+    rings()
+
+    def mark() -> None:
+        db.run(endpoints.mark_waiting_plan(endpoint.pk))
+
+    held = transitions.claim_next(agent)
+    assert held.todo.id == first.id
+
+    # The end first: it read no mark, so rang nothing; the mark waits for its commit.
+    inside, go = threading.Event(), threading.Event()
+
+    def end_held_open() -> None:
+        with transaction.atomic():
+            transitions.complete(agent, first.id)
+            inside.set()
+            go.wait(10)
+
+    ender = _in_thread(end_held_open)
+    assert inside.wait(10)
+    marker = _in_thread(mark)
+    _until(lambda: _advisory_waits() == 1)
+    go.set()
+    ender.join(10)
+    marker.join(10)
+    assert not ender.is_alive() and not marker.is_alive()
+    assert Endpoint.objects.get(pk=endpoint.pk).waited_at is not None  # the mark committed
+    assert rings() == []
+    assert transitions.claim_next(agent).todo.id == second.id  # the look after the mark
+
+    # The mark first: the end waits for it, reads it (a snapshot after the lock) and rings.
+    backdate("UPDATE endpoints SET waited_at = NULL WHERE id = %s", [endpoint.pk])
+    inside, go = threading.Event(), threading.Event()
+
+    def mark_held_open() -> None:
+        with transaction.atomic():
+            mark()
+            inside.set()
+            go.wait(10)
+
+    marker = _in_thread(mark_held_open)
+    assert inside.wait(10)
+    ender = _in_thread(lambda: transitions.complete(agent, second.id))
+    _until(lambda: _advisory_waits() == 1)
+    go.set()
+    marker.join(10)
+    ender.join(10)
+    assert not ender.is_alive() and not marker.is_alive()
+    assert Todo.objects.get(pk=second.id).state == "done"
+    assert rings() == [endpoint.pk]
