@@ -6,7 +6,6 @@ here, only an order, which each test holds open on purpose."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from django.db import connection, transaction
@@ -14,7 +13,7 @@ from django.db import connection, transaction
 from switchboard.queues import bounds, db, endpoints, schema, transitions
 from switchboard.queues.models import Endpoint, Todo
 from switchboard.queues.transitions import Actor
-from tests.queues.helpers import backdate
+from tests.queues.helpers import backdate, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -77,13 +76,6 @@ def _in_thread(fn) -> threading.Thread:
     return thread
 
 
-def _until(condition, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "waited in vain"
-        time.sleep(0.02)
-
-
 def test_an_end_and_a_long_polls_mark_in_either_order_lose_no_wake_up(team, rings):
     """The race the mark closes: an end that read no mark must be seen by the long-poll's
     look after its mark, and an end after the mark must ring. Each order held open on
@@ -109,7 +101,7 @@ def test_an_end_and_a_long_polls_mark_in_either_order_lose_no_wake_up(team, ring
     ender = _in_thread(end_held_open)
     assert inside.wait(10)
     marker = _in_thread(mark)
-    _until(lambda: _advisory_waits() == 1)
+    assert wait_for(lambda: _advisory_waits() == 1, seconds=10)
     go.set()
     ender.join(10)
     marker.join(10)
@@ -131,7 +123,7 @@ def test_an_end_and_a_long_polls_mark_in_either_order_lose_no_wake_up(team, ring
     marker = _in_thread(mark_held_open)
     assert inside.wait(10)
     ender = _in_thread(lambda: transitions.complete(agent, second.id))
-    _until(lambda: _advisory_waits() == 1)
+    assert wait_for(lambda: _advisory_waits() == 1, seconds=10)
     go.set()
     marker.join(10)
     ender.join(10)

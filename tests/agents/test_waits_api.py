@@ -16,6 +16,7 @@ from switchboard.queues import endpoints, teams
 from switchboard.queues.models import Todo
 from tests.agents.api_helpers import check_shape, keyed_endpoint, ok, post
 from tests.agents.test_mcp import call, mcp_client, run
+from tests.queues.helpers import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -162,10 +163,8 @@ def test_a_long_poll_behind_a_held_key_wakes_when_the_key_is_freed(live_server, 
 
     waiter = threading.Thread(target=poll)
     waiter.start()
-    deadline = time.monotonic() + 10
-    while not parked():  # it looked, marked, looked again and waits: the key is held
-        assert time.monotonic() < deadline and "claim" not in woken, woken
-        time.sleep(0.02)
+    # It looked, marked, looked again and waits: the key is held.
+    assert wait_for(lambda: parked() or "claim" in woken, seconds=10) and "claim" not in woken
     ok(base, token, "complete", {"todo_id": held["todo"]["id"]})
     waiter.join(30)
     assert woken["claim"]["todo"]["key"] == "repo-x"
