@@ -370,3 +370,78 @@ def test_claim_next_racing_releases_of_the_same_todos_opens_each_attempt_once(te
         assert todo.last_attempt_seq == claims[todo.id]
         assert todo.state == "pending" and todo.failures == 0
         assert not TodoAttempt.objects.filter(todo=todo, ended_at__isnull=True).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pick_tells_a_row_changed_since_its_snapshot_from_one_only_held(team):
+    """switchboard_todo_unchanged, which claim_next's pick asks of each candidate before
+    locking it: false for a todo claimed and committed after the asking statement's snapshot
+    (the statement still sees it pending), true for one a transaction holds uncommitted (SKIP
+    LOCKED passes over that one). The asking statement waits on an advisory lock after its
+    snapshot, so the claim lands in between."""
+    import time
+
+    endpoint, _ = endpoints.vend(team, "passing")
+    agent = Actor.agent(endpoint)
+    changed, _ = transitions.create_todo(agent, title="claimed meanwhile")
+    held, _ = transitions.create_todo(agent, title="held, not committed")
+    gate = 1463896405
+    asked: dict[int, tuple] = {}
+
+    def ask(todo_id: int) -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT t.state, switchboard_todo_unchanged(t.id, t.last_attempt_seq, t.state)"
+                    "  FROM todos t WHERE t.id = %s"
+                    "   AND pg_advisory_lock_shared(%s)::text = ''",
+                    [todo_id, gate],
+                )
+                asked[todo_id] = cursor.fetchone()
+                cursor.execute("SELECT pg_advisory_unlock_shared(%s)", [gate])
+        finally:
+            connections.close_all()
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_lock(%s)", [gate])
+    asker = threading.Thread(target=ask, args=(changed.id,))
+    asker.start()
+    for _ in range(1000):
+        if _lock_waiters():
+            break
+        time.sleep(0.01)
+    assert _lock_waiters() == 1  # the asker's snapshot is taken
+    transitions.claim(agent, changed.id)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_unlock(%s)", [gate])
+    asker.join(30)
+    assert asked[changed.id] == ("pending", False)
+
+    holder_ready, release_holder = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        from django.db import transaction
+
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(
+                    "UPDATE todos SET state = 'claimed', last_attempt_seq = 1,"
+                    " owner = 'x', claimed_at = now(), lease_expires_at = now()"
+                    " WHERE id = %s",
+                    [held.id],
+                )
+                holder_ready.set()
+                release_holder.wait(30)
+                transaction.set_rollback(True)
+        finally:
+            connections.close_all()
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert holder_ready.wait(30)
+    try:
+        ask(held.id)
+    finally:
+        release_holder.set()
+        holder.join(30)
+    assert asked[held.id] == ("pending", True)

@@ -208,6 +208,7 @@ def claim_parts(
     waiting_too: bool = False,
     keyed: bool = False,
     freed: str = "0",
+    passing: bool = False,
 ) -> tuple[str, str]:
     """A claim statement's common table expressions (``pick``, ``fresh``, ``moved``,
     ``opened`` and, with the takeover arms, ``newest``, ``lapsed``, ``pruned``, ``carried``)
@@ -224,7 +225,9 @@ def claim_parts(
     ``%(max_per_key)s`` claimed (todo_key_claims, as this statement's snapshot shows it) is
     passed over; the trigger todos_waits_follow refuses a claim the snapshot missed.
     ``freed``: what the statement's own close frees of the candidate's key ``t.key`` (an
-    SQL expression; the snapshot still counts it claimed)."""
+    SQL expression; the snapshot still counts it claimed). ``passing``: a pick of the best
+    of many (claim_next's) passes over a candidate changed since the statement's snapshot
+    (switchboard_todo_unchanged) rather than lock it in passing (_PASSING below)."""
     if takeover:
         arms = {
             "history_arms": _CLAIM_ATTEMPT_ARMS,
@@ -244,7 +247,7 @@ def claim_parts(
         claimable = f"(t.state = 'waiting' OR ({claimable}))"
     ctes = _CLAIM_CTES.format(
         claimable=claimable,
-        key_filter=_KEY_FILTER.format(freed=freed) if keyed else "",
+        key_filter=_key_filter(freed if keyed else None, passing),
         pick_filter=pick_filter,
         lock_mode=lock_mode,
         claimable_at=claimable_at("t"),
@@ -256,11 +259,33 @@ def claim_parts(
 # A scalar subquery, probed by the key's primary key for each candidate row: as NOT EXISTS
 # the planner hashed every key of every endpoint (a Seq Scan of todo_key_claims) at each
 # claim, a table that keeps one row for each key ever claimed.
-_KEY_FILTER = """
-       AND (t.key = '' OR coalesce((
+_KEY_UNDER_LIMIT = """(t.key = '' OR coalesce((
             SELECT k.claimed FROM todo_key_claims k
              WHERE k.endpoint_id = t.endpoint_id AND k.key = t.key), 0) - {freed}
             < %(max_per_key)s::int)"""
+
+
+# A candidate that another transaction claimed or closed after this statement's snapshot is
+# passed over: read with a snapshot of its own, it is no longer what the snapshot shows.
+# ``FOR UPDATE`` would otherwise lock its newest version, find it no longer claimable and
+# move on, holding that lock to this claim's commit, and the close of that todo by the agent
+# that just claimed it would wait for it (docs/benchmarks.md, "A lock in passing"). A row a
+# transaction still holds is unchanged in a committed read, and SKIP LOCKED passes over it as
+# before. Asked last, and of a keyed candidate only once its key is under the limit (a CASE
+# fixes the order; by cost the planner put the PL/pgSQL call before the key's probe).
+_PASSING = "switchboard_todo_unchanged(t.id, t.last_attempt_seq, t.state)"
+
+
+def _key_filter(freed: str | None, passing: bool) -> str:
+    """The pick's last conditions: the key under its limit (``freed`` is not None: what the
+    statement's own close frees of it) and the row unchanged since the snapshot
+    (``passing``)."""
+    if freed is None:
+        return f"\n       AND {_PASSING}" if passing else ""
+    under = _KEY_UNDER_LIMIT.format(freed=freed)
+    if not passing:
+        return f"\n       AND {under}"
+    return f"\n       AND CASE WHEN {under}\n                THEN {_PASSING} ELSE false END"
 
 
 def _claim(
@@ -272,10 +297,16 @@ def _claim(
     takeover: bool = False,
     waiting_too: bool = False,
     keyed: bool = False,
+    passing: bool = False,
 ) -> Statement:
     """The claim statement for one pick (``claim_parts``)."""
     ctes, row = claim_parts(
-        pick_filter, lock_mode, takeover=takeover, waiting_too=waiting_too, keyed=keyed
+        pick_filter,
+        lock_mode,
+        takeover=takeover,
+        waiting_too=waiting_too,
+        keyed=keyed,
+        passing=passing,
     )
     return Statement(name, f"\nWITH {ctes}{row}", why=why, prepare=True)
 
@@ -285,6 +316,7 @@ CLAIM_NEXT = _claim(
     SCOPE_ENDPOINT,
     "SKIP LOCKED",
     "the endpoint's best claimable todo; rows other claimers hold are skipped",
+    passing=True,
 )
 # An endpoint with max_claimed_per_key: the same, passing over the todos of a key that has
 # its most claimed (issue 44).
@@ -294,6 +326,7 @@ CLAIM_NEXT_KEYED = _claim(
     "SKIP LOCKED",
     "the endpoint's best claimable todo whose key is under its limit",
     keyed=True,
+    passing=True,
 )
 CLAIM_NEXT_TAKEOVER = _claim(
     "claim_next_takeover",

@@ -140,7 +140,9 @@ def _close(
     (fragments.has_state); otherwise the state range is the way in."""
     next_parts = {"next_ctes": "", "next_cols": "", "next_join": ""}
     if claims_next:
-        ctes, row = claim_parts(_NEXT_PICK, keyed=keyed, freed=_FREED if keyed else "0")
+        ctes, row = claim_parts(
+            _NEXT_PICK, keyed=keyed, freed=_FREED if keyed else "0", passing=True
+        )
         next_parts = {
             "next_ctes": f",\n{ctes},\nnext_claim AS ({row})",
             "next_cols": ", n.*",

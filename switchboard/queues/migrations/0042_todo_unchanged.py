@@ -1,0 +1,16 @@
+"""A claim's pick passes over a todo changed since its snapshot instead of locking it in
+passing: the function switchboard_todo_unchanged (loaded from queues/schema/functions.sql)."""
+
+from django.db import migrations
+
+from switchboard.queues import schema
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("queues", "0041_endpoint_waited_at"),
+    ]
+
+    operations = [
+        migrations.RunSQL(schema.function("switchboard_todo_unchanged"), migrations.RunSQL.noop),
+    ]
