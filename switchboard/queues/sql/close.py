@@ -177,8 +177,16 @@ CLOSE_HELD_BY_AGENT = _close(
 # claim picks only once the close has closed (``closed`` has its row), and never the todo
 # being closed: its row is this statement's own, and the snapshot still shows it claimed.
 # The row: CLOSE_HELD_BY_AGENT's columns, then the claim's (all NULL when nothing was
-# claimable).
-_NEXT_PICK = SCOPE_ENDPOINT + " AND t.id <> %(todo_id)s AND EXISTS (SELECT FROM closed)"
+# claimable). A close that can release others (the todo has a parent or dependents) picks
+# nothing: the trigger todos_waits_follow releases them at the end of this statement, after
+# the pick, and a pick that cannot see them could take a todo they come before. The plan
+# claims next in a statement of its own then (transitions/close.py, ``_complete_and_claim``,
+# reads the same two columns).
+_NEXT_PICK = (
+    SCOPE_ENDPOINT
+    + " AND t.id <> %(todo_id)s AND EXISTS (SELECT FROM closed)"
+    + " AND NOT EXISTS (SELECT FROM ended e WHERE e.parent_id IS NOT NULL OR e.has_dependents)"
+)
 CLOSE_THEN_CLAIM_NEXT = _close(
     "close_then_claim_next",
     "t.id = %(todo_id)s AND " + SCOPE_ENDPOINT,

@@ -272,7 +272,8 @@ def _complete_and_claim(
 ) -> Plan[tuple[Closed, Claim | None, bool] | None]:
     """The complete and claim_next's fast claim as one statement (queues/sql/close.py,
     CLOSE_THEN_CLAIM_NEXT): (closed, the claim or None, whether that is settled: False when
-    the pick needs claim_next's takeover arms, which this statement has not). None, with
+    the pick needs claim_next's takeover arms, which this statement has not, or when the
+    close may release todos the pick could not see). None, with
     nothing written, when the statement is not the call's (not the holder's fast path: a
     replay, a conflict, the locked path decides) or it failed (one transaction: nothing of
     it stands, and the close alone, run next, stands whatever the claim would have met).
@@ -299,7 +300,10 @@ def _complete_and_claim(
     closed = Closed(*split_row(row))
     head = claim_head(row[TODO_WIDTH + ATTEMPT_WIDTH :])
     if head.picked is None:
-        return closed, None, True  # nothing was claimable when the statement began
+        # Nothing was claimable when the statement began, or the close may release others
+        # (a parent, dependents) that the statement's pick could not see: claim_next next.
+        releases = closed.todo.parent_id is not None or closed.todo.has_dependents
+        return closed, None, not releases
     if head.slow:
         return closed, None, False
     claimed = yield from claimed_from_rows(row[TODO_WIDTH + ATTEMPT_WIDTH :], token, params)

@@ -228,6 +228,41 @@ def test_a_holder_splits_its_todo_waits_for_the_children_and_reads_their_outcome
     assert children["piece 2"]["state"] == "dead" and children["piece 2"]["summary"] == "no luck"
 
 
+@pytest.mark.parametrize("keyed", [False, True], ids=["plain", "keyed"])
+def test_a_complete_with_then_claims_what_it_released_before_what_came_later(
+    agent, make_todo, keyed
+):
+    """A complete with ``then`` claims as claim_next would once the close is made. The
+    close of a parent's last child releases the parent (and of a prerequisite, what waits
+    for it) at the end of its statement, after a one-statement pick would have looked: so
+    such a close claims in a statement of its own, and the released todo, older than the
+    other one waiting, comes first. (The model checker found the one-statement pick handing
+    back the later todo, or nothing.)"""
+    if keyed:
+        agent = _limit(agent.endpoint, max_claimed_per_key=1)
+    parent = make_todo("plan")
+    transitions.claim(agent, parent.id)
+    child = make_todo("piece", parent=parent.id, key="repo" if keyed else "")
+    transitions.release(agent, parent.id, wait_for_children=True)
+    first = make_todo("first")
+    after = make_todo("after the first", after=[first.id])
+    later = make_todo("later")
+
+    transitions.claim(agent, child.id)
+    then = transitions.close_then_claim_next(
+        agent, transitions.Close.complete(), child.id, claim=transitions.ClaimArgs()
+    )
+    assert then.closed.todo.state == "done"
+    assert (then.next, then.claim.todo.id) == (transitions.Next.CLAIMED, parent.id)
+
+    transitions.claim(agent, first.id)
+    then = transitions.close_then_claim_next(
+        agent, transitions.Close.complete(), first.id, claim=transitions.ClaimArgs()
+    )
+    assert then.claim.todo.id == after.id  # made before `later`, claimable since this close
+    assert _state(later.id) == ("pending", "")
+
+
 def test_waiting_for_no_open_children_is_a_plain_release(agent, make_todo):
     parent = make_todo("plan")
     transitions.claim(agent, parent.id)
