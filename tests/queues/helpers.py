@@ -176,6 +176,35 @@ def wait_for(condition: Callable[[], object], *, seconds: float = 15) -> bool:
 
 
 @contextmanager
+def held_open(statement: str, params: list, *, commit: bool = False) -> Iterator[None]:
+    """``statement`` run in a transaction of another connection (a thread of its own), left
+    open for the block: its row locks held, its writes uncommitted. At the end the transaction
+    rolls back (commits, with ``commit``) and the thread's connection closes."""
+    from django.db import transaction
+
+    ran, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(statement, params)
+                ran.set()
+                done.wait(30)
+                transaction.set_rollback(not commit)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert ran.wait(30), "the held statement never ran"
+        yield
+    finally:
+        done.set()
+        thread.join(30)
+
+
+@contextmanager
 def sweeper_running(interval: float = 0.05) -> Iterator[threading.Thread]:
     """``sweeper.run_forever`` on a thread of its own (with its own connection, closed when it
     ends) for the block; stopped and joined at the end. Yields the thread."""

@@ -15,7 +15,7 @@ from switchboard.queues.models import Endpoint, Todo, TodoAttempt
 from switchboard.queues.records import Budget
 from switchboard.queues.transitions import Actor, Close, decide
 from switchboard.queues.transitions._common import claim_params
-from tests.queues.helpers import run_together
+from tests.queues.helpers import held_open, run_together
 
 WORKERS = 8
 TODOS = 2000
@@ -417,31 +417,10 @@ def test_a_pick_tells_a_row_changed_since_its_snapshot_from_one_only_held(team):
     asker.join(30)
     assert asked[changed.id] == ("pending", False)
 
-    holder_ready, release_holder = threading.Event(), threading.Event()
-
-    def hold() -> None:
-        from django.db import transaction
-
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(
-                    "UPDATE todos SET state = 'claimed', last_attempt_seq = 1,"
-                    " owner = 'x', claimed_at = now(), lease_expires_at = now()"
-                    " WHERE id = %s",
-                    [held.id],
-                )
-                holder_ready.set()
-                release_holder.wait(30)
-                transaction.set_rollback(True)
-        finally:
-            connections.close_all()
-
-    holder = threading.Thread(target=hold)
-    holder.start()
-    assert holder_ready.wait(30)
-    try:
+    claimed = (
+        "UPDATE todos SET state = 'claimed', last_attempt_seq = 1, owner = 'x',"
+        " claimed_at = now(), lease_expires_at = now() WHERE id = %s"
+    )
+    with held_open(claimed, [held.id]):  # claimed, not committed
         ask(held.id)
-    finally:
-        release_holder.set()
-        holder.join(30)
     assert asked[held.id] == ("pending", True)

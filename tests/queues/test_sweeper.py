@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections import Counter
 
 import pytest
-from django.db import connection, connections
+from django.db import connection
 
 from switchboard.queues import endpoints, sweeper, transitions
 from switchboard.queues.models import Todo, TodoAttempt, TodoEvent
@@ -17,6 +16,7 @@ from switchboard.queues.transitions import Actor
 from tests.queues.helpers import (
     a_lapsed_lease,
     backdate,
+    held_open,
     lapse_lease,
     make_retry_due,
     row_trigger,
@@ -256,27 +256,8 @@ def test_cap_counts_a_locked_newest_todo_as_kept(team, settings):
         done.append(todo)
     for age, todo in enumerate(reversed(done)):  # done[3] is the newest
         _ended_days_ago(todo.id, age + 1)
-    locked, release = threading.Event(), threading.Event()
-
-    def hold_newest() -> None:
-        from django.db import transaction
-
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute("SELECT id FROM todos WHERE id = %s FOR UPDATE", [done[3].id])
-                locked.set()
-                release.wait(30)
-        finally:
-            connections.close_all()
-
-    holder = threading.Thread(target=hold_newest)
-    holder.start()
-    assert locked.wait(30)
-    try:
+    with held_open("SELECT id FROM todos WHERE id = %s FOR UPDATE", [done[3].id]):
         report = sweeper.sweep_once()
-    finally:
-        release.set()
-        holder.join(30)
 
     assert report.deleted_by_cap == 2
     assert set(Todo.objects.values_list("id", flat=True)) == {done[2].id, done[3].id}
