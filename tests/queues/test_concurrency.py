@@ -372,55 +372,74 @@ def test_claim_next_racing_releases_of_the_same_todos_opens_each_attempt_once(te
         assert not TodoAttempt.objects.filter(todo=todo, ended_at__isnull=True).exists()
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_pick_tells_a_row_changed_since_its_snapshot_from_one_only_held(team):
-    """switchboard_todo_unchanged, which claim_next's pick asks of each candidate before
-    locking it: false for a todo claimed and committed after the asking statement's snapshot
-    (the statement still sees it pending), true for one a transaction holds uncommitted (SKIP
-    LOCKED passes over that one). The asking statement waits on an advisory lock after its
-    snapshot, so the claim lands in between."""
+def _asked_across(todo_id: int, change) -> tuple[str, bool]:
+    """(the todo's state in a statement's snapshot, switchboard_todo_unclaimed asked of that
+    row later in the same statement), ``change()`` committed in between: the statement waits
+    on an advisory lock after taking its snapshot."""
     import time
 
-    endpoint, _ = endpoints.vend(team, "passing")
-    agent = Actor.agent(endpoint)
-    changed, _ = transitions.create_todo(agent, title="claimed meanwhile")
-    held, _ = transitions.create_todo(agent, title="held, not committed")
-    gate = 1463896405
-    asked: dict[int, tuple] = {}
+    gate, asked = 1463896405, []
 
-    def ask(todo_id: int) -> None:
+    def ask() -> None:
         try:
             with connection.cursor() as cursor:
                 cursor.execute(
-                    "SELECT t.state, switchboard_todo_unchanged(t.id, t.last_attempt_seq, t.state)"
-                    "  FROM todos t WHERE t.id = %s"
-                    "   AND pg_advisory_lock_shared(%s)::text = ''",
+                    "SELECT t.state, switchboard_todo_unclaimed(t.id, t.last_attempt_seq)"
+                    "  FROM todos t WHERE t.id = %s AND pg_advisory_lock_shared(%s)::text = ''",
                     [todo_id, gate],
                 )
-                asked[todo_id] = cursor.fetchone()
+                asked.append(cursor.fetchone())
                 cursor.execute("SELECT pg_advisory_unlock_shared(%s)", [gate])
         finally:
             connections.close_all()
 
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_lock(%s)", [gate])
-    asker = threading.Thread(target=ask, args=(changed.id,))
+    asker = threading.Thread(target=ask)
     asker.start()
-    for _ in range(1000):
-        if _lock_waiters():
-            break
-        time.sleep(0.01)
-    assert _lock_waiters() == 1  # the asker's snapshot is taken
-    transitions.claim(agent, changed.id)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_unlock(%s)", [gate])
-    asker.join(30)
-    assert asked[changed.id] == ("pending", False)
+    try:
+        deadline = time.monotonic() + 30
+        while not _lock_waiters() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _lock_waiters() == 1  # the asker's snapshot is taken
+        change()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [gate])
+        asker.join(30)
+    return asked[0]
 
-    claimed = (
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pick_passes_over_a_todo_claimed_since_its_snapshot_and_only_that(team):
+    """switchboard_todo_unclaimed, which claim_next's pick asks of each candidate before
+    locking it: false for a todo claimed and committed after the asking statement's snapshot
+    (which still shows it pending); true for one a transaction holds uncommitted (SKIP LOCKED
+    passes over that one) and for one that moved between live states without a claim (a
+    lapsed lease reaped: claimable before and after, so the pick takes it)."""
+    from switchboard.queues import sweeper
+    from tests.queues.helpers import lapse_lease
+
+    endpoint, _ = endpoints.vend(team, "passing")
+    agent = Actor.agent(endpoint)
+    claimed, held, reaped = (
+        transitions.create_todo(agent, title=title)[0]
+        for title in ("claimed meanwhile", "held, not committed", "reaped meanwhile")
+    )
+
+    assert _asked_across(claimed.id, lambda: transitions.claim(agent, claimed.id)) == (
+        "pending",
+        False,
+    )
+
+    grab = (
         "UPDATE todos SET state = 'claimed', last_attempt_seq = 1, owner = 'x',"
         " claimed_at = now(), lease_expires_at = now() WHERE id = %s"
     )
-    with held_open(claimed, [held.id]):  # claimed, not committed
-        ask(held.id)
-    assert asked[held.id] == ("pending", True)
+    with held_open(grab, [held.id]):  # claimed, not committed
+        assert _asked_across(held.id, lambda: None) == ("pending", True)
+
+    transitions.claim(agent, reaped.id)
+    lapse_lease(reaped.id)
+    assert _asked_across(reaped.id, sweeper.sweep_once) == ("claimed", True)
+    assert Todo.objects.get(pk=reaped.id).state in ("pending", "retry_wait")

@@ -66,20 +66,24 @@ CREATE OR REPLACE FUNCTION switchboard_utc(ts timestamp with time zone)
  STABLE PARALLEL SAFE
 AS $function$ SELECT to_char(ts AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') $function$;
 
--- name: switchboard_todo_unchanged --
--- Is the todo as a claim's snapshot shows it (the same newest attempt, the same state), read
--- with a snapshot of its own? A claim's pick asks it of each candidate before locking it, so
--- it passes over a row another transaction claimed or closed since the statement began,
--- where `FOR UPDATE` would lock that row's newest version in passing, to the claim's commit,
--- and a close of the same todo would wait on it (docs/benchmarks.md, "A lock in passing").
--- VOLATILE so it takes that snapshot; PL/pgSQL so its query is planned once a session.
-CREATE OR REPLACE FUNCTION switchboard_todo_unchanged(p_id bigint, p_seq integer, p_state text)
+-- name: switchboard_todo_unclaimed --
+-- Is the todo unclaimed since a claim's snapshot, and claimable still, as a row read with a
+-- snapshot of its own says (the same newest attempt, a live state)? A claim's pick asks it of
+-- each candidate before locking it, so it passes over a row another transaction claimed (or
+-- closed for good) since the statement began, where `FOR UPDATE` would lock that row's newest
+-- version in passing, to the claim's commit, and a close of the same todo would wait on it
+-- (docs/benchmarks.md, "A lock in passing"). A move between live states that claims nothing
+-- (a due retry requeued, a lapsed lease reaped or released) keeps the answer true: the pick
+-- locks the row and takes it, as before. VOLATILE so it takes that snapshot; PL/pgSQL so its
+-- query is planned once a session.
+CREATE OR REPLACE FUNCTION switchboard_todo_unclaimed(p_id bigint, p_seq integer)
  RETURNS boolean
  LANGUAGE plpgsql
 AS $function$
 BEGIN
     RETURN EXISTS (SELECT 1 FROM todos
-                    WHERE id = p_id AND last_attempt_seq = p_seq AND state = p_state);
+                    WHERE id = p_id AND last_attempt_seq = p_seq
+                      AND state IN ('pending', 'claimed', 'retry_wait'));
 END
 $function$;
 

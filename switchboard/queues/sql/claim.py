@@ -226,8 +226,8 @@ def claim_parts(
     passed over; the trigger todos_waits_follow refuses a claim the snapshot missed.
     ``freed``: what the statement's own close frees of the candidate's key ``t.key`` (an
     SQL expression; the snapshot still counts it claimed). ``passing``: a pick of the best
-    of many (claim_next's) passes over a candidate changed since the statement's snapshot
-    (switchboard_todo_unchanged) rather than lock it in passing (_PASSING below)."""
+    of many (claim_next's) passes over a candidate claimed since the statement's snapshot
+    (switchboard_todo_unclaimed) rather than lock it in passing (_PASSING below)."""
     if takeover:
         arms = {
             "history_arms": _CLAIM_ATTEMPT_ARMS,
@@ -265,15 +265,17 @@ _KEY_UNDER_LIMIT = """(t.key = '' OR coalesce((
             < %(max_per_key)s::int)"""
 
 
-# A candidate that another transaction claimed or closed after this statement's snapshot is
-# passed over: read with a snapshot of its own, it is no longer what the snapshot shows.
-# ``FOR UPDATE`` would otherwise lock its newest version, find it no longer claimable and
-# move on, holding that lock to this claim's commit, and the close of that todo by the agent
-# that just claimed it would wait for it (docs/benchmarks.md, "A lock in passing"). A row a
-# transaction still holds is unchanged in a committed read, and SKIP LOCKED passes over it as
-# before. Asked last, and of a keyed candidate only once its key is under the limit (a CASE
-# fixes the order; by cost the planner put the PL/pgSQL call before the key's probe).
-_PASSING = "switchboard_todo_unchanged(t.id, t.last_attempt_seq, t.state)"
+# A candidate that another transaction claimed (or closed for good) after this statement's
+# snapshot is passed over: read with a snapshot of its own, its newest attempt is not the one
+# the snapshot shows, or its state no longer live. ``FOR UPDATE`` would otherwise lock its
+# newest version, find it no longer claimable and move on, holding that lock to this claim's
+# commit, and the close of that todo by the agent that just claimed it would wait for it
+# (docs/benchmarks.md, "A lock in passing"). A row a transaction still holds is unclaimed in a
+# committed read, and SKIP LOCKED passes over it as before; one that moved between live states
+# without a claim (a due retry requeued, a lapsed lease reaped) is locked and taken as before.
+# Asked last, and of a keyed candidate only once its key is under the limit (a CASE fixes the
+# order; by cost the planner put the PL/pgSQL call before the key's probe).
+_PASSING = "switchboard_todo_unclaimed(t.id, t.last_attempt_seq)"
 
 
 def _key_filter(freed: str | None, passing: bool) -> str:
