@@ -43,6 +43,12 @@ def _up_on_this_machine(args: list[str]) -> bool:
     return host in LOOPBACK
 
 
+def _help_only(args: list[str]) -> bool:
+    """``switchboard``, ``switchboard help [command]``, or any ``-h``/``--help``: a request
+    that prints and reads nothing else."""
+    return not args or args[0] == "help" or bool({"-h", "--help"} & set(args))
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] in (["--version"], ["-V"]):
@@ -58,7 +64,15 @@ def main(argv: list[str] | None = None) -> None:
         from switchboard.tasks.worker import main as worker
 
         sys.exit(worker(args[1:]))
-    if _up_on_this_machine(args):
+    if _help_only(args):
+        # Help needs neither a key nor a database: placeholders, for this process only, rather
+        # than refuse without a SECRET_KEY or start the embedded PostgreSQL (an initdb, on a
+        # first run) to print it.
+        import secrets
+
+        os.environ.setdefault("SECRET_KEY", secrets.token_urlsafe(48))
+        os.environ.setdefault("DATABASE_URL", "postgresql://localhost/switchboard")
+    elif _up_on_this_machine(args):
         os.environ["SWITCHBOARD_DEV"] = "1"
         print(
             "switchboard up: no SECRET_KEY, on this machine only: running as a laptop "

@@ -233,3 +233,34 @@ def test_an_error_while_joining_leaves_no_user_behind_so_a_rerun_works(user, pas
     monkeypatch.undo()
     monkeypatch.setenv("SWITCHBOARD_PASSWORD", PASSWORD)
     assert "member of team alice" in _adduser("bob", "--team", "alice")
+
+
+# ---------------------------------------------------------------------------------------
+# Help, before anything is set up
+
+
+@pytest.mark.parametrize("args", [[], ["--help"], ["help", "serve"], ["up", "--help"]])
+def test_help_needs_no_key_and_starts_no_database(tmp_path, args):
+    """The first thing a new user types: no SECRET_KEY, no SWITCHBOARD_DEV, no DATABASE_URL.
+    Help is printed, and no data folder (an embedded PostgreSQL) is made for it."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"SECRET_KEY", "SWITCHBOARD_DEV", "DATABASE_URL", "DEBUG"}
+        and not key.startswith("DJANGO")
+    }
+    env |= {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
+    done = subprocess.run(
+        [SWITCHBOARD, *args],
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "usage:" in done.stdout.lower() or "subcommands" in done.stdout.lower(), done.stdout
+    assert "SECRET_KEY" not in done.stderr
+    assert not (tmp_path / "data").exists()
+    assert not (tmp_path / "var").exists()
