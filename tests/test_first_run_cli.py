@@ -49,6 +49,19 @@ def _make_n(*args: str, **env: str) -> str:
     return next(line.rstrip() for line in done.stdout.splitlines() if "switchboard up" in line)
 
 
+def _switchboard(args: list[str], env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    """``switchboard *args`` as a shell runs it, in ``cwd`` with ``env``."""
+    return subprocess.run(
+        [SWITCHBOARD, *args],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 # ---------------------------------------------------------------------------------------
 # make run PORT=… HOST=…, and a busy port
 
@@ -70,15 +83,7 @@ def test_a_busy_port_is_answered_with_a_make_run_that_works_as_printed(cli_env, 
         busy.bind((host, 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = subprocess.run(
-            [SWITCHBOARD, "up", "--host", host, "--port", str(port)],
-            env=cli_env,
-            cwd=tmp_path,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        result = _switchboard(["up", "--host", host, "--port", str(port)], cli_env, tmp_path)
         offered = re.search(r"`make run (.+?)`", result.stderr)
 
     assert result.returncode == 1 and f"Cannot listen on {host}:{port}" in result.stderr
@@ -250,15 +255,7 @@ def test_help_needs_no_key_and_starts_no_database(tmp_path, args):
         and not key.startswith("DJANGO")
     }
     env |= {"HOME": str(tmp_path), "XDG_DATA_HOME": str(tmp_path / "data")}
-    done = subprocess.run(
-        [SWITCHBOARD, *args],
-        cwd=tmp_path,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _switchboard(args, env, tmp_path)
     assert done.returncode == 0, done.stderr
     assert "usage:" in done.stdout.lower() or "subcommands" in done.stdout.lower(), done.stdout
     assert "SECRET_KEY" not in done.stderr
