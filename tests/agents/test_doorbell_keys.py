@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from switchboard.queues import bounds, db, endpoints, schema, transitions
 from switchboard.queues.models import Endpoint, Todo
 from switchboard.queues.transitions import Actor
-from tests.queues.helpers import backdate, wait_for
+from tests.queues.helpers import backdate, lock_waiters, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -54,16 +54,6 @@ def test_the_rings_window_outlasts_a_marks_age_and_a_whole_wait():
     assert bounds.WAITED_REFRESH_SECONDS + bounds.WAIT_SECONDS_MAX < bounds.WAITED_WINDOW_SECONDS
 
 
-def _advisory_waits() -> int:
-    """Advisory lock waits in this test's database (each xdist worker has its own)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database"
-            " WHERE l.locktype = 'advisory' AND NOT l.granted AND d.datname = current_database()"
-        )
-        return cursor.fetchone()[0]
-
-
 def _in_thread(fn) -> threading.Thread:
     def run() -> None:
         try:
@@ -101,7 +91,7 @@ def test_an_end_and_a_long_polls_mark_in_either_order_lose_no_wake_up(team, ring
     ender = _in_thread(end_held_open)
     assert inside.wait(10)
     marker = _in_thread(mark)
-    assert wait_for(lambda: _advisory_waits() == 1, seconds=10)
+    assert wait_for(lambda: lock_waiters() == 1, seconds=10)
     go.set()
     ender.join(10)
     marker.join(10)
@@ -123,7 +113,7 @@ def test_an_end_and_a_long_polls_mark_in_either_order_lose_no_wake_up(team, ring
     marker = _in_thread(mark_held_open)
     assert inside.wait(10)
     ender = _in_thread(lambda: transitions.complete(agent, second.id))
-    assert wait_for(lambda: _advisory_waits() == 1, seconds=10)
+    assert wait_for(lambda: lock_waiters() == 1, seconds=10)
     go.set()
     marker.join(10)
     ender.join(10)

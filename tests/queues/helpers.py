@@ -165,6 +165,18 @@ def run_together(target: Callable[[int], object], count: int, *, timeout: float 
     return errors
 
 
+def lock_waiters() -> int:
+    """Sessions of this test database (each xdist worker has its own) waiting for a lock,
+    row or advisory, read afresh even inside a transaction."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND datname = current_database()"
+        )
+        return cursor.fetchone()[0]
+
+
 def wait_for(condition: Callable[[], object], *, seconds: float = 15) -> bool:
     """Poll ``condition`` until it holds (True) or ``seconds`` pass (False)."""
     deadline = time.monotonic() + seconds

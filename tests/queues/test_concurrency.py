@@ -15,19 +15,10 @@ from switchboard.queues.models import Endpoint, Todo, TodoAttempt
 from switchboard.queues.records import Budget
 from switchboard.queues.transitions import Actor, Close, decide
 from switchboard.queues.transitions._common import claim_params
-from tests.queues.helpers import held_open, run_together
+from tests.queues.helpers import held_open, lock_waiters, run_together, wait_for
 
 WORKERS = 8
 TODOS = 2000
-
-
-def _lock_waiters() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            " AND datname = current_database()"
-        )
-        return cursor.fetchone()[0]
 
 
 def _bulk_todos(endpoint, count: int, *, max_attempts: int = 5) -> None:
@@ -263,8 +254,6 @@ def test_a_claim_that_waited_for_the_row_lock_rereads_the_attempts(team):
     """Regression: a claim whose snapshot predates a takeover committed while it waited for
     the todo's row lock must not open a second open attempt (it used to violate the
     one-open-attempt constraint); it re-runs on a fresh snapshot and takes over again."""
-    import time
-
     endpoint, _ = endpoints.vend(team, "waiter")
     todo, _ = transitions.create_todo(Actor.agent(endpoint), title="contended", max_attempts=10)
     agent = Actor.agent(endpoint)
@@ -314,11 +303,7 @@ def test_a_claim_that_waited_for_the_row_lock_rereads_the_attempts(team):
     w = threading.Thread(target=waiter)
     w.start()
     # wait until the waiter is blocked on the row lock (its snapshot is now taken)
-    for _ in range(1000):
-        if _lock_waiters():
-            break
-        time.sleep(0.01)
-    assert _lock_waiters() == 1
+    assert wait_for(lambda: lock_waiters() == 1, seconds=10)
     release_holder.set()
     h.join(30)
     w.join(30)
@@ -376,8 +361,6 @@ def _asked_across(todo_id: int, change) -> tuple[str, bool]:
     """(the todo's state in a statement's snapshot, switchboard_todo_unclaimed asked of that
     row later in the same statement), ``change()`` committed in between: the statement waits
     on an advisory lock after taking its snapshot."""
-    import time
-
     gate, asked = 1463896405, []
 
     def ask() -> None:
@@ -398,10 +381,7 @@ def _asked_across(todo_id: int, change) -> tuple[str, bool]:
     asker = threading.Thread(target=ask)
     asker.start()
     try:
-        deadline = time.monotonic() + 30
-        while not _lock_waiters() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert _lock_waiters() == 1  # the asker's snapshot is taken
+        assert wait_for(lambda: lock_waiters() == 1, seconds=30)  # its snapshot is taken
         change()
     finally:
         with connection.cursor() as cursor:

@@ -51,6 +51,7 @@ def test_hot_statements_plan_index_scans_once_analyzed(agent, make_todo):
 
     claim = _generic_plan(sql.CLAIM_NEXT)
     assert "todos_claimable" in claim and "Insert on todo_attempts" in claim
+    assert "switchboard_todo_unclaimed(" in claim  # passes over a row claimed since
     both = _generic_plan(sql.CLOSE_THEN_CLAIM_NEXT)  # the close's, then the claim's
     assert "todos_claimable" in both and "Insert on todo_attempts" in both
     assert both.count("Update on todos") == 2 and "Update on todo_attempts" in both
@@ -90,6 +91,9 @@ def test_a_keyed_pick_probes_its_key_and_never_reads_every_endpoints_keys(make_e
         plan = _generic_plan(statement)
         assert "todo_key_claims_pkey" in plan, plan
         assert "Seq Scan on todo_key_claims" not in plan, plan
+        # The row's re-read (switchboard_todo_unclaimed) only for a key under its limit: left
+        # to cost order, the planner called it first, for every row the key passed over.
+        assert "THEN switchboard_todo_unclaimed(" in plan, plan
 
 
 # The statements that find one todo (or a list of them) by id and check its state.

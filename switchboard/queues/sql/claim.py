@@ -280,7 +280,7 @@ _PASSING = "switchboard_todo_unclaimed(t.id, t.last_attempt_seq)"
 
 def _key_filter(freed: str | None, passing: bool) -> str:
     """The pick's last conditions: the key under its limit (``freed`` is not None: what the
-    statement's own close frees of it) and the row unchanged since the snapshot
+    statement's own close frees of it) and the row unclaimed since the snapshot
     (``passing``)."""
     if freed is None:
         return f"\n       AND {_PASSING}" if passing else ""

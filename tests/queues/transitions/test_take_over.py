@@ -6,16 +6,22 @@ agent's late calls are conflicts."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connections, transaction
 
 from switchboard.queues import db, transitions
 from switchboard.queues.errors import Conflict, NotFound
 from switchboard.queues.models import Delivery, Endpoint, Todo, TodoAttempt, TodoEvent
 from switchboard.queues.transitions import Actor
-from tests.queues.helpers import attempts_of, events_of, lapse_lease, open_attempts
+from tests.queues.helpers import (
+    attempts_of,
+    events_of,
+    lapse_lease,
+    lock_waiters,
+    open_attempts,
+    wait_for,
+)
 
 
 def test_the_agents_try_ends_taken_over_and_the_persons_opens(user, endpoint, agent, make_todo):
@@ -138,18 +144,9 @@ def test_a_racing_agent_claim_loses(team, user, make_endpoint):
 
 
 def _until_a_lock_waiter() -> None:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_stat_clear_snapshot()")  # read afresh, mid-transaction
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                " AND datname = current_database()"
-            )
-            if cursor.fetchone()[0]:
-                return
-        time.sleep(0.02)
-    raise AssertionError("the racing claim never waited for the take over's lock")
+    assert wait_for(lambda: lock_waiters() > 0, seconds=10), (
+        "the racing claim never waited for the take over's lock"
+    )
 
 
 def test_the_agents_next_call_is_told_who_took_it_over(user, agent, make_todo):
