@@ -602,12 +602,22 @@ BEGIN
     END IF;
     IF NEW.key <> '' AND (OLD.state = 'claimed') <> (NEW.state = 'claimed') THEN
         IF NEW.state = 'claimed' THEN
-            INSERT INTO todo_key_claims AS k (endpoint_id, key, claimed)
-            VALUES (NEW.endpoint_id, NEW.key, 1)
-            ON CONFLICT (endpoint_id, key) DO UPDATE SET claimed = k.claimed + 1
+            -- An UPDATE first: an INSERT … ON CONFLICT DO UPDATE locks the row it updates and
+            -- logs the lock as a WAL record of its own, one more a keyed claim (docs/ledger.md).
+            UPDATE todo_key_claims k SET claimed = k.claimed + 1
+             WHERE k.endpoint_id = NEW.endpoint_id AND k.key = NEW.key
             RETURNING k.claimed,
                       (SELECT e.max_claimed_per_key FROM endpoints e WHERE e.id = k.endpoint_id)
               INTO v_claimed, v_max;
+            IF NOT FOUND THEN  -- the key's first claim
+                INSERT INTO todo_key_claims AS k (endpoint_id, key, claimed)
+                VALUES (NEW.endpoint_id, NEW.key, 1)
+                ON CONFLICT (endpoint_id, key) DO UPDATE SET claimed = k.claimed + 1
+                RETURNING k.claimed,
+                          (SELECT e.max_claimed_per_key FROM endpoints e
+                            WHERE e.id = k.endpoint_id)
+                  INTO v_claimed, v_max;
+            END IF;
             IF v_claimed > v_max THEN
                 RAISE EXCEPTION 'this key has its most claimed todos (max_claimed_per_key %)',
                     v_max USING ERRCODE = 'SWK01';
