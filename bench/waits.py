@@ -21,7 +21,10 @@ scale"). Four parts, each against a baseline measured in the same run:
   ``max_claimed_per_key`` 1, drained by W workers, against the same todos without keys on an
   endpoint without the limit, alternated. During each drain a thread samples the claimed todos
   per key (todos and todo_key_claims), each look one snapshot (the attempts' times cannot
-  say it: see CLAIMED_PER_KEY).
+  say it: see CLAIMED_PER_KEY). Each keyed drain runs right before or right after its plain
+  one (the ratio is per pair, the median of ``--waits-key-reps`` pairs): this host's speed
+  drifts by 10-30 % within a minute, the same client work costing that much more CPU a todo
+  from one drain to the next (docs/benchmarks.md, "Keys, a fourth time").
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ OPTIONS = [  # flag, type, default, --quick's, help
     ("--waits-todos", int, 10_000, 2000, "todos per keys drain"),
     ("--waits-keys", int, 100, 100, "keys the keyed drain's todos share"),
     ("--waits-workers", int, 4, 4, "worker processes for the drains"),
-    ("--waits-reps", int, 3, 1, "drains per variant (children, keys), alternated"),
+    ("--waits-reps", int, 3, 1, "drains per variant of the children's part, alternated"),
+    ("--waits-key-reps", int, 5, 1, "drains per variant of the keys' part, alternated"),
 ]
 PENDING = """
 INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts, attempt, failures,
@@ -382,10 +386,10 @@ def drains(ctx, pool) -> dict:
     got: dict[str, list[dict]] = {"children": [], "plain-children": [], "plain": []}
     got |= {"keyed": [], "keys": [], "keyed-then": [], "plain-then": []}
     parents_pending = 0
-    for rep in range(reps + 1):  # the first round warms the workers up, not recorded
+    for rep in range(max(reps, a.waits_key_reps) + 1):  # the first warms up, not recorded
         size = a.waits_fan if rep else min(500, a.waits_fan)
         order = ["children", "plain-children"]
-        for what in order if rep % 2 == 0 else order[::-1]:
+        for what in (order if rep % 2 == 0 else order[::-1]) if rep <= reps else ():
             if what == "children":
                 parent = children(fan, child_ep, size)
             else:
@@ -397,8 +401,9 @@ def drains(ctx, pool) -> dict:
             got[what] += [d] if rep else []
             log(f"waits: {what} {size:,}: {d['todos_per_s']:.0f} todos/s")
         size = n if rep else min(500, n)
-        order = ["keyed", "keys", "plain", "keyed-then", "plain-then"]
-        for what in order if rep % 2 == 0 else order[::-1]:
+        # Each ratio's two drains side by side in either order: keyed and keys next to plain.
+        order = ["keyed", "plain", "keys", "keyed-then", "plain-then"]
+        for what in (order if rep % 2 == 0 else order[::-1]) if rep <= a.waits_key_reps else ():
             kind, _, then = what.partition("-")
             ep = {"keyed": keyed_ep, "keys": keys_ep, "plain": plain_ep}[kind]
             pending(ep, size, 0 if kind == "plain" else a.waits_keys)
@@ -412,6 +417,7 @@ def drains(ctx, pool) -> dict:
     return {
         "workers": w,
         "reps": reps,
+        "key_reps": a.waits_key_reps,
         "children": summarize(got["children"]) | {"n": a.waits_fan},
         "plain_children": summarize(got["plain-children"]) | {"n": a.waits_fan},
         "children_ratio": ratios(got["children"], got["plain-children"]),
@@ -584,8 +590,10 @@ def render(note: dict) -> str:
     lines += [
         f"Drains: claim_next + complete (or a complete with then, claiming the next in the "
         f"same call) through queues.transitions, {note['workers']} worker "
-        f"processes, median of {note['reps']} drain(s) per row after one of warm-up, each set "
-        f"in alternating order; CPU = workers + every PostgreSQL process",
+        f"processes, after one drain of each to warm up: the children's rows the median of "
+        f"{note['reps']} drain(s), the keys' {note.get('key_reps', note['reps'])} (a keyed "
+        f"drain right before or after its plain one, the ratio the median of the pairs'), each "
+        f"set in alternating order; CPU = workers + every PostgreSQL process",
         "",
         *table(headers, rows),
         f"Parents pending after their children's drain: {note['parents_released']} of "
