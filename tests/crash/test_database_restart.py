@@ -632,6 +632,10 @@ def test_mcp_and_metrics_say_unavailable_at_once_while_postgresql_is_down(runnin
     d = running
     agent = httpx.Client(base_url=d.base, timeout=HANG_BOUND_SECONDS + 10)
     requests = _mcp_requests(d.token)
+    # A todo for the waiting claim to take at once while the database is up (on an empty
+    # queue it waited out its 20 s, or not, as the module's earlier tests had left it).
+    made = agent.post("/api/v1/create_todo", json={"title": "claimed"}, headers=_bearer(d.token))
+    assert made.status_code == 200, made.text[:300]
     for what, headers, body in requests:  # the database up: each is answered
         answer = agent.post("/mcp", json=body, headers=headers)
         assert answer.status_code == 200, (what, answer.text[:300])
