@@ -37,6 +37,11 @@ SYSTEMS = {
     "nohist-then": "no history, in-process then",
 }
 NOHIST = {"ours-then": "nohist-then"}  # ADR-0039's ratio: ours against its twin
+# The drains' order in a round (reversed every other round): Procrastinate between the two
+# drains measured against it by a bar, so each ratio is of drains side by side. The host's speed
+# drifts by 10-30 % within a minute (docs/benchmarks.md, "Keys, a fourth time").
+ORDER = ["ours-then", "procrastinate", "ours-http", "ours", "nohist-then"]
+assert sorted(ORDER) == sorted(SYSTEMS)
 OPTIONS = [  # flag, type, default, --quick's, help
     ("--peer-jobs", int, 2000, 300, "jobs per drain"),
     ("--peer-workers", ints, [1, 4], [1, 4], "worker processes"),
@@ -157,7 +162,7 @@ def run_section(ctx) -> dict | None:
         history = {"procrastinate jobs": base, "our done todos": ours.baseline}
         for workers in args.peer_workers:
             for rep in range(args.peer_reps):
-                for system in list(SYSTEMS) if rep % 2 == 0 else list(SYSTEMS)[::-1]:
+                for system in ORDER if rep % 2 == 0 else ORDER[::-1]:
                     d = run(system, workers, args.peer_jobs)
                     drains.append({"system": system, "workers": workers, "rep": rep, **d})
                     log(f"peers: {SYSTEMS[system]:27s} w={workers}: {d['jobs_per_s']:.0f} jobs/s")
@@ -182,7 +187,8 @@ def cells(drains: list[dict]) -> list[dict]:
         return drain["jobs_per_s"]
 
     out, cpus = [], {}
-    for workers, system in dict.fromkeys((d["workers"], d["system"]) for d in drains):
+    rows = dict.fromkeys((d["workers"], d["system"]) for d in drains)
+    for workers, system in sorted(rows, key=lambda row: (row[0], list(SYSTEMS).index(row[1]))):
         mine, cpu = of(system, workers), {}
         for part in ("workers", "server", "postgres"):
             values = [d["cpu_ms_per_job"][part] for d in mine]
