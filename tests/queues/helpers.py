@@ -187,19 +187,44 @@ def wait_for(condition: Callable[[], object], *, seconds: float = 15) -> bool:
     return False
 
 
+def outcome_in_thread(call: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    """``call()`` started on a thread of its own (its own connection, closed at the end): the
+    thread, and a list that gets what it returned or the exception it raised."""
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as exc:  # noqa: BLE001 (the test reads it)
+            outcome.append(exc)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
 @contextmanager
-def held_open(statement: str, params: list, *, commit: bool = False) -> Iterator[None]:
-    """``statement`` run in a transaction of another connection (a thread of its own), left
-    open for the block: its row locks held, its writes uncommitted. At the end the transaction
-    rolls back (commits, with ``commit``) and the thread's connection closes."""
+def held_open(
+    statement: str | Callable[[], object], params: list | None = None, *, commit: bool = False
+) -> Iterator[None]:
+    """``statement`` (SQL, or a callable such as a transition) run in a transaction of another
+    connection (a thread of its own), left open for the block: its row locks held, its writes
+    uncommitted. At the end the transaction rolls back (commits, with ``commit``) and the
+    thread's connection closes."""
     from django.db import transaction
 
     ran, done = threading.Event(), threading.Event()
 
     def hold() -> None:
         try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(statement, params)
+            with transaction.atomic():
+                if callable(statement):
+                    statement()
+                else:
+                    with connection.cursor() as cursor:
+                        cursor.execute(statement, params)
                 ran.set()
                 done.wait(30)
                 transaction.set_rollback(not commit)

@@ -15,7 +15,13 @@ from switchboard.queues.models import Endpoint, Todo, TodoAttempt
 from switchboard.queues.records import Budget
 from switchboard.queues.transitions import Actor, Close, decide
 from switchboard.queues.transitions._common import claim_params
-from tests.queues.helpers import held_open, lock_waiters, run_together, wait_for
+from tests.queues.helpers import (
+    held_open,
+    lock_waiters,
+    outcome_in_thread,
+    run_together,
+    wait_for,
+)
 
 WORKERS = 8
 TODOS = 2000
@@ -266,7 +272,6 @@ def test_a_claim_that_waited_for_the_row_lock_rereads_the_attempts(team):
         cursor.execute(lapse, [todo.id])
 
     holder_ready, release_holder = threading.Event(), threading.Event()
-    waiter_result: list = []
 
     def holder() -> None:
         from django.db import transaction
@@ -289,19 +294,10 @@ def test_a_claim_that_waited_for_the_row_lock_rereads_the_attempts(team):
         finally:
             connections.close_all()
 
-    def waiter() -> None:
-        try:
-            waiter_result.append(transitions.claim(agent, todo.id))
-        except BaseException as exc:
-            waiter_result.append(exc)
-        finally:
-            connections.close_all()
-
     h = threading.Thread(target=holder)
     h.start()
     assert holder_ready.wait(30)
-    w = threading.Thread(target=waiter)
-    w.start()
+    w, waiter_result = outcome_in_thread(lambda: transitions.claim(agent, todo.id))
     # wait until the waiter is blocked on the row lock (its snapshot is now taken)
     assert wait_for(lambda: lock_waiters() == 1, seconds=10)
     release_holder.set()

@@ -421,44 +421,13 @@ def test_two_first_claims_of_a_new_key_count_it_once(endpoint, make_todo, first_
     claim: two first claims at once both find no row, and the second's insert waits for the
     first's. Committed, the second counts 2 over the limit of 1 and is refused; rolled back,
     the second counts 1 and holds the key."""
-    import threading
-
-    from django.db import connections, transaction
-
-    from tests.queues.helpers import lock_waiters, wait_for
+    from tests.queues.helpers import held_open, lock_waiters, outcome_in_thread, wait_for
 
     agent = _limit(endpoint, max_claimed_per_key=1)
     first, second = make_todo("a", key="repo-new"), make_todo("b", key="repo-new")
-    held, release = threading.Event(), threading.Event()
-
-    def first_claim() -> None:
-        try:
-            with transaction.atomic():
-                transitions.claim(agent, first.id)
-                held.set()
-                release.wait(30)
-                transaction.set_rollback(not first_commits)
-        finally:
-            connections.close_all()
-
-    outcome: list[object] = []
-
-    def second_claim() -> None:
-        try:
-            outcome.append(transitions.claim(agent, second.id))
-        except Conflict as exc:
-            outcome.append(exc)
-        finally:
-            connections.close_all()
-
-    one = threading.Thread(target=first_claim)
-    one.start()
-    assert held.wait(30)
-    two = threading.Thread(target=second_claim)
-    two.start()
-    assert wait_for(lambda: lock_waiters() == 1)  # the second's insert waits on the first's
-    release.set()
-    one.join(30)
+    with held_open(lambda: transitions.claim(agent, first.id), commit=first_commits):
+        two, outcome = outcome_in_thread(lambda: transitions.claim(agent, second.id))
+        assert wait_for(lambda: lock_waiters() == 1)  # the second's insert waits on the first's
     two.join(30)
     if first_commits:
         assert isinstance(outcome[0], Conflict) and "max_claimed_per_key" in str(outcome[0])
