@@ -448,15 +448,20 @@ def test_once_works_what_is_there_keeps_the_folders_and_exits(
 def test_the_command_cannot_read_the_token_from_the_relays_environment(
     live_server, vend, relay_env, out
 ):
-    """The command ran as the same user and read the token from /proc/<relay pid>/environ."""
+    """The command ran as the same user and read the token from /proc/<relay pid>/environ.
+    The command waits for the test's "go" (STUB_MODE gate): the relay is still running while
+    the test reads its /proc files (a relay that had finished its one todo and exited read
+    as "No such process")."""
     endpoint, token = vend("relay-agent")
     todo, _ = transitions.create_todo(Actor.agent(endpoint), title="look around")
-    relay = start_relay(live_server.url, relay_env(token), "--max-todos", "1", *fast())
+    env = relay_env(token, STUB_MODE="gate")
+    relay = start_relay(live_server.url, env, "--max-todos", "1", *fast())
     try:
-        wait_for(out / f"parent-environ-{todo.id}-1", relay)
+        wait_for(out / f"pid-{todo.id}-1", relay)
         # From outside too, while it runs: neither its environment nor its arguments.
         for name in ("environ", "cmdline"):
             assert token.encode() not in Path(f"/proc/{relay.pid}/{name}").read_bytes()
+        (out / "go").touch()
         stdout, stderr = relay.communicate(timeout=30)
     finally:
         relay.kill()
