@@ -439,6 +439,37 @@ def test_two_first_claims_of_a_new_key_count_it_once(endpoint, make_todo, first_
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("first_commits", [True, False])
+def test_claim_next_refused_by_the_key_looks_again_past_it(endpoint, make_todo, first_commits):
+    """claim_next's snapshot misses a claim of the same key not yet committed: it picks the
+    key's other todo, and the count's UPDATE waits on the first claim's. Committed, the
+    trigger refuses the second (SWK01) and claim_next runs its statement again, which sees the
+    key at its limit and takes the other key's todo; rolled back, the second holds the key."""
+    from tests.queues.helpers import held_open, lock_waiters, outcome_in_thread, wait_for
+
+    agent = _limit(endpoint, max_claimed_per_key=1)
+    earlier = make_todo("earlier", key="repo-a")  # the key's count has a row (0 once it ends)
+    claim = transitions.claim(agent, earlier.id)
+    transitions.complete(agent, earlier.id, attempt_seq=claim.attempt_seq)
+    first, second = make_todo("a1", key="repo-a"), make_todo("a2", key="repo-a")
+    other = make_todo("b1", key="repo-b")
+    with held_open(lambda: transitions.claim(agent, first.id), commit=first_commits):
+        two, outcome = outcome_in_thread(lambda: transitions.claim_next(agent))
+        assert wait_for(lambda: lock_waiters() == 1)  # the count's UPDATE waits on the first's
+    two.join(30)
+    taken = outcome[0]
+    assert not isinstance(taken, BaseException), repr(taken)
+    if first_commits:
+        assert taken.todo.id == other.id
+        assert Todo.objects.get(pk=second.id).state == "pending"
+        assert _key_claims(endpoint) == {"repo-a": 1, "repo-b": 1}
+    else:
+        assert taken.todo.id == second.id
+        assert Todo.objects.get(pk=first.id).state == "pending"
+        assert _key_claims(endpoint) == {"repo-a": 1}
+
+
+@pytest.mark.django_db(transaction=True)
 def test_concurrent_claimers_never_hold_two_of_one_key(endpoint, make_todo):
     """Eight threads claim at once from two keys' 40 todos with max_claimed_per_key 1: a
     claim the trigger refuses (another of its key committed after the statement's snapshot)
