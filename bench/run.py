@@ -79,6 +79,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for flag, _, full, quick, _ in options:
         if getattr(args, dest := flag[2:].replace("-", "_")) is None:
             setattr(args, dest, quick if args.quick else full)
+        # Every option counts something (todos, workers, drains, keys): none can be 0, which
+        # had a section run for minutes and fail on an empty median.
+        given = getattr(args, dest)
+        if not given or min(given if isinstance(given, list) else [given]) < 1:
+            p.error(f"{flag} must be at least 1, got {given!r}")
     args.sections = {s for s in args.sections.split(",") if s}
     if unknown := args.sections - set(SECTIONS):
         raise SystemExit(f"unknown sections {sorted(unknown)}; known: {', '.join(SECTIONS)}")
