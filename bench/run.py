@@ -61,6 +61,9 @@ FLAGS = {
 }
 
 
+MAY_BE_ZERO = {"--growth-history"}  # no history at all is a history to measure
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -80,10 +83,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if getattr(args, dest := flag[2:].replace("-", "_")) is None:
             setattr(args, dest, quick if args.quick else full)
         # Every option counts something (todos, workers, drains, keys): none can be 0, which
-        # had a section run for minutes and fail on an empty median.
-        given = getattr(args, dest)
-        if not given or min(given if isinstance(given, list) else [given]) < 1:
-            p.error(f"{flag} must be at least 1, got {given!r}")
+        # had a section run for minutes and fail on an empty median; a history may be empty.
+        given, least = getattr(args, dest), 0 if flag in MAY_BE_ZERO else 1
+        if not given and given != 0 or min(given if isinstance(given, list) else [given]) < least:
+            p.error(f"{flag} must be at least {least}, got {given!r}")
     args.sections = {s for s in args.sections.split(",") if s}
     if unknown := args.sections - set(SECTIONS):
         raise SystemExit(f"unknown sections {sorted(unknown)}; known: {', '.join(SECTIONS)}")
