@@ -16,6 +16,7 @@ from switchboard.queues.records import Budget
 from switchboard.queues.transitions import Actor, Close, decide
 from switchboard.queues.transitions._common import claim_params
 from tests.queues.helpers import (
+    analyze,
     held_open,
     lock_waiters,
     outcome_in_thread,
@@ -41,7 +42,7 @@ def _bulk_todos(endpoint, count: int, *, max_attempts: int = 5) -> None:
         # (queues/sql/sweep.py, STALE_STATISTICS): on this worker's database they were taken
         # whenever an earlier test left it, and from one of a handful of rows the planner
         # sorted the endpoint's every open todo at each claim (a 1.6 s drain took 12-31 s).
-        cursor.execute("ANALYZE todos")
+        analyze(cursor, "todos")
 
 
 @pytest.mark.slow
