@@ -13,7 +13,16 @@ from switchboard.queues import sweeper, teams, transitions
 from switchboard.queues.errors import Conflict, Invalid, NotFound
 from switchboard.queues.models import Endpoint, Todo, TodoEvent
 from switchboard.queues.transitions import Actor
-from tests.queues.helpers import events_of, get_todo_for_endpoint, get_todo_for_user, tables_as_json
+from tests.queues.helpers import (
+    events_of,
+    get_todo_for_endpoint,
+    get_todo_for_user,
+    held_open,
+    lock_waiters,
+    outcome_in_thread,
+    tables_as_json,
+    wait_for,
+)
 
 
 def _ledger() -> tuple:
@@ -421,8 +430,6 @@ def test_two_first_claims_of_a_new_key_count_it_once(endpoint, make_todo, first_
     claim: two first claims at once both find no row, and the second's insert waits for the
     first's. Committed, the second counts 2 over the limit of 1 and is refused; rolled back,
     the second counts 1 and holds the key."""
-    from tests.queues.helpers import held_open, lock_waiters, outcome_in_thread, wait_for
-
     agent = _limit(endpoint, max_claimed_per_key=1)
     first, second = make_todo("a", key="repo-new"), make_todo("b", key="repo-new")
     with held_open(lambda: transitions.claim(agent, first.id), commit=first_commits):
@@ -445,8 +452,6 @@ def test_claim_next_refused_by_the_key_looks_again_past_it(endpoint, make_todo, 
     key's other todo, and the count's UPDATE waits on the first claim's. Committed, the
     trigger refuses the second (SWK01) and claim_next runs its statement again, which sees the
     key at its limit and takes the other key's todo; rolled back, the second holds the key."""
-    from tests.queues.helpers import held_open, lock_waiters, outcome_in_thread, wait_for
-
     agent = _limit(endpoint, max_claimed_per_key=1)
     earlier = make_todo("earlier", key="repo-a")  # the key's count has a row (0 once it ends)
     claim = transitions.claim(agent, earlier.id)
