@@ -86,8 +86,9 @@ class Waiters:
 
 class Marks:
     """This process's marks of its endpoints' long-polls as waiting (``waited_at``: a freed
-    key rings only while one may wait, sql.MARK_WAITING). A long-poll of an endpoint with
-    max_claimed_per_key whose look found nothing makes sure a mark of its endpoint younger
+    key, or a freed claim under max_claimed, rings only while one may wait, sql.MARK_WAITING
+    and sql.RING_IF_WAITING). A long-poll of an endpoint with max_claimed_per_key or
+    max_claimed whose look found nothing makes sure a mark of its endpoint younger
     than WAITED_REFRESH_SECONDS has committed (it makes one, or waits for the one in flight,
     and makes its own if that one failed) and then looks once more before it waits: whatever
     ended before that mark, the look sees; whatever ends after it, rings."""
@@ -97,9 +98,9 @@ class Marks:
 
     async def marked(self, endpoint: Endpoint) -> bool:
         """True when this made or waited for a mark (the caller looks again); False when a
-        young mark had committed already, or the endpoint has no per-key limit."""
-        if endpoint.max_claimed_per_key is None:
-            return False  # nothing of it rings on a freed key
+        young mark had committed already, or the endpoint has neither limit."""
+        if endpoint.max_claimed_per_key is None and endpoint.max_claimed is None:
+            return False  # nothing of it rings on a freed claim
         while True:
             at, done = self.made.get(endpoint.pk, (-math.inf, None))
             if done is None or done.done():

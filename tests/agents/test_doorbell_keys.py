@@ -1,6 +1,6 @@
-"""A freed key rings the doorbell only while a long-poll of its endpoint may be waiting
-(``endpoints.waited_at``, docs/ledger.md "Keys"), and an end and a long-poll's mark in either
-order lose no wake-up. Not in the serial lane (tests/conftest.py): no time bound is promised
+"""A freed key, or a freed claim under max_claimed, rings the doorbell only while a long-poll of
+its endpoint may be waiting (``endpoints.waited_at``, docs/ledger.md "Keys"), and an end and a
+long-poll's mark in either order lose no wake-up. Not in the serial lane (tests/conftest.py): no time bound is promised
 here, only an order, which each test holds open on purpose."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import threading
 
 import pytest
 from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 
-from switchboard.queues import bounds, db, endpoints, schema, transitions
+from switchboard.queues import bounds, db, endpoints, schema, sql, transitions
 from switchboard.queues.models import Endpoint, Todo
 from switchboard.queues.transitions import Actor
 from tests.queues.helpers import backdate, lock_waiters, wait_for
@@ -46,11 +47,54 @@ def test_a_freed_key_rings_only_while_a_long_poll_of_its_endpoint_may_be_waiting
     assert end_one() == []  # that wait has ended, whatever it was
 
 
+def test_a_freed_claim_under_max_claimed_rings_only_while_a_long_poll_may_be_waiting(
+    team, user, rings
+):
+    """An agent's close and a person's close alike; an endpoint without max_claimed runs no
+    statement for it."""
+    capped, _ = endpoints.vend(team, "capped")
+    Endpoint.objects.filter(pk=capped.pk).update(max_claimed=1)
+    capped.refresh_from_db()
+    agent = Actor.agent(capped)
+    for n in range(4):
+        transitions.create_todo(agent, title=f"t{n}")
+    rings()  # the creates'
+
+    def end_one(person=None) -> list[int]:
+        claim = transitions.claim_next(agent)
+        if person is None:
+            transitions.complete(agent, claim.todo.id)
+        else:
+            transitions.cancel(person, claim.todo.id)
+        return rings()
+
+    assert end_one() == []  # no long-poll of it has waited
+    db.run(endpoints.mark_waiting_plan(capped.pk))  # a long-poll about to wait
+    assert end_one() == [capped.pk]
+    assert end_one(Actor.human(user)) == [capped.pk]
+    backdate(
+        "UPDATE endpoints SET waited_at = waited_at - make_interval(secs => %s) WHERE id = %s",
+        [bounds.WAITED_WINDOW_SECONDS + 1, capped.pk],
+    )
+    assert end_one() == []  # that wait has ended
+
+    free, _ = endpoints.vend(team, "uncapped")
+    other = Actor.agent(free)
+    made, _ = transitions.create_todo(other, title="free")
+    db.run(endpoints.mark_waiting_plan(free.pk))
+    rings()
+    transitions.claim_next(other)
+    with CaptureQueriesContext(connection) as ran:
+        transitions.complete(other, made.id)
+    assert not any("pg_notify('switchboard_todo_ready', e.id" in q["sql"] for q in ran)
+    assert rings() == []
+
+
 def test_the_rings_window_outlasts_a_marks_age_and_a_whole_wait():
     """The trigger's window in SQL is the one bounds names, and it covers a long-poll that
     relied on a mark as old as WAITED_REFRESH_SECONDS and then waited as long as it may."""
-    text = schema.function("switchboard_waits_follow")
-    assert f"interval '{bounds.WAITED_WINDOW_SECONDS} seconds'" in text
+    for text in (schema.function("switchboard_waits_follow"), sql.RING_IF_WAITING.text):
+        assert f"interval '{bounds.WAITED_WINDOW_SECONDS} seconds'" in text
     assert bounds.WAITED_REFRESH_SECONDS + bounds.WAIT_SECONDS_MAX < bounds.WAITED_WINDOW_SECONDS
 
 

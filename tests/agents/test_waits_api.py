@@ -13,7 +13,7 @@ import pytest
 
 from switchboard.agents import doorbell
 from switchboard.queues import endpoints, teams
-from switchboard.queues.models import Todo
+from switchboard.queues.models import Endpoint, Todo
 from tests.agents.api_helpers import check_shape, keyed_endpoint, ok, post
 from tests.agents.test_mcp import call, mcp_client, run
 from tests.queues.helpers import wait_for
@@ -169,6 +169,36 @@ def test_a_long_poll_behind_a_held_key_wakes_when_the_key_is_freed(live_server, 
     waiter.join(30)
     assert woken["claim"]["todo"]["key"] == "repo-x"
     assert woken["claim"]["todo"]["id"] != held["todo"]["id"]
+
+
+def test_a_long_poll_behind_max_claimed_wakes_when_a_claim_is_freed(live_server, vend, monkeypatch):
+    """The same under max_claimed (all keys): the long-poll refused by the cap marked its
+    endpoint before it waited, so the complete that freed a claim rang (the doorbell's periodic
+    look put off past the poll's wait, as above)."""
+    monkeypatch.setattr(doorbell, "RECHECK_SECONDS", 3600.0)
+    endpoint, token = vend("capped")
+    Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed=1)
+    live_server.forgets(endpoint)
+    base = live_server.url
+    for n in range(2):
+        ok(base, token, "create_todo", {"title": f"t{n}"})
+    held = ok(base, token, "claim_next", {"claimant": "a"})
+    woken: dict = {}
+
+    def poll() -> None:
+        woken["claim"] = ok(base, token, "claim_next", {"claimant": "b", "wait_seconds": 20})
+
+    def parked() -> int:
+        return sum(len(bell._waiters.get(endpoint.pk, ())) for bell in doorbell.doorbells.all())
+
+    waiter = threading.Thread(target=poll)
+    waiter.start()
+    assert wait_for(lambda: parked() or "claim" in woken, seconds=10) and "claim" not in woken
+    started = time.monotonic()
+    ok(base, token, "complete", {"todo_id": held["todo"]["id"]})
+    waiter.join(30)
+    assert woken["claim"]["todo"]["title"] == "t1"
+    assert time.monotonic() - started < 10  # the ring, not the poll's 20 s running out
 
 
 @pytest.mark.parametrize(

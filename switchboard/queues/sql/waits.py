@@ -86,6 +86,26 @@ UPDATE endpoints e SET waited_at = greatest(e.waited_at, clock_timestamp())
     why="the endpoint's row lock, an advisory lock for the transaction, one row's update",
 )
 
+# A close freed a claim of an endpoint with max_claimed (all keys): its doorbell rings if a
+# long-poll of it may be waiting (a mark younger than the trigger's window: bounds
+# WAITED_WINDOW_SECONDS), so one refused by the cap looks again at once rather than at the
+# doorbell's periodic look. Run after the close's commit, in a statement of its own (a fresh
+# snapshot): a mark it does not see committed after the close did, so the long-poll's look
+# after that mark sees the freed claim. No advisory lock, unlike a freed key's ring in the
+# trigger, which reads the mark inside the closing transaction. (A close inside a larger
+# transaction, a cancel or a person's batch, runs it before that commits: a mark committed in
+# between waits for the doorbell's periodic look.)
+RING_IF_WAITING = Statement(
+    "ring_if_waiting",
+    """
+SELECT pg_notify('switchboard_todo_ready', e.id::text)
+  FROM endpoints e
+ WHERE e.id = %(endpoint_id)s AND e.max_claimed IS NOT NULL
+   AND e.waited_at > statement_timestamp() - interval '60 seconds'
+""",
+    why="one row by its primary key, and a notification only when a long-poll may wait",
+)
+
 # unique_while_active: one open todo per (endpoint, key). The lock makes two creates of one
 # key take turns (the second reads the first's todo once it commits).
 LOCK_KEY = Statement(

@@ -317,7 +317,23 @@ def _complete_and_claim(
 def end(
     actor: Actor, close: Close, todo_id: int, *, attempt_seq=None, lease_token=None
 ) -> Plan[Closed]:
-    """End the attempt a call means with ``close`` (the module docstring's rules)."""
+    """End the attempt a call means with ``close`` (the module docstring's rules). A claim it
+    frees on an endpoint with max_claimed rings that endpoint's doorbell, after the close's
+    commit, if a long-poll of it may be waiting (sql.RING_IF_WAITING)."""
+    closed = yield from _ended(actor, close, todo_id, attempt_seq, lease_token)
+    if closed.attempt is not None and not closed.replayed and _may_be_capped(actor):
+        yield Fetch(sql.RING_IF_WAITING, {"endpoint_id": closed.todo.endpoint_id})
+    return closed
+
+
+def _may_be_capped(actor: Actor) -> bool:
+    """May the endpoint whose todo this actor closed have max_claimed? An agent's own, as its
+    request read it (no statement for an endpoint without); a person's close, the statement
+    reads it."""
+    return actor.endpoint is None or actor.endpoint.max_claimed is not None
+
+
+def _ended(actor: Actor, close: Close, todo_id: int, attempt_seq, lease_token) -> Plan[Closed]:
     todo_id, attempt_seq, params = _close_params(actor, close, todo_id, attempt_seq, lease_token)
     if actor.is_agent and lease_token is None and not close.needs_lock:
         # The fast path: the agent holds the open, unfenced attempt; one statement (and, for
