@@ -91,7 +91,26 @@ def main(argv: list[str] | None = None) -> None:
     except ImproperlyConfigured as exc:
         print(f"switchboard: {exc}", file=sys.stderr)
         sys.exit(2)
-    execute_from_command_line(["switchboard", *args])
+    from django.db import OperationalError
+
+    try:
+        execute_from_command_line(["switchboard", *args])
+    except OperationalError as exc:
+        # A database it cannot reach (down, a wrong DATABASE_URL, a refused password): one line
+        # naming where it looked, not a traceback through Django's connection handling.
+        print(f"switchboard: the database at {_database_place()} failed: {exc}", file=sys.stderr)
+        sys.exit(1)
+
+
+def _database_place() -> str:
+    """Where the default database is, as a person would say it: host (or socket folder),
+    port and name; never the user or the password."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    host = db.get("HOST") or "the local socket"
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return f"{host}{port}, database {db.get('NAME')!r}"
 
 
 if __name__ == "__main__":

@@ -76,6 +76,19 @@ def test_outside_development_it_refuses_to_start_without_a_secret_key(switchboar
     assert "Traceback" not in result.stderr
 
 
+def test_a_database_it_cannot_reach_is_one_line_naming_where_it_looked(switchboard, db):
+    result = switchboard(
+        "schedule", "list", DATABASE_URL="postgresql://sb:hunter2@127.0.0.1:9/nowhere"
+    )
+
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("switchboard: the database at 127.0.0.1:9, database 'nowhere' failed:")
+    assert "Connection refused" in line  # why, as the fresh connection was told
+    assert "hunter2" not in line and "sb:" not in line
+
+
 # ---------------------------------------------------------------------------------------
 # vend
 

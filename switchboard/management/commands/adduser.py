@@ -16,15 +16,16 @@ import sys
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 from django.db import transaction
 from django.utils.text import slugify
 
+from switchboard.management.base import RowCommand
 from switchboard.queues import operators, teams
 from switchboard.queues.models import Membership, Team
 
 
-class Command(BaseCommand):
+class Command(RowCommand):
     help = (
         "Create a user (with a personal team). The password comes from SWITCHBOARD_PASSWORD, "
         "else a prompt. --team adds them to a team: a new one is created with them as owner; "

@@ -7,15 +7,16 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from switchboard.management.base import RowCommand
 from switchboard.queues import schedules
 from switchboard.queues.errors import DomainError
 from switchboard.queues.models import CatchUp, Endpoint, Schedule, Team
 from switchboard.queues.schedules import OPERATOR
 
 
-class Command(BaseCommand):
+class Command(RowCommand):
     help = (
         "Manage an endpoint's schedules: add (prints only the new schedule's id on stdout), "
         "list, pause, resume, remove. Templates may use {scheduled_for}, {date} and {name}."

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import CommandError
 
+from switchboard.management.base import RowCommand
 from switchboard.queues import endpoints
 from switchboard.queues.errors import Conflict, Invalid
 from switchboard.queues.models import Team
 
 
-class Command(BaseCommand):
+class Command(RowCommand):
     help = (
         "Create an endpoint for AGENT_ID in a team. Prints only the token on stdout (shown "
         "once, so it can be captured: TOKEN=$(switchboard vend ...)); everything else on stderr."

@@ -132,6 +132,7 @@ class Breaker:
         self._probing = False
         self._aprobes: dict[int, asyncio.Future] = {}
         self._last_reached = 0.0  # when a probe last connected
+        self.last_refusal: psycopg.Error | None = None  # why the last probe did not
         self._failed_probes = 0  # since the breaker tripped (logged now and then)
         self._failure_logged = 0.0
         self._watcher: threading.Thread | None = None
@@ -185,7 +186,8 @@ class Breaker:
         queues.db.pool_checks asks it for a request that waited a second for a pooled one."""
         if self._reached_recently():
             return True
-        if _probe() is not None:
+        if (refused := _probe()) is not None:
+            self.last_refusal = refused
             return False
         self._last_reached = time.monotonic()
         return True
@@ -194,7 +196,8 @@ class Breaker:
         """``reachable`` for the event loop: the probe connects without blocking it."""
         if self._reached_recently():
             return True
-        if await _aprobe() is not None:
+        if (refused := await _aprobe()) is not None:
+            self.last_refusal = refused
             return False
         self._last_reached = time.monotonic()
         return True

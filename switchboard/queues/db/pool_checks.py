@@ -65,8 +65,11 @@ class OutageTimeout(PoolTimeout):
 
 
 def _outage(waited: float) -> PoolTimeout:
+    why = breaker.last_refusal
+    because = f" ({str(why).strip().splitlines()[0]})" if why is not None and str(why) else ""
     return OutageTimeout(
-        f"couldn't get a connection after {waited:.2f} sec, and a fresh connection failed too"
+        f"couldn't get a connection after {waited:.2f} sec, and a fresh connection failed"
+        f" too{because}"
     )
 
 
