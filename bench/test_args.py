@@ -27,5 +27,5 @@ def test_a_count_below_one_is_refused_at_once(argv, capsys):
 def test_counts_of_one_and_the_defaults_are_taken():
     args = run.parse_args(["--waits-reps", "1", "--peer-workers", "1,4"])
     assert args.waits_reps == 1 and args.peer_workers == [1, 4]
-    assert args.waits_key_reps == 5 and run.parse_args(["--quick"]).waits_key_reps == 1
+    assert args.waits_key_reps == 9 and run.parse_args(["--quick"]).waits_key_reps == 1
     assert run.parse_args(["--growth-history", "0,20000"]).growth_history == [0, 20000]
