@@ -72,6 +72,14 @@ def test_a_freed_claim_under_max_claimed_rings_only_while_a_long_poll_may_be_wai
     db.run(endpoints.mark_waiting_plan(capped.pk))  # a long-poll about to wait
     assert end_one() == [capped.pk]
     assert end_one(Actor.human(user)) == [capped.pk]
+    sender, _ = endpoints.vend(team, "sender")  # a requester's cancel, from an uncapped endpoint
+    sent, _ = transitions.create_todo(
+        Actor.agent(sender), endpoint=capped, title="sent", priority=5
+    )
+    rings()
+    assert transitions.claim_next(agent).todo.id == sent.id
+    transitions.cancel(Actor.agent(sender), sent.id)
+    assert rings() == [capped.pk]
     backdate(
         "UPDATE endpoints SET waited_at = waited_at - make_interval(secs => %s) WHERE id = %s",
         [bounds.WAITED_WINDOW_SECONDS + 1, capped.pk],

@@ -321,16 +321,17 @@ def end(
     frees on an endpoint with max_claimed rings that endpoint's doorbell, after the close's
     commit, if a long-poll of it may be waiting (sql.RING_IF_WAITING)."""
     closed = yield from _ended(actor, close, todo_id, attempt_seq, lease_token)
-    if closed.attempt is not None and not closed.replayed and _may_be_capped(actor):
+    if closed.attempt is not None and not closed.replayed and _may_be_capped(actor, closed):
         yield Fetch(sql.RING_IF_WAITING, {"endpoint_id": closed.todo.endpoint_id})
     return closed
 
 
-def _may_be_capped(actor: Actor) -> bool:
-    """May the endpoint whose todo this actor closed have max_claimed? An agent's own, as its
-    request read it (no statement for an endpoint without); a person's close, the statement
-    reads it."""
-    return actor.endpoint is None or actor.endpoint.max_claimed is not None
+def _may_be_capped(actor: Actor, closed: Closed) -> bool:
+    """May the endpoint whose claim this close freed have max_claimed? An agent's own, as its
+    request read it (no statement for an endpoint without); another's (a requester's cancel)
+    or a person's close: the statement reads it."""
+    own = actor.endpoint
+    return own is None or own.pk != closed.todo.endpoint_id or own.max_claimed is not None
 
 
 def _ended(actor: Actor, close: Close, todo_id: int, attempt_seq, lease_token) -> Plan[Closed]:
