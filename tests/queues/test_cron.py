@@ -262,15 +262,20 @@ def _oracle(expression: cron.Cron, tz: ZoneInfo, after: datetime) -> datetime | 
     return None
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data(), text=EXPRESSIONS, name=st.sampled_from(ZONES))
-def test_next_after_is_the_first_instant_the_oracle_says_fires(data, text, name):
+def _drawn(data, text: str, name: str) -> tuple[cron.Cron, ZoneInfo, datetime]:
+    """A drawn expression (one the parser refuses is not an example), its zone, and a moment
+    in that zone to look after."""
     try:
         expression = cron.parse(text)
     except Invalid:
         assume(False)
-    tz = ZoneInfo(name)
-    after = data.draw(moments(name))
+    return expression, ZoneInfo(name), data.draw(moments(name))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), text=EXPRESSIONS, name=st.sampled_from(ZONES))
+def test_next_after_is_the_first_instant_the_oracle_says_fires(data, text, name):
+    expression, tz, after = _drawn(data, text, name)
 
     found = cron.next_after(expression, tz, after)
     expected = _oracle(expression, tz, after)
@@ -285,12 +290,7 @@ def test_next_after_is_the_first_instant_the_oracle_says_fires(data, text, name)
 @settings(max_examples=200, deadline=None)
 @given(data=st.data(), text=EXPRESSIONS, name=st.sampled_from(ZONES))
 def test_what_fires_matches_in_local_time_or_ends_a_gap_that_did(data, text, name):
-    try:
-        expression = cron.parse(text)
-    except Invalid:
-        assume(False)
-    tz = ZoneInfo(name)
-    after = data.draw(moments(name))
+    expression, tz, after = _drawn(data, text, name)
 
     found = cron.upcoming(expression, tz, after, 5)
 
