@@ -98,6 +98,26 @@ def test_a_freed_claim_under_max_claimed_rings_only_while_a_long_poll_may_be_wai
     assert rings() == []
 
 
+def test_a_close_under_max_claimed_stands_and_answers_when_its_ring_fails(team):
+    """The ring runs after the close committed: a failure of it (here the column it reads gone
+    for the moment) leaves the close done and answered, not an error for a close that stood."""
+    capped, _ = endpoints.vend(team, "capped-ring-fails")
+    Endpoint.objects.filter(pk=capped.pk).update(max_claimed=1)
+    capped.refresh_from_db()
+    agent = Actor.agent(capped)
+    made, _ = transitions.create_todo(agent, title="t")
+    transitions.claim_next(agent)
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE endpoints RENAME COLUMN waited_at TO waited_at_gone")
+    try:
+        closed = transitions.complete(agent, made.id)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE endpoints RENAME COLUMN waited_at_gone TO waited_at")
+    assert closed.todo.state == "done" and not closed.replayed
+    assert Todo.objects.get(pk=made.id).state == "done"
+
+
 def test_the_rings_window_outlasts_a_marks_age_and_a_whole_wait():
     """The trigger's window in SQL is the one bounds names, and it covers a long-poll that
     relied on a mark as old as WAITED_REFRESH_SECONDS and then waited as long as it may."""
