@@ -602,6 +602,15 @@ BEGIN
     END IF;
     IF NEW.key <> '' AND (OLD.state = 'claimed') <> (NEW.state = 'claimed') THEN
         IF NEW.state = 'claimed' THEN
+            -- A transaction that holds a key's row already (an end's, counted first in a
+            -- complete with then) takes this one without waiting: two such statements that
+            -- each end the key the other claims waited for each other until deadlock_timeout.
+            -- Refused at once (55P03), the statement fails whole and its close runs alone.
+            IF current_setting('switchboard.key_row_held', true) = 'on' THEN
+                PERFORM FROM todo_key_claims k
+                 WHERE k.endpoint_id = NEW.endpoint_id AND k.key = NEW.key
+                   FOR NO KEY UPDATE NOWAIT;
+            END IF;
             -- An UPDATE first: an INSERT … ON CONFLICT DO UPDATE locks the row it updates and
             -- logs the lock as a WAL record of its own, one more a keyed claim (docs/ledger.md).
             UPDATE todo_key_claims k SET claimed = k.claimed + 1
@@ -634,6 +643,7 @@ BEGIN
             IF v_ring OR NOT FOUND THEN  -- no count kept for it (never so): ring, to be safe
                 PERFORM pg_notify('switchboard_todo_ready', NEW.endpoint_id::text);
             END IF;
+            PERFORM set_config('switchboard.key_row_held', 'on', true);
         END IF;
     END IF;
     RETURN NULL;

@@ -201,10 +201,11 @@ CLOSE_THEN_CLAIM_NEXT = _close(
 # snapshot still counts it claimed). The trigger todos_waits_follow counts the close's end
 # before the claim's start: the pick reads the close's todo row (``ended``, in _FREED) before
 # it can claim a keyed todo (an unkeyed one counts nothing). It refuses a claim the snapshot
-# missed (SQLSTATE SWK01), and two such statements that each close the key the other picks
-# deadlock (40P01, after deadlock_timeout; possible with a limit of 2 or more, or keyed todos
-# on an endpoint without one): either way the statement fails whole, the close runs alone,
-# then claim_next.
+# missed (SQLSTATE SWK01), and one whose claimed key's row another transaction holds
+# (55P03: the trigger takes it without waiting once this statement has ended a key, so two
+# such statements that each close the key the other picks never wait for each other until
+# deadlock_timeout): either way the statement fails whole, the close runs alone, then
+# claim_next.
 _FREED = "(t.key = (SELECT f.key FROM ended f))::int"
 CLOSE_THEN_CLAIM_NEXT_KEYED = _close(
     "close_then_claim_next_keyed",

@@ -475,6 +475,40 @@ def test_claim_next_refused_by_the_key_looks_again_past_it(endpoint, make_todo, 
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_keyed_then_never_waits_for_a_key_while_it_holds_the_one_it_ended(endpoint, make_todo):
+    """A complete with then that ended one key and would claim another whose count's row a
+    transaction holds: it does not wait holding the key it ended (two such statements, each
+    ending the key the other claims, waited for each other until deadlock_timeout). Refused
+    at once, the one statement fails whole; the close commits alone (its todo done, its key
+    freed, while the claim still waits) and claim_next takes the todo once the row is free."""
+    agent = _limit(endpoint, max_claimed_per_key=2)
+    for key in ("repo-a", "repo-b"):  # each key's count has a row (0 once its todo ends)
+        _done(agent, make_todo(f"earlier {key}", key=key).id)
+    ending = make_todo("a1", key="repo-a", priority=9)
+    nxt = make_todo("b1", key="repo-b", priority=5)
+    held = transitions.claim(agent, ending.id)
+    then = transitions.ClaimArgs()
+    done = transitions.Close.complete(result={"ok": True})
+    with held_open(
+        "SELECT 1 FROM todo_key_claims WHERE endpoint_id = %s AND key = 'repo-b' FOR UPDATE",
+        [endpoint.pk],
+    ):
+        thread, outcome = outcome_in_thread(
+            lambda: transitions.close_then_claim_next(
+                agent, done, ending.id, attempt_seq=held.attempt_seq, claim=then
+            )
+        )
+        assert wait_for(lambda: _state(ending.id)[0] == "done", seconds=5)
+        assert _key_claims(endpoint)["repo-a"] == 0  # the close alone committed
+        assert thread.is_alive()  # claim_next waits for the key's row, holding nothing
+    thread.join(30)
+    answer = outcome[0]
+    assert not isinstance(answer, BaseException), repr(answer)
+    assert answer.claim is not None and answer.claim.todo.id == nxt.id
+    assert _key_claims(endpoint) == {"repo-a": 0, "repo-b": 1}
+
+
+@pytest.mark.django_db(transaction=True)
 def test_concurrent_claimers_never_hold_two_of_one_key(endpoint, make_todo):
     """Eight threads claim at once from two keys' 40 todos with max_claimed_per_key 1: a
     claim the trigger refuses (another of its key committed after the statement's snapshot)
