@@ -85,7 +85,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         # Every option counts something (todos, workers, drains, keys): none can be 0, which
         # had a section run for minutes and fail on an empty median; a history may be empty.
         given, least = getattr(args, dest), 0 if flag in MAY_BE_ZERO else 1
-        if not given and given != 0 or min(given if isinstance(given, list) else [given]) < least:
+        counts = given if isinstance(given, list) else [given]
+        if not counts or min(counts) < least:
             p.error(f"{flag} must be at least {least}, got {given!r}")
     args.sections = {s for s in args.sections.split(",") if s}
     if unknown := args.sections - set(SECTIONS):

@@ -75,7 +75,7 @@ def log_failure(
             "%s (%s: %s; %s)",
             message,
             type(exc).__name__,
-            _first_line(exc),
+            first_line(exc),
             hosts_tried(listen=listen),
         )
     else:
@@ -97,7 +97,8 @@ def hosts_tried(*, listen: bool = False) -> str:
     return "hosts tried: " + ", ".join(pairs)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An error's first line, at most 200 characters: what a log line or a message says of it."""
     return (str(exc).strip().splitlines() or [""])[0][:200]
 
 
@@ -161,7 +162,7 @@ class Breaker:
                 log.warning(
                     "database unavailable (%s%s; %s); answering 503 until it is back",
                     _name(why),
-                    f": {_first_line(why)}" if isinstance(why, BaseException) else "",
+                    f": {first_line(why)}" if isinstance(why, BaseException) else "",
                     hosts_tried(),
                 )
                 if self._watcher is None or not self._watcher.is_alive():
@@ -216,7 +217,7 @@ class Breaker:
                 self._failed_probes,
                 took,
                 _name(failure),
-                _first_line(failure),
+                first_line(failure),
                 hosts_tried(),
             )
 

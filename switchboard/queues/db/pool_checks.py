@@ -32,7 +32,7 @@ import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
-from switchboard.queues.db.availability import breaker
+from switchboard.queues.db.availability import breaker, first_line
 
 log = logging.getLogger("switchboard.database")
 
@@ -66,7 +66,7 @@ class OutageTimeout(PoolTimeout):
 
 def _outage(waited: float) -> PoolTimeout:
     why = breaker.last_refusal
-    because = f" ({str(why).strip().splitlines()[0]})" if why is not None and str(why) else ""
+    because = f" ({first_line(why)})" if why is not None and str(why) else ""
     return OutageTimeout(
         f"couldn't get a connection after {waited:.2f} sec, and a fresh connection failed"
         f" too{because}"

@@ -5,7 +5,7 @@ dropped with a warning, never half-read.
 
 | channel | said by | record |
 |---|---|---|
-| ``switchboard_todo_ready`` | ``sql.RING_DOORBELL(S)``, in the transaction that made a todo claimable | ``TodoReady`` |
+| ``switchboard_todo_ready`` | ``sql.RING_DOORBELL(S)``, in the transaction that made a todo claimable; ``sql.RING_IF_WAITING`` and ``switchboard_waits_follow()`` for a claim freed under a limit | ``TodoReady`` |
 | ``switchboard_endpoint`` | ``switchboard_endpoint_changed()`` (queues/schema/functions.sql) | ``EndpointChanged`` |
 | ``switchboard_board`` | ``switchboard_board_todos()``, ``switchboard_board_changed()`` (functions.sql), for a watched team | ``BoardNotice`` |
 | ``switchboard_ping`` | ``sql.PING_SELF``: the listener's own proof that it hears | ``Ping`` |

@@ -12,6 +12,7 @@ moves them.
 from __future__ import annotations
 
 from switchboard.queues.db.plans import Statement
+from switchboard.queues.sql.events import DOORBELL_CHANNEL
 from switchboard.queues.sql.fragments import OPEN, TERMINAL, UNCLAIMED
 
 # A create with ``after``: the prerequisites of the new todo's team, locked and marked (their
@@ -97,8 +98,8 @@ UPDATE endpoints e SET waited_at = greatest(e.waited_at, clock_timestamp())
 # between waits for the doorbell's periodic look.)
 RING_IF_WAITING = Statement(
     "ring_if_waiting",
-    """
-SELECT pg_notify('switchboard_todo_ready', e.id::text)
+    f"""
+SELECT pg_notify('{DOORBELL_CHANNEL}', e.id::text)
   FROM endpoints e
  WHERE e.id = %(endpoint_id)s AND e.max_claimed IS NOT NULL
    AND e.waited_at > statement_timestamp() - interval '60 seconds'
