@@ -153,22 +153,31 @@ def test_a_long_poll_behind_a_held_key_wakes_when_the_key_is_freed(live_server, 
     for n in range(2):
         ok(base, token, "create_todo", {"title": f"x{n}", "key": "repo-x"})
     held = ok(base, token, "claim_next", {"claimant": "a"})
+    claim, _ = _woken_by_its_complete(base, token, endpoint, held)
+    assert claim["todo"]["key"] == "repo-x"
+    assert claim["todo"]["id"] != held["todo"]["id"]
+
+
+def _woken_by_its_complete(base: str, token: str, endpoint, held: dict) -> tuple[dict, float]:
+    """A claim_next long-poll (20 s) parked behind a limit, then ``held``'s complete: what
+    the poll answered, and the seconds from the complete's call to that answer."""
     woken: dict = {}
 
     def poll() -> None:
         woken["claim"] = ok(base, token, "claim_next", {"claimant": "b", "wait_seconds": 20})
+        woken["at"] = time.monotonic()
 
     def parked() -> int:  # the live server runs in this process: its doorbells' waiters
         return sum(len(bell._waiters.get(endpoint.pk, ())) for bell in doorbell.doorbells.all())
 
     waiter = threading.Thread(target=poll)
     waiter.start()
-    # It looked, marked, looked again and waits: the key is held.
+    # It looked, marked, looked again and waits: the limit is reached.
     assert wait_for(lambda: parked() or "claim" in woken, seconds=10) and "claim" not in woken
+    started = time.monotonic()
     ok(base, token, "complete", {"todo_id": held["todo"]["id"]})
     waiter.join(30)
-    assert woken["claim"]["todo"]["key"] == "repo-x"
-    assert woken["claim"]["todo"]["id"] != held["todo"]["id"]
+    return woken["claim"], woken["at"] - started
 
 
 def test_a_long_poll_behind_max_claimed_wakes_when_a_claim_is_freed(live_server, vend, monkeypatch):
@@ -183,22 +192,9 @@ def test_a_long_poll_behind_max_claimed_wakes_when_a_claim_is_freed(live_server,
     for n in range(2):
         ok(base, token, "create_todo", {"title": f"t{n}"})
     held = ok(base, token, "claim_next", {"claimant": "a"})
-    woken: dict = {}
-
-    def poll() -> None:
-        woken["claim"] = ok(base, token, "claim_next", {"claimant": "b", "wait_seconds": 20})
-
-    def parked() -> int:
-        return sum(len(bell._waiters.get(endpoint.pk, ())) for bell in doorbell.doorbells.all())
-
-    waiter = threading.Thread(target=poll)
-    waiter.start()
-    assert wait_for(lambda: parked() or "claim" in woken, seconds=10) and "claim" not in woken
-    started = time.monotonic()
-    ok(base, token, "complete", {"todo_id": held["todo"]["id"]})
-    waiter.join(30)
-    assert woken["claim"]["todo"]["title"] == "t1"
-    assert time.monotonic() - started < 10  # the ring, not the poll's 20 s running out
+    claim, seconds = _woken_by_its_complete(base, token, endpoint, held)
+    assert claim["todo"]["title"] == "t1"
+    assert seconds < 10  # the ring, not the poll's 20 s running out
 
 
 @pytest.mark.parametrize(
