@@ -20,7 +20,7 @@ scale"). Four parts, each against a baseline measured in the same run:
 - ``keys``: N pending todos over K keys (round-robin) on an endpoint with
   ``max_claimed_per_key`` 1, drained by W workers, against the same todos without keys on an
   endpoint without the limit, alternated. During each drain a thread samples the claimed todos
-  per key (todos and todo_key_claims), each look one snapshot (the attempts' times cannot
+  per key (by the todos' states and by their open attempts), each look one snapshot (the attempts' times cannot
   say it: see CLAIMED_PER_KEY). Each keyed drain runs right before or right after its plain
   one (the ratio is per pair, the median of ``--waits-key-reps`` pairs): this host's speed
   drifts by 10-30 % within a minute, the same client work costing that much more CPU a todo
@@ -70,18 +70,21 @@ INSERT INTO todo_after (todo_id, after_id, ended)
 SELECT t.id, %(after)s, '' FROM todos t WHERE t.endpoint_id = %(ep)s AND t.id > %(first)s
 """
 STATES = "SELECT state, count(*) FROM todos WHERE endpoint_id = %s GROUP BY state"
-# The sampler's look: the most claimed todos of any one key, by the todos and by the counter.
+# The sampler's look: the most claimed todos of any one key, by the todos' states and by their
+# open attempts (each claim opens one and each end closes it, in the statement that moves the
+# todo).
 CLAIMED_PER_KEY = """
 SELECT (SELECT coalesce(max(c), 0) FROM (SELECT count(*) c FROM todos
           WHERE endpoint_id = %(ep)s AND state = 'claimed' AND key <> '' GROUP BY key) x),
-       (SELECT coalesce(max(claimed), 0) FROM todo_key_claims WHERE endpoint_id = %(ep)s)
+       (SELECT coalesce(max(c), 0) FROM (SELECT count(*) c FROM todo_attempts a
+          JOIN todos t ON t.id = a.todo_id
+          WHERE a.ended_at IS NULL AND t.endpoint_id = %(ep)s AND t.key <> '' GROUP BY t.key) y)
 """
 # No look at the attempts' times for two of a key claimed at once: a claim's claimed_at is
 # its statement's start, taken before its snapshot and its trigger (a backend may wait
 # between them on a busy machine), so a claim that began before another of its key ended
 # and was counted after it reads as an overlap that never was. The sampler's looks are each
-# one snapshot; the counter (todo_key_claims) is kept in the claims' and ends' own
-# transactions, which refuse a count over the limit.
+# one snapshot.
 
 
 def columns() -> str:
@@ -320,8 +323,8 @@ def pending(ep: int, n: int, keys: int) -> None:
 
 
 class Sampler:
-    """A thread on a connection of its own: the most claimed todos of one key, by the todos
-    and by todo_key_claims, every SAMPLE_S while a drain runs."""
+    """A thread on a connection of its own: the most claimed todos of one key, by the todos'
+    states and by their open attempts, every SAMPLE_S while a drain runs."""
 
     def __init__(self, ep: int):
         self.ep, self.looks, self.most = ep, 0, [0, 0]

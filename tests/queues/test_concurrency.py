@@ -178,12 +178,6 @@ def test_eight_connections_draining_keys_one_at_a_time_with_then_never_overlap_a
     assert sum(1 for ids in claimed_by.values() if ids) > 1
     assert Todo.objects.filter(endpoint=endpoint).exclude(state="done").count() == 0
     assert looks and max(looks) == 1, (len(looks), max(looks, default=None))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*), sum(claimed) FROM todo_key_claims WHERE endpoint_id = %s",
-            [endpoint.pk],
-        )
-        assert cursor.fetchone() == (keys, 0)
 
 
 @pytest.mark.slow

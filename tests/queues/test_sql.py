@@ -56,7 +56,7 @@ def test_hot_statements_plan_index_scans_once_analyzed(agent, make_todo):
     assert "todos_claimable" in both and "Insert on todo_attempts" in both
     assert both.count("Update on todos") == 2 and "Update on todo_attempts" in both
     keyed = _generic_plan(sql.CLOSE_THEN_CLAIM_NEXT_KEYED)  # the same, passing over keys
-    assert "todos_claimable" in keyed and "todo_key_claims" in keyed, keyed
+    assert "todos_claimable" in keyed and "todos_key_claimed" in keyed, keyed
     for statement in (
         sql.CLAIM_NEXT,
         sql.CLOSE_THEN_CLAIM_NEXT,
@@ -75,22 +75,25 @@ def test_hot_statements_plan_index_scans_once_analyzed(agent, make_todo):
 
 @pytest.mark.django_db
 def test_a_keyed_pick_probes_its_key_and_never_reads_every_endpoints_keys(make_endpoint):
-    """todo_key_claims keeps a row for every key ever claimed, of every endpoint. The pick's
-    key filter probes the candidate's own key by the primary key: as NOT EXISTS the planner
-    hashed the whole table at each claim (a Seq Scan; 14-18 ms a claim beside 50,000 keys of
-    another endpoint, 0.2-0.3 ms probed; docs/benchmarks.md)."""
+    """The pick's key filter counts the candidate's own key's claimed todos by the partial
+    index of claimed keyed todos, beside 20,000 keyed todos of another endpoint: never a scan
+    of every todo, nor of every todo of the key (as NOT EXISTS over a table of every key
+    ever claimed, the planner once hashed it whole at each claim: 14-18 ms a claim beside
+    50,000 keys of another endpoint, 0.2-0.3 ms probed; docs/benchmarks.md)."""
     other = make_endpoint("many-keys")
     with connection.cursor() as cursor:
         cursor.execute(
-            "INSERT INTO todo_key_claims (endpoint_id, key, claimed)"
-            " SELECT %s, 'k' || g, 1 FROM generate_series(1, 20000) g",
+            "INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts,"
+            " attempt, failures, round, last_attempt_seq, attempts_pruned, owner,"
+            " dead_letter_reason, key)"
+            " SELECT %s, 'k', '', 0, 'pending', 3, 0, 0, 1, 0, 0, '', '', 'k' || (g %% 200)"
+            " FROM generate_series(1, 20000) g",
             [other.pk],
         )
-        analyze(cursor, "todo_key_claims")
+        analyze(cursor, "todos")
     for statement in (sql.CLAIM_NEXT_KEYED, sql.CLOSE_THEN_CLAIM_NEXT_KEYED):
         plan = _generic_plan(statement)
-        assert "todo_key_claims_pkey" in plan, plan
-        assert "Seq Scan on todo_key_claims" not in plan, plan
+        assert "todos_key_claimed" in plan, plan
         # The row's re-read (switchboard_todo_unclaimed) only for a key under its limit: left
         # to cost order, the planner called it first, for every row the key passed over.
         assert "THEN switchboard_todo_unclaimed(" in plan, plan

@@ -1225,10 +1225,10 @@ class LedgerMachine(RuleBasedStateMachine):
             claimed = Counter(
                 (t.endpoint, t.key) for t in todos.values() if t.key and t.state == "claimed"
             )
-            with connection.cursor() as cursor:
+            with connection.cursor() as cursor:  # what a keyed claim counts (todos_key_claimed)
                 cursor.execute(
-                    "SELECT endpoint_id, key, claimed FROM todo_key_claims"
-                    " WHERE endpoint_id = ANY(%s) AND claimed <> 0",
+                    "SELECT endpoint_id, key, count(*) FROM todos WHERE endpoint_id = ANY(%s)"
+                    " AND state = 'claimed' AND key <> '' GROUP BY endpoint_id, key",
                     [list(eps)],
                 )
                 kept = {(eps[e], k): n for e, k, n in cursor.fetchall()}

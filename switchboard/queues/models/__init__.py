@@ -44,12 +44,11 @@ from switchboard.queues.models.todos import (
     TodoTotals,
     row_rules,
 )
-from switchboard.queues.models.waits import KeyClaims, TodoAfter
+from switchboard.queues.models.waits import TodoAfter
 
 __all__ = [
     "AfterPolicy",
     "CatchUp",
-    "KeyClaims",
     "Schedule",
     "TodoAfter",
     "CLAIMABLE_AT",

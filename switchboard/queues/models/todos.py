@@ -246,6 +246,14 @@ class Todo(TodoTotals, models.Model):
             # filter by key).
             models.Index("parent", name="todos_parent", condition=Q(parent__isnull=False)),
             models.Index("endpoint", "key", name="todos_key", condition=~Q(key="")),
+            # A key's claimed todos, counted by a keyed claim under max_claimed_per_key (the
+            # trigger todos_waits_follow, the pick's probe): one entry a claim.
+            models.Index(
+                "endpoint",
+                "key",
+                name="todos_key_claimed",
+                condition=Q(state="claimed") & ~Q(key=""),
+            ),
         ]
 
     def __str__(self) -> str:

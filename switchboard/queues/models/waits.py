@@ -1,13 +1,12 @@
 """What todos wait for, beside a person's answer (queues/models/todos.py, TodoQuestion): the
-todos a todo was made ``after``, and the counts a key's limit is kept by. Both are kept by
-triggers in the database (queues/schema/functions.sql), in the transaction of the change
-that moves them, so no path that ends or claims a todo can forget them."""
+todos a todo was made ``after``. Kept by a trigger in the database
+(queues/schema/functions.sql), in the transaction of the change that moves them, so no path
+that ends a todo can forget them. (A key's limit counts its claimed todos themselves.)"""
 
 from __future__ import annotations
 
 from django.db import models
 
-from switchboard.queues.models.endpoints import Endpoint
 from switchboard.queues.models.todos import Todo
 
 
@@ -34,24 +33,3 @@ class TodoAfter(models.Model):
 
     def __str__(self) -> str:
         return f"todo #{self.todo_id} after #{self.after_id}"
-
-
-class KeyClaims(models.Model):
-    """How many todos of one key of one endpoint are claimed now (kept for every key by the
-    trigger todos_waits_follow; the endpoint's ``max_claimed_per_key`` caps it)."""
-
-    pk = models.CompositePrimaryKey("endpoint", "key")
-    endpoint = models.ForeignKey(
-        Endpoint, on_delete=models.DO_NOTHING, related_name="+", db_index=False
-    )
-    key = models.CharField(max_length=200)
-    claimed = models.IntegerField(db_default=0)
-
-    class Meta:
-        db_table = "todo_key_claims"
-        constraints = [
-            models.CheckConstraint(condition=models.Q(claimed__gte=0), name="key_claims_count")
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.claimed} claimed of key {self.key!r}"

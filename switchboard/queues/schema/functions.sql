@@ -523,19 +523,20 @@ CREATE OR REPLACE TRIGGER todo_questions_outbox_waiting AFTER INSERT ON todo_que
 -- - Children: when a child todo ends (or, rerun, starts again), its parent's count of open
 --   children follows; the last child to end makes a parent waiting for its children pending
 --   (doorbell rung).
--- - Keys: when a todo with a key is claimed, or stops being claimed, the key's count of
---   claimed todos follows (todo_key_claims, every key). Over the endpoint's
---   max_claimed_per_key the claim is refused (SQLSTATE SWK01: the claim looks again, or
---   answers conflict); a todo leaving `claimed` under a limit rings the endpoint's doorbell,
---   since others of its key may be claimable now, if a long-poll of the endpoint may be
---   waiting: one began in the last 60 seconds (endpoints.waited_at). Not at every end: the
---   notifying transactions' commits take turns on one lock through their WAL flush
---   (docs/benchmarks.md, "Keys and the doorbell, again"). The advisory lock (class WAIT,
---   1463896404, and the endpoint) is shared here and exclusive where a long-poll marks
---   waited_at (sql.MARK_WAITING), and waited_at is read after it, by the key's UPDATE (a
---   statement of its own: a fresh snapshot): an end either commits before the long-poll's
---   next look, which sees it, or reads the mark and rings (docs/ledger.md, "Keys"). The
---   limit and the mark come back with the key's row (RETURNING): one statement each way.
+-- - Keys: a claim of a todo with a key, on an endpoint with max_claimed_per_key, counts the
+--   key's claimed todos (todos_key_claimed, a statement of its own) under an advisory lock
+--   of the key, held to its commit, so the claims of one key take turns; over the limit it
+--   is refused (SQLSTATE SWK01: the claim looks again, or answers conflict). An end writes
+--   no count: leaving `claimed` is the count's change. A todo leaving `claimed` under a
+--   limit rings the endpoint's doorbell, since others of its key may be claimable now, if a
+--   long-poll of the endpoint may be waiting: one began in the last 60 seconds
+--   (endpoints.waited_at). Not at every end: the notifying transactions' commits take turns
+--   on one lock through their WAL flush (docs/benchmarks.md, "Keys and the doorbell,
+--   again"). The advisory lock (class WAIT, 1463896404, and the endpoint) is shared here and
+--   exclusive where a long-poll marks waited_at (sql.MARK_WAITING), and waited_at is read
+--   after it, by a statement of its own (a fresh snapshot): an end either commits before the
+--   long-poll's next look, which sees it, or reads the mark and rings (docs/ledger.md,
+--   "Keys").
 CREATE OR REPLACE FUNCTION switchboard_waits_follow()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -602,48 +603,33 @@ BEGIN
     END IF;
     IF NEW.key <> '' AND (OLD.state = 'claimed') <> (NEW.state = 'claimed') THEN
         IF NEW.state = 'claimed' THEN
-            -- A transaction that holds a key's row already (an end's, counted first in a
-            -- complete with then) takes this one without waiting: two such statements that
-            -- each end the key the other claims waited for each other until deadlock_timeout.
-            -- Refused at once (55P03), the statement fails whole and its close runs alone.
-            IF current_setting('switchboard.key_row_held', true) = 'on' THEN
-                PERFORM FROM todo_key_claims k
-                 WHERE k.endpoint_id = NEW.endpoint_id AND k.key = NEW.key
-                   FOR NO KEY UPDATE NOWAIT;
-            END IF;
-            -- An UPDATE first: an INSERT … ON CONFLICT DO UPDATE locks the row it updates and
-            -- logs the lock as a WAL record of its own, one more a keyed claim (docs/ledger.md).
-            UPDATE todo_key_claims k SET claimed = k.claimed + 1
-             WHERE k.endpoint_id = NEW.endpoint_id AND k.key = NEW.key
-            RETURNING k.claimed,
-                      (SELECT e.max_claimed_per_key FROM endpoints e WHERE e.id = k.endpoint_id)
-              INTO v_claimed, v_max;
-            IF NOT FOUND THEN  -- the key's first claim
-                INSERT INTO todo_key_claims AS k (endpoint_id, key, claimed)
-                VALUES (NEW.endpoint_id, NEW.key, 1)
-                ON CONFLICT (endpoint_id, key) DO UPDATE SET claimed = k.claimed + 1
-                RETURNING k.claimed,
-                          (SELECT e.max_claimed_per_key FROM endpoints e
-                            WHERE e.id = k.endpoint_id)
-                  INTO v_claimed, v_max;
-            END IF;
-            IF v_claimed > v_max THEN
-                RAISE EXCEPTION 'this key has its most claimed todos (max_claimed_per_key %)',
-                    v_max USING ERRCODE = 'SWK01';
+            SELECT e.max_claimed_per_key INTO v_max FROM endpoints e WHERE e.id = NEW.endpoint_id;
+            IF v_max IS NOT NULL THEN
+                -- Claims of one key take turns: an advisory lock of the transaction, keyed by
+                -- the endpoint and the key (seed 45; unique_while_active's is 44). The count,
+                -- a statement of its own (a fresh snapshot), sees every claim of the key
+                -- committed before the lock was had, and this statement's own changes.
+                PERFORM pg_advisory_xact_lock(
+                    hashtextextended(NEW.endpoint_id::text || ':' || NEW.key, 45));
+                SELECT count(*) INTO v_claimed FROM todos c
+                 WHERE c.endpoint_id = NEW.endpoint_id AND c.key = NEW.key
+                   AND c.state = 'claimed' AND c.key <> '';
+                IF v_claimed > v_max THEN
+                    RAISE EXCEPTION
+                        'this key has its most claimed todos (max_claimed_per_key %)', v_max
+                        USING ERRCODE = 'SWK01';
+                END IF;
             END IF;
         ELSE
             PERFORM pg_advisory_xact_lock_shared(1463896404,
                                                  (NEW.endpoint_id & 2147483647)::integer);
-            UPDATE todo_key_claims k SET claimed = k.claimed - 1
-             WHERE k.endpoint_id = NEW.endpoint_id AND k.key = NEW.key
-            RETURNING (SELECT e.max_claimed_per_key IS NOT NULL
-                              AND e.waited_at > statement_timestamp() - interval '60 seconds'
-                         FROM endpoints e WHERE e.id = k.endpoint_id)
-              INTO v_ring;
-            IF v_ring OR NOT FOUND THEN  -- no count kept for it (never so): ring, to be safe
+            SELECT e.max_claimed_per_key IS NOT NULL
+                   AND e.waited_at > statement_timestamp() - interval '60 seconds'
+              INTO v_ring
+              FROM endpoints e WHERE e.id = NEW.endpoint_id;
+            IF v_ring THEN
                 PERFORM pg_notify('switchboard_todo_ready', NEW.endpoint_id::text);
             END IF;
-            PERFORM set_config('switchboard.key_row_held', 'on', true);
         END IF;
     END IF;
     RETURN NULL;

@@ -193,6 +193,8 @@ CREATE UNIQUE INDEX todos_idempotency_key_unique ON todos USING btree (endpoint_
     idempotency_key) NULLS NOT DISTINCT
     WHERE idempotency_key IS NOT NULL;
 CREATE INDEX todos_key ON todos USING btree (endpoint_id, key) WHERE NOT key::text = ''::text;
+CREATE INDEX todos_key_claimed ON todos USING btree (endpoint_id, key)
+    WHERE state::text = 'claimed'::text AND NOT key::text = ''::text;
 CREATE INDEX todos_parent ON todos USING btree (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX todos_requester ON todos USING btree (requester_id) WHERE requester_id IS NOT NULL;
 CREATE UNIQUE INDEX todos_schedule_slot ON todos USING btree (schedule_id, scheduled_for)
@@ -590,22 +592,6 @@ CREATE TABLE todo_after (
 );
 CREATE INDEX todo_after_after_id_2988a857 ON todo_after USING btree (after_id);
 CREATE INDEX todo_after_unmarked ON todo_after USING btree (after_id) WHERE ended::text = ''::text;
-
--- name: todo_key_claims --
--- How many todos of one key of one endpoint are claimed now, kept by the trigger
--- todos_waits_follow in the claiming and ending transactions; the endpoint's max_claimed_per_key
--- caps it (SQLSTATE SWK01 when a claim would pass it). Each page keeps nine tenths free for
--- the rows' new versions (fillfactor 10, migration 0043): a few hundred keys on one page that
--- every keyed claim and end updates were read by scanning every version on it.
-CREATE TABLE todo_key_claims (
-    endpoint_id bigint NOT NULL,
-    key         character varying(200) NOT NULL,
-    claimed     integer DEFAULT 0 NOT NULL,
-    CONSTRAINT todo_key_claims_pkey PRIMARY KEY (endpoint_id, key),
-    CONSTRAINT todo_key_claims_endpoint_id_2a958cd6_fk_endpoints_id FOREIGN KEY (endpoint_id)
-        REFERENCES endpoints(id) DEFERRABLE INITIALLY DEFERRED,
-    CONSTRAINT key_claims_count CHECK (claimed >= 0)
-) WITH (fillfactor=10);
 
 -- name: task_push_configs --
 -- A2A push-notification configs (queues/push.py): where to POST a task's status at each state

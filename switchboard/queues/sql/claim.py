@@ -222,8 +222,8 @@ def claim_parts(
     (queues/sql/close.py, CLOSE_THEN_CLAIM_NEXT) puts these after its own. ``waiting_too``:
     a waiting todo may be picked as well (a person claims one instead of answering it; the
     trigger todos_wait_ended withdraws its question). ``keyed``: a todo whose key has
-    ``%(max_per_key)s`` claimed (todo_key_claims, as this statement's snapshot shows it) is
-    passed over; the trigger todos_waits_follow refuses a claim the snapshot missed.
+    ``%(max_per_key)s`` claimed (as this statement's snapshot shows it) is passed over; the
+    trigger todos_waits_follow refuses a claim the snapshot missed.
     ``freed``: what the statement's own close frees of the candidate's key ``t.key`` (an
     SQL expression; the snapshot still counts it claimed). ``passing``: a pick of the best
     of many (claim_next's) passes over a candidate claimed since the statement's snapshot
@@ -256,12 +256,12 @@ def claim_parts(
     return ctes, _CLAIM_ROW.format(todo_cols=todo_columns("m", **NO_QUESTION))
 
 
-# A scalar subquery, probed by the key's primary key for each candidate row: as NOT EXISTS
-# the planner hashed every key of every endpoint (a Seq Scan of todo_key_claims) at each
-# claim, a table that keeps one row for each key ever claimed.
-_KEY_UNDER_LIMIT = """(t.key = '' OR coalesce((
-            SELECT k.claimed FROM todo_key_claims k
-             WHERE k.endpoint_id = t.endpoint_id AND k.key = t.key), 0) - {freed}
+# The key's claimed todos, counted for each keyed candidate by the partial index of claimed
+# keyed todos (todos_key_claimed: a handful of entries a key, not the key's every todo).
+_KEY_UNDER_LIMIT = """(t.key = '' OR (
+            SELECT count(*) FROM todos c
+             WHERE c.endpoint_id = t.endpoint_id AND c.key = t.key
+               AND c.state = 'claimed' AND c.key <> '') - {freed}
             < %(max_per_key)s::int)"""
 
 

@@ -198,14 +198,11 @@ CLOSE_THEN_CLAIM_NEXT = _close(
 )
 # The same for an endpoint with max_claimed_per_key: the pick passes over a key at its limit
 # (claim_parts' ``keyed``), counting the key of the todo this statement closes one lower (its
-# snapshot still counts it claimed). The trigger todos_waits_follow counts the close's end
-# before the claim's start: the pick reads the close's todo row (``ended``, in _FREED) before
-# it can claim a keyed todo (an unkeyed one counts nothing). It refuses a claim the snapshot
-# missed (SQLSTATE SWK01), and one whose claimed key's row another transaction holds
-# (55P03: the trigger takes it without waiting once this statement has ended a key, so two
-# such statements that each close the key the other picks never wait for each other until
-# deadlock_timeout): either way the statement fails whole, the close runs alone, then
-# claim_next.
+# snapshot still counts it claimed). The trigger todos_waits_follow counts the claimed key
+# again after the statement's changes, its close's end among them, and refuses a claim the
+# snapshot missed (SQLSTATE SWK01). An end holds nothing a claim of its key waits for, so two
+# such statements that each close the key the other picks never wait for each other. A
+# refused statement fails whole: the close runs alone, then claim_next.
 _FREED = "(t.key = (SELECT f.key FROM ended f))::int"
 CLOSE_THEN_CLAIM_NEXT_KEYED = _close(
     "close_then_claim_next_keyed",

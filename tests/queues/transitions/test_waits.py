@@ -404,13 +404,16 @@ def test_a_claim_of_a_keyed_todo_counts_and_every_ending_gives_it_back(endpoint,
         transitions.claim(agent, todo.id)
         assert _key_claims(endpoint) == {"k": 1}
         end()
-        assert _key_claims(endpoint) == {"k": 0}
+        assert _key_claims(endpoint) == {}
 
 
 def _key_claims(endpoint) -> dict[str, int]:
+    """The endpoint's claimed todos a key, of the keys that have any."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT key, claimed FROM todo_key_claims WHERE endpoint_id = %s", [endpoint.pk]
+            "SELECT key, count(*) FROM todos WHERE endpoint_id = %s AND state = 'claimed'"
+            " AND key <> '' GROUP BY key",
+            [endpoint.pk],
         )
         return dict(cursor.fetchall())
 
@@ -425,16 +428,16 @@ def test_the_waits_are_audited_apart_from_the_todos_own_story(agent, human, make
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("first_commits", [True, False])
-def test_two_first_claims_of_a_new_key_count_it_once(endpoint, make_todo, first_commits):
-    """The trigger counts a key with an UPDATE and inserts its row only for the key's first
-    claim: two first claims at once both find no row, and the second's insert waits for the
-    first's. Committed, the second counts 2 over the limit of 1 and is refused; rolled back,
-    the second counts 1 and holds the key."""
+def test_two_claims_of_one_key_at_once_take_turns(endpoint, make_todo, first_commits):
+    """The trigger counts a claimed key under an advisory lock of the key, held to the
+    claim's commit: the second of two claims at once waits for the first's. Committed, the
+    second counts 2 over the limit of 1 and is refused; rolled back, the second counts 1 and
+    holds the key."""
     agent = _limit(endpoint, max_claimed_per_key=1)
     first, second = make_todo("a", key="repo-new"), make_todo("b", key="repo-new")
     with held_open(lambda: transitions.claim(agent, first.id), commit=first_commits):
         two, outcome = outcome_in_thread(lambda: transitions.claim(agent, second.id))
-        assert wait_for(lambda: lock_waiters() == 1)  # the second's insert waits on the first's
+        assert wait_for(lambda: lock_waiters() == 1)  # the second's count waits on the first
     two.join(30)
     if first_commits:
         assert isinstance(outcome[0], Conflict) and "max_claimed_per_key" in str(outcome[0])
@@ -449,18 +452,16 @@ def test_two_first_claims_of_a_new_key_count_it_once(endpoint, make_todo, first_
 @pytest.mark.parametrize("first_commits", [True, False])
 def test_claim_next_refused_by_the_key_looks_again_past_it(endpoint, make_todo, first_commits):
     """claim_next's snapshot misses a claim of the same key not yet committed: it picks the
-    key's other todo, and the count's UPDATE waits on the first claim's. Committed, the
-    trigger refuses the second (SWK01) and claim_next runs its statement again, which sees the
-    key at its limit and takes the other key's todo; rolled back, the second holds the key."""
+    key's other todo, and the trigger's count waits for the first claim's lock of the key.
+    Committed, the trigger refuses the second (SWK01) and claim_next runs its statement again,
+    which sees the key at its limit and takes the other key's todo; rolled back, the second
+    holds the key."""
     agent = _limit(endpoint, max_claimed_per_key=1)
-    earlier = make_todo("earlier", key="repo-a")  # the key's count has a row (0 once it ends)
-    claim = transitions.claim(agent, earlier.id)
-    transitions.complete(agent, earlier.id, attempt_seq=claim.attempt_seq)
     first, second = make_todo("a1", key="repo-a"), make_todo("a2", key="repo-a")
     other = make_todo("b1", key="repo-b")
     with held_open(lambda: transitions.claim(agent, first.id), commit=first_commits):
         two, outcome = outcome_in_thread(lambda: transitions.claim_next(agent))
-        assert wait_for(lambda: lock_waiters() == 1)  # the count's UPDATE waits on the first's
+        assert wait_for(lambda: lock_waiters() == 1)  # the count waits on the first's lock
     two.join(30)
     taken = outcome[0]
     assert not isinstance(taken, BaseException), repr(taken)
@@ -475,37 +476,24 @@ def test_claim_next_refused_by_the_key_looks_again_past_it(endpoint, make_todo, 
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_keyed_then_never_waits_for_a_key_while_it_holds_the_one_it_ended(endpoint, make_todo):
-    """A complete with then that ended one key and would claim another whose count's row a
-    transaction holds: it does not wait holding the key it ended (two such statements, each
-    ending the key the other claims, waited for each other until deadlock_timeout). Refused
-    at once, the one statement fails whole; the close commits alone (its todo done, its key
-    freed, while the claim still waits) and claim_next takes the todo once the row is free."""
-    agent = _limit(endpoint, max_claimed_per_key=2)
-    for key in ("repo-a", "repo-b"):  # each key's count has a row (0 once its todo ends)
-        _done(agent, make_todo(f"earlier {key}", key=key).id)
-    ending = make_todo("a1", key="repo-a", priority=9)
-    nxt = make_todo("b1", key="repo-b", priority=5)
+def test_an_end_holds_nothing_a_claim_of_its_key_waits_for(endpoint, make_todo):
+    """An end writes no count: while the transaction that completed a keyed todo is still
+    open, a claim of another todo of that key waits for nothing. It counts the ended todo
+    still claimed (the end is not committed) and is refused at once; once the end commits,
+    the key is free. (A count's row that the end updated was held to its commit: two
+    complete-with-then statements, each ending the key the other claimed, waited for each
+    other until deadlock_timeout.)"""
+    agent = _limit(endpoint, max_claimed_per_key=1)
+    ending, other = make_todo("a1", key="repo-a"), make_todo("a2", key="repo-a")
     held = transitions.claim(agent, ending.id)
-    then = transitions.ClaimArgs()
-    done = transitions.Close.complete(result={"ok": True})
-    with held_open(
-        "SELECT 1 FROM todo_key_claims WHERE endpoint_id = %s AND key = 'repo-b' FOR UPDATE",
-        [endpoint.pk],
-    ):
-        thread, outcome = outcome_in_thread(
-            lambda: transitions.close_then_claim_next(
-                agent, done, ending.id, attempt_seq=held.attempt_seq, claim=then
-            )
-        )
-        assert wait_for(lambda: _state(ending.id)[0] == "done", seconds=5)
-        assert _key_claims(endpoint)["repo-a"] == 0  # the close alone committed
-        assert thread.is_alive()  # claim_next waits for the key's row, holding nothing
-    thread.join(30)
-    answer = outcome[0]
-    assert not isinstance(answer, BaseException), repr(answer)
-    assert answer.claim is not None and answer.claim.todo.id == nxt.id
-    assert _key_claims(endpoint) == {"repo-a": 0, "repo-b": 1}
+    end = lambda: transitions.complete(agent, ending.id, attempt_seq=held.attempt_seq)  # noqa: E731
+    with held_open(end, commit=True):
+        thread, outcome = outcome_in_thread(lambda: transitions.claim(agent, other.id))
+        thread.join(10)
+        assert not thread.is_alive()  # it waited for nothing the end holds
+        assert isinstance(outcome[0], Conflict) and "max_claimed_per_key" in str(outcome[0])
+    assert transitions.claim(agent, other.id).todo.id == other.id
+    assert _key_claims(endpoint) == {"repo-a": 1}
 
 
 @pytest.mark.django_db(transaction=True)
