@@ -590,7 +590,7 @@ def render(note: dict) -> str:
         "todos/s",
         "CPU ms/todo",
         "x its baseline",
-        "most claimed per key (todos/counter)",
+        "most claimed per key (states/attempts)",
     ]
     lines += [
         f"Drains: claim_next + complete (or a complete with then, claiming the next in the "
