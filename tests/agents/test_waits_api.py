@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
 from switchboard.agents import doorbell
-from switchboard.queues import endpoints, teams
+from switchboard.queues import endpoints, teams, transitions
 from switchboard.queues.models import Endpoint, Todo
 from tests.agents.api_helpers import check_shape, keyed_endpoint, ok, post
 from tests.agents.test_mcp import call, mcp_client, run
@@ -158,9 +160,12 @@ def test_a_long_poll_behind_a_held_key_wakes_when_the_key_is_freed(live_server, 
     assert claim["todo"]["id"] != held["todo"]["id"]
 
 
-def _woken_by_its_complete(base: str, token: str, endpoint, held: dict) -> tuple[dict, float]:
-    """A claim_next long-poll (20 s) parked behind a limit, then ``held``'s complete: what
-    the poll answered, and the seconds from the complete's call to that answer."""
+def _woken_by_its_complete(
+    base: str, token: str, endpoint, held: dict, free=None
+) -> tuple[dict, float]:
+    """A claim_next long-poll (20 s) parked behind a limit, then ``held``'s complete (or
+    ``free()``): what the poll answered, and the seconds from the complete's call to that
+    answer."""
     woken: dict = {}
 
     def poll() -> None:
@@ -175,7 +180,10 @@ def _woken_by_its_complete(base: str, token: str, endpoint, held: dict) -> tuple
     # It looked, marked, looked again and waits: the limit is reached.
     assert wait_for(lambda: parked() or "claim" in woken, seconds=10) and "claim" not in woken
     started = time.monotonic()
-    ok(base, token, "complete", {"todo_id": held["todo"]["id"]})
+    if free is None:
+        ok(base, token, "complete", {"todo_id": held["todo"]["id"]})
+    else:
+        free()
     waiter.join(30)
     return woken["claim"], woken["at"] - started
 
@@ -193,6 +201,33 @@ def test_a_long_poll_behind_max_claimed_wakes_when_a_claim_is_freed(live_server,
         ok(base, token, "create_todo", {"title": f"t{n}"})
     held = ok(base, token, "claim_next", {"claimant": "a"})
     claim, seconds = _woken_by_its_complete(base, token, endpoint, held)
+    assert claim["todo"]["title"] == "t1"
+    assert seconds < 10  # the ring, not the poll's 20 s running out
+
+
+def test_a_long_poll_behind_max_claimed_wakes_when_the_sweeper_dead_letters_a_lapsed_lease(
+    live_server, vend, monkeypatch
+):
+    """A lease that lapsed on its last allowed attempt, dead-lettered by the sweeper's reap,
+    frees a claim as a complete does: the long-poll held back by max_claimed wakes (its
+    periodic look put off past the poll's wait)."""
+    monkeypatch.setattr(doorbell, "RECHECK_SECONDS", 3600.0)
+    endpoint, token = vend("capped-reaped")
+    Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed=1)
+    live_server.forgets(endpoint)
+    base = live_server.url
+    ok(base, token, "create_todo", {"title": "t0", "max_attempts": 1})
+    ok(base, token, "create_todo", {"title": "t1"})
+    held = ok(base, token, "claim_next", {"claimant": "a"})
+    assert held["todo"]["title"] == "t0"
+
+    def lapse_and_reap() -> None:
+        Todo.objects.filter(pk=held["todo"]["id"]).update(
+            lease_expires_at=timezone.now() - timedelta(seconds=1)
+        )
+        assert [c.todo.state for c in transitions.reap_lapsed()] == ["dead"]
+
+    claim, seconds = _woken_by_its_complete(base, token, endpoint, held, free=lapse_and_reap)
     assert claim["todo"]["title"] == "t1"
     assert seconds < 10  # the ring, not the poll's 20 s running out
 

@@ -48,8 +48,13 @@ def _reap(batch: int) -> Plan[list[Closed]]:
             "ended_by_endpoint": None,
         }
         reaped += [Closed(*split_row(row)) for row in (yield Fetch(sql.CLOSE_MANY, params))]
-    for endpoint_id in sorted({c.todo.endpoint_id for c in reaped if c.todo.state == "pending"}):
+    requeued = {c.todo.endpoint_id for c in reaped if c.todo.state == "pending"}
+    for endpoint_id in sorted(requeued):
         yield from ring(endpoint_id)
+    # A lease dead-lettered at its cap frees a claim too: a long-poll held back by the
+    # endpoint's max_claimed may be waiting for one (a freed key rings in the trigger).
+    for endpoint_id in sorted({c.todo.endpoint_id for c in reaped} - requeued):
+        yield Fetch(sql.RING_IF_WAITING, {"endpoint_id": endpoint_id})
     return reaped
 
 
