@@ -20,11 +20,12 @@ scale"). Four parts, each against a baseline measured in the same run:
 - ``keys``: N pending todos over K keys (round-robin) on an endpoint with
   ``max_claimed_per_key`` 1, drained by W workers, against the same todos without keys on an
   endpoint without the limit, alternated. During each drain a thread samples the claimed todos
-  per key (by the todos' states and by their open attempts), each look one snapshot (the attempts' times cannot
-  say it: see CLAIMED_PER_KEY). Each keyed drain runs right before or right after its plain
-  one (the ratio is per pair, the median of ``--waits-key-reps`` pairs): this host's speed
-  drifts by 10-30 % within a minute, the same client work costing that much more CPU a todo
-  from one drain to the next (docs/benchmarks.md, "Keys, a fourth time").
+  per key (by the todos' states and by their open attempts), each look one snapshot (the
+  attempts' times cannot say it: see CLAIMED_PER_KEY). Each keyed drain runs right before or
+  right after its plain one (the ratio is per pair, the median of ``--waits-key-reps``
+  pairs): this host's speed drifts by 10-30 % within a minute, the same client work costing
+  that much more CPU a todo from one drain to the next (docs/benchmarks.md, "Keys, a fourth
+  time").
 """
 
 from __future__ import annotations
