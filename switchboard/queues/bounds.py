@@ -27,8 +27,9 @@ IDEMPOTENCY_KEY_MAX_CHARS = 200
 LEASE_SECONDS_MAX = 86_400
 WAIT_SECONDS_MAX = 30
 # A process marks its endpoint's long-polls as waiting (endpoints.waited_at) at most this
-# often; a freed key rings while the mark is younger than WAITED_WINDOW_SECONDS (the trigger
-# todos_waits_follow says it in SQL), which must outlast a mark's age plus a whole wait.
+# often; a freed claim rings while the mark is younger than WAITED_WINDOW_SECONDS (the
+# trigger todos_waits_follow says it in SQL; sql.RING_IF_WAITING reads it from here), which
+# must outlast a mark's age plus a whole wait.
 WAITED_REFRESH_SECONDS = 10
 WAITED_WINDOW_SECONDS = 60
 # A todo is held back at most this far ahead, 30 days: a snoozed release (delay_seconds or

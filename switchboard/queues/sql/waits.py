@@ -11,6 +11,7 @@ moves them.
 
 from __future__ import annotations
 
+from switchboard.queues.bounds import WAITED_WINDOW_SECONDS
 from switchboard.queues.db.plans import Statement
 from switchboard.queues.sql.events import DOORBELL_CHANNEL
 from switchboard.queues.sql.fragments import OPEN, TERMINAL, UNCLAIMED
@@ -94,15 +95,16 @@ UPDATE endpoints e SET waited_at = greatest(e.waited_at, clock_timestamp())
 # snapshot): a mark it does not see committed after the close did, so the long-poll's look
 # after that mark sees the freed claim. No advisory lock, unlike a freed key's ring in the
 # trigger, which reads the mark inside the closing transaction. (A close inside a larger
-# transaction, a cancel or a person's batch, runs it before that commits: a mark committed in
-# between waits for the doorbell's periodic look.)
+# transaction, a cancel or a person's batch, and the sweeper's reap of a lease it dead-letters
+# run it before that commits: a mark committed in between waits for the doorbell's periodic
+# look.)
 RING_IF_WAITING = Statement(
     "ring_if_waiting",
     f"""
 SELECT pg_notify('{DOORBELL_CHANNEL}', e.id::text)
   FROM endpoints e
  WHERE e.id = %(endpoint_id)s AND e.max_claimed IS NOT NULL
-   AND e.waited_at > statement_timestamp() - interval '60 seconds'
+   AND e.waited_at > statement_timestamp() - interval '{WAITED_WINDOW_SECONDS} seconds'
 """,
     why="one row by its primary key, and a notification only when a long-poll may wait",
 )
