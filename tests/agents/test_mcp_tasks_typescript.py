@@ -127,6 +127,10 @@ def test_the_client_settles_a_task_the_worker_completes(live_server, vend, tasks
     url = live_server.url
     run = Run(url, token, tasks_client, "complete", "Render the report")
     try:
+        # The server reads the task after create_todo commits: a worker that claimed and
+        # completed in between would make the call's answer "completed" (truthfully). The
+        # wire's promise is about a task answered while it works, so claim after the answer.
+        run.until("created")
         claimed = ok(url, worker, "claim_next", {"wait_seconds": 20})
         assert claimed["todo"]["title"] == "Render the report"
         ok(
@@ -166,6 +170,7 @@ def test_the_clients_elicitation_handler_answers_the_workers_question(
     url = live_server.url
     run = Run(url, token, tasks_client, "question", "Pick a format", "html")
     try:
+        run.until("created")  # as above: the question comes after the call's answer
         claimed = ok(url, worker, "claim_next", {"wait_seconds": 20})
         todo_id = claimed["todo"]["id"]
         ok(
