@@ -299,9 +299,8 @@ class TodoAttempt(models.Model):
     # Endpoints are never deleted; the endpoint page reads its recent endings through the
     # partial index todo_attempts_endpoint_ended below (closed rows only). No foreign key in
     # the database: its check at every claim locked the endpoint's row FOR KEY SHARE, and an
-    # endpoint's agents claiming at once turned each lock into a MultiXact (14,389 in one
-    # peers run; PostgreSQL's CPU a todo +15 % at 4 workers: docs/benchmarks.md, "An
-    # endpoint's row, locked at every claim"). Every agent claim writes the endpoint it is
+    # endpoint's agents claiming at once turned each lock into a MultiXact (docs/benchmarks.md,
+    # "An endpoint's row, locked at every claim"). Every agent claim writes the endpoint it is
     # scoped to, which is the todo's own (SCOPE_ENDPOINT), and that one is a foreign key.
     endpoint = models.ForeignKey(
         Endpoint,

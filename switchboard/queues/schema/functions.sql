@@ -267,10 +267,9 @@ CREATE OR REPLACE TRIGGER endpoints_truncated AFTER TRUNCATE ON endpoints
 -- statement of a few rows (a claim, a complete: the hot path) joins its old and new rows in a
 -- plan made once; one of many (a release of 1,000 dependents, a sweeper's batch, a bulk
 -- cancel) is planned for its count each time and without nested loops: a plan made once for a
--- few rows joined 1,000 by nested loop over the transition tables, 618 of a 647 ms batch;
--- hashed, 31 ms (docs/benchmarks.md, "Waits"). A function-wide SET enable_nestloop cost
--- every claim and complete about 12 us (the setting saved and restored, the hash built for
--- two rows).
+-- few rows joined 1,000 by nested loop over the transition tables (docs/benchmarks.md,
+-- "Waits", for the figures); a function-wide SET enable_nestloop would cost every claim and
+-- complete the setting saved and restored and a hash built for two rows.
 CREATE OR REPLACE FUNCTION switchboard_board_todos()
  RETURNS trigger
  LANGUAGE plpgsql

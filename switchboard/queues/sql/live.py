@@ -204,6 +204,21 @@ SELECT 2, {", ".join(["NULL"] * TEAM_NOW_WIDTH)}, feed.*
 )
 
 _DIED = ", ".join(f"'{outcome.value}'" for outcome in DIED_OUTCOMES)
+
+
+def _ended_within(interval: str) -> str:
+    """The attempts endpoint ``e``'s agents ended within ``interval``, as ``a``: its own range
+    of todo_attempts_endpoint_ended. OFFSET 0 keeps it a scan of each endpoint's range: pulled
+    up into a join, the planner (which cannot estimate the row comparison) read all of
+    todo_attempts once and filtered it against the endpoints (docs/benchmarks.md, "The
+    overview's last hour, fenced")."""
+    return f"""CROSS JOIN LATERAL (
+           SELECT a.endpoint_id, a.ended_at, a.outcome, a.claimant FROM todo_attempts a
+            WHERE a.ended_at IS NOT NULL
+              AND (a.endpoint_id, a.ended_at)
+                  > (e.id, statement_timestamp() - interval '{interval}')
+              AND a.endpoint_id <= e.id
+           OFFSET 0) a"""
 TEAM_LAST_HOUR = Statement(
     "team_last_hour",
     f"""
@@ -211,15 +226,7 @@ WITH recent AS MATERIALIZED (
     SELECT a.endpoint_id, GREATEST(0, date_part('epoch', statement_timestamp() - a.ended_at))
                AS ago, a.outcome
       FROM endpoints e
-     CROSS JOIN LATERAL (
-           -- OFFSET 0: each endpoint's own range of todo_attempts_endpoint_ended, never
-           -- pulled up into a join (see the agents seen, below).
-           SELECT a.endpoint_id, a.ended_at, a.outcome FROM todo_attempts a
-            WHERE a.ended_at IS NOT NULL
-              AND (a.endpoint_id, a.ended_at)
-                  > (e.id, statement_timestamp() - interval '1 hour')
-              AND a.endpoint_id <= e.id
-           OFFSET 0) a
+     {_ended_within("1 hour")}
      WHERE e.team_id = %(team_id)s
 )
 SELECT 1 AS part, r.endpoint_id, floor(r.ago / 60)::int AS minutes_ago,
@@ -234,17 +241,7 @@ SELECT 2, seen.endpoint_id, NULL, NULL, NULL, NULL, seen.who, max(seen.at)
   FROM (SELECT e.id AS endpoint_id, COALESCE(NULLIF(a.claimant, ''), e.agent_id) AS who,
                a.ended_at AS at
           FROM endpoints e
-         CROSS JOIN LATERAL (
-               -- OFFSET 0 keeps this a scan of each endpoint's range: pulled up into a join,
-               -- the planner (which cannot estimate the row comparison: 11 %% of the table)
-               -- read all of todo_attempts once and filtered it against the endpoints,
-               -- 766 ms over 1,000,000 attempts in make bench's Board section, 11 ms fenced.
-               SELECT a.claimant, a.ended_at FROM todo_attempts a
-                WHERE a.ended_at IS NOT NULL
-                  AND (a.endpoint_id, a.ended_at)
-                      > (e.id, statement_timestamp() - interval '5 minutes')
-                  AND a.endpoint_id <= e.id
-               OFFSET 0) a
+         {_ended_within("5 minutes")}
          WHERE e.team_id = %(team_id)s
         UNION ALL
         SELECT e.id, COALESCE(NULLIF(a.claimant, ''), e.agent_id),

@@ -127,27 +127,23 @@ SELECT id FROM todos
     why="an index probe (todos_key) on the async path too",
 )
 
-# What a todo waits for and what waits for it, with their states (get_todo, the drawer).
+# What a todo waits for and what waits for it, with their states (get_todo, the drawer): the
+# todos at the other end of its edges from one side or the other.
+_EDGES = """
+SELECT o.id, o.state, o.title
+  FROM todo_after a JOIN todos o ON o.id = a.{other}
+ WHERE a.{this} = %(todo_id)s
+ ORDER BY o.id
+ LIMIT %(limit)s
+"""
 PREREQUISITES = Statement(
     "prerequisites",
-    """
-SELECT p.id, p.state, p.title
-  FROM todo_after a JOIN todos p ON p.id = a.after_id
- WHERE a.todo_id = %(todo_id)s
- ORDER BY p.id
- LIMIT %(limit)s
-""",
+    _EDGES.format(this="todo_id", other="after_id"),
     why="the edges of one todo by the primary key, with each prerequisite's state",
 )
 DEPENDENTS = Statement(
     "dependents",
-    """
-SELECT d.id, d.state, d.title
-  FROM todo_after a JOIN todos d ON d.id = a.todo_id
- WHERE a.after_id = %(todo_id)s
- ORDER BY d.id
- LIMIT %(limit)s
-""",
+    _EDGES.format(this="after_id", other="todo_id"),
     why="the edges to one todo by their after_id index, with each dependent's state",
 )
 # A todo's children as a claimer and get_todo show them: each with its state, its last
