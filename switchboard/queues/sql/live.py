@@ -219,6 +219,8 @@ def _ended_within(interval: str) -> str:
                   > (e.id, statement_timestamp() - interval '{interval}')
               AND a.endpoint_id <= e.id
            OFFSET 0) a"""
+
+
 TEAM_LAST_HOUR = Statement(
     "team_last_hour",
     f"""
