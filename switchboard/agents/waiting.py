@@ -144,7 +144,7 @@ async def call(
     is None and noting on it returns at once)."""
     with tracing.verb(verb.name, endpoint, params) as span:
         try:
-            result = await _call(endpoint, verb, params, mcp_session_id=mcp_session_id, gone=gone)
+            result = await _call(endpoint, verb, params, mcp_session_id, gone)
         except DomainError as error:
             tracing.refused(span, error.code)
             raise
@@ -153,12 +153,7 @@ async def call(
 
 
 async def _call(
-    endpoint: Endpoint,
-    verb: Verb,
-    params,
-    *,
-    mcp_session_id: str | None = None,
-    gone: Departure | None = None,
+    endpoint: Endpoint, verb: Verb, params, mcp_session_id: str | None, gone: Departure | None
 ) -> dict:
     """Run ``verb``'s plan on the async pool, claim_next's long-poll on the doorbell. ``gone``
     says when the client went away: a wait then ends with ClientGone, and a claim that
