@@ -1,52 +1,24 @@
-"""A2A (section ``a2a``; issue 45): how soon a task's completion reaches the A2A client's
-stream, against the same path's floor in bare SQL, and what an open ``SubscribeToTask`` stream
-costs the server beside an idle ``claim_next`` long-poll. Each part on a fresh
-``switchboard serve`` (the shipped settings; for the memory parts the waiter caps raised past
-the crowd, ``SWITCHBOARD_WAITERS_PER_ENDPOINT`` and ``SWITCHBOARD_WAITERS_PER_PROCESS``).
-
-- ``latency``: a client sends ``SendStreamingMessage`` (endpoint "a2a-sender", ``metadata.to``
-  "a2a-worker") on a raw HTTP/1.0 connection and reads the Server-Sent Events; the worker, a
-  thread of this process, holds a ``claim_next`` long-poll over HTTP for "a2a-worker"
-  (``bench.workers.ParkedPoll``, parked PARK_S before the send), and as its answer comes
-  completes the todo over HTTP with no work between. Timed: (a) from the request's first byte
-  written to the event saying ``TASK_STATE_COMPLETED`` read; (b) from the complete's commit to
-  that event. The commit's time is the todo's ``ended_at`` (the close statement's
-  ``statement_timestamp()``, same machine clock): earlier than the commit by the statement's
-  own run, so (b) errs high by that.
-- ``bare``: the floor of that path without the product: one psycopg connection LISTENs (a
-  thread blocked on it); another inserts a row and ``pg_notify()``s in one transaction; from
-  the commit's return to the notification heard.
-- ``memory``: S ``SubscribeToTask`` streams on S distinct pending tasks (made in this process,
-  sent by "a2a-sender"), each on a raw connection held by one asyncio loop, each open once its
-  first event (the task) arrived; the server's RSS before and after (KiB per stream) and its
-  CPU over IDLE_S while they wait; a fresh ``GetTask`` p95 before, while they are held and
-  after they closed. Then, on another fresh server warmed the same way, S ``claim_next``
-  long-polls (``wait_seconds`` 30) on an empty queue, measured alike within their 30 s. Both
-  ``--a2a-reps`` times, each on fresh servers, which goes first alternating.
-
-Wall-clock time on one machine (``time.time()`` in this process and its threads).
-"""
+"""A2A (section ``a2a``; issue 45): a task's completion on its client's stream, against the same
+path's floor in bare SQL, and an open ``SubscribeToTask`` stream's cost beside an idle
+``claim_next`` long-poll. How each is timed: docs/benchmarks.md, "A2A"."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import math
+import resource
 import socket
 import threading
 import time
 from collections import Counter
 
 from bench import db, httpbench, seed
-from bench.fleet import raise_open_files
-from bench.ledger import latency, median
-from bench.table import f, f2, log, spread, table, verdict
+from bench.ledger import latency, median, spread_of
+from bench.table import f2, log, pp, spread, table, verdict
 from bench.workers import ParkedPoll
 
-# Issue 45: the send's p95 beyond the agent's own work; streams no dearer than long-polls. The
-# memory ratio's slack: RSS is read in pages over three processes and the allocator's arenas
-# grow in steps, so a stream may cost up to 10 % more than a long-poll and still be "no more"
-# (the median of the reps' ratios). GetTask after the streams: the http section's verb bar.
+# Issue 45's bars; the memory ratio's slack and the GetTask bar: docs/benchmarks.md, "A2A".
 TARGET = {"send_p95_ms": 100.0, "memory_ratio": 1.10, "get_p95_ms": 25.0}
 PARK_S = 0.1  # the worker's long-poll is parked this long before each send
 WAIT_SECONDS = 10  # the worker's long-poll
@@ -56,7 +28,6 @@ IDLE_S = 5.0  # the CPU window
 WARM = 20  # streams (long-polls) opened and closed before the baseline RSS
 PROBES = 20  # GetTask requests per probe
 BATCH = 100  # connections opened at once
-SENDER, WORKER, IDLE = "a2a-sender", "a2a-worker", "a2a-idle"
 OPTIONS = [  # flag, type, default, --quick's, help
     ("--a2a-rounds", int, 200, 40, "SendStreamingMessage rounds, each claimed and completed"),
     ("--a2a-streams", int, 1000, 200, "open SubscribeToTask streams; as many idle long-polls"),
@@ -64,13 +35,12 @@ OPTIONS = [  # flag, type, default, --quick's, help
 ]
 
 
-def _rpc(rpc_id: int, method: str, params: dict) -> bytes:
-    return json.dumps({"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}).encode()
-
-
-def _post(path: str, token: str, body: bytes, version: str = "1.1") -> bytes:
+def _post(path: str, token: str, method: str | dict, params: dict | None = None, v="1.1") -> bytes:
+    """A raw POST: a JSON-RPC ``method`` with ``params``, or a plain JSON body."""
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    body = json.dumps(rpc if params is not None else method).encode()
     return (
-        f"POST {path} HTTP/{version}\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
+        f"POST {path} HTTP/{v}\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\n"
         f"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
         f"Content-Length: {len(body)}\r\n\r\n".encode()
         + body
@@ -84,45 +54,28 @@ def _state(event: dict) -> str | None:
     return (said.get("status") or {}).get("state") or ("error" if "error" in event else None)
 
 
-# --- latency: SendStreamingMessage -> claim -> complete -> COMPLETED on the stream -------------
-
-
 def send_streaming(port: int, token: str, i: int) -> dict:
-    """One SendStreamingMessage on a raw HTTP/1.0 connection (the body comes unchunked: a
-    chunk's size line cannot split an event): when its first byte went, each event's state
-    and when it was read, the task's id."""
-    params = {
-        "message": {"messageId": f"m-{i}", "role": "ROLE_USER", "parts": [{"text": f"a2a {i}"}]},
-        "metadata": {"to": WORKER},
-    }
-    request = _post("/a2a", token, _rpc(i, "SendStreamingMessage", params), "1.0")
-    link = socket.create_connection(("127.0.0.1", port), timeout=30)
-    events, task, status, buffer, head = [], None, 0, b"", True
-    try:
+    """One SendStreamingMessage to the worker: when its first byte went, the status, each
+    event's state and when it was read, the task's id."""
+    message = {"messageId": f"m-{i}", "role": "ROLE_USER", "parts": [{"text": f"a2a {i}"}]}
+    params = {"message": message, "metadata": {"to": "a2a-worker"}}
+    request = _post("/a2a", token, "SendStreamingMessage", params, "1.0")
+    events, task, status = [], None, 0
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as link:
         sent = time.time()
         link.sendall(request)
-        while chunk := link.recv(65536):
-            at = time.time()
-            buffer += chunk
-            if head:
-                if b"\r\n\r\n" not in buffer:
-                    continue
-                first, buffer = buffer.split(b"\r\n\r\n", 1)
-                status, head = int(first.split(b" ", 2)[1]), False
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                if line.startswith(b"data:"):
-                    event = json.loads(line[5:])
-                    task = task or ((event.get("result") or {}).get("task") or {}).get("id")
-                    events.append((at, _state(event)))
-    finally:
-        link.close()
+        for at, line in httpbench.lines(link):
+            if line.startswith(b"HTTP/"):
+                status = int(line.split(b" ", 2)[1])
+            elif line.startswith(b"data:"):
+                event = json.loads(line[5:])
+                task = task or ((event.get("result") or {}).get("task") or {}).get("id")
+                events.append((at, _state(event)))
     return {"sent": sent, "status": status, "events": events, "task": task}
 
 
 def rounds(server, sender_token: str, worker_token: str, n: int) -> dict:
-    from django.db import connection
-
+    """SendStreamingMessage -> the worker's parked claim_next -> complete -> COMPLETED read."""
     got, first_states, failed = [], Counter(), Counter()
     with ParkedPoll(server.base_url, worker_token, WAIT_SECONDS) as worker:
         for i in range(n):
@@ -138,25 +91,22 @@ def rounds(server, sender_token: str, worker_token: str, n: int) -> dict:
                 failed["the worker claimed another task"] += 1
             else:
                 got.append((todo_id, r["sent"], claimed_at, done))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, extract(epoch FROM ended_at)::float8 FROM todos WHERE id = ANY(%s)",
-            ([g[0] for g in got],),
+    ids = [g[0] for g in got]
+    ended = dict(
+        db.rows(
+            "SELECT id, extract(epoch FROM ended_at)::float8 FROM todos WHERE id = ANY(%s)", (ids,)
         )
-        ended = dict(cursor.fetchall())
+    )
     return {
         "rounds": n,
         "send_to_completed": latency([done - sent for _, sent, _, done in got], 50, 95, 99),
         "commit_to_completed": latency(
-            [done - ended[t] for t, _, _, done in got if ended.get(t)], 50, 95, 99
+            [d - ended[t] for t, _, _, d in got if ended.get(t)], 50, 95, 99
         ),
         "send_to_claimed": latency([claimed - sent for _, sent, claimed, _ in got], 50, 95, 99),
         "first_event": dict(first_states),
         "failed": dict(failed),
     }
-
-
-# --- bare: a row and a pg_notify in one transaction -> the LISTENer hears it -------------------
 
 
 def bare(n: int) -> dict:
@@ -171,9 +121,8 @@ def bare(n: int) -> dict:
     def hear() -> None:
         while not stop.is_set():
             for note in listen.notifies(timeout=0.5):
-                at = time.time()
                 with arrived:
-                    heard[note.payload] = at
+                    heard[note.payload] = time.time()
                     arrived.notify()
 
     thread = threading.Thread(target=hear, daemon=True)
@@ -204,17 +153,12 @@ def bare(n: int) -> dict:
     return {"n": n, "heard": latency(seen, 50, 95, 99), "missed": missed}
 
 
-# --- memory: S open streams vs S idle long-polls -----------------------------------------------
-
-
 async def _hold(port: int, requests: list[bytes], opened_when: bytes | None, measure) -> dict:
     """Open a connection per request (BATCH at a time, each batch open before the next), each
     open once ``opened_when`` was read (None: once written), hold them all while ``measure()``
     runs, then close them. Returns what ``measure`` did, each connection's fate, and what
     came on them after it was open (SSE keepalive comments, events, a long-poll's answer)."""
-    fates: Counter = Counter()
-    later: Counter = Counter()
-    links = []
+    fates, later, links = Counter(), Counter(), []
 
     async def opened(request: bytes):
         try:
@@ -228,10 +172,9 @@ async def _hold(port: int, requests: list[bytes], opened_when: bytes | None, mea
             return "open", reader
         data = b""
         try:
-            while opened_when not in data:
-                chunk = await asyncio.wait_for(reader.read(65536), 30)
-                if not chunk:
-                    break
+            while opened_when not in data and (
+                chunk := await asyncio.wait_for(reader.read(65536), 30)
+            ):
                 data += chunk
         except (TimeoutError, OSError) as exc:
             return type(exc).__name__, None
@@ -247,8 +190,7 @@ async def _hold(port: int, requests: list[bytes], opened_when: bytes | None, mea
             kind = "keepalive" if b"keepalive" in chunk else "data" if b"data:" in chunk else ""
             later["answer" if opened_when is None else kind] += 1
 
-    tasks = []
-    started = time.monotonic()
+    tasks, started = [], time.monotonic()
     for i in range(0, len(requests), BATCH):
         tasks += [asyncio.create_task(one(r)) for r in requests[i : i + BATCH]]
         while sum(fates.values()) < len(tasks) and time.monotonic() - started < 120:
@@ -264,32 +206,28 @@ async def _hold(port: int, requests: list[bytes], opened_when: bytes | None, mea
     return {"measured": measured, "fates": dict(fates), "later": said, "opened_s": opened_s}
 
 
-def _get_task(port: int, token: str, task: str) -> float | None:
-    """One GetTask on a fresh connection: its time, or None when it did not answer the task."""
-    asked = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task}}
-    t = time.monotonic()
-    status, body = httpbench.request(port, "/a2a", asked, token)
-    took = time.monotonic() - t
-    return took if status == 200 and (body.get("result") or {}).get("id") == task else None
-
-
 def _probe(port: int, token: str, task: str) -> dict:
-    times = [_get_task(port, token, task) for _ in range(PROBES)]
+    """PROBES GetTask requests on fresh connections: their times; failed: not the task."""
+    asked, times = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task}}, []
+    for _ in range(PROBES):
+        t = time.monotonic()
+        status, body = httpbench.request(port, "/a2a", asked, token)
+        right = status == 200 and (body.get("result") or {}).get("id") == task
+        times.append(time.monotonic() - t if right else None)
     return latency([t for t in times if t is not None]) | {"failed": times.count(None)}
 
 
-def _warm(server, requests, opened_when) -> dict:
+def _warm(server, requests: list[bytes], opened_when) -> None:
     """Open and close a few (the path's imports, pools and caches before the baseline)."""
 
-    async def measure() -> None:
+    async def settle() -> None:
         await asyncio.sleep(0.5)
 
-    out = asyncio.run(_hold(server.port, requests, opened_when, measure))
+    asyncio.run(_hold(server.port, requests, opened_when, settle))
     time.sleep(1.0)
-    return out["fates"]
 
 
-def _crowd(server, requests, opened_when, probe=None) -> dict:
+def _crowd(server, requests: list[bytes], opened_when, probe=None) -> dict:
     """Hold the crowd; the server's RSS (MiB) before, once held, and after it closed; its CPU
     while held; ``probe()`` while held."""
     pids = server.pids()
@@ -316,39 +254,35 @@ def _crowd(server, requests, opened_when, probe=None) -> dict:
 
 
 def streams(ctx, caps: dict, n: int, sender, target, token: str, rep: int) -> dict:
+    """n SubscribeToTask streams on n pending tasks, on a fresh server; GetTask around them."""
     from switchboard.agents.task_view import task_id
     from switchboard.queues import transitions
     from switchboard.queues.transitions import Actor
 
-    actor = Actor.agent(sender)
-    ids = []
+    actor, ids = Actor.agent(sender), []
     for i in range(n + WARM + 1):
         todo, _ = transitions.create_todo(actor, endpoint=target, title=f"followed {i}")
         ids.append(task_id(sender.team_id, todo.id))
-    probe_task, warm, held = ids[0], ids[1 : WARM + 1], ids[WARM + 1 :]
+    probe, warm, held = ids[0], ids[1 : WARM + 1], ids[WARM + 1 :]
 
     def subscribe(tasks: list[str]) -> list[bytes]:
-        return [
-            _post("/a2a", token, _rpc(i, "SubscribeToTask", {"id": t})) for i, t in enumerate(tasks)
-        ]
+        return [_post("/a2a", token, "SubscribeToTask", {"id": t}) for t in tasks]
 
     with httpbench.Server(db.RESULTS / f"a2a-streams-{rep}-{ctx.stamp}.log", **caps) as server:
         _warm(server, subscribe(warm), b"\n\n")  # the a2a path, the task watch
-        before = _probe(server.port, token, probe_task)
-        held_ = _crowd(
-            server, subscribe(held), b"\n\n", lambda: _probe(server.port, token, probe_task)
-        )
-        after = _probe(server.port, token, probe_task)
+        before = _probe(server.port, token, probe)
+        held_ = _crowd(server, subscribe(held), b"\n\n", lambda: _probe(server.port, token, probe))
+        after = _probe(server.port, token, probe)
     return held_ | {"get_before": before, "get_after": after, "server": server.log_summary()}
 
 
 def long_polls(ctx, caps: dict, n: int, token: str, rep: int) -> dict:
-    body = json.dumps({"wait_seconds": POLL_SECONDS}).encode()
-    warm = json.dumps({"wait_seconds": 1}).encode()
+    """n idle claim_next long-polls on an empty queue, on a fresh server (warmed with 1-s
+    polls)."""
+    path, warm = "/api/v1/claim_next", _post("/api/v1/claim_next", token, {"wait_seconds": 1})
     with httpbench.Server(db.RESULTS / f"a2a-polls-{rep}-{ctx.stamp}.log", **caps) as server:
-        path = "/api/v1/claim_next"
-        _warm(server, [_post(path, token, warm)] * WARM, b"\r\n\r\n")  # answered in 1 s
-        held = _crowd(server, [_post(path, token, body)] * n, None)
+        _warm(server, [warm] * WARM, b"\r\n\r\n")  # answered in 1 s
+        held = _crowd(server, [_post(path, token, {"wait_seconds": POLL_SECONDS})] * n, None)
     return held | {"server": server.log_summary()}
 
 
@@ -356,9 +290,13 @@ def run_section(ctx) -> dict:
     from switchboard.queues.models import Endpoint
 
     args = ctx.args
-    limit = raise_open_files()
-    (sender_id, sender_token), (worker_id, worker_token) = seed.vend(SENDER), seed.vend(WORKER)
-    _, idle_token = seed.vend(IDLE)
+    soft, limit = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))  # a file a connection
+    (sender_id, sender_token), (worker_id, worker_token) = (
+        seed.vend("a2a-sender"),
+        seed.vend("a2a-worker"),
+    )
+    _, idle_token = seed.vend("a2a-idle")
     sender, worker = Endpoint.objects.get(pk=sender_id), Endpoint.objects.get(pk=worker_id)
     with httpbench.Server(db.RESULTS / f"a2a-server-{ctx.stamp}.log") as server:
         lat = rounds(server, sender_token, worker_token, args.a2a_rounds)
@@ -367,8 +305,9 @@ def run_section(ctx) -> dict:
     floor = bare(args.a2a_rounds)
     log(f"a2a: bare commit -> heard p95 {floor['heard']['p95_ms']} ms")
     n = min(args.a2a_streams, limit - 500)
-    caps = {"SWITCHBOARD_WAITERS_PER_ENDPOINT": str(2 * n + WARM)}
-    caps["SWITCHBOARD_WAITERS_PER_PROCESS"] = str(2 * n + WARM)
+    caps = dict.fromkeys(
+        ("SWITCHBOARD_WAITERS_PER_ENDPOINT", "SWITCHBOARD_WAITERS_PER_PROCESS"), str(2 * n + WARM)
+    )
     memory = []
     for rep in range(args.a2a_reps):  # a fresh server each; which goes first alternates
         kinds = {
@@ -383,17 +322,15 @@ def run_section(ctx) -> dict:
 
 
 def kib(note: dict) -> dict:
-    """Per kind, the median KiB each over the reps; and the median of the reps' ratios of a
-    stream's over a long-poll's, lowest and highest."""
+    """Per kind, the median KiB each over the reps; and the spread of the reps' ratios of a
+    stream's over a long-poll's."""
     reps = note["memory"]
+    each = {kind: median([m[kind]["kib_each"] for m in reps]) for kind in ("streams", "polls")}
+    p = [m["polls"]["kib_each"] for m in reps]
     ratios = [
-        m["streams"]["kib_each"] / m["polls"]["kib_each"]
-        if m["polls"]["kib_each"] > 0
-        else math.inf
-        for m in reps
+        m["streams"]["kib_each"] / k if k > 0 else math.inf for m, k in zip(reps, p, strict=True)
     ]
-    out = {kind: median([m[kind]["kib_each"] for m in reps]) for kind in ("streams", "polls")}
-    return out | {"ratio": {"median": median(ratios), "min": min(ratios), "max": max(ratios)}}
+    return each | {"ratio": spread_of(ratios)}
 
 
 def met(note: dict) -> dict:
@@ -406,84 +343,68 @@ def met(note: dict) -> dict:
     )
     every = all(m[k]["fates"].get("open") == m[k]["n"] for m in reps for k in ("streams", "polls"))
     every = every and not any(m["polls"]["later"] for m in reps)  # no long-poll answered early
-    memory = every and kib(note)["ratio"]["median"] <= t["memory_ratio"]
     gets = [m["streams"]["get_after"] for m in reps]
     fresh = all(not g["failed"] and (g["p95_ms"] or 1e9) <= t["get_p95_ms"] for g in gets)
-    return {"send": fast, "memory": memory, "get": fresh}
-
-
-def _lat(lat: dict, spec: str = "{:.1f}") -> list[str]:
-    return [
-        str(lat["n"]),
-        "/".join(f(lat[k], spec) for k in ("p50_ms", "p95_ms", "p99_ms")),
-        f(lat["max_ms"], spec),
-    ]
+    return {
+        "send": fast,
+        "memory": every and kib(note)["ratio"]["median"] <= t["memory_ratio"],
+        "get": fresh,
+    }
 
 
 def render(note: dict) -> str:
     lat, b, t, m, k = note["latency"], note["bare"], note["target"], met(note), kib(note)
+
+    def cells(lat: dict, spec: str = "{:.1f}") -> list:
+        return [lat["n"], pp(lat, "p50", "p95", "p99", spec=spec), pp(lat, "max", spec=spec)]
+
     rows = [
-        [
-            "send -> COMPLETED read on the stream",
-            *_lat(lat["send_to_completed"]),
-            f"p95 <= {t['send_p95_ms']:.0f}: {verdict(m['send'])}",
-        ],
-        ["send -> the worker's parked claim_next answered", *_lat(lat["send_to_claimed"]), "-"],
+        ["send -> COMPLETED read on the stream", *cells(lat["send_to_completed"])]
+        + [f"p95 <= {t['send_p95_ms']:.0f}: {verdict(m['send'])}"],
+        ["send -> the worker's parked claim_next answered", *cells(lat["send_to_claimed"]), "-"],
         [
             "complete's commit -> COMPLETED read on the stream",
-            *_lat(lat["commit_to_completed"]),
+            *cells(lat["commit_to_completed"]),
             "-",
         ],
         [
             "bare SQL: insert + pg_notify commit -> LISTENer heard",
-            *_lat(b["heard"], "{:.2f}"),
+            *cells(b["heard"], "{:.2f}"),
             "the floor",
         ],
     ]
-    mem = [
-        [
-            f"{what} ({c['n']}; open {c['fates'].get('open', 0)} in {c['opened_s']:.1f} s)",
-            rep + 1,
-            " / ".join(f(x, "{:.1f}") for x in c["rss_mib"]),
-            f"{c['kib_each']:.1f}",
-            f"{c['idle_cpu_pct']:.1f}",
-            ", ".join(f"{k} {v}" for k, v in {**c["fates"], **c["later"]}.items() if k != "open")
-            or "-",
-        ]
-        for rep, each in enumerate(note["memory"])
+    mem, gets = [], []
+    for rep, each in enumerate(note["memory"], 1):
         for what, c in (
             ("SubscribeToTask streams", each["streams"]),
             ("claim_next long-polls", each["polls"]),
-        )
-    ]
-    gets = "; ".join(
-        f"rep {rep + 1} "
-        + ", ".join(
-            f"{label} {f2(g['p50_ms'])}/{f2(g['p95_ms'])}"
-            + (f" ({g['failed']} failed)" if g["failed"] else "")
-            for label, g in (
-                ("before", s["get_before"]),
-                ("held", s["held_get"]),
-                ("after", s["get_after"]),
+        ):
+            rss, fates = " / ".join(f"{x:.1f}" for x in c["rss_mib"]), {**c["fates"], **c["later"]}
+            else_ = ", ".join(f"{k} {v}" for k, v in fates.items() if k != "open") or "-"
+            head = f"{what} ({c['n']}; open {c['fates'].get('open', 0)} in {c['opened_s']:.1f} s)"
+            mem.append([head, rep, rss, f"{c['kib_each']:.1f}", f"{c['idle_cpu_pct']:.1f}", else_])
+        s = each["streams"]
+        said = [
+            (x, s[f"get_{x}" if x != "held" else "held_get"]) for x in ("before", "held", "after")
+        ]
+        gets.append(
+            f"rep {rep} "
+            + ", ".join(
+                f"{x} {pp(g)}" + (f" ({g['failed']} failed)" if g["failed"] else "")
+                for x, g in said
             )
         )
-        for rep, s in enumerate(m_["streams"] for m_ in note["memory"])
-    )
+    server = lat["server"]
     return "\n".join(
         [
-            "A2A on one switchboard serve"
-            + (
-                f" ({w} workers, a pool of {lat['server']['db_pool']})"
-                if (w := lat["server"].get("workers"))
-                else ""
-            )
-            + ": SendStreamingMessage -> a parked claim_next (HTTP) "
-            "claims -> complete (HTTP), no work between -> the client's stream reads COMPLETED; "
-            f"the same path's floor in bare SQL; {db.code_line(note['git'])}",
+            f"A2A on one switchboard serve ({server.get('workers')} workers, a pool of "
+            f"{server.get('db_pool')}): SendStreamingMessage -> a parked claim_next (HTTP) claims "
+            "-> complete (HTTP), no work between -> the client's stream reads COMPLETED; the "
+            f"same path's floor in bare SQL; {db.code_line(note['git'])}",
             "",
             *table(["from -> to", "n", "p50/p95/p99 ms", "max ms", "target"], rows),
             f"First event of the stream: {lat['first_event']}; failed rounds: "
-            f"{lat['failed'] or 0}; {lat['server']['line']}",
+            f"{lat['failed'] or 0}; {server['line']}",
             "",
             f"Memory, a fresh server for each row, waiter caps {note['caps']}: server RSS before "
             f"/ held / after closing, and its CPU over {IDLE_S:.0f} s while held",
@@ -492,7 +413,7 @@ def render(note: dict) -> str:
             f"KiB each, median of reps: stream {f2(k['streams'])}, long-poll {f2(k['polls'])}; a "
             f"stream's over a long-poll's {spread(k['ratio'])} (<= {t['memory_ratio']:.2f}): "
             f"{verdict(m['memory'])}",
-            f"GetTask on a fresh connection p50/p95 ms, {gets} (after <= "
+            f"GetTask on a fresh connection p50/p95 ms, {'; '.join(gets)} (after <= "
             f"{t['get_p95_ms']:.0f}: {verdict(m['get'])}); took {note['duration_s']:.0f} s",
         ]
     )

@@ -1,20 +1,6 @@
-"""Asking a person (section ``ask``; issue 43): how soon an answer wakes the agent waiting for
-it, and how soon a question reaches the Board's viewers. One ``switchboard serve`` (the
-shipped settings; the per-person stream cap raised for the viewers, who are all one person).
-
-- ``wake``: a worker holds a ``claim_next`` long-poll over HTTP (``switchboard.client``) while
-  the only todo of its queue waits on a question; a person of the team answers it in this
-  process (``transitions.answer``, what the Board's answer form calls); from the answer's
-  commit (the transition's return) to the long-poll's answer in the worker, with that todo.
-  One ask at a time, the poll parked PARK_S before the answer.
-- ``stream``: V viewers hold the Board's live stream as the Waiting on people page does
-  (``/live/?want=counts``, one raw HTTP/1.0 connection each, signed in as the team's person);
-  a worker asks in this process (``transitions.release`` with ``question``); from the ask's
-  commit to each viewer's ``event: team`` naming the todo. Each todo is created and claimed
-  QUIET_S before its question, so the stream has told those changes first.
-
-Wall-clock time on one machine (``time.time()`` in this process and its threads).
-"""
+"""Asking a person (section ``ask``; issue 43): an answer's commit -> the waiting agent's parked
+``claim_next`` answered, and a question's commit -> each viewer's Board stream naming it, on one
+``switchboard serve``. How each is timed: docs/benchmarks.md, "Asking a person"."""
 
 from __future__ import annotations
 
@@ -25,7 +11,7 @@ import time
 
 from bench import db, httpbench, seed
 from bench.ledger import latency
-from bench.table import f, ints, log, table, verdict
+from bench.table import ints, log, pp, table, verdict
 from bench.workers import ParkedPoll
 
 TARGET = {"wake_p95_ms": 50.0, "stream_p95_ms": 1000.0}  # issue 43
@@ -40,75 +26,52 @@ OPTIONS = [  # flag, type, default, --quick's, help
 ]
 
 
-# --- wake: an answer's commit -> the parked long-poll answered ---------------------------------
-
-
 def wake(server, endpoint, token: str, person, n: int) -> dict:
     from switchboard.queues import transitions
     from switchboard.queues.transitions import Actor
 
     agent, human = Actor.agent(endpoint), Actor.human(person)
-    seen, answer_ms, wrong = [], [], 0
+    seen, answer_s, wrong = [], [], 0
     with ParkedPoll(server.base_url, token, WAIT_SECONDS) as poll:
         for i in range(n):
             todo, _ = transitions.create_todo(agent, title=f"ask {i}")
             seq = transitions.claim(agent, todo.id).attempt_seq
-            transitions.release(
-                agent, todo.id, attempt_seq=seq, question="Go ahead?", choices=["yes", "no"]
-            )
-            poll.park()
-            time.sleep(PARK_S)
-            t0 = time.time()
-            transitions.answer(human, todo.id, value="yes")
-            committed = time.time()
-            at, todo_id = poll.answered()
-            answer_ms.append(committed - t0)
-            if todo_id == todo.id:
-                seen.append(at - committed)
-            else:
-                wrong += 1
+            asked = {"question": "Go ahead?", "choices": ["yes", "no"]}
+            transitions.release(agent, todo.id, attempt_seq=seq, **asked)
+
+            def ring(todo_id=todo.id) -> int:
+                transitions.answer(human, todo_id, value="yes")
+                return todo_id
+
+            took, woke, right = poll.woken(ring, PARK_S)
+            answer_s.append(took)
+            seen += [woke] if right else []
+            wrong += not right
     return {
         "asks": n,
         "wake": latency(seen, 50, 95, 99),
-        "answer": latency(answer_ms),
+        "answer": latency(answer_s),
         "wrong": wrong,
     }
 
 
-# --- stream: a question's commit -> each viewer's event: team naming it -----------------------
-
-
 def _viewer(port: int, cookie: str, ready: threading.Barrier, heard: list, stop) -> None:
-    """One stream on a raw connection: (time, todo ids) of each ``event: team``. HTTP/1.0, so
-    that the body comes unchunked (a chunk's size line cannot split an event)."""
-    link = socket.create_connection(("127.0.0.1", port), timeout=60)
-    link.sendall(
-        f"GET /live/?want=counts HTTP/1.0\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\n"
-        "Accept: text/event-stream\r\n\r\n".encode()
-    )
-    buffer, event, told = b"", "", False
-    try:
-        while not stop.is_set():
-            try:
-                chunk = link.recv(65536)
-            except TimeoutError:
-                continue
-            if not chunk:
-                break
-            at = time.time()
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for raw in lines:
-                line = raw.decode("utf-8", "replace").rstrip("\r")
-                if line.startswith("event:"):
-                    event = line[6:].strip()
-                    if event == "ready" and not told:
-                        told = True
-                        ready.wait(timeout=60)
-                elif line.startswith("data:") and event == "team":
-                    heard.append((at, json.loads(line[5:]).get("todos", [])))
-    finally:
-        link.close()
+    """One stream on a raw connection: (time, todo ids) of each ``event: team``."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as link:
+        link.sendall(
+            f"GET /live/?want=counts HTTP/1.0\r\nHost: 127.0.0.1\r\nCookie: {cookie}\r\n"
+            "Accept: text/event-stream\r\n\r\n".encode()
+        )
+        event, told = "", False
+        for at, raw in httpbench.lines(link, stop.is_set):
+            line = raw.decode("utf-8", "replace")
+            if line.startswith("event:"):
+                event = line[6:].strip()
+                if event == "ready" and not told:
+                    told = True
+                    ready.wait(timeout=60)
+            elif line.startswith("data:") and event == "team":
+                heard.append((at, json.loads(line[5:]).get("todos", [])))
 
 
 def stream(server, endpoint, person, viewers: int, n: int) -> dict:
@@ -118,14 +81,9 @@ def stream(server, endpoint, person, viewers: int, n: int) -> dict:
     agent, cookie = Actor.agent(endpoint), seed.session_cookie(person.username)
     ready, stop = threading.Barrier(viewers + 1), threading.Event()
     heard: list[list] = [[] for _ in range(viewers)]
-    threads = [
-        threading.Thread(
-            target=_viewer, args=(server.port, cookie, ready, heard[v], stop), daemon=True
-        )
-        for v in range(viewers)
-    ]
-    for t in threads:
-        t.start()
+    for v in range(viewers):
+        args = (server.port, cookie, ready, heard[v], stop)
+        threading.Thread(target=_viewer, args=args, daemon=True).start()
     ready.wait(timeout=120)  # every stream watches the team
     asked = {}
     try:
@@ -143,12 +101,13 @@ def stream(server, endpoint, person, viewers: int, n: int) -> dict:
     for events in heard:
         for todo_id, committed in asked.items():
             first = next((at for at, ids in events if at >= committed and todo_id in ids), None)
-            if first is None:
-                missed += 1
-            else:
-                seen.append(first - committed)
-    return {"viewers": viewers, "questions": n, "fresh": latency(seen, 50, 95, 99)} | {
-        "missed": missed
+            seen += [] if first is None else [first - committed]
+            missed += first is None
+    return {
+        "viewers": viewers,
+        "questions": n,
+        "fresh": latency(seen, 50, 95, 99),
+        "missed": missed,
     }
 
 
@@ -160,22 +119,16 @@ def run_section(ctx) -> dict:
     person = get_user_model().objects.get(username="bench")
     endpoint_id, token = seed.vend("bench-asker")
     endpoint = Endpoint.objects.get(pk=endpoint_id)
-    log_path = db.RESULTS / f"ask-server-{ctx.stamp}.log"
-    cap = max(ctx.args.ask_viewers) + 8
+    log_path, cap = db.RESULTS / f"ask-server-{ctx.stamp}.log", max(ctx.args.ask_viewers) + 8
     with httpbench.Server(log_path, SWITCHBOARD_BOARD_STREAMS_PER_USER=str(cap)) as server:
         w = wake(server, endpoint, token, person, ctx.args.ask_answers)
         log(f"ask: wake p95 {w['wake']['p95_ms']} ms over {w['wake']['n']}")
         streams = []
         for viewers in ctx.args.ask_viewers:
-            s = stream(server, endpoint, person, viewers, ctx.args.ask_questions)
+            streams.append(s := stream(server, endpoint, person, viewers, ctx.args.ask_questions))
             log(f"ask: {viewers} viewers, question fresh p95 {s['fresh']['p95_ms']} ms")
-            streams.append(s)
-    return {
-        "wake": w,
-        "streams": streams,
-        "target": TARGET,
-        "server": server.settings | server.log_summary(),
-    }
+    note = {"wake": w, "streams": streams, "target": TARGET}
+    return note | {"server": server.settings | server.log_summary()}
 
 
 def met(note: dict) -> dict:
@@ -191,29 +144,17 @@ def _fresh(stream: dict, target: dict) -> bool:
 
 def render(note: dict) -> str:
     w, t, s, m = note["wake"], note["target"], note["server"], met(note)
-    lat = w["wake"]
+    lat, p99, one = w["wake"], ("p50", "p95", "p99"), "{:.1f}"
     rows = [
-        [
-            "answer -> parked claim_next answered",
-            "-",
-            f"{lat['n']}/{w['asks']}",
-            "/".join(f(lat[k], "{:.1f}") for k in ("p50_ms", "p95_ms", "p99_ms")),
-            f(lat["max_ms"], "{:.1f}"),
-            f"<= {t['wake_p95_ms']:.0f}: {verdict(m['wake'])}",
-        ]
+        ["answer -> parked claim_next answered", "-", f"{lat['n']}/{w['asks']}"]
+        + [pp(lat, *p99, spec=one), pp(lat, "max", spec=one)]
+        + [f"<= {t['wake_p95_ms']:.0f}: {verdict(m['wake'])}"]
     ]
     for each in note["streams"]:
-        fr = each["fresh"]
-        rows.append(
-            [
-                "question -> /live/ event: team",
-                each["viewers"],
-                f"{fr['n']}/{each['questions'] * each['viewers']}",
-                "/".join(f(fr[k]) for k in ("p50_ms", "p95_ms", "p99_ms")),
-                f(fr["max_ms"]),
-                f"<= {t['stream_p95_ms']:.0f}: {verdict(_fresh(each, t))}",
-            ]
-        )
+        fr, bar = each["fresh"], f"<= {t['stream_p95_ms']:.0f}: {verdict(_fresh(each, t))}"
+        seen = f"{fr['n']}/{each['questions'] * each['viewers']}"
+        row = ["question -> /live/ event: team", each["viewers"], seen]
+        rows.append([*row, pp(fr, *p99, spec="{:.0f}"), pp(fr, "max", spec="{:.0f}"), bar])
     return "\n".join(
         [
             "Asking a person on one switchboard serve: an answer's commit -> the worker's parked "
@@ -221,9 +162,8 @@ def render(note: dict) -> str:
             f"/live/?want=counts update naming it; {db.code_line(note['git'])}",
             "",
             *table(["from -> to", "viewers", "seen", "p50/p95/p99 ms", "max ms", "target"], rows),
-            f"The answer transition itself: p50/p95 {f(w['answer']['p50_ms'], '{:.1f}')}/"
-            f"{f(w['answer']['p95_ms'], '{:.1f}')} ms; wrong todo woken: {w['wrong']}; "
-            f"question fresh within target at every viewer count: {verdict(m['stream'])}; "
-            f"{s['line']}; took {note['duration_s']:.0f} s",
+            f"The answer transition itself: p50/p95 {pp(w['answer'], spec=one)} ms; wrong todo "
+            f"woken: {w['wrong']}; question fresh within target at every viewer count: "
+            f"{verdict(m['stream'])}; {s['line']}; took {note['duration_s']:.0f} s",
         ]
     )

@@ -1,6 +1,6 @@
 """The bench's database, always its own ``switchboard_bench`` (on ``DATABASE_URL``'s server, or
-a throwaway embedded PostgreSQL in a temporary folder); which code was measured; the CPU of
-local processes, from /proc; named-query files."""
+a throwaway embedded PostgreSQL); statements on Django's connection; which code was measured;
+local processes (spawned with a log; their CPU and memory, from /proc); named-query files."""
 
 from __future__ import annotations
 
@@ -57,9 +57,8 @@ def conninfo(dbname: str | None = None, settings: dict | None = None) -> str:
     kwargs = {
         k.lower(): settings[k] for k in ("USER", "PASSWORD", "HOST", "PORT") if settings.get(k)
     }
-    return make_conninfo(
-        dbname=dbname or settings["NAME"], **kwargs, **(settings.get("OPTIONS") or {})
-    )
+    options = settings.get("OPTIONS") or {}
+    return make_conninfo(dbname=dbname or settings["NAME"], **kwargs, **options)
 
 
 def connect(dbname: str | None = None):
@@ -94,7 +93,6 @@ def setup_django() -> None:
 
 
 def migrate() -> None:
-    """The product's migrations."""
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
@@ -111,23 +109,28 @@ def named(path: Path) -> dict[str, str]:
     }
 
 
-def with_cursor(statement: str, params=None):
-    """Run one statement on Django's connection; its first row, if it returns rows."""
+def rows(statement: str, params=None) -> list[tuple]:
+    """Run one statement on Django's connection; its rows (none if it returns none)."""
     from django.db import connection
 
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
-        return cursor.fetchone() if cursor.description else None
+        return cursor.fetchall() if cursor.description else []
+
+
+def one(statement: str, params=None):
+    """The first value of a statement's first row, if any."""
+    return (rows(statement, params) or [(None,)])[0][0]
 
 
 def wal_lsn() -> int:
     """The server's WAL position in bytes."""
-    return with_cursor("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")[0]
+    return one("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint")
 
 
 def server_facts() -> dict:
     names = ("server_version", "shared_buffers", "synchronous_commit", "fsync", "jit")
-    return {name: with_cursor(f"SHOW {name}")[0] for name in names}
+    return {name: one(f"SHOW {name}") for name in names}
 
 
 def git_state() -> dict:
@@ -147,6 +150,40 @@ def code_line(git: dict) -> str:
     """'code 1a2b3c4d5e + 2 uncommitted files of the product'."""
     dirty = f" + {git['dirty']} uncommitted file(s) of the product" if git.get("dirty") else ""
     return f"code {git.get('head', '?')[:10]}{dirty}"
+
+
+class Spawned:
+    """A program of the product (``switchboard serve``, ``switchboard sweep``) as a subprocess
+    of the bench, this tree's code, ``env`` on the bench's environment, its output in
+    ``log_path``; ended by its pid (SIGTERM: gunicorn's master stops its workers)."""
+
+    def __init__(self, log_path: Path, *args: str, **env: str):
+        here = Path(sys.executable).parent / "switchboard"
+        program = str(here if here.exists() else ROOT / ".venv" / "bin" / "switchboard")
+        # This tree's code: a venv's editable install may point at another checkout.
+        env = {"SWITCHBOARD_DEV": "1", "LOG_LEVEL": "WARNING", "PYTHONPATH": str(ROOT), **env}
+        self.log_path, self._log = log_path, open(log_path, "wb")  # noqa: SIM115 - in stop()
+        out = {"stdin": subprocess.DEVNULL, "stdout": self._log, "stderr": subprocess.STDOUT}
+        self.proc = subprocess.Popen([program, *args], cwd=ROOT, env=os.environ | env, **out)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def pids(self) -> list[int]:
+        return [self.proc.pid, *children(self.proc.pid)]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self._log.close()
 
 
 def _stat(pid: int) -> list[bytes] | None:
@@ -176,16 +213,13 @@ def cpu_delta(before: dict[int, float] | None, after: dict[int, float] | None) -
 
 
 def children(pid: int) -> list[int]:
-    return [
-        int(e)
-        for e in os.listdir("/proc")
-        if e.isdigit() and (s := _stat(int(e))) and int(s[1]) == pid
-    ]
+    procs = (int(e) for e in os.listdir("/proc") if e.isdigit())
+    return [p for p in procs if (s := _stat(p)) and int(s[1]) == pid]
 
 
 def postmaster_pid() -> int | None:
     """The local server's postmaster (the parent of this session's backend), or None."""
-    if (s := _stat(with_cursor("SELECT pg_backend_pid()")[0])) is None:
+    if (s := _stat(one("SELECT pg_backend_pid()"))) is None:
         return None  # a server on another machine
     with open(f"/proc/{int(s[1])}/cmdline", "rb") as fh:
         return int(s[1]) if b"postgres" in fh.read() else None

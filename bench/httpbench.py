@@ -1,11 +1,6 @@
-"""The agents' hot path through the real server (section ``http``): claim_next + complete over
-HTTP (``switchboard.client``) and over MCP (``tools/call``), at 1, 4 and 16 client processes.
-
-``switchboard serve`` (the shipped settings) runs as a subprocess against the bench database;
-each drain empties N todos queued on top of N done todos with history, drained by C client
-processes (one keep-alive connection each) released at a barrier. Recorded: todos/s,
-client-side latency per verb, CPU per todo of the clients, the server and PostgreSQL (/proc).
-"""
+"""The agents' hot path through a real ``switchboard serve`` (section ``http``; docs/benchmarks.md,
+"The agent API through gunicorn"): claim_next + complete over HTTP and over MCP, with and
+without then, at 1, 4 and 16 client processes; and the served node every section uses."""
 
 from __future__ import annotations
 
@@ -15,8 +10,6 @@ import os
 import re
 import socket
 import statistics
-import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -27,39 +20,15 @@ from bench.table import all_of, f, f2, ints, log, pp, spread, table, verdict
 from bench.workers import DrainFailed, Pool, serve
 
 TARGET = {"clients": 4, "todos_per_s": 300.0, "p95_ms": 25.0}
-# "then": complete carries claim_next's arguments and answers the next claim (one request a
-# todo, as switchboard.client's job() and work() do by default).
+# "then": complete carries claim_next's arguments and answers the next claim.
 PROTOCOLS = ("HTTP", "HTTP then", "MCP", "MCP then")
+MCP_VS_HTTP = {"MCP": "HTTP", "MCP then": "HTTP then"}  # issue 31: MCP at HTTP's speed
 MCP_PROTOCOL = "2026-07-28"
-
-
 OPTIONS = [  # flag, type, default, --quick's, help
     ("--http-todos", int, 2000, 300, "todos per drain"),
     ("--http-clients", ints, [1, 4, 16], [1, 4, 16], "client processes"),
     ("--http-reps", int, 3, 1, "drains per cell"),
 ]
-
-
-def switchboard_command() -> str:
-    here = Path(sys.executable).parent / "switchboard"
-    return str(here if here.exists() else db.ROOT / ".venv" / "bin" / "switchboard")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until(what: str, predicate, seconds: float = 60.0, proc=None) -> float:
-    """Seconds until ``predicate()`` holds; RuntimeError naming ``what`` when ``seconds`` pass
-    first or ``proc`` exits."""
-    started = time.monotonic()
-    while not predicate():
-        if time.monotonic() - started > seconds or (proc is not None and proc.poll() is not None):
-            raise RuntimeError(f"gave up waiting for {what}")
-        time.sleep(0.05)
-    return time.monotonic() - started
 
 
 def request(port: int, path: str, body: dict | None = None, token: str = "") -> tuple[int, dict]:
@@ -78,56 +47,44 @@ def request(port: int, path: str, body: dict | None = None, token: str = "") -> 
         link.close()
 
 
-def healthy(port: int) -> bool:
-    return request(port, "/healthz")[0] == 200
+def lines(link, stop=lambda: False):
+    """Each line of a raw HTTP/1.0 response as it is read, ``(time.time(), line)``, the status
+    line first (HTTP/1.0: the body comes unchunked, so a chunk's size cannot split an event);
+    ends when the server closes or ``stop()`` holds."""
+    buffer = b""
+    while not stop():
+        try:
+            chunk = link.recv(65536)
+        except TimeoutError:
+            continue
+        if not chunk:
+            return
+        at, (*done, buffer) = time.time(), (buffer + chunk).split(b"\n")
+        for line in done:
+            yield at, line.rstrip(b"\r")
 
 
-class Server:
-    """``switchboard serve`` on a free port, ``env`` on top of the bench's environment; a
-    subprocess of the bench, ended by its pid."""
+class Server(db.Spawned):
+    """``switchboard serve`` on a free port, ``env`` on top of the bench's environment."""
 
     def __init__(self, log_path: Path, **env: str):
         from django.conf import settings
 
         from switchboard import gunicorn_conf
 
-        self.port, self.log_path = free_port(), log_path
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}"
         pool, workers = settings.SWITCHBOARD_DB_POOL_SIZE, gunicorn_conf.workers
         self.settings = {"workers": workers, "db_pool": pool, **env}
-        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(
-            [switchboard_command(), "serve", "--host", "127.0.0.1", "--port", str(self.port)],
-            cwd=db.ROOT,
-            env=dict(os.environ, SWITCHBOARD_DEV="1", LOG_LEVEL="WARNING", **env),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            wait_until(f"serve (see {log_path})", lambda: healthy(self.port), proc=self.proc)
-        except RuntimeError:
-            self.stop()
-            raise
-
-    def pids(self) -> list[int]:
-        return [self.proc.pid, *db.children(self.proc.pid)]
-
-    def __enter__(self) -> Server:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()  # SIGTERM to gunicorn's master, which stops its workers
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-        self._log.close()
+        super().__init__(log_path, "serve", "--host", "127.0.0.1", "--port", str(self.port), **env)
+        started = time.monotonic()
+        while request(self.port, "/healthz")[0] != 200:
+            if time.monotonic() - started > 60 or self.proc.poll() is not None:
+                self.stop()
+                raise RuntimeError(f"gave up waiting for serve (see {log_path})")
+            time.sleep(0.05)
 
     def log_summary(self) -> dict:
         """Access-log statuses, how many other lines (errors, warnings) it wrote, and both
@@ -175,32 +132,30 @@ def client_main(conn, index: int) -> None:
         http_ = protocol.startswith("HTTP")
         call = Client(base_url, token, timeout=30).call if http_ else mcp_caller(base_url, token)
         call("list_todos", limit=1)  # opens this drain's keep-alive connection before "go"
-        then = protocol.endswith(" then")  # complete's then: the next claim in its answer
+        then = {"then": {}} if protocol.endswith(" then") else {}
 
         def run() -> dict:
-            claim, complete, clock = [], [], time.perf_counter
-            claimed, n = None, 0
+            claim, complete, clock, claimed, n = [], [], time.perf_counter, None, 0
             while True:
                 if claimed is None:
                     t = clock()
-                    claimed = call("claim_next")
-                    if claimed.get("todo") is None:
+                    if (claimed := call("claim_next")).get("todo") is None:
                         break  # the empty claim that ends the loop is not a claim
                     claim.append(clock() - t)
                 t = clock()
                 ids = {"todo_id": claimed["todo"]["id"], "attempt_seq": claimed["attempt_seq"]}
-                if then:
-                    ended = call("complete", **ids, result={"ok": True}, then={})
-                    claimed = ended.get("next") or {}
-                    if claimed.get("todo") is None:
-                        claimed = None  # asked again once: the queue may only look empty
-                else:
-                    call("complete", **ids, result={"ok": True})
-                    claimed = None
+                ended = call("complete", **ids, result={"ok": True}, **then)
+                # with then, the next claim; none: asked again once (the queue may only look empty)
+                claimed = (ended.get("next") or {}) if then else None
+                claimed = claimed if claimed and claimed.get("todo") else None
                 complete.append(clock() - t)
                 n += 1
-            out = {"n": n, "claim": claim, "complete": complete}
-            return out | {"lat": complete if then else claim}
+            return {
+                "n": n,
+                "claim": claim,
+                "complete": complete,
+                "lat": complete if then else claim,
+            }
 
         return run
 
@@ -211,12 +166,9 @@ def http_drain(clients: Pool, n: int, server: Server, protocol: str, token: str)
     """One drain by ``n`` client processes: Pool.drain's figures, each verb's latencies, and
     the server's CPU."""
     d = clients.drain(n, protocol, server.base_url, token, probe=lambda: db.cpu_of(server.pids()))
-    rs = d["results"]
-    return d | {
-        "claim": [x for r in rs for x in r["claim"]],
-        "complete": [x for r in rs for x in r["complete"]],
-        "server_cpu": db.cpu_delta(d["before"], d["after"]),
-    }
+    rs, cpu = d["results"], db.cpu_delta(d["before"], d["after"])
+    verbs = {v: [x for r in rs for x in r[v]] for v in ("claim", "complete")}
+    return d | verbs | {"server_cpu": cpu}
 
 
 def run_section(ctx) -> dict:
@@ -249,10 +201,6 @@ def run_section(ctx) -> dict:
     return note | {"cells": cells(drains), "target": TARGET}
 
 
-# Issue 31: MCP at the HTTP path's speed, each MCP loop against HTTP's same loop.
-MCP_VS_HTTP = {"MCP": "HTTP", "MCP then": "HTTP then"}
-
-
 def cells(drains: list[dict]) -> list[dict]:
     out = []
     for protocol, c in dict.fromkeys((d["protocol"], d["clients"]) for d in drains):
@@ -260,15 +208,17 @@ def cells(drains: list[dict]) -> list[dict]:
         http = [
             d for d in drains if (d["protocol"], d["clients"]) == (MCP_VS_HTTP.get(protocol), c)
         ]
-        cpu = {}
-        for part in ("client", "server", "pg"):
-            cpu[part] = statistics.median(per_todo(d[f"{part}_cpu"] or 0.0, d["n"]) for d in mine)
+        cpu = {
+            part: statistics.median(per_todo(d[f"{part}_cpu"] or 0.0, d["n"]) for d in mine)
+            for part in ("client", "server", "pg")
+        }
+        rates = [d["n"] / d["wall"] for d in mine]
         out.append(
             {
                 "protocol": protocol,
                 "clients": c,
-                "todos_per_s": statistics.median(d["n"] / d["wall"] for d in mine),
-                "todos_per_s_all": [round(d["n"] / d["wall"], 1) for d in mine],
+                "todos_per_s": statistics.median(rates),
+                "todos_per_s_all": [round(r, 1) for r in rates],
                 "claim_next": latency([x for d in mine for x in d["claim"]]),
                 "complete": latency([x for d in mine for x in d["complete"]]),
                 "cpu_ms_per_todo": {**cpu, "total": round(sum(cpu.values()), 3)},
@@ -290,20 +240,9 @@ def render(note: dict) -> str:
     for c in note["cells"]:
         cpu = c["cpu_ms_per_todo"]
         ceiling = f(cores * 1000 / cpu["total"] if cpu["total"] else None)
-        cpu = f"{f2(cpu['client'])}+{f2(cpu['server'])}+{f2(cpu['pg'])} = {f2(cpu['total'])}"
-        latencies = [pp(c["claim_next"]), pp(c["complete"])]
-        vs_http = spread(c["vs_http"]) if c.get("vs_http") else ""
-        rows.append(
-            [
-                c["protocol"],
-                c["clients"],
-                all_of(c["todos_per_s_all"]),
-                *latencies,
-                cpu,
-                ceiling,
-                vs_http,
-            ]
-        )
+        split = f"{f2(cpu['client'])}+{f2(cpu['server'])}+{f2(cpu['pg'])} = {f2(cpu['total'])}"
+        row = [c["protocol"], c["clients"], all_of(c["todos_per_s_all"]), pp(c["claim_next"])]
+        rows.append([*row, pp(c["complete"]), split, ceiling, spread(c.get("vs_http")) or ""])
     headers = "protocol|clients|todos/s|claim_next p50/p95 ms|complete p50/p95 ms|CPU ms/todo client+server+pg = total|CPU ceiling todos/s|x HTTP's loop"
     out = [
         f"The hot path through switchboard serve ({ss['workers']} workers, DB pool "

@@ -46,12 +46,16 @@ def median(values) -> float | None:
     return statistics.median(values) if values else None
 
 
+def spread_of(ratios: list[float]) -> dict | None:
+    """The median of some runs' ratios, the lowest and the highest (table.spread prints it)."""
+    return {"median": median(ratios), "min": min(ratios), "max": max(ratios)} if ratios else None
+
+
 def paired(mine: list[dict], reference: list[dict], rate) -> dict | None:
     """Each of ``mine``'s drains' ``rate(drain)`` over the reference drain's of the same round
-    (``rep``): the median of those ratios, the lowest and the highest."""
+    (``rep``), as a spread."""
     ref = {d.get("rep"): rate(d) for d in reference}
-    rs = [round(rate(d) / ref[d.get("rep")], 3) for d in mine if ref.get(d.get("rep"))]
-    return {"median": median(rs), "min": min(rs), "max": max(rs)} if rs else None
+    return spread_of([round(rate(d) / ref[d.get("rep")], 3) for d in mine if ref.get(d.get("rep"))])
 
 
 def per_todo(seconds: float | None, n: int) -> float | None:

@@ -1,15 +1,5 @@
-"""Switchboard's benchmarks (``make bench``). docs/benchmarks.md says what each section
-measures and how to read it.
-
-    .venv/bin/python -m bench.run                    # every section, then the summary table
-    .venv/bin/python -m bench.run --quick            # small counts, one run per cell
-    .venv/bin/python -m bench.run --sections http    # of growth, http, peers, fleet,
-                                                     #   cluster, live, ask, a2a, schedules, waits,
-                                                     #   board
-    .venv/bin/python -m bench.run bench/results/ledger-<stamp>.json   # re-print a run
-
-The database is always a dedicated ``switchboard_bench`` (bench/db.py). stdout gets the
-tables, stderr the progress, bench/results/ everything measured.
+"""Switchboard's benchmarks (``make bench``): every section, or ``--sections``, then the summary
+table; ``python -m bench.run ledger.json`` re-prints a run. docs/benchmarks.md, "Running them".
 """
 
 from __future__ import annotations
@@ -26,12 +16,9 @@ from bench import (
     a2a,
     ask,
     board_pages,
-    cluster,
     db,
-    fleet,
     growth,
     httpbench,
-    live,
     peers,
     schedules,
     summary,
@@ -46,13 +33,10 @@ SECTIONS = {
     "growth": growth,
     "http": httpbench,
     "peers": peers,
-    "fleet": fleet,
-    "cluster": cluster,  # its own PostgreSQL pair, PgBouncer, HAProxy and nodes
-    "live": live,  # one served node and a Chromium
-    "ask": ask,  # one served node: an answer's wake-up, a question on the live stream
-    "a2a": a2a,  # served nodes: a task's completion on its stream; streams' memory
-    "schedules": schedules,  # three sweeper processes
-    "waits": waits,  # one served node, a sweeper, and the ledger's workers
+    "ask": ask,
+    "a2a": a2a,
+    "schedules": schedules,
+    "waits": waits,
     "board": board_pages,
 }
 FLAGS = {
@@ -116,9 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     ctx.endpoint_id = seed.make_endpoint()  # and the user "bench", whose team every section uses
     if args.sections & {"growth", "peers"}:  # they drain with the ledger's workers
         size = max(args.growth_workers, *args.peer_workers)
-        log(
-            f"{env['database']} ({'embedded' if env['embedded'] else 'DATABASE_URL'}); {size} workers"
-        )
+        log(f"{env['database']} ({'embedded' if env['embedded'] else 'DATABASE_URL'}): {size}")
         ctx.pool = workers.Pool(workers.ledger_worker, size)
     try:
         for name, module in SECTIONS.items():

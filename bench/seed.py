@@ -1,12 +1,11 @@
-"""Table states for the drains: N done todos with one closed attempt each as a baseline of
-history, then per drain the todos the last drain made deleted, VACUUM (ANALYZE), N pending
-todos, ANALYZE, CHECKPOINT; and the endpoints and tokens the sections drain with."""
+"""Table states for the drains (docs/benchmarks.md, "The ledger"): done todos with one closed
+attempt each as history, then per drain N pending todos; the endpoints and tokens."""
 
 from __future__ import annotations
 
 from contextlib import contextmanager, suppress
 
-from django.db import connection
+from bench.db import one as scalar
 
 HISTORY_TODOS = """
 INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts, attempt, failures,
@@ -34,17 +33,11 @@ SELECT t.id, 1, 1, 1, 'endpoint', %(ep)s, NULL, '', false, 0, 'agent:bench-agent
 """
 PENDING = """
 INSERT INTO todos (endpoint_id, title, body, priority, state, max_attempts, attempt, failures,
-                   round, last_attempt_seq, attempts_pruned, owner, dead_letter_reason)
-SELECT %(ep)s, 'bench todo ' || g, '', 0, 'pending', 5, 0, 0, 1, 0, 0, '', ''
+                   round, last_attempt_seq, attempts_pruned, owner, dead_letter_reason, key)
+SELECT %(ep)s, 'bench todo ' || g, '', 0, 'pending', 5, 0, 0, 1, 0, 0, '', '',
+       CASE WHEN %(keys)s > 0 THEN 'repo-' || (g %% %(keys)s) ELSE '' END
   FROM generate_series(1, %(n)s) g
 """
-
-
-def scalar(statement: str, params=None):
-    """Run one statement on Django's connection; its first value, if any."""
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        return cursor.fetchone()[0] if cursor.description else None
 
 
 def make_endpoint() -> int:
@@ -91,11 +84,8 @@ def analyze(vacuum: bool = False) -> None:
 
 @contextmanager
 def _no_autovacuum(table: str):
-    """One transaction holding ``table`` in SHARE UPDATE EXCLUSIVE mode (inserts go on,
-    autovacuum's ANALYZE does not). An auto-ANALYZE during a big insert into an empty table
-    records it as thousands of pages and no rows, and the insert's deferred foreign-key
-    checks, planned at its commit on those statistics, then read a whole index each
-    (docs/benchmarks.md, "The same stall, by another road")."""
+    """One transaction holding ``table`` in SHARE UPDATE EXCLUSIVE mode: inserts go on,
+    autovacuum's ANALYZE does not (docs/benchmarks.md, "The same stall, by another road")."""
     scalar("BEGIN")
     try:
         scalar(f"LOCK TABLE {table} IN SHARE UPDATE EXCLUSIVE MODE")
@@ -127,10 +117,9 @@ class Scenario:
         self.endpoint_id, self.history, self.baseline = endpoint_id, history, 0
 
     def build(self) -> None:
-        """Empty tables, then the history: ANALYZE, the todos, ANALYZE, their attempts. Each
-        insert's deferred foreign-key checks run at its commit on plans this session cached,
-        and one made while todos was small scans per check (docs/benchmarks.md, "Why make
-        bench stalled, again"); ANALYZE invalidates them."""
+        """Empty tables, then the history, ANALYZE between the inserts: their deferred
+        foreign-key checks run on this session's cached plans (docs/benchmarks.md, "Why make
+        bench stalled, again")."""
         # todos cascades to todo_attempts and todo_events (the vend event goes too; harmless).
         scalar("TRUNCATE todos, todo_attempts RESTART IDENTITY CASCADE")
         analyze()
@@ -146,7 +135,7 @@ class Scenario:
         drain's todos start."""
         scalar("DELETE FROM todos WHERE id > %s", (self.baseline,))  # attempts go with them
         analyze(vacuum=True)
-        scalar(PENDING, {"ep": self.endpoint_id, "n": pending})
+        scalar(PENDING, {"ep": self.endpoint_id, "n": pending, "keys": 0})
         analyze()
         checkpoint()
         return self.baseline

@@ -1,17 +1,13 @@
 """The one table at the end of ``make bench``: each section's headline figure against its bar.
-
-    .venv/bin/python -m bench.summary bench/results/ledger-<stamp>.json    # re-print
-    .venv/bin/python -m bench.summary full.json http-rerun.json           # a section re-run
-
-A later ledger's section notes (a section re-run alone) replace the first one's.
-"""
+``python -m bench.summary ledger.json [re-run ledgers ...]``: a later ledger's sections replace
+the first's. docs/benchmarks.md, "The summary"."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from bench import a2a, ask, cluster, growth, httpbench, live, peers, schedules
+from bench import a2a, ask, growth, httpbench, peers, schedules
 from bench.ledger import Ledger
 from bench.table import f, f2, spread, table, verdict
 
@@ -84,28 +80,6 @@ def rows(ledger: Ledger) -> list[dict]:
             measure = "drain with then over MCP vs over HTTP (switchboard serve)"
             ours, ref = f"{c['todos_per_s']:.0f} todos/s", f"HTTP then {h['todos_per_s']:.0f}/s"
             row("mcp", measure, str(c["clients"]), ours, ref, spread(c["vs_http"]), note)
-    if (fl := notes.get("fleet")) and fl["fleets"]:
-        t, tried = fl["target"], max(r["waiters"] for r in fl["fleets"])
-        measure = f"idle long-polls with others' p95 < {t['p95_ms']:.0f} ms, wake-up p95 < {t['wake_p95_ms']:.0f} ms, no error (largest tried {tried:,})"
-        note = f"fleet >= target: {verdict(fl['best'] >= t['waiters'])}"
-        ours, ref = f"{fl['best']:,} waiters", f"target {t['waiters']:,}"
-        row("fleet", measure, "-", ours, ref, f"{fl['best'] / t['waiters']:.2f}", note)
-    cl = notes.get("cluster") or {}
-    if w := (cl.get("wake") or {}).get("wake"):
-        measure = f"wake-up p95 of todos created on one node, {cl['waiters']:,} waiters on 3 behind HAProxy"
-        note = f"every todo claimed (also after kill -9 and drain), no drain error: {verdict(cluster.met(cl))}"
-        ratio = f2(w["p95_ms"] / cluster.WAKE_P95_MS) if w["p95_ms"] else "-"
-        ours, ref = f"{f2(w['p95_ms'])} ms", f"target {cluster.WAKE_P95_MS:.0f} ms"
-        row("cluster", measure, "-", ours, ref, ratio, note)
-    if "failed" in cl:
-        row("cluster", f"failed: {cl['failed'][:80]}", "-", "-", "-", "-", verdict(False))
-    if lv := notes.get("live"):
-        lat, t, changes = lv["freshness"]["fresh"], lv["target"], lv["freshness"]["changes"]
-        measure = f"a complete over HTTP -> its row 'done' in a Chromium on /queue/, p95 ({lat['n']} of {changes} seen)"
-        ratio = f2(lat["p95_ms"] / t["fresh_p95_ms"]) if lat["p95_ms"] else "-"
-        note = f"every change seen within the target: {verdict(live.met(lv))}"
-        ours, ref = f"{f2(lat['p95_ms'])} ms", f"target {t['fresh_p95_ms']:.0f} ms"
-        row("live", measure, "-", ours, ref, ratio, note)
     if ak := notes.get("ask"):
         t, m, w = ak["target"], ask.met(ak), ak["wake"]["wake"]
         measure = f"an answer's commit -> a parked claim_next answered, p95 ({w['n']} of {ak['wake']['asks']})"

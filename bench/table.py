@@ -48,9 +48,9 @@ def f2(x) -> str:
     return f(x, "{:.2f}")
 
 
-def pp(lat: dict) -> str:
-    """'p50/p95' of a latency summary."""
-    return f"{f2(lat.get('p50_ms'))}/{f2(lat.get('p95_ms'))}"
+def pp(lat: dict, *qs: str, spec: str = "{:.2f}") -> str:
+    """'p50/p95' of a latency summary (or the percentiles ``qs``, "p99", "max")."""
+    return "/".join(f(lat.get(f"{q}_ms"), spec) for q in qs or ("p50", "p95"))
 
 
 def spread(r: dict | None) -> str:

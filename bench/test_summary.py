@@ -1,7 +1,7 @@
 """The summary table's rules (bench/summary.py): each row reads its section against its bar,
 MET only when all it stands for is. No database: the notes are made here."""
 
-from bench import cluster, fleet, summary
+from bench import summary
 from bench.ledger import Ledger
 
 
@@ -28,12 +28,6 @@ def _peer(system: str, jobs: float, workers: int = 1, vs_nohist=None) -> dict:
     cell = {"system": system, "workers": workers, "jobs_per_s": jobs, "claim": {"p50_ms": 1.0}}
     cell |= {"cpu_vs_procrastinate": 1.0, "vs_procrastinate": _ratio(jobs / 500)}
     return cell | {"vs_nohist": _ratio(vs_nohist), "pg_cpu_vs_nohist": 0.8}
-
-
-def _fleet(waiters: int, p95: float = 10.0, wake: float = 10.0, **errors) -> dict:
-    lat = {"p95_ms": p95}
-    fleet_ = {"waiters": waiters, "with_fleet": {"list_todos": lat, "queue_page": lat}}
-    return fleet_ | {"wake": {"p95_ms": wake}, "errors": errors}
 
 
 def test_a_board_row_is_met_only_when_every_page_of_its_kind_is():
@@ -102,32 +96,6 @@ def test_adr_rows_read_ours_then_against_its_twin_without_history_not_procrastin
         "no history 1011/s",
         "bar >= 0.90: NOT MET; PostgreSQL CPU ratio 0.80",
     )
-
-
-def test_the_best_fleet_is_the_largest_meeting_every_bar_with_no_error():
-    fleets = [_fleet(1000), _fleet(2000), _fleet(3000, unwoken=1), _fleet(4000, wake=120.0)]
-    fleets += [_fleet(5000, p95=150.0), {"waiters": 6000, "failed": "RuntimeError"}]
-    target = {"waiters": 2000, "p95_ms": 100.0, "wake_p95_ms": 100.0}
-    assert fleet.best({"target": target, "fleets": fleets}) == 2000
-    [row] = _rows(fleet={"fleets": fleets, "best": 2000, "target": target})
-    assert (row["ours"], row["note"]) == ("2,000 waiters", "fleet >= target: MET")
-
-
-def _cluster(wake_p95: float = 20.0, unclaimed: int = 0, drain_errors: dict | None = None) -> dict:
-    def step(claimed: int = 12, errors: dict | None = None) -> dict:
-        wake = {"p95_ms": wake_p95}
-        return {"created": 12, "claimed": claimed, "wake": wake, "errors": errors or {}}
-
-    kill = step(12 - unclaimed, {"502": 190})  # the killed node's polls: expected
-    return {"waiters": 600, "wake": step(), "kill": kill, "drain": step(errors=drain_errors)}
-
-
-def test_the_cluster_row_needs_every_todo_claimed_a_quick_wake_and_a_drain_no_waiter_saw():
-    assert cluster.met(_cluster()) and not cluster.met(_cluster(wake_p95=120.0))
-    assert not cluster.met(_cluster(unclaimed=1))
-    assert not cluster.met(_cluster(drain_errors={"IncompleteReadError": 1}))
-    [wake] = _rows(cluster=_cluster())
-    assert wake["note"].endswith(": MET") and wake["ratio"] == "0.20"
 
 
 def _minute(seen: float | None, max_ms: float = 500.0, once: bool = True) -> dict:

@@ -1,18 +1,7 @@
-"""Worker processes, and the in-process loops they drain a queue with.
-
-A ``Pool`` is a fixed set of spawned processes started once, serving drains over pipes so that
-start-up and imports never fall inside a timed drain: "prepare" readies each child (it answers
-"ready"), "go" sent to all in a row is the start barrier, each answers "done" with its stats;
-a drain's wall time runs from the first "go" to the latest end. A ``Child`` is one helper
-process spoken to over a pipe (the fleet's and the cluster's waiters).
-
-The ledger's loops, each draining one endpoint's queue until it is empty:
-
-- ``ours``: claim_next, then complete, through ``queues.transitions`` (two calls a todo);
-- ``ours-then``: each complete claims the next todo in its own statement, as ``then`` does;
-- ``nohist-then``: ADR-0039's reference, the same drain without attempt history: the bench's
-  own statements (bench/nohist.sql) on a psycopg connection of the worker's own.
-"""
+"""Worker processes (a ``Pool`` serves drains over pipes, start-up outside the timing: "prepare",
+"go" to all as the barrier, "done" with stats), and the ledger's loops they drain with: ``ours``
+(claim_next, complete), ``ours-then`` (each complete claims the next) and ``nohist-then``
+(ADR-0039's reference, bench/nohist.sql). docs/benchmarks.md, "Running them"."""
 
 from __future__ import annotations
 
@@ -44,9 +33,8 @@ class DrainFailed(RuntimeError):
 
 
 class Child:
-    """A spawned helper process, ``target(conn, *args)``, spoken to over a pipe and ended by
-    its handle: on ``close``, None is sent (a loop that reads its pipe ends on it), and a
-    child still there after a while is terminated."""
+    """A spawned process, ``target(conn, *args)``, spoken to over a pipe; ``close`` sends None
+    (a loop that reads its pipe ends on it), then terminates it if it is still there."""
 
     def __init__(self, target, *args) -> None:
         spawn = mp.get_context("spawn")
@@ -181,8 +169,8 @@ def _twin(conn, endpoint_id: int):
 
 
 def twin_columns() -> dict[str, set[str]]:
-    """The columns bench/nohist.sql names, by table: todos (as t, m, n, and the ones its
-    updates set), endpoints (as e, rq)."""
+    """The columns bench/nohist.sql names, by table: todos (as t, m, n, and those it sets),
+    endpoints (as e, rq)."""
     text = "\n".join(TWIN.values())
     todos = {c for _, c in re.findall(r"\b(t|m|n)\.(\w+)", text)}
     todos |= set(re.findall(r"(?:SET|,)\s+(\w+) =", text))
@@ -191,8 +179,7 @@ def twin_columns() -> dict[str, set[str]]:
 
 def check_twin() -> None:
     """Stop the run, naming the statement, if the migrated schema no longer takes one of
-    bench/nohist.sql's (a column renamed, a table gone): ADR-0039's reference would no longer
-    be the product's drain without history."""
+    bench/nohist.sql's: ADR-0039's reference would no longer be the product's drain."""
     with db.connect() as conn:
         for name, text in TWIN.items():
             found = dict.fromkeys(PLACEHOLDER.findall(text))
@@ -228,13 +215,13 @@ def ledger_worker(conn, index: int) -> None:
     own = db.connect()
 
     def prepare(loop: str, endpoint_id: int):
-        db.with_cursor("SELECT 1")  # a live connection before the barrier
+        db.one("SELECT 1")  # a live connection before the barrier
         steps = _twin(own, endpoint_id) if loop == "nohist-then" else _product(loop, endpoint_id)
         lat: list[float] = []
 
         def run() -> dict:
             n = _drain(*steps, lat)
-            for flush in (db.with_cursor, own.execute):
+            for flush in (db.one, own.execute):
                 flush("SELECT pg_stat_force_next_flush()")
             return {"n": n, "lat": lat}
 
@@ -244,10 +231,9 @@ def ledger_worker(conn, index: int) -> None:
 
 
 class ParkedPoll:
-    """An agent's ``claim_next`` long-poll over HTTP, parked when asked (``park()``) on a
-    thread of its own; ``answered()`` is when its answer came (``time.time()``) and the todo
-    it brought (None: none), which it completes at once so the queue is empty for the next
-    round. The ``ask`` and ``waits`` sections time a wake-up with it; a ``with`` block."""
+    """An agent's ``claim_next`` long-poll over HTTP on a thread, parked on ``park()``;
+    ``answered()``: when its answer came (``time.time()``) and the todo it brought (None:
+    none), completed at once so the queue is empty for the next round."""
 
     def __init__(self, base_url: str, token: str, wait_seconds: float) -> None:
         import queue
@@ -270,6 +256,18 @@ class ParkedPoll:
 
     def answered(self) -> tuple[float, int | None]:
         return self.got.get(timeout=self.wait_seconds + 30)
+
+    def woken(self, ring, park_s: float) -> tuple[float, float, bool]:
+        """Park, wait ``park_s``, then ``ring()`` (a transition; it returns the todo the poll
+        should bring): the ring's own seconds, from its return to the poll's answer, and
+        whether that todo came."""
+        self.park()
+        time.sleep(park_s)
+        t0 = time.time()
+        expected = ring()
+        committed = time.time()
+        at, todo_id = self.answered()
+        return committed - t0, at - committed, todo_id == expected
 
     def _poll(self) -> None:
         from switchboard.client import Client
