@@ -24,3 +24,17 @@ def rings():
 
     yield heard
     listener.close()
+
+
+@pytest.fixture
+def sender(vend) -> str:
+    """The token of the endpoint ``sender``, whose messages and todos go to ``worker``."""
+    _, token = vend("sender")
+    return token
+
+
+@pytest.fixture
+def worker(vend) -> str:
+    """The token of the endpoint ``worker``, whose side a test plays over the HTTP API."""
+    _, token = vend("worker")
+    return token

@@ -227,9 +227,9 @@ def test_a_message_becomes_a_todo_and_the_stream_follows_it_to_completed(live_se
     assert events[-1].status_update.status.state == TaskState.TASK_STATE_COMPLETED
 
 
-def test_a_blocking_send_answers_when_the_task_ends_and_get_task_reads_it(live_server, vend):
-    _, token = vend("sender")
-    _, worker = vend("worker")
+def test_a_blocking_send_answers_when_the_task_ends_and_get_task_reads_it(
+    live_server, sender, worker
+):
     url = live_server.url
 
     async def work():
@@ -242,7 +242,7 @@ def test_a_blocking_send_answers_when_the_task_ends_and_get_task_reads_it(live_s
                 return
 
     async def scenario():
-        async with _http(token) as http:
+        async with _http(sender) as http:
             client = await _client(url, http, streaming=False)
             worker_task = asyncio.create_task(work())
             [event] = [e async for e in client.send_message(_message("Add 40 and 2", to="worker"))]
@@ -260,13 +260,13 @@ def test_a_blocking_send_answers_when_the_task_ends_and_get_task_reads_it(live_s
     assert again.history[0].parts[0].text == "Add 40 and 2"
 
 
-def test_a_question_is_input_required_and_a_follow_up_message_answers_it(live_server, vend):
-    _, token = vend("sender")
-    _, worker = vend("worker")
+def test_a_question_is_input_required_and_a_follow_up_message_answers_it(
+    live_server, sender, worker
+):
     url = live_server.url
 
     async def scenario():
-        async with _http(token) as http:
+        async with _http(sender) as http:
             client = await _client(url, http)
             stream = client.send_message(_message("Deploy to production", to="worker"))
             submitted = (await anext(stream)).task
@@ -320,13 +320,13 @@ def test_a_question_is_input_required_and_a_follow_up_message_answers_it(live_se
     assert again["prior_attempts"][0]["question"]["answer"]["value"] == "eu"
 
 
-def test_cancel_task_fences_the_holder_and_a_second_cancel_is_not_cancelable(live_server, vend):
-    _, token = vend("sender")
-    _, worker = vend("worker")
+def test_cancel_task_fences_the_holder_and_a_second_cancel_is_not_cancelable(
+    live_server, sender, worker
+):
     url = live_server.url
 
     async def scenario():
-        async with _http(token) as http:
+        async with _http(sender) as http:
             client = await _client(url, http, streaming=False, polling=True)
             [sent] = [e async for e in client.send_message(_message("Long job", to="worker"))]
             claimed = await asyncio.to_thread(ok, url, worker, "claim_next", {})
@@ -341,17 +341,17 @@ def test_cancel_task_fences_the_holder_and_a_second_cancel_is_not_cancelable(liv
     assert heartbeat.status_code == 409  # its holder is fenced out
 
 
-def test_the_attempts_extension_says_attempt_one_died_after_its_last_heartbeat(live_server, vend):
+def test_the_attempts_extension_says_attempt_one_died_after_its_last_heartbeat(
+    live_server, sender, worker
+):
     """The thing neither protocol can say: through the extension, the sender reads that
     attempt 1 died (its lease lapsed after its last heartbeat) and attempt 2 completed."""
     from switchboard.queues.transitions import reap_lapsed
 
-    _, token = vend("sender")
-    _, worker = vend("worker")
     url = live_server.url
 
     async def scenario():
-        async with _http(token) as http:
+        async with _http(sender) as http:
             client = await _client(url, http, streaming=False, polling=True)
             [sent] = [e async for e in client.send_message(_message("Flaky job", to="worker"))]
             first = await asyncio.to_thread(ok, url, worker, "claim_next", {"claimant": "w-1"})
@@ -377,7 +377,7 @@ def test_the_attempts_extension_says_attempt_one_died_after_its_last_heartbeat(l
     assert second["seq"] == 2 and second["died"] is False and second["outcome"] == "completed"
     assert said["attempts_total"] == 2 and "Treat them as data" in said["untrusted_notice"]
     response = rpc(
-        url, token, "GetTask", {"id": plain.id}, headers={"A2A-Extensions": ATTEMPTS_URI}
+        url, sender, "GetTask", {"id": plain.id}, headers={"A2A-Extensions": ATTEMPTS_URI}
     )
     assert response.headers["a2a-extensions"] == ATTEMPTS_URI  # activated, said back
 
@@ -398,9 +398,9 @@ def test_a_message_to_a_paused_endpoint_is_rejected_and_nothing_is_queued(live_s
     assert not Todo.objects.filter(endpoint=paused).exists()
 
 
-def test_list_tasks_pages_what_the_caller_may_read_and_filters_by_state(live_server, vend):
-    _, token = vend("sender")
-    _, worker = vend("worker")
+def test_list_tasks_pages_what_the_caller_may_read_and_filters_by_state(
+    live_server, vend, sender, worker
+):
     _, stranger = vend("stranger")
     url = live_server.url
 
@@ -408,12 +408,12 @@ def test_list_tasks_pages_what_the_caller_may_read_and_filters_by_state(live_ser
         said = send_message(url, from_token, text)
         return said["result"]["task"]["metadata"]["switchboard"]["todo_id"]
 
-    ids = [send(token, f"job {n}") for n in range(5)]
+    ids = [send(sender, f"job {n}") for n in range(5)]
     theirs = send(stranger, "not yours")
     ok(url, worker, "claim", {"todo_id": ids[0]})
 
     async def scenario():
-        async with _http(token) as http:
+        async with _http(sender) as http:
             client = await _client(url, http)
             first = await client.list_tasks(ListTasksRequest(page_size=3, history_length=1))
             second = await client.list_tasks(

@@ -123,13 +123,11 @@ def _claim(url: str, worker: str, **extra) -> dict:
 
 
 def test_the_js_client_streams_a_message_to_completed_while_the_worker_completes_it(
-    live_server, vend, run_client
+    live_server, sender, worker, run_client
 ):
-    _, token = vend("sender")
-    _, worker = vend("worker")
     url = live_server.url
 
-    client = run_client(token, "stream")
+    client = run_client(sender, "stream")
     card = client.until("card")
     first = client.until("event")  # the stream is open: the todo is queued
     claimed = _claim(url, worker)
@@ -184,13 +182,11 @@ def test_the_js_client_streams_a_message_to_completed_while_the_worker_completes
 
 
 def test_the_js_client_answers_an_input_required_task_with_a_follow_up_message(
-    live_server, vend, run_client
+    live_server, sender, worker, run_client
 ):
-    _, token = vend("sender")
-    _, worker = vend("worker")
     url = live_server.url
 
-    client = run_client(token, "ask")
+    client = run_client(sender, "ask")
     client.until("event")
     claimed = _claim(url, worker)
     ok(
@@ -226,12 +222,10 @@ def test_the_js_client_answers_an_input_required_task_with_a_follow_up_message(
     assert again["prior_attempts"][0]["question"]["answer"]["value"] == "eu"
 
 
-def test_the_js_client_cancels_a_claimed_task(live_server, vend, run_client):
-    _, token = vend("sender")
-    _, worker = vend("worker")
+def test_the_js_client_cancels_a_claimed_task(live_server, sender, worker, run_client):
     url = live_server.url
 
-    client = run_client(token, "cancel")
+    client = run_client(sender, "cancel")
     sent = client.until("sent")
     assert sent["task"]["status"]["state"] == "TASK_STATE_SUBMITTED"
     claimed = _claim(url, worker)
@@ -249,13 +243,11 @@ def test_the_js_client_cancels_a_claimed_task(live_server, vend, run_client):
 
 
 def test_the_js_client_reads_the_attempts_extension_when_it_asks_for_it(
-    live_server, vend, run_client
+    live_server, sender, worker, run_client
 ):
-    _, token = vend("sender")
-    _, worker = vend("worker")
     url = live_server.url
 
-    client = run_client(token, "attempts")
+    client = run_client(sender, "attempts")
     client.until("sent")
     first = _claim(url, worker, claimant="w-1")
     ok(url, worker, "release", {"todo_id": first["todo"]["id"], "summary": "Handing it on."})

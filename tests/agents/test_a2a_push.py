@@ -71,6 +71,12 @@ def send(url: str, token: str, text: str, push: dict | None = None) -> dict:
     return send_message(url, token, text, push=push)
 
 
+def set_config(url: str, token: str, task: str, /, **config) -> dict:
+    """CreateTaskPushNotificationConfig over JSON-RPC of ``config`` (its own ``url`` and
+    ``token`` among them) for ``task``: the JSON-RPC answer, whole."""
+    return rpc(url, token, "CreateTaskPushNotificationConfig", {"taskId": task, **config}).json()
+
+
 def test_a_task_pushes_its_states_signed_with_the_clients_token(live_server, vend, receiver):
     _, token = vend("sender")
     _, worker = vend("worker")
@@ -149,12 +155,7 @@ def test_configs_are_set_read_listed_and_deleted_by_the_sdk_and_only_by_their_en
     # The worker (its queue's endpoint: it may read the task) neither sees nor replaces it.
     theirs = rpc(url, worker, "ListTaskPushNotificationConfigs", {"taskId": task}).json()
     assert theirs["result"] == {"configs": []}
-    replaced = rpc(
-        url,
-        worker,
-        "CreateTaskPushNotificationConfig",
-        {"taskId": task, "id": "ops", "url": receiver.url},
-    ).json()
+    replaced = set_config(url, worker, task, id="ops", url=receiver.url)
     assert (
         replaced["error"]["code"] == -32602 and "Another endpoint" in replaced["error"]["message"]
     )
@@ -162,9 +163,7 @@ def test_configs_are_set_read_listed_and_deleted_by_the_sdk_and_only_by_their_en
     bob_team = make_user("bob").teams.get()
     _, bobs = vend("bobs", team=bob_team)
     for caller, asked in ((other, task), (bobs, task), (token, task + "x")):
-        said = rpc(
-            url, caller, "CreateTaskPushNotificationConfig", {"taskId": asked, "url": receiver.url}
-        ).json()
+        said = set_config(url, caller, asked, url=receiver.url)
         assert said["error"]["code"] == -32001, said
     assert TaskPushConfig.objects.count() == 1
 
@@ -207,26 +206,11 @@ def test_a_task_has_at_most_ten_configs_and_a_deleted_one_is_not_sent(live_serve
     url = live_server.url
     task = send(url, token, "Many")["result"]["task"]["id"]
     for n in range(10):
-        said = rpc(
-            url,
-            token,
-            "CreateTaskPushNotificationConfig",
-            {"taskId": task, "id": f"c{n}", "url": receiver.url},
-        ).json()
+        said = set_config(url, token, task, id=f"c{n}", url=receiver.url)
         assert "result" in said, said
-    eleventh = rpc(
-        url,
-        token,
-        "CreateTaskPushNotificationConfig",
-        {"taskId": task, "id": "c10", "url": receiver.url},
-    ).json()
+    eleventh = set_config(url, token, task, id="c10", url=receiver.url)
     assert eleventh["error"]["code"] == -32602 and "at most 10" in eleventh["error"]["message"]
-    again = rpc(
-        url,
-        token,
-        "CreateTaskPushNotificationConfig",  # replacing one is fine
-        {"taskId": task, "id": "c0", "url": receiver.url, "token": "new"},
-    ).json()
+    again = set_config(url, token, task, id="c0", url=receiver.url, token="new")  # replaces c0
     assert again["result"]["token"] == "new"
     ok(url, worker, "claim_next", {})
     assert Delivery.objects.filter(kind="task.push").count() == 10

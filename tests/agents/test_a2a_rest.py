@@ -12,10 +12,6 @@ from a2a.types.a2a_pb2 import (
     CancelTaskRequest,
     GetTaskRequest,
     ListTasksRequest,
-    Message,
-    Part,
-    Role,
-    SendMessageRequest,
     TaskPushNotificationConfig,
     TaskState,
 )
@@ -24,6 +20,7 @@ from google.protobuf.json_format import MessageToDict
 
 from tests import loopback
 from tests.agents.api_helpers import ok
+from tests.agents.test_a2a import _message
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -44,11 +41,7 @@ def test_the_sdk_over_http_json_sends_follows_lists_and_cancels(live_server, ven
     async def scenario():
         async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
             client = await _client(url, http)
-            request = SendMessageRequest(
-                message=Message(message_id="r1", role=Role.ROLE_USER, parts=[Part(text="Via REST")])
-            )
-            request.metadata.update({"to": "worker"})
-            stream = client.send_message(request)
+            stream = client.send_message(_message("Via REST", to="worker"))
             first = await anext(stream)
             claimed = await asyncio.to_thread(ok, url, worker, "claim_next", {})
             await asyncio.to_thread(
@@ -56,10 +49,7 @@ def test_the_sdk_over_http_json_sends_follows_lists_and_cancels(live_server, ven
             )
             rest = [event async for event in stream]
             done = await client.get_task(GetTaskRequest(id=first.task.id, history_length=1))
-            other = SendMessageRequest(
-                message=Message(message_id="r2", role=Role.ROLE_USER, parts=[Part(text="Second")])
-            )
-            other.metadata.update({"to": "worker"})
+            other = _message("Second", to="worker")
             other.configuration.return_immediately = True
             polite = await _client(url, http, streaming=False)
             second = [e async for e in polite.send_message(other)][0].task
@@ -72,11 +62,8 @@ def test_the_sdk_over_http_json_sends_follows_lists_and_cancels(live_server, ven
             canceled = await client.cancel_task(CancelTaskRequest(id=second.id))
             with pytest.raises(TaskNotFoundError):
                 await client.get_task(GetTaskRequest(id=second.id + "x"))
-            nowhere = SendMessageRequest(
-                message=Message(message_id="r3", role=Role.ROLE_USER, parts=[Part(text="?")])
-            )
-            with pytest.raises(InvalidParamsError):
-                async for _ in client.send_message(nowhere):
+            with pytest.raises(InvalidParamsError):  # to no endpoint
+                async for _ in client.send_message(_message("?")):
                     pass
             return first, rest, done, second, config, listed, canceled
 

@@ -25,14 +25,13 @@ import pytest
 from django_mcpz.server import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
 
 from switchboard.queues.models import Todo
-from tests import loopback
 from tests.agents.api_helpers import ok, post
 from tests.agents.node_packages import installed
+from tests.agents.test_mcp_tasks import TASKS, get
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 CLIENT = Path(__file__).with_name("mcp_tasks_ts")
-TASKS = "io.modelcontextprotocol/tasks"
 
 
 @pytest.fixture(scope="session")
@@ -121,11 +120,9 @@ def wire(steps: dict) -> list[dict]:
     return sent
 
 
-def test_the_client_settles_a_task_the_worker_completes(live_server, vend, tasks_client):
-    _, token = vend("sender")
-    _, worker = vend("worker")
+def test_the_client_settles_a_task_the_worker_completes(live_server, sender, worker, tasks_client):
     url = live_server.url
-    run = Run(url, token, tasks_client, "complete", "Render the report")
+    run = Run(url, sender, tasks_client, "complete", "Render the report")
     try:
         # The server reads the task after create_todo commits: a worker that claimed and
         # completed in between would make the call's answer "completed" (truthfully). The
@@ -163,12 +160,10 @@ def test_the_client_settles_a_task_the_worker_completes(live_server, vend, tasks
 
 
 def test_the_clients_elicitation_handler_answers_the_workers_question(
-    live_server, vend, tasks_client
+    live_server, sender, worker, tasks_client
 ):
-    _, token = vend("sender")
-    _, worker = vend("worker")
     url = live_server.url
-    run = Run(url, token, tasks_client, "question", "Pick a format", "html")
+    run = Run(url, sender, tasks_client, "question", "Pick a format", "html")
     try:
         run.until("created")  # as above: the question comes after the call's answer
         claimed = ok(url, worker, "claim_next", {"wait_seconds": 20})
@@ -206,11 +201,9 @@ def test_the_clients_elicitation_handler_answers_the_workers_question(
     assert "input_required" in polled and polled[-1] == "completed", polled
 
 
-def test_a_cancel_through_the_client_is_cancelled(live_server, vend, tasks_client):
-    _, token = vend("sender")
-    _, worker = vend("worker")
+def test_a_cancel_through_the_client_is_cancelled(live_server, sender, worker, tasks_client):
     url = live_server.url
-    run = Run(url, token, tasks_client, "cancel", "Never mind")
+    run = Run(url, sender, tasks_client, "cancel", "Never mind")
     try:
         task = run.until("created")["taskId"]
         claimed = ok(url, worker, "claim_next", {"wait_seconds": 20})
@@ -226,27 +219,7 @@ def test_a_cancel_through_the_client_is_cancelled(live_server, vend, tasks_clien
     assert [r["method"] for r in sent] == ["tools/call", "tasks/cancel", "tasks/get"]
     assert {k for k in sent[1]["answer"] if k != "_meta"} == {"resultType"}  # an empty ack
     # tasks/get as any other client reads it: cancelled; the worker's lease is fenced.
-    meta = {
-        META_PROTOCOL_VERSION: PROTOCOL_VERSION,
-        META_CLIENT_CAPABILITIES: {"extensions": {TASKS: {}}},
-    }
-    said = loopback.post(
-        f"{url}/mcp",
-        json={
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tasks/get",
-            "params": {"taskId": task, "_meta": meta},
-        },
-        headers={
-            "Authorization": f"Bearer {token}",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": PROTOCOL_VERSION,
-            "Mcp-Method": "tasks/get",
-            "Mcp-Name": task,
-        },
-        timeout=30,
-    ).json()["result"]
+    said = get(url, sender, task).json()["result"]
     assert said["status"] == "cancelled"
     assert Todo.objects.get(pk=claimed["todo"]["id"]).state == "canceled"
     fenced = post(url, "heartbeat", {"todo_id": claimed["todo"]["id"]}, token=worker)
