@@ -5,6 +5,8 @@ todo the relay holds and the one the remote agent works are two todos of one led
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from switchboard.queues import transitions
@@ -17,11 +19,18 @@ from tests.test_relay import fast, run_relay, start_relay
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
-def _relay(url: str, relay_env, token: str, gateway: str):
+def _todo_for_the_relay(vend, relay_env, url: str, title: str) -> tuple[Todo, str, Callable]:
+    """A todo titled ``title`` on the endpoint ``dispatcher``'s queue, the token of the endpoint
+    ``remote`` (the A2A agent's worker) and ``start()``, which starts the dispatcher's relay for
+    one todo, sending it to ``remote`` through the live server's A2A (the gateway's token)."""
+    sender, _ = vend("sender")
+    dispatcher, token = vend("dispatcher")
+    _, gateway = vend("gateway")
+    _, remote = vend("remote")
+    todo, _ = transitions.create_todo(Actor.agent(sender), endpoint=dispatcher, title=title)
     env = relay_env(token, SWITCHBOARD_A2A_TOKEN=gateway)
-    return start_relay(
-        url, env, "--a2a", url, "--a2a-to", "remote", "--max-todos", "1", *fast(), command=()
-    )
+    options = ("--a2a", url, "--a2a-to", "remote", "--max-todos", "1", *fast())
+    return todo, remote, lambda: start_relay(url, env, *options, command=())
 
 
 def _remote_todo(title_part: str) -> Todo:
@@ -29,15 +38,9 @@ def _remote_todo(title_part: str) -> Todo:
 
 
 def test_a_todo_goes_to_the_a2a_agent_and_its_completion_completes_it(live_server, vend, relay_env):
-    sender, _ = vend("sender")
-    dispatcher, token = vend("dispatcher")
-    _, gateway = vend("gateway")
-    _, remote = vend("remote")
-    todo, _ = transitions.create_todo(
-        Actor.agent(sender), endpoint=dispatcher, title="summarise the incident report"
-    )
     url = live_server.url
-    relay = _relay(url, relay_env, token, gateway)
+    todo, remote, start = _todo_for_the_relay(vend, relay_env, url, "summarise the incident report")
+    relay = start()
     try:
         claimed = ok(url, remote, "claim_next", {"wait_seconds": 20})
         assert claimed["todo"]["title"] == "summarise the incident report"
@@ -62,15 +65,9 @@ def test_a_question_of_the_a2a_agent_is_asked_here_and_the_answer_goes_back(
     """The remote agent needs input: the relay's todo waits on the question (with its
     choices); a person answers it on the Board; the relay's next attempt sends the answer to
     the same remote task, which the remote worker reads, and completes."""
-    sender, _ = vend("sender")
-    dispatcher, token = vend("dispatcher")
-    _, gateway = vend("gateway")
-    _, remote = vend("remote")
-    todo, _ = transitions.create_todo(
-        Actor.agent(sender), endpoint=dispatcher, title="deploy the billing service"
-    )
     url = live_server.url
-    relay = _relay(url, relay_env, token, gateway)
+    todo, remote, start = _todo_for_the_relay(vend, relay_env, url, "deploy the billing service")
+    relay = start()
     try:
         claimed = ok(url, remote, "claim_next", {"wait_seconds": 20})
         ok(url, remote, "release", {"todo_id": claimed["todo"]["id"],
@@ -85,7 +82,7 @@ def test_a_question_of_the_a2a_agent_is_asked_here_and_the_answer_goes_back(
     assert question.text == "Which region?" and question.choices == ["eu", "us"]
     transitions.answer(Actor.human(user), todo.id, value="eu")
 
-    relay = _relay(url, relay_env, token, gateway)
+    relay = start()
     try:
         again = ok(url, remote, "claim_next", {"wait_seconds": 20})
         assert again["todo"]["id"] == claimed["todo"]["id"]  # the same remote task
