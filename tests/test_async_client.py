@@ -14,6 +14,7 @@ from switchboard.queues import transitions
 from switchboard.queues.models import Todo, TodoAttempt
 from switchboard.queues.transitions import Actor
 from tests.forwarding import RecordingProxy
+from tests.queues.helpers import approval_form
 from tests.unanswered import first_connection_unanswered
 
 live = pytest.mark.django_db(transaction=True)
@@ -279,14 +280,7 @@ def test_stop_ends_a_loop_waiting_to_try_a_claim_again(proxy, token, settings):
 
 # --- asking a person (issue 43) ------------------------------------------------------------------
 
-FORM = {
-    "type": "object",
-    "properties": {
-        "refund": {"type": "boolean", "title": "Refund it?"},
-        "amount": {"type": "number", "minimum": 0, "maximum": 840},
-    },
-    "required": ["refund"],
-}
+FORM = approval_form("refund", title="Refund it?", most=840)
 
 
 @live

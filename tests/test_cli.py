@@ -33,7 +33,7 @@ from switchboard.queues.models import (
 from switchboard.queues.schedules import OPERATOR
 from switchboard.queues.transitions import Actor
 from tests.crash.harness import free_port
-from tests.queues.helpers import lapse_lease, schedule_audit
+from tests.queues.helpers import ADDED_PAUSED_RESUMED_REMOVED, lapse_lease, schedule_audit
 from tests.shell import SWITCHBOARD, shell_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -278,12 +278,7 @@ def test_schedule_list_pause_resume_and_remove(switchboard, endpoint):
     assert (gone.returncode, gone.stdout) == (1, "")
     assert "No such schedule." in gone.stderr
     assert not Schedule.objects.exists()
-    assert schedule_audit() == [
-        "schedule_add",
-        "schedule_pause",
-        "schedule_resume",
-        "schedule_remove",
-    ]
+    assert schedule_audit() == ADDED_PAUSED_RESUMED_REMOVED
 
 
 def test_schedule_list_of_an_unknown_team_says_so(switchboard, db):

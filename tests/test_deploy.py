@@ -65,6 +65,13 @@ def production_env() -> dict[str, str]:
     return env
 
 
+def _manage(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    """``manage.py`` run with ``args`` as a user runs it, in a subprocess under ``env``."""
+    return subprocess.run(
+        [sys.executable, MANAGE_PY, *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 @pytest.fixture
 def read_settings(monkeypatch):
     """Evaluate switchboard/settings.py under an environment; returns its names."""
@@ -85,13 +92,7 @@ def read_settings(monkeypatch):
 
 @pytest.mark.slow
 def test_check_deploy_is_clean_under_production_settings(production_env, django_db_setup):
-    result = subprocess.run(
-        [sys.executable, MANAGE_PY, "check", "--deploy", "--fail-level", "WARNING"],
-        env=production_env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = _manage("check", "--deploy", "--fail-level", "WARNING", env=production_env)
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout
@@ -253,12 +254,9 @@ def test_a_nonced_style_element_is_allowed_by_its_nonce_alone():
 @pytest.mark.slow
 def test_collectstatic_writes_hashed_and_compressed_files(production_env, tmp_path):
     root = tmp_path / "static"
-    result = subprocess.run(
-        [sys.executable, MANAGE_PY, "collectstatic", "--noinput", "-v", "0"],
-        env={**production_env, "SWITCHBOARD_STATIC_ROOT": str(root)},
-        capture_output=True,
-        text=True,
-        timeout=300,
+    static_root = {"SWITCHBOARD_STATIC_ROOT": str(root)}
+    result = _manage(
+        "collectstatic", "--noinput", "-v", "0", env=production_env | static_root, timeout=300
     )
 
     assert result.returncode == 0, result.stdout + result.stderr
@@ -271,13 +269,8 @@ def test_collectstatic_writes_hashed_and_compressed_files(production_env, tmp_pa
 
 @pytest.mark.slow
 def test_serve_refuses_to_start_without_collected_static_files(production_env, tmp_path):
-    result = subprocess.run(
-        [sys.executable, MANAGE_PY, "serve", "--port", "1"],
-        env={**production_env, "SWITCHBOARD_STATIC_ROOT": str(tmp_path / "empty")},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    static_root = {"SWITCHBOARD_STATIC_ROOT": str(tmp_path / "empty")}
+    result = _manage("serve", "--port", "1", env=production_env | static_root)
 
     assert result.returncode == 1
     assert "No collected static files" in result.stderr

@@ -10,6 +10,7 @@ import pytest
 
 from switchboard.queues.models import Todo, TodoAttempt
 from tests.agents.test_mcp import call, mcp_client, run
+from tests.queues.helpers import approval_form
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -189,14 +190,7 @@ def test_an_agent_asks_its_requester_answers_and_the_next_claim_reads_both_over_
 def test_a_form_is_answered_with_an_object_of_its_fields_over_mcp(live_server, vend):
     """An agent that asks on its own queue is its todo's requester: it answers the form."""
     _, token = vend("self-asker")
-    form = {
-        "type": "object",
-        "properties": {
-            "approve": {"type": "boolean", "title": "Approve the refund?"},
-            "amount": {"type": "number", "minimum": 0, "maximum": 1000},
-        },
-        "required": ["approve"],
-    }
+    form = approval_form("approve", title="Approve the refund?", most=1000)
 
     async def scenario():
         async with mcp_client(live_server.url, token) as client:

@@ -106,6 +106,28 @@ def seed_done_history(cursor, endpoint_id: int, n: int) -> None:
     cursor.execute("RESET session_replication_role")
 
 
+def approval_form(field: str, *, title: str, most: int, amount_type: str = "number") -> dict:
+    """A question's answer schema: an object of a required yes or no ``field`` and an optional
+    ``amount`` (of JSON Schema type ``amount_type``) from 0 to ``most``."""
+    return {
+        "type": "object",
+        "properties": {
+            field: {"type": "boolean", "title": title},
+            "amount": {"type": amount_type, "minimum": 0, "maximum": most},
+        },
+        "required": [field],
+    }
+
+
+# A schedule's audit when it was added, paused, resumed and removed: each change said once.
+ADDED_PAUSED_RESUMED_REMOVED = [
+    "schedule_add",
+    "schedule_pause",
+    "schedule_resume",
+    "schedule_remove",
+]
+
+
 def schedule_audit() -> list[str]:
     """The kinds of the schedules' audit rows, oldest first."""
     return list(

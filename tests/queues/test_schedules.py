@@ -22,7 +22,12 @@ from switchboard.queues.errors import Conflict, Invalid, NotFound
 from switchboard.queues.models import EventKind, Membership, Schedule, Todo, TodoEvent
 from switchboard.queues.schedules import OPERATOR
 from switchboard.queues.transitions import Actor
-from tests.queues.helpers import run_together, schedule_audit, wait_for
+from tests.queues.helpers import (
+    ADDED_PAUSED_RESUMED_REMOVED,
+    run_together,
+    schedule_audit,
+    wait_for,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -44,14 +49,11 @@ def nightly():
     return add
 
 
-def _every_minute_catching_up(endpoint) -> Schedule:
+def _catching_up(endpoint, **when) -> Schedule:
+    """A schedule that makes a todo for its latest missed slot only, run ``when`` says (its
+    ``interval_seconds`` or its ``cron``)."""
     return schedules.add(
-        endpoint,
-        by=OPERATOR,
-        name="poll",
-        interval_seconds=60,
-        title_template="Poll",
-        catch_up="latest",
+        endpoint, by=OPERATOR, name="poll", title_template="Poll", catch_up="latest", **when
     )
 
 
@@ -285,12 +287,7 @@ def test_pause_resume_and_remove_are_each_audited_once(endpoint, nightly, user, 
     schedules.remove(schedule.pk, by=user)
 
     assert not Schedule.objects.exists()
-    assert schedule_audit() == [
-        "schedule_add",
-        "schedule_pause",
-        "schedule_resume",
-        "schedule_remove",
-    ]
+    assert schedule_audit() == ADDED_PAUSED_RESUMED_REMOVED
 
 
 def test_removing_a_schedule_keeps_the_todos_it_made(endpoint, nightly):
@@ -451,14 +448,7 @@ def test_catch_up_none_still_makes_a_slot_found_a_little_late(endpoint):
 
 
 def test_catch_up_latest_makes_one_todo_for_the_latest_missed_slot(endpoint):
-    schedule = schedules.add(
-        endpoint,
-        by=OPERATOR,
-        name="hourly",
-        cron="0 * * * *",
-        title_template="{scheduled_for}",
-        catch_up="latest",
-    )
+    schedule = _catching_up(endpoint, cron="0 * * * *")
     make_due(schedule, timedelta(hours=5))
     latest = _slot_at_or_before(schedule, timezone.now())
 
@@ -471,14 +461,7 @@ def test_catch_up_latest_makes_one_todo_for_the_latest_missed_slot(endpoint):
 
 
 def test_catch_up_latest_finds_a_slot_missed_long_ago(endpoint):
-    schedule = schedules.add(
-        endpoint,
-        by=OPERATOR,
-        name="yearly",
-        cron="0 0 1 1 *",
-        title_template="New year",
-        catch_up="latest",
-    )
+    schedule = _catching_up(endpoint, cron="0 0 1 1 *")  # every new year
     make_due(schedule, timedelta(days=3 * 366))  # three new years missed
     latest = _slot_at_or_before(schedule, timezone.now())
 
@@ -489,7 +472,7 @@ def test_catch_up_latest_finds_a_slot_missed_long_ago(endpoint):
 
 
 def test_an_interval_keeps_its_phase_when_found_late(endpoint):
-    schedule = _every_minute_catching_up(endpoint)
+    schedule = _catching_up(endpoint, interval_seconds=60)
     first = make_due(schedule, timedelta(seconds=150))
 
     [fired] = schedules.fire_due()
@@ -500,7 +483,7 @@ def test_an_interval_keeps_its_phase_when_found_late(endpoint):
 
 
 def test_a_paused_schedule_makes_nothing_and_resuming_skips_what_it_paused_over(endpoint):
-    schedule = _every_minute_catching_up(endpoint)
+    schedule = _catching_up(endpoint, interval_seconds=60)
     schedules.pause(schedule.pk, by=OPERATOR)
     first = make_due(schedule, timedelta(seconds=150))
 

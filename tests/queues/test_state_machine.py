@@ -59,6 +59,7 @@ from switchboard.queues.models import (
 from switchboard.queues.transitions import Actor
 from switchboard.queues.transitions.waits import RELEASE_BATCH
 from tests.queues.helpers import (
+    approval_form,
     backdate,
     get_todo_for_endpoint,
     get_todo_for_user,
@@ -188,14 +189,7 @@ HOW = st.one_of(AS_HOLDER, AS_HOLDER, AS_OVERRIDE, AS_STALE, st.tuples(CALLERS, 
 # text), whether its time may run out, and what then; and a few malformed ones (invalid,
 # whatever else the call would meet).
 CHOICES = ["ship it", "hold", "roll back"]
-FORM = {
-    "type": "object",
-    "properties": {
-        "approve": {"type": "boolean", "title": "Approve?"},
-        "amount": {"type": "integer", "minimum": 0, "maximum": 1000},
-    },
-    "required": ["approve"],
-}
+FORM = approval_form("approve", title="Approve?", most=1000, amount_type="integer")
 ASKED = {
     # name: (release's arguments, what the model records; None: invalid)
     "choices": ({"choices": CHOICES}, ("choices", False, "requeue")),
@@ -391,6 +385,28 @@ class LedgerMachine(RuleBasedStateMachine):
             f"the model expected {expect.error}; the ledger returned {result!r}"
         )
         return result
+
+    def call_held(
+        self,
+        expect: Expect,
+        fn,
+        name: str,
+        todo: ModelTodo,
+        attempt_seq: int | None,
+        lease_token: str | None,
+        **kwargs,
+    ):
+        """``call`` of a transition the endpoint ``name`` makes on ``todo`` as its holder says it
+        (the attempt and the lease token it names, right or not), as ``close_as`` takes them."""
+        return self.call(
+            expect,
+            fn,
+            self.actors[name],
+            todo.id,
+            attempt_seq=attempt_seq,
+            lease_token=lease_token,
+            **kwargs,
+        )
 
     def check_closed(self, expect: Expect, closed, todo: ModelTodo) -> None:
         if closed is None:
@@ -729,14 +745,7 @@ class LedgerMachine(RuleBasedStateMachine):
         attempt_seq = self.seq(seq, todo)
         lease_token = self.token(token, todo, attempt_seq)
         expect = self.model.heartbeat(name, todo, seq=attempt_seq, token=lease_token)
-        lease = self.call(
-            expect,
-            transitions.heartbeat,
-            self.actors[name],
-            todo.id,
-            attempt_seq=attempt_seq,
-            lease_token=lease_token,
-        )
+        lease = self.call_held(expect, transitions.heartbeat, name, todo, attempt_seq, lease_token)
         if lease is not None:
             assert lease.attempt_seq == expect.seq
 
@@ -776,14 +785,8 @@ class LedgerMachine(RuleBasedStateMachine):
         expect = self.model.close(name, todo, verb, seq=attempt_seq, token=lease_token, **extra)
         if verb == "wait":
             verb, extra = "release", {"wait_for_children": True}
-        closed = self.call(
-            expect,
-            getattr(transitions, verb),
-            self.actors[name],
-            todo.id,
-            attempt_seq=attempt_seq,
-            lease_token=lease_token,
-            **extra,
+        closed = self.call_held(
+            expect, getattr(transitions, verb), name, todo, attempt_seq, lease_token, **extra
         )
         self.check_closed(expect, closed, todo)
         if closed is not None and not closed.replayed:
@@ -806,13 +809,13 @@ class LedgerMachine(RuleBasedStateMachine):
             token=lease_token,
             question=Question(*records) if records is not None else None,
         )
-        closed = self.call(
+        closed = self.call_held(
             expect,
             transitions.release,
-            self.actors[name],
-            todo.id,
-            attempt_seq=attempt_seq,
-            lease_token=lease_token,
+            name,
+            todo,
+            attempt_seq,
+            lease_token,
             **{"question": f"{asked}: go ahead?", **arguments},
         )
         self.check_closed(expect, closed, todo)
