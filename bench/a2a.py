@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import queue
 import resource
 import socket
 import threading
@@ -115,15 +116,12 @@ def bare(n: int) -> dict:
     listen, talk = db.connect(), db.connect()
     talk.execute("CREATE TABLE bench_a2a_bare (id bigserial PRIMARY KEY, body text NOT NULL)")
     listen.execute("LISTEN bench_a2a")
-    heard: dict[str, float] = {}
-    arrived, stop = threading.Condition(), threading.Event()
+    heard, stop = queue.Queue(), threading.Event()
 
     def hear() -> None:
         while not stop.is_set():
             for note in listen.notifies(timeout=0.5):
-                with arrived:
-                    heard[note.payload] = time.time()
-                    arrived.notify()
+                heard.put((note.payload, time.time()))
 
     thread = threading.Thread(target=hear, daemon=True)
     thread.start()
@@ -138,11 +136,12 @@ def bare(n: int) -> dict:
                     (f"row {i}",),
                 ).fetchone()[0]
             committed = time.time()
-            with arrived:
-                if arrived.wait_for(lambda k=key: k in heard, timeout=5):
-                    seen.append(heard[key] - committed)
-                else:
-                    missed += 1
+            try:
+                while (got := heard.get(timeout=5))[0] != key:
+                    pass  # a notification given up on before
+                seen.append(got[1] - committed)
+            except queue.Empty:
+                missed += 1
             time.sleep(0.005)
     finally:
         stop.set()
@@ -154,10 +153,8 @@ def bare(n: int) -> dict:
 
 
 async def _hold(port: int, requests: list[bytes], opened_when: bytes | None, measure) -> dict:
-    """Open a connection per request (BATCH at a time, each batch open before the next), each
-    open once ``opened_when`` was read (None: once written), hold them all while ``measure()``
-    runs, then close them. Returns what ``measure`` did, each connection's fate, and what
-    came on them after it was open (SSE keepalive comments, events, a long-poll's answer)."""
+    """A connection per request, BATCH at a time, each open once ``opened_when`` was read (None:
+    written), held while ``measure()`` runs: what it did, each one's fate, what came after."""
     fates, later, links = Counter(), Counter(), []
 
     async def opened(request: bytes):
@@ -292,11 +289,9 @@ def run_section(ctx) -> dict:
     args = ctx.args
     soft, limit = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))  # a file a connection
-    (sender_id, sender_token), (worker_id, worker_token) = (
-        seed.vend("a2a-sender"),
-        seed.vend("a2a-worker"),
+    (sender_id, sender_token), (worker_id, worker_token), (_, idle_token) = (
+        seed.vend(name) for name in ("a2a-sender", "a2a-worker", "a2a-idle")
     )
-    _, idle_token = seed.vend("a2a-idle")
     sender, worker = Endpoint.objects.get(pk=sender_id), Endpoint.objects.get(pk=worker_id)
     with httpbench.Server(db.RESULTS / f"a2a-server-{ctx.stamp}.log") as server:
         lat = rounds(server, sender_token, worker_token, args.a2a_rounds)
@@ -305,9 +300,8 @@ def run_section(ctx) -> dict:
     floor = bare(args.a2a_rounds)
     log(f"a2a: bare commit -> heard p95 {floor['heard']['p95_ms']} ms")
     n = min(args.a2a_streams, limit - 500)
-    caps = dict.fromkeys(
-        ("SWITCHBOARD_WAITERS_PER_ENDPOINT", "SWITCHBOARD_WAITERS_PER_PROCESS"), str(2 * n + WARM)
-    )
+    cap = str(2 * n + WARM)  # a stream holds a long-poll's place under both caps
+    caps = {"SWITCHBOARD_WAITERS_PER_ENDPOINT": cap, "SWITCHBOARD_WAITERS_PER_PROCESS": cap}
     memory = []
     for rep in range(args.a2a_reps):  # a fresh server each; which goes first alternates
         kinds = {

@@ -67,20 +67,18 @@ def connect(dbname: str | None = None):
     return psycopg.connect(conninfo(dbname), autocommit=True)
 
 
-def recreate(name: str, settings: dict | None = None) -> None:
+def recreate(name: str, settings: dict | None = None, *, drop_only: bool = False) -> None:
+    """Drop a bench database and make it anew (or only drop it: on a developer's server at
+    the end; the embedded one is deleted whole)."""
     import psycopg
 
-    with psycopg.connect(conninfo("postgres", settings), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-
-
-def drop_database(name: str = BENCH_DB) -> None:
-    """Remove a bench database (on a developer's server; the embedded one is deleted)."""
     try:
-        with connect("postgres") as conn:
+        with psycopg.connect(conninfo("postgres", settings), autocommit=True) as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            conn.execute("SELECT 1" if drop_only else f"CREATE DATABASE {name}")
     except Exception as exc:  # noqa: BLE001 - best effort at exit
+        if not drop_only:
+            raise
         print(f"note: could not drop {name}: {exc}", file=sys.stderr)
 
 
@@ -92,16 +90,9 @@ def setup_django() -> None:
     django.setup()
 
 
-def migrate() -> None:
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
 def named(path: Path) -> dict[str, str]:
-    """The statements of a named-query file (``-- name: <name>`` begins each, as procrastinate
-    keeps its queries), without their comment lines (a ``%`` there would read as a
-    placeholder)."""
+    """A named-query file's statements (``-- name: <name>`` begins each, as procrastinate's),
+    without their comment lines (a ``%`` there would read as a placeholder)."""
     parts = re.split(r"^-- name: (\w+)\n", path.read_text(), flags=re.M)
     return {
         name: "\n".join(line for line in body.strip().splitlines() if not line.startswith("--"))
@@ -153,9 +144,8 @@ def code_line(git: dict) -> str:
 
 
 class Spawned:
-    """A program of the product (``switchboard serve``, ``switchboard sweep``) as a subprocess
-    of the bench, this tree's code, ``env`` on the bench's environment, its output in
-    ``log_path``; ended by its pid (SIGTERM: gunicorn's master stops its workers)."""
+    """``switchboard <args>`` (this tree's code) as a subprocess, ``env`` on the bench's, its
+    output in ``log_path``; ended by its pid (SIGTERM: gunicorn's master stops its workers)."""
 
     def __init__(self, log_path: Path, *args: str, **env: str):
         here = Path(sys.executable).parent / "switchboard"

@@ -1,10 +1,6 @@
-"""Claim cost as history grows (section ``growth``; SPEC's budget: claim cost must not grow with
-history). The same drain at a small and at a large history: N pending todos on top of H done
-ones, claim_next + complete through ``queues.transitions`` in worker processes (the loop
-``ours``, bench/workers.py). Judged on what other load on the machine cannot fake: CPU per
-todo (the workers' and every PostgreSQL process's), the buffers the drain touched in ``todos``
-and ``todo_attempts`` and their indexes per todo, and any sequential scan of
-``todo_attempts`` while it ran (PostgreSQL's own counters)."""
+"""Claim cost as history grows (section ``growth``; SPEC: claim cost must not grow with history):
+the same drain at a small and a large history, judged on CPU and buffers per todo and sequential
+scans of ``todo_attempts`` (docs/benchmarks.md, "The summary")."""
 
 from __future__ import annotations
 
@@ -31,7 +27,7 @@ SELECT coalesce(sum(s.seq_scan) FILTER (WHERE s.relname = 'todo_attempts'), 0),
 
 def counters() -> list[int]:
     """Sequential scans of todo_attempts, and buffers touched in both tables, so far."""
-    return [int(x) for x in db.with_cursor(COUNTERS)]
+    return [int(x) for x in db.rows(COUNTERS)[0]]
 
 
 def run_section(ctx) -> dict:
@@ -47,17 +43,10 @@ def run_section(ctx) -> dict:
                 raise DrainFailed(f"growth at {history:,}: drained {s['n']} of {n}")
             s["counters"] = [a - b for a, b in zip(s["after"], s["before"], strict=True)]
             drains += [s] if rep else []  # the first warms the workers up
-        rows.append(
-            {
-                "history": history,
-                "todos_per_s": median(s["n"] / s["wall"] for s in drains),
-                "cpu_ms_per_todo": median(
-                    per_todo(s["client_cpu"] + (s["pg_cpu"] or 0), n) for s in drains
-                ),
-                "buffers_per_todo": median(s["counters"][1] / n for s in drains),
-                "seq_scans": sum(s["counters"][0] for s in drains),
-            }
-        )
+        cpu = median(per_todo(s["client_cpu"] + (s["pg_cpu"] or 0), n) for s in drains)
+        row = {"history": history, "todos_per_s": median(s["n"] / s["wall"] for s in drains)}
+        row |= {"cpu_ms_per_todo": cpu, "seq_scans": sum(s["counters"][0] for s in drains)}
+        rows.append(row | {"buffers_per_todo": median(s["counters"][1] / n for s in drains)})
         log(f"growth {history:,}: {rows[-1]['cpu_ms_per_todo']:.2f} ms CPU a todo")
     return {"todos": n, "workers": args.growth_workers, "reps": args.growth_reps, "rows": rows}
 

@@ -48,9 +48,8 @@ def request(port: int, path: str, body: dict | None = None, token: str = "") -> 
 
 
 def lines(link, stop=lambda: False):
-    """Each line of a raw HTTP/1.0 response as it is read, ``(time.time(), line)``, the status
-    line first (HTTP/1.0: the body comes unchunked, so a chunk's size cannot split an event);
-    ends when the server closes or ``stop()`` holds."""
+    """Each line of a raw HTTP/1.0 response (unchunked: no chunk size splits an event), status
+    line first, as ``(time.time(), line)`` when read; until it closes or ``stop()``."""
     buffer = b""
     while not stop():
         try:
@@ -89,13 +88,12 @@ class Server(db.Spawned):
     def log_summary(self) -> dict:
         """Access-log statuses, how many other lines (errors, warnings) it wrote, and both
         in a line."""
-        statuses: Counter = Counter()
-        other = 0
+        statuses, other = Counter(), 0
         for line in self.log_path.read_text(errors="replace").splitlines():
             if m := re.search(r'"[A-Z]+ \S+ HTTP/[\d.]+" (\d{3})\b', line):
                 statuses[m.group(1)] += 1
-            elif line.strip() and "[INFO]" not in line:
-                other += 1
+            else:
+                other += bool(line.strip()) and "[INFO]" not in line
         said = ", ".join(f"{k}: {v:,}" for k, v in sorted(statuses.items()))
         line = f"server log {self.log_path.name}: {said}; {other} other lines"
         return {"statuses": dict(statuses), "other_lines": other, "line": line}

@@ -31,8 +31,8 @@ def percentile(values: list[float], q: float) -> float | None:
     return xs[int(max(1, -(-len(xs) * q // 100))) - 1] if xs else None
 
 
-def ms(seconds: float | None, digits: int = 3) -> float | None:
-    return None if seconds is None else round(seconds * 1000, digits)
+def ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 3)
 
 
 def latency(values: list[float], *qs: int) -> dict:

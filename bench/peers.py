@@ -1,18 +1,6 @@
-"""The peer in the same run (section ``peers``): Procrastinate next to ours, and ADR-0039's ratio.
-
-Procrastinate (https://procrastinate.readthedocs.io/) is a PostgreSQL task queue for Python
-and Django, installed by ``make bench`` only (the ``bench`` extra). The same drain for each
-system on the same server in the same run: N no-op jobs queued first, then W worker processes
-released at a barrier take and finish jobs until the queue is empty. Procrastinate runs in its
-own database with its defaults, each worker ``run_worker_async(concurrency=1, wait=False,
-listen_notify=False)``; ours in-process (bench/workers.py's loops ``ours`` and ``ours-then``)
-and over the Python client against ``switchboard serve``, each complete carrying ``then``.
-ADR-0039's reference drains beside them: ``nohist-then``, the same drain with then without
-attempt history (bench/nohist.sql). Every drain starts from history (the jobs procrastinate's
-warm-up finished; twice as many done todos of ours), VACUUM (ANALYZE), N jobs queued, ANALYZE,
-CHECKPOINT, and is checked to have left one attempt a todo (none for the twin). CPU counts the
-workers (or clients), the server, and every process of the PostgreSQL server.
-"""
+"""The peer in the same run (section ``peers``): Procrastinate next to ours in-process, with then
+and over the Python client, and ADR-0039's reference ``nohist-then``: docs/benchmarks.md, "The
+peer"."""
 
 from __future__ import annotations
 
@@ -37,9 +25,8 @@ SYSTEMS = {
     "nohist-then": "no history, in-process then",
 }
 NOHIST = {"ours-then": "nohist-then"}  # ADR-0039's ratio: ours against its twin
-# The drains' order in a round (reversed every other round): Procrastinate between the two
-# drains measured against it by a bar, so each ratio is of drains side by side. The host's speed
-# drifts by 10-30 % within a minute (docs/benchmarks.md, "Keys, a fourth time").
+# A round's order (reversed every other round): Procrastinate between the two drains a bar
+# reads against it, each ratio of drains side by side (docs/benchmarks.md, "Keys, a fourth time").
 ORDER = ["ours-then", "procrastinate", "ours-http", "ours", "nohist-then"]
 assert sorted(ORDER) == sorted(SYSTEMS)
 OPTIONS = [  # flag, type, default, --quick's, help
@@ -67,8 +54,8 @@ def make_app(conninfo: str):
 
 
 def peer_main(conn, index: int, conninfo: str) -> None:
-    """A procrastinate worker process; its claim latency is ``JobManager.fetch_job`` as the
-    worker sees it (wrapped here), as ours is the call whose answer is the claim."""
+    """A procrastinate worker process; its claim latency is its app's ``fetch_job`` (wrapped
+    on this process's own app object), as ours is the call whose answer is the claim."""
     loop, lat, app = asyncio.new_event_loop(), [], make_app(conninfo)
     fetch = app.job_manager.fetch_job
 
@@ -86,13 +73,9 @@ def peer_main(conn, index: int, conninfo: str) -> None:
         lat.clear()
 
         def run() -> dict:
+            quiet = {"wait": False, "listen_notify": False, "install_signal_handlers": False}
             worker = app.run_worker_async(
-                queues=[QUEUE],
-                name=f"bench-{index}",
-                concurrency=1,
-                wait=False,
-                listen_notify=False,
-                install_signal_handlers=False,
+                queues=[QUEUE], name=f"bench-{index}", concurrency=1, **quiet
             )
             loop.run_until_complete(worker)
             return {"n": len(lat), "lat": list(lat)}
@@ -173,7 +156,7 @@ def run_section(ctx) -> dict | None:
         app.close()
         peer.close()
         if not args.keep_db:
-            db.drop_database(PEER_DB)
+            db.recreate(PEER_DB, drop_only=True)
     note = {"jobs": args.peer_jobs, "reps": args.peer_reps, "history": history}
     note |= {"procrastinate_version": procrastinate.__version__, "cpus": os.cpu_count()}
     return note | {"cells": cells(drains), "server_log": server.log_summary()["line"]}

@@ -12,23 +12,10 @@ import time
 from datetime import UTC, datetime
 from types import SimpleNamespace
 
-from bench import (
-    a2a,
-    ask,
-    board_pages,
-    db,
-    growth,
-    httpbench,
-    peers,
-    schedules,
-    summary,
-    waits,
-    workers,
-)
+from bench import a2a, ask, db, growth, httpbench, peers, schedules, summary, waits, workers
 from bench.ledger import Ledger
 from bench.table import log
 
-# In this order: the board's seed empties the todo tables, so it goes last.
 SECTIONS = {
     "growth": growth,
     "http": httpbench,
@@ -37,31 +24,20 @@ SECTIONS = {
     "a2a": a2a,
     "schedules": schedules,
     "waits": waits,
-    "board": board_pages,
 }
-FLAGS = {
-    "--quick": "small counts, one run per cell",
-    "--keep-db": "keep the bench databases on a DATABASE_URL server",
-}
-
-
+FLAGS = {"--quick": "small counts, one run per cell", "--keep-db": "keep the bench databases"}
 MAY_BE_ZERO = {"--growth-history"}  # no history at all is a history to measure
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    p = argparse.ArgumentParser(description=__doc__)
     for flag, what in FLAGS.items():
         p.add_argument(flag, action="store_true", help=what)
     p.add_argument("--sections", default=",".join(SECTIONS), help=f"of {','.join(SECTIONS)}")
     options = [option for module in SECTIONS.values() for option in module.OPTIONS]
     for flag, kind, full, quick, what in options:
-        p.add_argument(
-            flag,
-            type=kind,
-            help=f"{what} [{full}" + (f"; quick {quick}]" if quick != full else "]"),
-        )
+        quick_ = f"; quick {quick}" if quick != full else ""
+        p.add_argument(flag, type=kind, help=f"{what} [{full}{quick_}]")
     args = p.parse_args(argv)
     for flag, _, full, quick, _ in options:
         if getattr(args, dest := flag[2:].replace("-", "_")) is None:
@@ -83,7 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     started, load0 = time.monotonic(), os.getloadavg()
     env = db.prepare_environment()
     db.setup_django()
-    db.migrate()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
     workers.check_twin()  # ADR-0039's reference against the schema just migrated
     import django
 
@@ -123,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         from django.db import connection
 
         connection.close()
-        db.drop_database()
+        db.recreate(db.BENCH_DB, drop_only=True)
     return 0
 
 

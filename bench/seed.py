@@ -41,8 +41,7 @@ SELECT %(ep)s, 'bench todo ' || g, '', 0, 'pending', 5, 0, 0, 1, 0, 0, '', '',
 
 
 def make_endpoint() -> int:
-    """The user "bench" (with its personal team, which every section uses) and an endpoint
-    vended on it; returns the endpoint's id."""
+    """The user "bench", whose team every section uses, and an endpoint's id on it."""
     from django.contrib.auth import get_user_model
 
     get_user_model().objects.create_user(username="bench", password="bench-only")
@@ -96,10 +95,6 @@ def _no_autovacuum(table: str):
     scalar("COMMIT")
 
 
-def max_id() -> int:
-    return scalar("SELECT coalesce(max(id), 0) FROM todos")
-
-
 def attempts_after(after_id: int) -> int:
     """The attempt rows of the todos after ``after_id`` (a drain's)."""
     return scalar("SELECT count(*) FROM todo_attempts WHERE todo_id > %s", (after_id,))
@@ -117,9 +112,8 @@ class Scenario:
         self.endpoint_id, self.history, self.baseline = endpoint_id, history, 0
 
     def build(self) -> None:
-        """Empty tables, then the history, ANALYZE between the inserts: their deferred
-        foreign-key checks run on this session's cached plans (docs/benchmarks.md, "Why make
-        bench stalled, again")."""
+        """Empty tables, then the history, ANALYZE between the inserts (docs/benchmarks.md,
+        "Why make bench stalled, again")."""
         # todos cascades to todo_attempts and todo_events (the vend event goes too; harmless).
         scalar("TRUNCATE todos, todo_attempts RESTART IDENTITY CASCADE")
         analyze()
@@ -128,7 +122,7 @@ class Scenario:
         analyze()
         scalar(HISTORY_ATTEMPTS, {"ep": self.endpoint_id, "first": 0})
         analyze(vacuum=True)
-        self.baseline = max_id()
+        self.baseline = scalar("SELECT coalesce(max(id), 0) FROM todos")
 
     def reset(self, pending: int) -> int:
         """The baseline again with ``pending`` todos to drain; returns the id after which the

@@ -115,30 +115,8 @@ def rows(ledger: Ledger) -> list[dict]:
         note = f"every todo within {bar:.0f} s, one a slot: {verdict(all(schedules.met(r) for r in sc['rows']))}"
         ours = "-" if slowest is None else f"{slowest * 1000:.0f} ms"
         ratio = "-" if slowest is None else f2(slowest / bar)
-        row(
-            "schedules", measure, str(sc["sweepers"]), ours, f"bar {bar * 1000:.0f} ms", ratio, note
-        )
-    board = notes.get("board") or {}
-    for kind, label in (("queue", "queue pages"), ("drawer", "drawer (50 attempts)")):
-        if group := [r for r in board.get("rows", []) if r["kind"] == kind]:
-            worst = max(group, key=lambda r: r["p95_ms"] if r["status"] == 200 else -1)
-            failed = [r["page"] for r in group if r["status"] != 200]
-            met = not failed and all(r["p95_ms"] <= r["target_ms"] for r in group)
-            note = f"p95/target <= 1: {verdict(met)}" + (
-                f"; not 200: {', '.join(failed)}" if failed else ""
-            )
-            quick = " [quick data]" if board.get("quick") else ""
-            measure = f"{label}, worst p95 of {len(group)} ({worst['page']}){quick}"
-            ours, ref = f"{worst['p95_ms']:.1f} ms", f"target {worst['target_ms']:.0f} ms"
-            row(
-                "board",
-                measure,
-                "-",
-                ours,
-                ref,
-                f"{worst['p95_ms'] / worst['target_ms']:.2f}",
-                note,
-            )
+        ref = f"bar {bar * 1000:.0f} ms"
+        row("schedules", measure, str(sc["sweepers"]), ours, ref, ratio, note)
     return out
 
 
@@ -153,10 +131,9 @@ def render(ledger: Ledger, data: list[dict] | None = None) -> str:
             "",
             *table(list(KEYS), [[r[k] for k in KEYS] for r in data], left=2),
             "",
-            "ratio = ours / reference for throughput (peer, adr and mcp rows: median of per-run "
-            "ratios, lowest-highest in brackets); measured / target for latency, fleet and "
-            "growth. wk = worker processes (http: clients). docs/benchmarks.md says how to read "
-            "each row.",
+            "ratio = ours / reference for throughput (peer, adr, mcp: median of per-run ratios, "
+            "lowest-highest in brackets); measured / target for latency and growth. wk = worker "
+            "processes (http: clients). docs/benchmarks.md says how to read each row.",
             f"ledger: {m.get('ledger_path', '-')}",
         ]
     )

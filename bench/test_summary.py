@@ -13,11 +13,6 @@ def _ratio(x: float | None) -> dict | None:
     return {"median": x, "min": x, "max": x} if x else None
 
 
-def _page(name: str, p95: float, status: int = 200, kind: str = "queue") -> dict:
-    target = 50.0 if kind == "drawer" else 100.0
-    return {"page": name, "kind": kind, "status": status, "p95_ms": p95, "target_ms": target}
-
-
 def _http(protocol: str, clients: int, per_s: float, p95: float = 5.0, vs_http=None) -> dict:
     lat = {"p50_ms": 1.0, "p95_ms": p95}
     cell = {"protocol": protocol, "clients": clients, "todos_per_s": per_s, "claim_next": lat}
@@ -28,17 +23,6 @@ def _peer(system: str, jobs: float, workers: int = 1, vs_nohist=None) -> dict:
     cell = {"system": system, "workers": workers, "jobs_per_s": jobs, "claim": {"p50_ms": 1.0}}
     cell |= {"cpu_vs_procrastinate": 1.0, "vs_procrastinate": _ratio(jobs / 500)}
     return cell | {"vs_nohist": _ratio(vs_nohist), "pg_cpu_vs_nohist": 0.8}
-
-
-def test_a_board_row_is_met_only_when_every_page_of_its_kind_is():
-    [row] = _rows(board={"rows": [_page("queue", 40.0), _page("queue ?q=docs", 120.0)]})
-    assert row["note"] == "p95/target <= 1: NOT MET" and "(queue ?q=docs)" in row["measure"]
-
-
-def test_a_page_that_did_not_answer_200_fails_its_row_however_fast_the_others():
-    pages = [_page("drawer", 5.0, kind="drawer"), _page("drawer, page", 1.0, 500, kind="drawer")]
-    [row] = _rows(board={"rows": pages})
-    assert row["note"] == "p95/target <= 1: NOT MET; not 200: drawer, page"
 
 
 def test_the_http_rows_are_each_protocol_at_the_target_clients_judged_on_both_bars():

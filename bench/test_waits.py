@@ -9,12 +9,8 @@ def _lat(p95: float, n: int = 30) -> dict:
 
 
 def _drain(per_s: float, most=(0, 0)) -> dict:
-    return {"todos_per_s": per_s, "todos_per_s_all": [per_s], "cpu_ms_per_todo": 2.0} | {
-        "looks": 100,
-        "most_claimed_per_key": list(most),
-        "n": 2000,
-        "keys": 100,
-    }
+    drain = {"todos_per_s": per_s, "todos_per_s_all": [per_s], "cpu_ms_per_todo": 2.0}
+    return drain | {"looks": 100, "most_claimed_per_key": list(most), "n": 2000, "keys": 100}
 
 
 def _note(**changes) -> dict:
@@ -29,23 +25,17 @@ def _note(**changes) -> dict:
         | {"left_waiting": 0},
         "workers": 4,
         "reps": 1,
-        "children": _drain(500.0),
-        "plain_children": _drain(520.0),
-        "children_ratio": ratio,
         "parents_released": 2,
-        "keyed": _drain(500.0, most=(1, 1)),
-        "keys": _drain(510.0),
-        "plain": _drain(520.0),
-        "keyed_then": _drain(500.0, most=(1, 1)),
-        "plain_then": _drain(520.0),
-        "keys_ratio": ratio,
-        "keys_then_ratio": ratio,
-        "keys_unlimited_ratio": ratio,
         "target": waits.TARGET,
         "server": {"workers": 2, "line": "server log"},
         "git": {"head": "0" * 40},
         "duration_s": 60.0,
     }
+    note |= {
+        k: _drain(500.0) for k in ("children", "plain_children", "keys", "plain", "plain_then")
+    }
+    note |= {k: _drain(500.0, most=(1, 1)) for k in ("keyed", "keyed_then")}
+    note |= dict.fromkeys(waits.RATIOS, ratio)
     for path, value in changes.items():
         part, field = path.split("__")
         note[part] = note[part] | {field: value}

@@ -17,6 +17,12 @@ PARK_S = 0.15  # the long-poll is parked this long before the completion
 WAIT_SECONDS = 10
 SAMPLE_S = 0.005  # the key sampler's pause between looks
 KEYED = ["keyed", "plain", "keys", "keyed-then", "plain-then"]  # the keys' drains, in a round
+RATIOS = {  # each ratio's drains: the variant's, its baseline's
+    "children_ratio": ("children", "plain-children"),
+    "keys_ratio": ("keyed", "plain"),
+    "keys_then_ratio": ("keyed-then", "plain-then"),
+    "keys_unlimited_ratio": ("keys", "plain"),
+}
 OPTIONS = [  # flag, type, default, --quick's, help
     ("--waits-wakes", int, 200, 30, "completions of a last prerequisite, each waking a poll"),
     ("--waits-fan", int, 10_000, 2000, "dependents of one todo, children of one parent"),
@@ -27,6 +33,8 @@ OPTIONS = [  # flag, type, default, --quick's, help
     # As many pairs as "Keys, a sixth time" (docs/benchmarks.md) found the median needs.
     ("--waits-key-reps", int, 9, 1, "drains per variant of the keys' part, alternated"),
 ]
+STATE = "SELECT state FROM todos WHERE id = %s"
+STATES = "SELECT state, count(*) FROM todos WHERE endpoint_id = %s GROUP BY 1"
 EDGES = """
 INSERT INTO todo_after (todo_id, after_id, ended)
 SELECT t.id, %(after)s, '' FROM todos t WHERE t.endpoint_id = %(ep)s AND t.id > %(first)s
@@ -56,16 +64,11 @@ def copy_todo(todo_id: int, n: int) -> None:
 
 
 def states(endpoint_id: int) -> dict[str, int]:
-    return dict(
-        db.rows(
-            "SELECT state, count(*) FROM todos WHERE endpoint_id = %s GROUP BY 1", (endpoint_id,)
-        )
-    )
+    return dict(db.rows(STATES, (endpoint_id,)))
 
 
 def fresh() -> None:
-    db.one("ANALYZE todos")
-    db.one("ANALYZE todo_after")
+    db.one("ANALYZE todos, todo_after")
     seed.checkpoint()
 
 
@@ -129,10 +132,8 @@ def dependents(actor, n: int) -> tuple[int, int]:
 
 
 def fan_in(actor, n: int) -> dict:
-    """The complete (its trigger releases the first batch), then release_leftovers() in a
-    loop as the sweeper calls it, each batch's statement timed through Django's
-    execute_wrapper (its row locks are held from it to its commit); the baseline, completes
-    of todos nothing waits for."""
+    """The complete (its trigger releases a batch), then release_leftovers() as the sweeper
+    calls it, each batch's statement timed; the baseline: completes nothing waits for."""
     from django.db import connection
 
     from switchboard.queues import transitions
@@ -300,15 +301,12 @@ def drains(ctx, pool) -> dict:
         size = a.waits_fan if rep else min(500, a.waits_fan)
         order = ["children", "plain-children"]
         for what in (order if rep % 2 == 0 else order[::-1]) if rep <= reps else ():
-            if what == "children":
-                parent = children(fan, child_ep, size)
-            else:
+            parent = children(fan, child_ep, size) if what == "children" else None
+            if parent is None:
                 pending(child_ep, size, 0)
             d = drain(pool, w, child_ep, size)
-            if what == "children":
-                parents_pending += (
-                    db.one("SELECT state FROM todos WHERE id = %s", (parent,)) == "pending"
-                )
+            if parent is not None:
+                parents_pending += db.one(STATE, (parent,)) == "pending"
             empty(child_ep)
             got[what] += [d] if rep else []
             log(f"waits: {what} {size:,}: {d['todos_per_s']:.0f} todos/s")
@@ -321,24 +319,16 @@ def drains(ctx, pool) -> dict:
             got[what] += [d] if rep else []
             most = d["most_claimed_per_key"]
             log(f"waits: {what} {size:,}: {d['todos_per_s']:.0f} todos/s, most per key {most}")
-    keyed, plain = {"n": n, "keys": a.waits_keys}, {"n": n}
-    return {
-        "workers": w,
-        "reps": reps,
-        "key_reps": a.waits_key_reps,
-        "children": summarize(got["children"]) | {"n": a.waits_fan},
-        "plain_children": summarize(got["plain-children"]) | {"n": a.waits_fan},
-        "children_ratio": ratios(got["children"], got["plain-children"]),
-        "parents_released": parents_pending,
-        "keyed": summarize(got["keyed"]) | keyed,
-        "keys": summarize(got["keys"]) | keyed,
-        "plain": summarize(got["plain"]) | plain,
-        "keyed_then": summarize(got["keyed-then"]) | keyed,
-        "plain_then": summarize(got["plain-then"]) | plain,
-        "keys_ratio": ratios(got["keyed"], got["plain"]),
-        "keys_then_ratio": ratios(got["keyed-then"], got["plain-then"]),
-        "keys_unlimited_ratio": ratios(got["keys"], got["plain"]),
-    }
+    sizes = {"children": {"n": a.waits_fan}, "keyed": {"n": n, "keys": a.waits_keys}}
+    sizes |= {"plain": {"n": n}, "keys": sizes["keyed"]}
+    note = {"workers": w, "reps": reps, "key_reps": a.waits_key_reps}
+    for what, drained in got.items():  # "plain-children" as "plain_children", and so on
+        size = sizes[what.split("-")[0]] if what != "plain-children" else sizes["children"]
+        note[what.replace("-", "_")] = summarize(drained) | size
+    note |= {"parents_released": parents_pending}
+    for ratio, (mine, ref) in RATIOS.items():
+        note[ratio] = ratios(got[mine], got[ref])
+    return note
 
 
 def run_section(ctx) -> dict:
@@ -405,14 +395,8 @@ def render(note: dict) -> str:
 
     def row(label: str, s: dict, ratio: dict | None, keyed: bool = False) -> list:
         most = "/".join(map(str, s["most_claimed_per_key"])) + f" ({s['looks']:,} looks)"
-        ratio_ = spread(ratio) if ratio else "1.00"
-        return [
-            label,
-            all_of(s["todos_per_s_all"]),
-            f2(s["cpu_ms_per_todo"]),
-            ratio_,
-            most if keyed else "-",
-        ]
+        rate, ratio_ = all_of(s["todos_per_s_all"]), spread(ratio) if ratio else "1.00"
+        return [label, rate, f2(s["cpu_ms_per_todo"]), ratio_, most if keyed else "-"]
 
     c, pc, k, u, p = (note[x] for x in ("children", "plain_children", "keyed", "keys", "plain"))
     keys = f"{k['n']:,} todos, {k['keys']} keys"
@@ -422,46 +406,37 @@ def render(note: dict) -> str:
         row(f"{keys}, max_claimed_per_key 1", k, note["keys_ratio"], True),
         row(f"{u['n']:,} todos, {u['keys']} keys, no limit", u, note["keys_unlimited_ratio"]),
         row(f"{p['n']:,} todos without keys, no limit", p, None),
-        row(
-            f"{keys}, limit 1, complete with then",
-            note["keyed_then"],
-            note["keys_then_ratio"],
-            True,
-        ),
+        row(f"{keys}, limit 1, with then", note["keyed_then"], note["keys_then_ratio"], True),
         row(f"{p['n']:,} todos without keys, complete with then", note["plain_then"], None),
     ]
     headers = "drain|todos/s|CPU ms/todo|x its baseline|most claimed per key (states/attempts)"
     return "\n".join(
         [
-            f"Waits (issue 44): a parked claim_next long-poll over HTTP (one switchboard serve, "
+            f"Waits (issue 44): a parked claim_next (one switchboard serve, "
             f"{note['server']['workers']} workers) woken by its todo's last prerequisite's "
-            f"complete in the bench's process, alternated with one woken by a create; from the "
-            f"commit (the transition's return) to the poll's answer; {db.code_line(note['git'])}",
+            f"complete, or by a create; commit to answer; {db.code_line(note['git'])}",
             "",
             *table(["woken by", "wakes", "p50/p95/p99/max ms"], wake_rows),
             f"Target p95 <= {t['wake_p95_ms']:.0f} ms: {verdict(ok['wake'])}; the completing "
             f"transition itself p50/p95 {pp(w['complete'])} ms; {w['wrong']} polls answered with "
             f"another todo; {note['server']['line']}",
             "",
-            f"Fan-in: one todo with {r['dependents']:,} dependents; its complete (the trigger "
-            f"releases up to 1000 in that transaction), then transitions.release_leftovers() in a "
-            f"loop as the sweeper calls it, each batch its own transaction",
+            f"Fan-in: one todo with {r['dependents']:,} dependents; its complete (releasing a "
+            f"batch), then release_leftovers() in a loop as the sweeper calls it",
             "",
             *table(["step", "n", "p50 ms", "max ms"], fan_rows),
             f"All {r['dependents']:,} pending {f(r['all_pending_ms'])} ms after the complete's "
             f"call ({r['sweeper_calls']} release_leftovers calls; {r['left_waiting']} left "
-            f"waiting); longest step {f(r['longest_ms'])} ms. Target all within {t['release_s']:.0f} s:"
-            f" {verdict(ok['release'])}",
+            f"waiting); longest step {f(r['longest_ms'])} ms. Target all within "
+            f"{t['release_s']:.0f} s: {verdict(ok['release'])}",
             f"With a running switchboard sweep (interval {s['interval_s']} s, one sample): all "
             f"pending {f(s['all_pending_ms'])} ms after the complete's call ({s['left_waiting']} "
             f"left waiting) => {verdict(ok['sweeper'])}",
             "",
-            f"Drains: claim_next + complete (or a complete with then, claiming the next in the "
-            f"same call) through queues.transitions, {note['workers']} worker processes, after "
-            f"one drain of each to warm up: the children's rows the median of {note['reps']} "
-            f"drain(s), the keys' {note.get('key_reps', note['reps'])} (a keyed drain right "
-            f"before or after its plain one, the ratio the median of the pairs'), each set in "
-            f"alternating order; CPU = workers + every PostgreSQL process",
+            f"Drains: claim_next + complete (or complete with then) through queues.transitions, "
+            f"{note['workers']} workers; the children's rows the median of {note['reps']} "
+            f"drain(s), the keys' of {note.get('key_reps', note['reps'])} pairs side by side; "
+            f"CPU = workers + every PostgreSQL process",
             "",
             *table(headers.split("|"), rows),
             f"Parents pending after their children's drain: {note['parents_released']} of "

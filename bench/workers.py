@@ -1,12 +1,12 @@
-"""Worker processes (a ``Pool`` serves drains over pipes, start-up outside the timing: "prepare",
-"go" to all as the barrier, "done" with stats), and the ledger's loops they drain with: ``ours``
-(claim_next, complete), ``ours-then`` (each complete claims the next) and ``nohist-then``
-(ADR-0039's reference, bench/nohist.sql). docs/benchmarks.md, "Running them"."""
+"""Worker processes (a ``Pool`` serves drains over pipes: "prepare", then "go" to all as the
+barrier, "done" with stats), and the ledger's loops: ``ours`` (claim_next, complete),
+``ours-then`` (each complete claims the next), ``nohist-then`` (bench/nohist.sql)."""
 
 from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import queue
 import re
 import threading
 import time
@@ -33,8 +33,8 @@ class DrainFailed(RuntimeError):
 
 
 class Child:
-    """A spawned process, ``target(conn, *args)``, spoken to over a pipe; ``close`` sends None
-    (a loop that reads its pipe ends on it), then terminates it if it is still there."""
+    """A spawned process, ``target(conn, *args)``, spoken to over a pipe (``send``); ``close``
+    sends None (a loop that reads its pipe ends on it), then terminates it if it is there."""
 
     def __init__(self, target, *args) -> None:
         spawn = mp.get_context("spawn")
@@ -42,9 +42,7 @@ class Child:
         self.proc = spawn.Process(target=target, args=(child, *args), daemon=True)
         self.proc.start()
         child.close()
-
-    def send(self, message) -> None:
-        self.pipe.send(message)
+        self.send = self.pipe.send
 
     def recv(self, timeout: float = 300.0) -> tuple:
         if not self.pipe.poll(timeout):
@@ -236,11 +234,8 @@ class ParkedPoll:
     none), completed at once so the queue is empty for the next round."""
 
     def __init__(self, base_url: str, token: str, wait_seconds: float) -> None:
-        import queue
-
         self.base_url, self.token, self.wait_seconds = base_url, token, wait_seconds
-        self.go: queue.Queue = queue.Queue()
-        self.got: queue.Queue = queue.Queue()
+        self.go, self.got = queue.Queue(), queue.Queue()
         self.thread = threading.Thread(target=self._poll, daemon=True)
 
     def __enter__(self) -> ParkedPoll:
@@ -258,13 +253,11 @@ class ParkedPoll:
         return self.got.get(timeout=self.wait_seconds + 30)
 
     def woken(self, ring, park_s: float) -> tuple[float, float, bool]:
-        """Park, wait ``park_s``, then ``ring()`` (a transition; it returns the todo the poll
-        should bring): the ring's own seconds, from its return to the poll's answer, and
-        whether that todo came."""
+        """Park, wait ``park_s``, ``ring()`` (a transition, returning the todo the poll should
+        bring): its own seconds, from its return to the poll's answer, whether that todo came."""
         self.park()
         time.sleep(park_s)
-        t0 = time.time()
-        expected = ring()
+        t0, expected = time.time(), ring()
         committed = time.time()
         at, todo_id = self.answered()
         return committed - t0, at - committed, todo_id == expected
@@ -275,8 +268,7 @@ class ParkedPoll:
         client = Client(self.base_url, self.token, timeout=self.wait_seconds + 20)
         while self.go.get():
             claimed = client.claim_next(wait_seconds=self.wait_seconds)
-            at = time.time()
-            todo = claimed["todo"]
+            at, todo = time.time(), claimed["todo"]
             if todo is not None:
                 client.complete(todo_id=todo["id"], attempt_seq=claimed["attempt_seq"])
             self.got.put((at, todo and todo["id"]))
