@@ -19,19 +19,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import secrets
-import socket
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator
 
-from switchboard.queues import db, sql
 from switchboard.queues.notify import BOARD, BoardNotice, Listener, LoopLocal, listener
+from switchboard.queues.notify.watches import RENEW_SECONDS, TeamWatch, holder_name
 
 log = logging.getLogger("switchboard.agents.tasks")
 
-WATCH_SECONDS = 60  # a watch row's life, renewed every RENEW_SECONDS
-RENEW_SECONDS = 20.0
 LISTEN_START_SECONDS = 5.0
 
 
@@ -69,8 +64,7 @@ class TaskWatch:
         self.listener = hearing
         self.followers: dict[int, set[Follower]] = defaultdict(set)
         self.teams: Counter[int] = Counter()
-        self.watched: frozenset[int] = frozenset()
-        self.holder = f"tasks:{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.watch = TeamWatch(holder_name("tasks:"))
         self._renewer: asyncio.Task | None = None
         hearing.subscribe(BOARD, self.hear)
         hearing.on_connect(self.everything_changed)
@@ -96,8 +90,8 @@ class TaskWatch:
             if not self.listener.listening.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self.listener.listening.wait(), LISTEN_START_SECONDS)
-            if team_id not in self.watched:
-                await self._watch()
+            if team_id not in self.watch.watched:
+                await self.watch.watch(self.teams)
             if self._renewer is None or self._renewer.done():
                 self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
             yield follower
@@ -110,18 +104,11 @@ class TaskWatch:
             if not self.teams[team_id]:
                 del self.teams[team_id]  # its row lapses, or goes at the next renewal
 
-    async def _watch(self) -> None:
-        teams = sorted(self.teams)
-        params = {"team_ids": teams, "holder": self.holder, "seconds": WATCH_SECONDS}
-        await db.arun(db.one(sql.BOARD_WATCH, params))
-        await db.arun(db.one(sql.BOARD_UNWATCH, params))
-        self.watched = frozenset(teams)
-
     async def _renew_forever(self) -> None:
-        while self.teams or self.watched:
+        while self.teams or self.watch.watched:
             await asyncio.sleep(RENEW_SECONDS)
             try:
-                await self._watch()
+                await self.watch.watch(self.teams)
             except Exception as exc:  # the database is away: the next renewal tries again
                 log.warning("task watch: could not renew the watches: %s", exc)
 

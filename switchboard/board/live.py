@@ -60,9 +60,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import secrets
-import socket
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -76,6 +73,7 @@ from switchboard.board.views.queue import TICKER_LINES, ticker_html, ticker_line
 from switchboard.queues import db, sql
 from switchboard.queues.endpoint_health import team_last_hour, team_now
 from switchboard.queues.notify import BOARD, BoardNotice, Listener, LoopLocal, listener, listeners
+from switchboard.queues.notify.watches import RENEW_SECONDS, TeamWatch, holder_name
 from switchboard.queues.selectors import TAB_COUNT_CAP, board_team_now_and_feed
 
 log = logging.getLogger("switchboard.board.live")
@@ -84,8 +82,6 @@ FLUSH_GAP = 0.25  # seconds a team's changes are gathered before they are read a
 CHART_SECONDS = 10.0  # the overview's last hour is read at most this often per team
 KEEPALIVE_SECONDS = 15.0
 STREAM_SECONDS = 300.0
-WATCH_SECONDS = 60  # a watch row's life; renewed every RENEW_SECONDS
-RENEW_SECONDS = 20.0
 # How often a process asks which of its streams must end: a signed-out or removed viewer's
 # stream ends within this (and one statement) of the sign-out or removal.
 CHECK_SECONDS = 2.0
@@ -170,8 +166,8 @@ class Hub:
         self.flushing: dict[int, asyncio.Task] = {}
         self.last_flush: dict[int, float] = {}
         self.charts: dict[int, tuple[float, dict]] = {}
-        self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
-        self.watched: set[int] = set()
+        self.holder = holder_name()
+        self.watch = TeamWatch(self.holder)
         self._renewer: asyncio.Task | None = None
         self.streams: dict[int, Viewer] = {}  # begun and not ended, by board_streams row
         self._checker: asyncio.Task | None = None
@@ -306,9 +302,9 @@ class Hub:
             return  # ended before its stream began: it watches nothing
         for team_id in viewer.team_ids:
             self.viewers[team_id].add(viewer)
-        new = [t for t in viewer.team_ids if t not in self.watched]
+        new = [t for t in viewer.team_ids if t not in self.watch.watched]
         if new:
-            await self._watch()
+            await self.watch.watch(self.viewers)
         if self._renewer is None or self._renewer.done():
             self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
 
@@ -326,21 +322,14 @@ class Hub:
 
     async def _unwatch(self) -> None:
         try:
-            await self._watch()
+            await self.watch.watch(self.viewers)
         except Exception as exc:  # the next renewal tries again
             log.warning("board stream: could not drop a watch: %s", exc)
 
-    async def _watch(self) -> None:
-        teams = sorted(self.viewers)
-        params = {"team_ids": teams, "holder": self.holder, "seconds": WATCH_SECONDS}
-        await db.arun(db.one(sql.BOARD_WATCH, params))
-        await db.arun(db.one(sql.BOARD_UNWATCH, params))
-        self.watched = set(teams)
-
     async def _renew_forever(self) -> None:
-        while self.viewers or self.watched:
+        while self.viewers or self.watch.watched:
             try:
-                await self._watch()
+                await self.watch.watch(self.viewers)
             except Exception as exc:  # the database is away: the next renewal tries again
                 log.warning("board stream: could not renew the watches: %s", exc)
             # An overview's last hour moves on with the clock alone: its teams are read
