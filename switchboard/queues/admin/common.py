@@ -58,6 +58,18 @@ def when(model, field: str):
     return show
 
 
+def shows_times(model, *fields: str):
+    """A model admin's class decorator: ``<field>_when`` (``when``) for each of ``fields``,
+    for its list_display and readonly_fields to name."""
+
+    def decorate(cls):
+        for field in fields:
+            setattr(cls, f"{field}_when", when(model, field))
+        return cls
+
+    return decorate
+
+
 # A search is over ids, agent ids, slugs, user names and e-mail addresses: a few short words.
 SEARCH_MAX_CHARS = 256
 SEARCH_MAX_WORDS = 8

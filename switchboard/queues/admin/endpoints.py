@@ -15,8 +15,8 @@ from switchboard.queues.admin.common import (
     ReadOnlyAdmin,
     count_of,
     parse_id,
+    shows_times,
     url_host,
-    when,
 )
 from switchboard.queues.errors import Conflict
 from switchboard.queues.models import (
@@ -78,6 +78,14 @@ class TeamWithEndpointsFilter(admin.SimpleListFilter):
 
 
 @admin.register(Endpoint)
+@shows_times(
+    Endpoint,
+    "created_at",
+    "rotated_at",
+    "paused_at",
+    "revoked_at",
+    "admission_window_at",
+)
 class EndpointAdmin(ReadOnlyAdmin):
     list_display = (
         "agent_id",
@@ -115,11 +123,6 @@ class EndpointAdmin(ReadOnlyAdmin):
         "admission_claims",
     )
     actions = ("revoke_endpoints", "pause_endpoints", "resume_endpoints")
-    created_at_when = when(Endpoint, "created_at")
-    rotated_at_when = when(Endpoint, "rotated_at")
-    paused_at_when = when(Endpoint, "paused_at")
-    revoked_at_when = when(Endpoint, "revoked_at")
-    admission_window_at_when = when(Endpoint, "admission_window_at")
 
     def get_queryset(self, request: HttpRequest):
         return (

@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from django.template.response import TemplateResponse
 
 from switchboard.queues import operators, queue_health
-from switchboard.queues.admin.common import ReadOnlyAdmin, parse_id, when
+from switchboard.queues.admin.common import ReadOnlyAdmin, parse_id, shows_times
 from switchboard.queues.admin.endpoints import TeamWithEndpointsFilter
 from switchboard.queues.models import (
     Endpoint,
@@ -56,6 +56,17 @@ _TODO_HEAD = (
 
 
 @admin.register(Todo)
+@shows_times(
+    Todo,
+    "created_at",
+    "updated_at",
+    "not_before",
+    "next_retry_at",
+    "claimed_at",
+    "last_heartbeat_at",
+    "lease_expires_at",
+    "ended_at",
+)
 class TodoAdmin(ReadOnlyAdmin):
     list_display = (
         *_TODO_HEAD,
@@ -90,14 +101,6 @@ class TodoAdmin(ReadOnlyAdmin):
         "lease_expires_at_when",
         "ended_at_when",
     )
-    created_at_when = when(Todo, "created_at")
-    updated_at_when = when(Todo, "updated_at")
-    not_before_when = when(Todo, "not_before")
-    next_retry_at_when = when(Todo, "next_retry_at")
-    claimed_at_when = when(Todo, "claimed_at")
-    last_heartbeat_at_when = when(Todo, "last_heartbeat_at")
-    lease_expires_at_when = when(Todo, "lease_expires_at")
-    ended_at_when = when(Todo, "ended_at")
 
     def get_queryset(self, request: HttpRequest):
         return super().get_queryset(request).select_related("endpoint__team")
