@@ -1,8 +1,9 @@
 """Fleets of waiting agents (issue 12): a served process (``switchboard serve``, one uvicorn
 worker) holds hundreds of idle long-polls while the API and the Board answer; a ring wakes
 one waiter; a client that left claims nothing; the caps answer at once; slow bodies cost
-nothing. Timing is in bench/ (``make bench`` fleet section); these assert behaviour, with
-bounds loose enough for two shared cores."""
+nothing. Timing was in bench/'s fleet section, retired with issue 42 (docs/benchmarks.md,
+"Retired sections", has its last figures); these assert behaviour, with bounds loose enough
+for two shared cores."""
 
 from __future__ import annotations
 
