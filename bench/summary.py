@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from bench import a2a, ask, growth, httpbench, peers, schedules
+from bench import a2a, ask, growth, httpbench, peers, schedules, waits
 from bench.ledger import Ledger
 from bench.table import f, f2, spread, table, verdict
 
@@ -117,6 +117,13 @@ def rows(ledger: Ledger) -> list[dict]:
         ratio = "-" if slowest is None else f2(slowest / bar)
         ref = f"bar {bar * 1000:.0f} ms"
         row("schedules", measure, str(sc["sweepers"]), ours, ref, ratio, note)
+    if wt := notes.get("waits"):
+        k, r, met = wt["keyed"], (wt["keys_ratio"], wt["keys_then_ratio"]), waits.met(wt)["keys"]
+        measure = f"drain / with then, {k['n']:,} todos over {k['keys']} keys, limit 1, vs no keys"
+        ours = f"{k['todos_per_s']:.0f} / {wt['keyed_then']['todos_per_s']:.0f} todos/s"
+        ref = f"{wt['plain']['todos_per_s']:.0f} / {wt['plain_then']['todos_per_s']:.0f}/s"
+        note = f"bar >= {wt['target']['keys_ratio']:.2f} both, one claimed a key: {verdict(met)}"
+        row("waits", measure, str(wt["workers"]), ours, ref, " / ".join(map(spread, r)), note)
     return out
 
 

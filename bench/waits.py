@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextlib import contextmanager
 
 from bench import db, httpbench, seed, workers
 from bench.ledger import latency, median, per_todo, spread_of
@@ -228,41 +229,37 @@ def pending(ep: int, n: int, keys: int) -> None:
     fresh()
 
 
-class Sampler:
+@contextmanager
+def sampled(ep: int):
     """A thread on a connection of its own: the most claimed todos of one key, by the todos'
-    states and by their open attempts, every SAMPLE_S while a drain runs."""
+    states and by their open attempts, every SAMPLE_S while a drain runs: ``[most, looks]``."""
+    seen, stop = [[0, 0], 0], threading.Event()
 
-    def __init__(self, ep: int):
-        self.ep, self.looks, self.most = ep, 0, [0, 0]
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def run(self) -> None:
+    def run() -> None:
         with db.connect() as conn:
-            while not self.stop.is_set():
-                row = conn.execute(CLAIMED_PER_KEY, {"ep": self.ep}).fetchone()
-                self.most = [max(a, b) for a, b in zip(self.most, row, strict=True)]
-                self.looks += 1
+            while not stop.is_set():
+                row = conn.execute(CLAIMED_PER_KEY, {"ep": ep}).fetchone()
+                seen[:] = [[max(a, b) for a, b in zip(seen[0], row, strict=True)], seen[1] + 1]
                 time.sleep(SAMPLE_S)
 
-    def __enter__(self) -> Sampler:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join(10)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield seen
+    finally:
+        stop.set()
+        thread.join(10)
 
 
 def drain(pool, w: int, ep: int, n: int, loop: str = "ours") -> dict:
-    with Sampler(ep) as sampler:
+    with sampled(ep) as seen:
         d = pool.drain(w, loop, ep)
     if d["n"] != n or states(ep).get("done") != n:
         raise DrainFailed(f"waits: drained {d['n']} of {n} on endpoint {ep}")
-    cpu = per_todo(d["client_cpu"] + (d["pg_cpu"] or 0), n)
+    cpu, (most, looks) = per_todo(d["client_cpu"] + (d["pg_cpu"] or 0), n), seen
     return {"todos_per_s": d["n"] / d["wall"], "cpu_ms_per_todo": cpu} | {
-        "looks": sampler.looks,
-        "most_claimed_per_key": sampler.most,
+        "looks": looks,
+        "most_claimed_per_key": most,
     }
 
 
@@ -359,13 +356,9 @@ def run_section(ctx) -> dict:
 
 
 def met(note: dict) -> dict:
-    t, r, s, k = note["target"], note["fan_in"], note["with_sweeper"], note["keyed"]
-    wake = (
-        note["wake"]["wrong"] == 0 and (note["wake"]["after"]["p95_ms"] or 1e9) <= t["wake_p95_ms"]
-    )
-    ratios_ = (
-        min(note["keys_ratio"]["median"], note["keys_then_ratio"]["median"]) >= t["keys_ratio"]
-    )
+    t, r, s, k, w = (note[x] for x in ("target", "fan_in", "with_sweeper", "keyed", "wake"))
+    wake = w["wrong"] == 0 and (w["after"]["p95_ms"] or 1e9) <= t["wake_p95_ms"]
+    ratios_ = min(note[x]["median"] for x in ("keys_ratio", "keys_then_ratio")) >= t["keys_ratio"]
     one_a_key = k["most_claimed_per_key"] == note["keyed_then"]["most_claimed_per_key"] == [1, 1]
     return {
         "wake": wake,
@@ -382,14 +375,10 @@ def render(note: dict) -> str:
         ["the last prerequisite completes", w["after"]["n"], pp(w["after"], *times)],
         ["create_todo (baseline)", w["create"]["n"], pp(w["create"], *times)],
     ]
-    plain, batches = r["plain_complete"], r["batches"]
+    plain, batches, released = r["plain_complete"], r["batches"], r["released_in_commit"]
     fan_rows = [
         ["complete, nothing waits (baseline)", plain["n"], *pp(plain, "p50", "max").split("/")],
-        [
-            f"complete, {r['released_in_commit']:,} released in its commit",
-            1,
-            *[f2(r["complete_ms"])] * 2,
-        ],
+        [f"complete, {released:,} released in its commit", 1, *[f2(r["complete_ms"])] * 2],
         ["a leftover batch's statement", batches["n"], *pp(batches, "p50", "max").split("/")],
     ]
 
