@@ -32,6 +32,7 @@ from switchboard.queues.sql.claim import claim_parts
 from switchboard.queues.sql.fragments import (
     NO_QUESTION,
     SCOPE_ENDPOINT,
+    SCOPE_ENDPOINT_OR_REQUESTER,
     SCOPE_USER,
     attempt_columns,
     attempt_joins,
@@ -318,7 +319,7 @@ SELECT {columns(LOCKED_SOURCE, t="t")}
 """
 LOCK_TODO_AGENT = Statement(
     "lock_todo_agent",
-    _LOCK_TODO.format(scope=SCOPE_ENDPOINT + " OR t.requester_id = %(scope_endpoint)s"),
+    _LOCK_TODO.format(scope=SCOPE_ENDPOINT_OR_REQUESTER),
     why="FOR UPDATE OF one table of a join, returning the team with the todo",
     prepare=True,
 )

@@ -63,9 +63,11 @@ def attempt_joins(alias: str) -> str:
     LEFT JOIN auth_user eb ON eb.id = {alias}.ended_by_id"""
 
 
-# Scopes: which todos a caller may touch. An agent reads its own endpoint's queue; a person
-# reads the queues of endpoints in the teams they belong to.
+# Scopes: which todos a caller may touch. An agent reads its own endpoint's queue, and
+# (get_todo, cancel) a todo it sent elsewhere as its requester; a person reads the queues of
+# endpoints in the teams they belong to.
 SCOPE_ENDPOINT = "t.endpoint_id = %(scope_endpoint)s"
+SCOPE_ENDPOINT_OR_REQUESTER = SCOPE_ENDPOINT + " OR t.requester_id = %(scope_endpoint)s"
 SCOPE_USER = """t.endpoint_id IN (
     SELECT se.id FROM endpoints se JOIN team_members sm ON sm.team_id = se.team_id
     WHERE sm.user_id = %(scope_user)s)"""

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from switchboard.queues.db.plans import Statement
 from switchboard.queues.sql.fragments import (
+    SCOPE_ENDPOINT,
+    SCOPE_ENDPOINT_OR_REQUESTER,
     SCOPE_USER,
     attempt_columns,
     attempt_joins,
@@ -33,15 +35,13 @@ SELECT_TODO = Statement(
 )
 SELECT_TODO_FOR_AGENT = Statement(
     "select_todo_for_agent",
-    _SELECT_TODO.format(scope="t.endpoint_id = %(scope_endpoint)s"),
+    _SELECT_TODO.format(scope=SCOPE_ENDPOINT),
     why="a todo of the agent's own queue",
     prepare=True,
 )
 SELECT_TODO_FOR_AGENT_OR_REQUESTER = Statement(
     "select_todo_for_agent_or_requester",
-    _SELECT_TODO.format(
-        scope="t.endpoint_id = %(scope_endpoint)s OR t.requester_id = %(scope_endpoint)s"
-    ),
+    _SELECT_TODO.format(scope=SCOPE_ENDPOINT_OR_REQUESTER),
     why="get_todo: the agent's own queue, or a todo it sent elsewhere (as requester)",
     prepare=True,
 )
