@@ -118,12 +118,13 @@ def rows(ledger: Ledger) -> list[dict]:
         ref = f"bar {bar * 1000:.0f} ms"
         row("schedules", measure, str(sc["sweepers"]), ours, ref, ratio, note)
     if wt := notes.get("waits"):
-        k, r, met = wt["keyed"], (wt["keys_ratio"], wt["keys_then_ratio"]), waits.met(wt)["keys"]
+        k, met = wt["keyed"], waits.met(wt)["keys"]
+        r = " / ".join(spread(wt[x], 3) for x in ("keys_ratio", "keys_then_ratio"))
         measure = f"drain / with then, {k['n']:,} todos over {k['keys']} keys, limit 1, vs no keys"
         ours = f"{k['todos_per_s']:.0f} / {wt['keyed_then']['todos_per_s']:.0f} todos/s"
         ref = f"{wt['plain']['todos_per_s']:.0f} / {wt['plain_then']['todos_per_s']:.0f}/s"
         note = f"bar >= {wt['target']['keys_ratio']:.2f} both, one claimed a key: {verdict(met)}"
-        row("waits", measure, str(wt["workers"]), ours, ref, " / ".join(map(spread, r)), note)
+        row("waits", measure, str(wt["workers"]), ours, ref, r, note)
     return out
 
 

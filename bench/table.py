@@ -53,13 +53,13 @@ def pp(lat: dict, *qs: str, spec: str = "{:.2f}") -> str:
     return "/".join(f(lat.get(f"{q}_ms"), spec) for q in qs or ("p50", "p95"))
 
 
-def spread(r: dict | None) -> str:
-    """A ratio summary {median, min, max}: '0.82 (0.79-0.88)', or '0.82' for one run."""
+def spread(r: dict | None, d: int = 2) -> str:
+    """A ratio summary {median, min, max} to ``d`` places: '0.82 (0.79-0.88)', or one run's."""
     if not r:
         return "-"
     if r["min"] == r["max"]:
-        return f"{r['median']:.2f}"
-    return f"{r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f})"
+        return f"{r['median']:.{d}f}"
+    return f"{r['median']:.{d}f} ({r['min']:.{d}f}-{r['max']:.{d}f})"
 
 
 def all_of(values: list[float]) -> str:

@@ -47,7 +47,7 @@ def test_a_run_within_every_target_is_met_in_each_part_and_renders():
     assert all(waits.met(_note()).values())
     assert "NOT MET" not in waits.render(_note())
     [row] = summary.rows(Ledger({}, {"waits": _note()}))
-    assert (row["section"], row["ratio"], row["note"][-5:]) == ("waits", "0.95 / 0.95", ": MET")
+    assert (row["section"], row["ratio"], row["note"][-5:]) == ("waits", "0.950 / 0.950", ": MET")
 
 
 def test_two_claimed_with_one_key_fails_the_keys_part_however_fast_the_drain():
@@ -56,7 +56,7 @@ def test_two_claimed_with_one_key_fails_the_keys_part_however_fast_the_drain():
     assert not waits.met(_note(keys_then_ratio__median=0.89))["keys"]
     assert not waits.met(_note(keyed_then__most_claimed_per_key=[1, 2]))["keys"]
     [slower] = summary.rows(Ledger({}, {"waits": _note(keys_then_ratio__median=0.89)}))
-    assert slower["note"].endswith("NOT MET") and slower["ratio"] == "0.95 / 0.89"
+    assert slower["note"].endswith("NOT MET") and slower["ratio"] == "0.950 / 0.890"
 
 
 def test_a_release_that_left_a_todo_waiting_is_not_met_however_soon_it_ended():

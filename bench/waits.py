@@ -384,7 +384,7 @@ def render(note: dict) -> str:
 
     def row(label: str, s: dict, ratio: dict | None, keyed: bool = False) -> list:
         most = "/".join(map(str, s["most_claimed_per_key"])) + f" ({s['looks']:,} looks)"
-        rate, ratio_ = all_of(s["todos_per_s_all"]), spread(ratio) if ratio else "1.00"
+        rate, ratio_ = all_of(s["todos_per_s_all"]), spread(ratio, 3) if ratio else "1.000"
         return [label, rate, f2(s["cpu_ms_per_todo"]), ratio_, most if keyed else "-"]
 
     c, pc, k, u, p = (note[x] for x in ("children", "plain_children", "keyed", "keys", "plain"))
