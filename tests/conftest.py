@@ -301,13 +301,13 @@ _tables_to_empty: dict[str, tuple[list[str], str]] = {}
 _as_replica: dict[str, bool] = {}
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _no_session_left_on_the_test_database(django_db_setup, django_db_blocker):
-    """Before pytest-django drops this worker's test database, no session is left on it: the
-    connection the migrations opened on the main thread (this fixture's context has it; the
-    drop runs on another) is closed, and any other still open (a thread's) is ended. Left
-    open, the drop failed now and then ("is being accessed by other users", a warning at the
-    end of make test) and, on a DATABASE_URL server, the test database stayed behind."""
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's, and before it drops this worker's test database, no session is left on
+    it: the connection the migrations opened on the main thread (this fixture's context has
+    it; the drop runs on another) is closed, and any other still open (a thread's) is ended.
+    Left open, the drop failed now and then ("is being accessed by other users", a warning at
+    the end of make test) and, on a DATABASE_URL server, the test database stayed behind."""
     yield
     from django.db import connection
 
