@@ -364,6 +364,22 @@ def test_a_key_at_its_limit_is_passed_over_without_blocking_the_others(endpoint,
     assert transitions.claim_next(agent).todo.id == second.id
 
 
+def test_a_limit_set_later_counts_the_keys_already_claimed(endpoint, make_todo):
+    """Nothing is counted while an endpoint has no limit: a limit set later counts its keys'
+    claimed todos themselves, so what was claimed before it already counts."""
+    agent = _limit(endpoint)
+    held, waiting = make_todo("x 1", key="repo-x"), make_todo("x 2", key="repo-x")
+    other = make_todo("y", key="repo-y")
+    transitions.claim(agent, held.id)
+    agent = _limit(endpoint, max_claimed_per_key=1)
+    with pytest.raises(Conflict, match="max_claimed_per_key"):
+        transitions.claim(agent, waiting.id)
+    assert transitions.claim_next(agent).todo.id == other.id
+    assert transitions.claim_next(agent) is None
+    transitions.release(agent, held.id)
+    assert transitions.claim(agent, waiting.id).todo.id == waiting.id
+
+
 def test_max_claimed_caps_what_an_endpoint_holds(endpoint, make_todo):
     agent = _limit(endpoint, max_claimed=2)
     todos = [make_todo(f"t{n}") for n in range(3)]
