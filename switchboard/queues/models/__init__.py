@@ -2,6 +2,7 @@
 the enums of their states and outcomes), and what operators need. Every change of a todo's
 ``state`` goes through ``queues.transitions``."""
 
+from switchboard.queues.models import states
 from switchboard.queues.models.endpoints import VERBS, Endpoint, EndpointQuerySet
 from switchboard.queues.models.operations import (
     DeadLetterSink,
@@ -13,24 +14,7 @@ from switchboard.queues.models.operations import (
     TaskPushConfig,
 )
 from switchboard.queues.models.schedules import CatchUp, Schedule
-from switchboard.queues.models.states import (
-    DIED_OUTCOMES,
-    LAPSED_OUTCOMES,
-    LIVE_STATES,
-    OPEN_STATES,
-    TERMINAL_STATES,
-    UNCLAIMED_STATES,
-    AfterPolicy,
-    ClaimerKind,
-    DeadLetterReason,
-    Disposition,
-    EventKind,
-    OnNoAnswer,
-    Outcome,
-    QuestionEnding,
-    TodoState,
-    WaitingFor,
-)
+from switchboard.queues.models.states import *  # noqa: F403 (the words, listed in states.__all__)
 from switchboard.queues.models.teams import Membership, Team, TeamInvitation, TeamInvitationQuerySet
 from switchboard.queues.models.todos import (
     CLAIMABLE_AT,
@@ -47,33 +31,19 @@ from switchboard.queues.models.todos import (
 from switchboard.queues.models.waits import TodoAfter
 
 __all__ = [
-    "AfterPolicy",
     "CatchUp",
     "Schedule",
     "TodoAfter",
     "CLAIMABLE_AT",
-    "DIED_OUTCOMES",
-    "LAPSED_OUTCOMES",
-    "LIVE_STATES",
-    "OPEN_STATES",
-    "UNCLAIMED_STATES",
     "SUMMARY_SEARCHABLE",
-    "TERMINAL_STATES",
     "VERBS",
-    "ClaimerKind",
-    "DeadLetterReason",
     "DeadLetterSink",
     "Delivery",
-    "Disposition",
     "Endpoint",
     "EndpointQuerySet",
-    "EventKind",
     "Membership",
     "MetricCounter",
     "MetricDelta",
-    "OnNoAnswer",
-    "Outcome",
-    "QuestionEnding",
     "SignInThrottle",
     "SweeperStatus",
     "TaskPushConfig",
@@ -86,8 +56,7 @@ __all__ = [
     "TodoQuerySet",
     "TodoQuestion",
     "TodoSearchDocument",
-    "TodoState",
     "TodoTotals",
-    "WaitingFor",
     "row_rules",
 ]
+__all__ += states.__all__

@@ -6,6 +6,27 @@ from __future__ import annotations
 
 from django.db import models
 
+# What ``queues.models`` re-exports of this module (``from … import *``): the words are
+# listed here, beside what they name, and nowhere else.
+__all__ = [
+    "TodoState",
+    "WaitingFor",
+    "AfterPolicy",
+    "Outcome",
+    "Disposition",
+    "DeadLetterReason",
+    "QuestionEnding",
+    "OnNoAnswer",
+    "ClaimerKind",
+    "EventKind",
+    "LIVE_STATES",
+    "TERMINAL_STATES",
+    "OPEN_STATES",
+    "UNCLAIMED_STATES",
+    "DIED_OUTCOMES",
+    "LAPSED_OUTCOMES",
+]
+
 
 class TodoState(models.TextChoices):
     PENDING = "pending"
