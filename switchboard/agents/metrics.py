@@ -75,10 +75,7 @@ class SwitchboardCollector(Collector):
             "Server time of claim and claim_next's claim (not a long-poll's waiting), all web"
             " processes; each process writes its observations at least every 10 s.",
             stored,
-            bounds=counters.BUCKETS,
-            bucket=counters.CLAIM_LATENCY_BUCKET,
-            total=counters.CLAIM_LATENCY_SUM,
-            count=counters.CLAIM_LATENCY_COUNT,
+            counters.CLAIM_LATENCY,
         )
 
         # Asking a person (issue 43): what waits on people now, how questions ended, how long
@@ -114,10 +111,7 @@ class SwitchboardCollector(Collector):
             "Time from a question to its answer, answered questions only; lags like"
             " switchboard_attempts_closed_total.",
             stored,
-            bounds=counters.ANSWER_BUCKETS,
-            bucket=counters.TIME_TO_ANSWER_BUCKET,
-            total=counters.TIME_TO_ANSWER_SUM,
-            count=counters.TIME_TO_ANSWER_COUNT,
+            counters.TIME_TO_ANSWER,
         )
 
         lag = self.snapshot.sweeper_lag_seconds
@@ -158,24 +152,19 @@ def _histogram(
     name: str,
     documentation: str,
     stored: dict[tuple[str, str], float],
-    *,
-    bounds: tuple[float, ...],
-    bucket: str,
-    total: str,
-    count: str,
+    histogram: counters.Histogram,
 ) -> HistogramMetricFamily:
-    """A histogram kept in metric_counters: cumulative ``bucket`` rows labelled by their upper
-    bound (counters.bucket_label), a ``total`` and a ``count``; a missing row is 0."""
-    counted = stored.get((count, ""), 0.0)
+    """``histogram`` as metric_counters holds it; a missing row is 0."""
+    counted = stored.get((histogram.count, ""), 0.0)
     buckets = [
-        (floatToGoString(upper), stored.get((bucket, counters.bucket_label(upper)), 0.0))
-        for upper in bounds
+        (floatToGoString(upper), stored.get((histogram.bucket, label), 0.0))
+        for upper, label in zip(histogram.bounds, histogram.labels, strict=True)
     ]
     return HistogramMetricFamily(
         name,
         documentation,
         buckets=[*buckets, ("+Inf", counted)],
-        sum_value=stored.get((total, ""), 0.0),
+        sum_value=stored.get((histogram.total, ""), 0.0),
     )
 
 

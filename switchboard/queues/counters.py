@@ -48,14 +48,6 @@ from switchboard.queues.models import (
 
 log = logging.getLogger("switchboard.metrics")
 
-# Upper bounds of the claim latency buckets, in seconds (+Inf is implied).
-BUCKETS: tuple[float, ...] = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
-# Upper bounds of the time to answer buckets, in seconds: 10 s to 30 days, the longest a
-# question may be given (+Inf: one asked without a limit, answered later still).
-ANSWER_BUCKETS: tuple[float, ...] = (
-    10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 12 * 3600.0,
-    86400.0, 3 * 86400.0, 7 * 86400.0, 30 * 86400.0,
-)  # fmt: skip
 # How far behind the database clock the fold stops at the least (it also stops at the start
 # of any transaction still open, see _FOLD_HORIZON). Tests set it to 0.
 FOLD_LAG_SECONDS = 1.0
@@ -65,19 +57,73 @@ FLUSH_INTERVAL_SECONDS = 10.0
 # claim made before it), then reads without it.
 SCRAPE_FLUSH_WAIT_SECONDS = 2.0
 
-# metric_counters names.
-ATTEMPTS_CLOSED = "attempts_closed_total"
-CLAIM_LATENCY_BUCKET = "claim_latency_bucket"
-CLAIM_LATENCY_SUM = "claim_latency_sum"
-CLAIM_LATENCY_COUNT = "claim_latency_count"
-QUESTIONS_ENDED = "questions_ended_total"
-TIME_TO_ANSWER_BUCKET = "time_to_answer_bucket"
-TIME_TO_ANSWER_SUM = "time_to_answer_sum"
-TIME_TO_ANSWER_COUNT = "time_to_answer_count"
-
 
 def bucket_label(upper: float) -> str:
     return f"le={floatToGoString(upper)}"
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    """A histogram kept in metric_counters: a row ``{name}_bucket`` a bound (cumulative,
+    labelled by bucket_label), ``{name}_sum`` and ``{name}_count``; +Inf is implied."""
+
+    name: str
+    bounds: tuple[float, ...]  # upper bounds, in seconds
+
+    @property
+    def bucket(self) -> str:
+        return f"{self.name}_bucket"
+
+    @property
+    def total(self) -> str:
+        return f"{self.name}_sum"
+
+    @property
+    def count(self) -> str:
+        return f"{self.name}_count"
+
+    @property
+    def labels(self) -> list[str]:
+        return [bucket_label(upper) for upper in self.bounds]
+
+    def names(self) -> dict[str, object]:
+        """The statement parameters that fold into it (sql.FOLD_QUESTION_ENDINGS)."""
+        return {
+            "bucket_name": self.bucket,
+            "sum_name": self.total,
+            "count_name": self.count,
+            "uppers": list(self.bounds),
+            "labels": self.labels,
+        }
+
+
+# metric_counters names.
+ATTEMPTS_CLOSED = "attempts_closed_total"
+QUESTIONS_ENDED = "questions_ended_total"
+CLAIM_LATENCY = Histogram(
+    "claim_latency",
+    (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
+# 10 s to 30 days, the longest a question may be given (+Inf: one asked without a limit,
+# answered later still).
+TIME_TO_ANSWER = Histogram(
+    "time_to_answer",
+    (
+        10.0,
+        30.0,
+        60.0,
+        300.0,
+        900.0,
+        1800.0,
+        3600.0,
+        4 * 3600.0,
+        12 * 3600.0,
+        86400.0,
+        3 * 86400.0,
+        7 * 86400.0,
+        30 * 86400.0,
+    ),  # fmt: skip
+)
 
 
 # ---------------------------------------------------------------------------------------
@@ -121,11 +167,7 @@ def fold_attempt_endings(*, lag_seconds: float | None = None) -> dict[str, int]:
                 "since": since,
                 "until": until,
                 "ended_name": QUESTIONS_ENDED,
-                "bucket_name": TIME_TO_ANSWER_BUCKET,
-                "sum_name": TIME_TO_ANSWER_SUM,
-                "count_name": TIME_TO_ANSWER_COUNT,
-                "uppers": list(ANSWER_BUCKETS),
-                "labels": [bucket_label(upper) for upper in ANSWER_BUCKETS],
+                **TIME_TO_ANSWER.names(),
             },
         )
         SweeperStatus.objects.filter(pk=1).update(metrics_folded_until=until)
@@ -143,11 +185,11 @@ class _Deltas:
 
     def rows(self) -> list[tuple[str, str, float]]:
         rows, cumulative = [], 0
-        for upper, count in zip(BUCKETS, self.counts, strict=False):
+        for label, count in zip(CLAIM_LATENCY.labels, self.counts, strict=False):
             cumulative += count
-            rows.append((CLAIM_LATENCY_BUCKET, bucket_label(upper), float(cumulative)))
-        rows.append((CLAIM_LATENCY_COUNT, "", float(sum(self.counts))))
-        rows.append((CLAIM_LATENCY_SUM, "", self.total))
+            rows.append((CLAIM_LATENCY.bucket, label, float(cumulative)))
+        rows.append((CLAIM_LATENCY.count, "", float(sum(self.counts))))
+        rows.append((CLAIM_LATENCY.total, "", self.total))
         return sorted(rows)
 
 
@@ -164,14 +206,14 @@ class ClaimLatency:
     def _reset(self) -> None:
         self._lock = threading.Lock()
         self.flush_lock = threading.Lock()  # one flush at a time in this process
-        self._deltas = _Deltas(counts=[0] * (len(BUCKETS) + 1))
+        self._deltas = _Deltas(counts=[0] * (len(CLAIM_LATENCY.bounds) + 1))
         self._thread: threading.Thread | None = None
 
     def observe(self, seconds: float) -> None:
         # Recorded only while /metrics is on: nobody reads them otherwise.
         if not settings.SWITCHBOARD_METRICS_TOKEN:
             return
-        index = bisect_left(BUCKETS, seconds)
+        index = bisect_left(CLAIM_LATENCY.bounds, seconds)
         with self._lock:
             self._deltas.counts[index] += 1
             self._deltas.total += seconds
@@ -190,7 +232,10 @@ class ClaimLatency:
         with self._lock:
             if not any(self._deltas.counts):
                 return None
-            taken, self._deltas = self._deltas, _Deltas(counts=[0] * (len(BUCKETS) + 1))
+            taken, self._deltas = (
+                self._deltas,
+                _Deltas(counts=[0] * (len(CLAIM_LATENCY.bounds) + 1)),
+            )
             return taken
 
     def give_back(self, deltas: _Deltas) -> None:
@@ -206,7 +251,7 @@ class ClaimLatency:
                 if not settings.SWITCHBOARD_METRICS_TOKEN:
                     # /metrics was turned off (tests restore their settings): stop; the next
                     # observation while it is on starts a new thread.
-                    self._deltas = _Deltas(counts=[0] * (len(BUCKETS) + 1))
+                    self._deltas = _Deltas(counts=[0] * (len(CLAIM_LATENCY.bounds) + 1))
                     self._thread = None
                     return
             if not self.pending:

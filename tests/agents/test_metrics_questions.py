@@ -179,7 +179,7 @@ def test_the_fold_counts_a_question_once_and_writes_nothing_when_idle(endpoint, 
     rows = MetricCounter.objects.count()
     counters.fold_attempt_endings(lag_seconds=0)
     assert MetricCounter.objects.count() == rows
-    assert MetricCounter.objects.get(name=counters.TIME_TO_ANSWER_COUNT).value == 1
+    assert MetricCounter.objects.get(name=counters.TIME_TO_ANSWER.count).value == 1
     # The statement, run on its own over an empty window, adds nothing and says so.
     [(until,)] = db.fetch(sql.FOLD_HORIZON, {"lag": 0})
     assert (
@@ -189,11 +189,7 @@ def test_the_fold_counts_a_question_once_and_writes_nothing_when_idle(endpoint, 
                 "since": until,
                 "until": until,
                 "ended_name": counters.QUESTIONS_ENDED,
-                "bucket_name": counters.TIME_TO_ANSWER_BUCKET,
-                "sum_name": counters.TIME_TO_ANSWER_SUM,
-                "count_name": counters.TIME_TO_ANSWER_COUNT,
-                "uppers": list(counters.ANSWER_BUCKETS),
-                "labels": [counters.bucket_label(u) for u in counters.ANSWER_BUCKETS],
+                **counters.TIME_TO_ANSWER.names(),
             },
         )
         == []
