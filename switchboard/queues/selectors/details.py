@@ -81,7 +81,7 @@ def get_todo_for_user_plan(user, todo_id, *, attempts_limit=None) -> Plan[TodoDe
 
 def _detail_for_user(user, todo_id, limit: int) -> Plan[TodoDetail]:
     rows = yield Fetch(
-        sql.SELECT_TODO_FOR_USER, {"todo_id": arguments.todo_id(todo_id), "scope_user": user.pk}
+        sql.SELECT_TODO_IN.user, {"todo_id": arguments.todo_id(todo_id), "scope_user": user.pk}
     )
     if not rows:
         raise NotFound()

@@ -50,6 +50,7 @@ from switchboard.queues.sql.close import *  # noqa: F403
 from switchboard.queues.sql.counters import *  # noqa: F403
 from switchboard.queues.sql.create import *  # noqa: F403
 from switchboard.queues.sql.events import *  # noqa: F403
+from switchboard.queues.sql.fragments import Scoped
 from switchboard.queues.sql.health import *  # noqa: F403
 from switchboard.queues.sql.live import *  # noqa: F403
 from switchboard.queues.sql.push import *  # noqa: F403
@@ -72,6 +73,7 @@ def statements() -> list[Statement]:
         if module.__name__ in _NOT_PREPARABLE:
             continue
         for value in vars(module).values():
-            if isinstance(value, Statement):
-                found[value.name] = value
+            for statement in (value.agent, value.user) if isinstance(value, Scoped) else (value,):
+                if isinstance(statement, Statement):
+                    found[statement.name] = statement
     return list(found.values())

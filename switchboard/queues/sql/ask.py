@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from switchboard.queues.db.plans import Statement
 from switchboard.queues.records import question_json
-from switchboard.queues.sql.fragments import SCOPE_USER
+from switchboard.queues.sql.fragments import scoped
 
 INSERT_QUESTION = Statement(
     "insert_question",
@@ -47,19 +47,13 @@ SELECT t.id, t.state, t.endpoint_id, le.team_id, q.id, q.attempt_seq, q.choices,
  WHERE t.id = %(todo_id)s AND ({scope})
    FOR UPDATE OF t
 """
-LOCK_QUESTION_AGENT = Statement(
-    "lock_question_agent",
-    _LOCK_QUESTION.format(
-        scope="t.requester_id = %(scope_endpoint)s"
-        " OR (t.requester_id IS NULL AND t.created_by_id IS NULL"
-        " AND t.endpoint_id = %(scope_endpoint)s)"
-    ),
+LOCK_QUESTION = scoped(
+    "lock_question",
+    _LOCK_QUESTION,
     why="a scoped FOR UPDATE with the open question joined: the answer's one read",
-)
-LOCK_QUESTION_USER = Statement(
-    "lock_question_user",
-    _LOCK_QUESTION.format(scope=SCOPE_USER),
-    why="a scoped FOR UPDATE with the open question joined: the answer's one read",
+    agent="t.requester_id = %(scope_endpoint)s"
+    " OR (t.requester_id IS NULL AND t.created_by_id IS NULL"
+    " AND t.endpoint_id = %(scope_endpoint)s)",
 )
 
 ANSWER_QUESTION = Statement(

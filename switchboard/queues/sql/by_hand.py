@@ -92,7 +92,7 @@ SELECT t.id, t.state, t.last_attempt_seq, t.round, t.dead_letter_reason
 # attempt ends (outcome released, ended by the person, as if they had released it) and the
 # person's owner attempt opens, so the todo stays claimed throughout: never pending, never
 # claimable, no doorbell. Guarded by the attempt the person saw (``from_seq``, an endpoint's
-# and still open) under the row lock the caller holds (LOCK_TODO_USER). History over the cap
+# and still open) under the row lock the caller holds (LOCK_TODO.user). History over the cap
 # is left to the next claim to prune, as a lease taken over by a claim is.
 TAKE_OVER = Statement(
     "take_over",

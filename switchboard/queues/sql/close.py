@@ -33,10 +33,10 @@ from switchboard.queues.sql.fragments import (
     NO_QUESTION,
     SCOPE_ENDPOINT,
     SCOPE_ENDPOINT_OR_REQUESTER,
-    SCOPE_USER,
     attempt_columns,
     attempt_joins,
     has_state,
+    scoped,
     todo_columns,
     todo_joins,
 )
@@ -317,16 +317,11 @@ SELECT {columns(LOCKED_SOURCE, t="t")}
  WHERE t.id = %(todo_id)s AND ({{scope}})
    FOR UPDATE OF t
 """
-LOCK_TODO_AGENT = Statement(
-    "lock_todo_agent",
-    _LOCK_TODO.format(scope=SCOPE_ENDPOINT_OR_REQUESTER),
+LOCK_TODO = scoped(
+    "lock_todo",
+    _LOCK_TODO,
     why="FOR UPDATE OF one table of a join, returning the team with the todo",
-    prepare=True,
-)
-LOCK_TODO_USER = Statement(
-    "lock_todo_user",
-    _LOCK_TODO.format(scope=SCOPE_USER),
-    why="FOR UPDATE OF one table of a join, scoped by the person's teams",
+    agent=SCOPE_ENDPOINT_OR_REQUESTER,
     prepare=True,
 )
 

@@ -6,6 +6,9 @@ the statements once, at import; never with input."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from switchboard.queues.db.plans import Statement
 from switchboard.queues.models import (
     LIVE_STATES,
     OPEN_STATES,
@@ -71,6 +74,26 @@ SCOPE_ENDPOINT_OR_REQUESTER = SCOPE_ENDPOINT + " OR t.requester_id = %(scope_end
 SCOPE_USER = """t.endpoint_id IN (
     SELECT se.id FROM endpoints se JOIN team_members sm ON sm.team_id = se.team_id
     WHERE sm.user_id = %(scope_user)s)"""
+
+
+@dataclass(frozen=True, slots=True)
+class Scoped:
+    """One statement in either caller's scope: ``agent``'s and ``user``'s texts differ only
+    where ``{scope}`` stands (queues.transitions picks one by the actor: ``_common.scoped``)."""
+
+    agent: Statement
+    user: Statement
+
+
+def scoped(
+    name: str, text: str, *, why: str, agent: str = SCOPE_ENDPOINT, prepare: bool = False
+) -> Scoped:
+    """``text`` in an agent's scope (``agent``: by default its own endpoint's queue), named
+    ``{name}_agent``, and in a person's (their teams' queues), ``{name}_user``."""
+    return Scoped(
+        agent=Statement(f"{name}_agent", text.format(scope=agent), why=why, prepare=prepare),
+        user=Statement(f"{name}_user", text.format(scope=SCOPE_USER), why=why, prepare=prepare),
+    )
 
 
 def has_state(alias: str, state: TodoState) -> str:

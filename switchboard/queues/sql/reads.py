@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from switchboard.queues.db.plans import Statement
 from switchboard.queues.sql.fragments import (
-    SCOPE_ENDPOINT,
     SCOPE_ENDPOINT_OR_REQUESTER,
-    SCOPE_USER,
     attempt_columns,
     attempt_joins,
+    scoped,
     todo_columns,
     todo_joins,
 )
@@ -33,22 +32,17 @@ SELECT_TODO = Statement(
     why="a todo by id with no scope: only after a scoped lock or claim found it",
     prepare=True,
 )
-SELECT_TODO_FOR_AGENT = Statement(
-    "select_todo_for_agent",
-    _SELECT_TODO.format(scope=SCOPE_ENDPOINT),
-    why="a todo of the agent's own queue",
+# A todo the caller can see (missing_or_conflict: an agent's own queue; the Board's drawer).
+SELECT_TODO_IN = scoped(
+    "select_todo_in",
+    _SELECT_TODO,
+    why="a todo of the agent's own queue, or of any queue in the person's teams",
     prepare=True,
 )
 SELECT_TODO_FOR_AGENT_OR_REQUESTER = Statement(
     "select_todo_for_agent_or_requester",
     _SELECT_TODO.format(scope=SCOPE_ENDPOINT_OR_REQUESTER),
     why="get_todo: the agent's own queue, or a todo it sent elsewhere (as requester)",
-    prepare=True,
-)
-SELECT_TODO_FOR_USER = Statement(
-    "select_todo_for_user",
-    _SELECT_TODO.format(scope=SCOPE_USER),
-    why="a todo of any queue in the person's teams",
     prepare=True,
 )
 

@@ -124,9 +124,14 @@ class Check:
 # Plans
 
 
+def scoped(statements: sql.Scoped, actor: Actor, **params: object) -> Fetch:
+    """The statement of ``statements`` in ``actor``'s scope, with the scope's parameters."""
+    statement = statements.agent if actor.is_agent else statements.user
+    return Fetch(statement, {**actor.scope_params(), **params})
+
+
 def lock(actor: Actor, todo_id: int) -> Plan[Locked]:
-    statement = sql.LOCK_TODO_AGENT if actor.is_agent else sql.LOCK_TODO_USER
-    rows = yield Fetch(statement, {**actor.scope_params(), "todo_id": todo_id})
+    rows = yield scoped(sql.LOCK_TODO, actor, todo_id=todo_id)
     if not rows:
         raise NotFound()
     return Locked(*rows[0])
@@ -157,8 +162,7 @@ def read_attempt(todo_id: int, seq: int) -> Plan[AttemptRecord | None]:
 def missing_or_conflict(actor: Actor, todo_id: int, message: str) -> Plan[None]:
     """NotFound when the caller cannot see the todo at all (unknown and foreign alike),
     else Conflict with ``message``."""
-    statement = sql.SELECT_TODO_FOR_AGENT if actor.is_agent else sql.SELECT_TODO_FOR_USER
-    visible = yield Fetch(statement, {**actor.scope_params(), "todo_id": todo_id})
+    visible = yield scoped(sql.SELECT_TODO_IN, actor, todo_id=todo_id)
     if not visible:
         raise NotFound()
     raise Conflict(message)

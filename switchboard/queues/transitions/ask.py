@@ -33,6 +33,7 @@ from switchboard.queues.transitions._common import (
     read_attempt,
     read_todo,
     ring,
+    scoped,
     transition,
 )
 
@@ -87,8 +88,7 @@ def answer(actor: Actor, todo_id: int, *, value: object) -> Plan[TodoRecord]:
 
 
 def _answer(actor: Actor, todo_id: int, value: object) -> Plan[TodoRecord]:
-    statement = sql.LOCK_QUESTION_AGENT if actor.is_agent else sql.LOCK_QUESTION_USER
-    rows = yield Fetch(statement, {**actor.scope_params(), "todo_id": todo_id})
+    rows = yield scoped(sql.LOCK_QUESTION, actor, todo_id=todo_id)
     if not rows:
         raise NotFound()
     found = OpenQuestion(*rows[0])
