@@ -32,6 +32,13 @@ from switchboard.agents.answers import (  # noqa: F401 (the answers, as the verb
 )
 from switchboard.queues import bounds
 
+
+def _choice(description: str | None = None) -> Meta:
+    """A string enum's (a ``Literal``'s) schema: "type" beside the enum, since strict tool
+    schemas want every node typed."""
+    return Meta(extra_json_schema={"type": "string"}, description=description)
+
+
 TodoId = Annotated[int, Meta(ge=1, description="The todo's id.")]
 AttemptSeq = Annotated[
     int,
@@ -143,10 +150,9 @@ class CreateTodo(Params):
     after_policy: (
         Annotated[
             Literal["all_done", "any_end"],
-            Meta(
-                extra_json_schema={"type": "string"},
-                description="With after: start once all are done (all_done, the default), or"
-                " once all have ended, however (any_end).",
+            _choice(
+                "With after: start once all are done (all_done, the default), or once all have"
+                " ended, however (any_end)."
             ),
         ]
         | None
@@ -184,8 +190,7 @@ class CreateTodo(Params):
 
 
 class ListTodos(Params):
-    # "type" beside the enum: strict tool schemas want every node typed.
-    state: Annotated[State, Meta(extra_json_schema={"type": "string"})] | None = None
+    state: Annotated[State, _choice()] | None = None
     limit: Annotated[int, Meta(ge=1, le=bounds.LIST_MAX)] | None = None
     cursor: (
         Annotated[
@@ -357,11 +362,10 @@ class Release(Ending):
     on_no_answer: (
         Annotated[
             Literal["requeue", "dead_letter"],
-            Meta(
-                extra_json_schema={"type": "string"},
-                description="With answer_within_seconds: what an unanswered question comes "
-                "to: back to the queue, the question marked unanswered (requeue, the "
-                "default), or a dead letter (dead_letter).",
+            _choice(
+                "With answer_within_seconds: what an unanswered question comes to: back to the"
+                " queue, the question marked unanswered (requeue, the default), or a dead"
+                " letter (dead_letter)."
             ),
         ]
         | None
