@@ -56,11 +56,13 @@ class Delivery(models.Model):
     todo_id = models.BigIntegerField(null=True, blank=True)  # no FK: the todo may be gone
     url = models.CharField(max_length=500)
     payload = models.JSONField()
+    # A row starts due now and untried: the outbox triggers (queues/schema/functions.sql) name
+    # only what they send, where and why.
     created_at = models.DateTimeField(db_default=Now())
     next_attempt_at = models.DateTimeField(db_default=Now())
-    attempts = models.IntegerField(default=0)
+    attempts = models.IntegerField(db_default=0)
     last_status = models.IntegerField(null=True, blank=True)
-    last_error = models.CharField(max_length=500, blank=True)
+    last_error = models.CharField(max_length=500, blank=True, db_default="")
     delivered_at = models.DateTimeField(null=True, blank=True)
     gave_up_at = models.DateTimeField(null=True, blank=True)
 

@@ -131,10 +131,8 @@ BEGIN
       INTO v_payload
       FROM endpoints e JOIN teams tm ON tm.id = e.team_id
      WHERE e.id = NEW.endpoint_id;
-    INSERT INTO outbox (kind, team_id, sink_id, endpoint_id, todo_id, url, payload,
-                        created_at, next_attempt_at, attempts, last_error)
-    SELECT 'dead_letter', s.team_id, s.id, NEW.endpoint_id, NEW.id, s.url, v_payload,
-           statement_timestamp(), statement_timestamp(), 0, ''
+    INSERT INTO outbox (kind, team_id, sink_id, endpoint_id, todo_id, url, payload)
+    SELECT 'dead_letter', s.team_id, s.id, NEW.endpoint_id, NEW.id, s.url, v_payload
       FROM dead_letter_sinks s JOIN endpoints e ON e.team_id = s.team_id
      WHERE e.id = NEW.endpoint_id AND s.active;
     RETURN NULL;
@@ -176,10 +174,8 @@ BEGIN
     IF FOUND THEN
         RETURN NULL;
     END IF;
-    INSERT INTO outbox (kind, team_id, sink_id, endpoint_id, todo_id, url, payload,
-                        created_at, next_attempt_at, attempts, last_error)
-    VALUES ('doorbell', v_team_id, NULL, NEW.endpoint_id, NEW.id, v_url, v_payload,
-            statement_timestamp(), statement_timestamp(), 0, '')
+    INSERT INTO outbox (kind, team_id, endpoint_id, todo_id, url, payload)
+    VALUES ('doorbell', v_team_id, NEW.endpoint_id, NEW.id, v_url, v_payload)
     ON CONFLICT DO NOTHING;
     RETURN NULL;
 END
@@ -426,17 +422,15 @@ CREATE OR REPLACE FUNCTION switchboard_outbox_task_push()
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-    INSERT INTO outbox (kind, team_id, sink_id, endpoint_id, push_config_id, todo_id, url,
-                        payload, created_at, next_attempt_at, attempts, last_error)
-    SELECT 'task.push', c.team_id, NULL, c.endpoint_id, c.id, NEW.id, c.url,
+    INSERT INTO outbox (kind, team_id, endpoint_id, push_config_id, todo_id, url, payload)
+    SELECT 'task.push', c.team_id, c.endpoint_id, c.id, NEW.id, c.url,
            jsonb_build_object('statusUpdate', jsonb_build_object(
                'taskId', c.task_id, 'contextId', c.task_id,
                'status', jsonb_build_object(
                    'state', 'TASK_STATE_'
                             || upper(switchboard_task_state(NEW.state, NEW.attempt,
                                                             NEW.waiting_for)),
-                   'timestamp', switchboard_utc(statement_timestamp())))),
-           statement_timestamp(), statement_timestamp(), 0, ''
+                   'timestamp', switchboard_utc(statement_timestamp()))))
       FROM task_push_configs c
      WHERE c.todo_id = NEW.id;
     RETURN NULL;
@@ -489,15 +483,12 @@ BEGIN
       LEFT JOIN todo_attempts a ON a.todo_id = t.id AND a.seq = NEW.attempt_seq
       LEFT JOIN endpoints ae ON ae.id = a.endpoint_id
      WHERE t.id = NEW.todo_id;
-    INSERT INTO outbox (kind, team_id, sink_id, endpoint_id, todo_id, url, payload,
-                        created_at, next_attempt_at, attempts, last_error)
-    SELECT 'todo.waiting', s.team_id, s.id, NULL, NEW.todo_id, s.url, v_payload,
-           statement_timestamp(), statement_timestamp(), 0, ''
+    INSERT INTO outbox (kind, team_id, sink_id, endpoint_id, todo_id, url, payload)
+    SELECT 'todo.waiting', s.team_id, s.id, NULL, NEW.todo_id, s.url, v_payload
       FROM dead_letter_sinks s
      WHERE s.team_id = v_team_id AND s.active
     UNION ALL
-    SELECT 'todo.waiting', v_team_id, NULL, n.id, NEW.todo_id, n.notify_url, v_payload,
-           statement_timestamp(), statement_timestamp(), 0, ''
+    SELECT 'todo.waiting', v_team_id, NULL, n.id, NEW.todo_id, n.notify_url, v_payload
       FROM endpoints n
      WHERE n.id = v_answerer AND n.notify_url <> '' AND n.revoked_at IS NULL
        AND 'answer' = ANY(n.verbs);
