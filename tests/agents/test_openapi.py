@@ -75,3 +75,15 @@ def test_the_capability_document_names_questions_and_their_bounds():
         "state": "waiting",
     }
     assert "answer" in capabilities["verbs"]
+
+
+def test_an_argument_that_is_a_choice_of_words_says_it_is_a_string():
+    """Strict tool schemas want every node typed: a choice's enum comes with "type"."""
+    schemas = _schemas()
+    for struct, field in (
+        ("CreateTodo", "after_policy"),
+        ("ListTodos", "state"),
+        ("Release", "on_no_answer"),
+    ):
+        choice = _option(schemas[struct]["properties"][field])
+        assert choice["type"] == "string" and choice["enum"], (struct, field, choice)
