@@ -108,22 +108,9 @@ CLAIM_LATENCY = Histogram(
 # answered later still).
 TIME_TO_ANSWER = Histogram(
     "time_to_answer",
-    (
-        10.0,
-        30.0,
-        60.0,
-        300.0,
-        900.0,
-        1800.0,
-        3600.0,
-        4 * 3600.0,
-        12 * 3600.0,
-        86400.0,
-        3 * 86400.0,
-        7 * 86400.0,
-        30 * 86400.0,
-    ),  # fmt: skip
-)
+    (10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 4 * 3600.0, 12 * 3600.0, 86400.0,
+     3 * 86400.0, 7 * 86400.0, 30 * 86400.0),
+)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------
@@ -192,6 +179,10 @@ class _Deltas:
         rows.append((CLAIM_LATENCY.total, "", self.total))
         return sorted(rows)
 
+    @classmethod
+    def none(cls) -> _Deltas:
+        return cls(counts=[0] * (len(CLAIM_LATENCY.bounds) + 1))
+
 
 class ClaimLatency:
     """This process's claim latency observations not yet written to the database. Observing
@@ -206,7 +197,7 @@ class ClaimLatency:
     def _reset(self) -> None:
         self._lock = threading.Lock()
         self.flush_lock = threading.Lock()  # one flush at a time in this process
-        self._deltas = _Deltas(counts=[0] * (len(CLAIM_LATENCY.bounds) + 1))
+        self._deltas = _Deltas.none()
         self._thread: threading.Thread | None = None
 
     def observe(self, seconds: float) -> None:
@@ -232,10 +223,7 @@ class ClaimLatency:
         with self._lock:
             if not any(self._deltas.counts):
                 return None
-            taken, self._deltas = (
-                self._deltas,
-                _Deltas(counts=[0] * (len(CLAIM_LATENCY.bounds) + 1)),
-            )
+            taken, self._deltas = self._deltas, _Deltas.none()
             return taken
 
     def give_back(self, deltas: _Deltas) -> None:
@@ -251,7 +239,7 @@ class ClaimLatency:
                 if not settings.SWITCHBOARD_METRICS_TOKEN:
                     # /metrics was turned off (tests restore their settings): stop; the next
                     # observation while it is on starts a new thread.
-                    self._deltas = _Deltas(counts=[0] * (len(CLAIM_LATENCY.bounds) + 1))
+                    self._deltas = _Deltas.none()
                     self._thread = None
                     return
             if not self.pending:
