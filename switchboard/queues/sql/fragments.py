@@ -79,7 +79,7 @@ SCOPE_USER = """t.endpoint_id IN (
 @dataclass(frozen=True, slots=True)
 class Scoped:
     """One statement in either caller's scope: ``agent``'s and ``user``'s texts differ only
-    where ``{scope}`` stands (queues.transitions picks one by the actor: ``_common.scoped``)."""
+    where ``{scope}`` stands (queues.transitions picks one by the actor: ``_common.in_scope``)."""
 
     agent: Statement
     user: Statement

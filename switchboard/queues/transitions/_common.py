@@ -124,14 +124,14 @@ class Check:
 # Plans
 
 
-def scoped(statements: sql.Scoped, actor: Actor, **params: object) -> Fetch:
+def in_scope(statements: sql.Scoped, actor: Actor, **params: object) -> Fetch:
     """The statement of ``statements`` in ``actor``'s scope, with the scope's parameters."""
     statement = statements.agent if actor.is_agent else statements.user
     return Fetch(statement, {**actor.scope_params(), **params})
 
 
 def lock(actor: Actor, todo_id: int) -> Plan[Locked]:
-    rows = yield scoped(sql.LOCK_TODO, actor, todo_id=todo_id)
+    rows = yield in_scope(sql.LOCK_TODO, actor, todo_id=todo_id)
     if not rows:
         raise NotFound()
     return Locked(*rows[0])
@@ -162,7 +162,7 @@ def read_attempt(todo_id: int, seq: int) -> Plan[AttemptRecord | None]:
 def missing_or_conflict(actor: Actor, todo_id: int, message: str) -> Plan[None]:
     """NotFound when the caller cannot see the todo at all (unknown and foreign alike),
     else Conflict with ``message``."""
-    visible = yield scoped(sql.SELECT_TODO_IN, actor, todo_id=todo_id)
+    visible = yield in_scope(sql.SELECT_TODO_IN, actor, todo_id=todo_id)
     if not visible:
         raise NotFound()
     raise Conflict(message)

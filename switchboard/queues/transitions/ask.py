@@ -30,10 +30,10 @@ from switchboard.queues.records import Closed, TodoRecord, json_value
 from switchboard.queues.transitions._common import (
     Actor,
     event,
+    in_scope,
     read_attempt,
     read_todo,
     ring,
-    scoped,
     transition,
 )
 
@@ -88,7 +88,7 @@ def answer(actor: Actor, todo_id: int, *, value: object) -> Plan[TodoRecord]:
 
 
 def _answer(actor: Actor, todo_id: int, value: object) -> Plan[TodoRecord]:
-    rows = yield scoped(sql.LOCK_QUESTION, actor, todo_id=todo_id)
+    rows = yield in_scope(sql.LOCK_QUESTION, actor, todo_id=todo_id)
     if not rows:
         raise NotFound()
     found = OpenQuestion(*rows[0])
