@@ -285,7 +285,12 @@ class TodoSearchDocument(models.Model):
 
 
 class TodoAttempt(models.Model):
-    """One claim of a todo, from the committed claim to the transition that ended it."""
+    """One claim of a todo, from the committed claim to the transition that ended it.
+
+    It starts with nothing said: what the claim may leave empty (its MCP session, claimant)
+    and what only its ending writes (outcome, summary, artifact, and their sizes) start empty
+    by the table's own defaults, so the two statements that open an attempt (sql/claim.py,
+    sql/by_hand.py) name only what they set."""
 
     # Every index here is written on each claim and close: the (todo, seq) unique index
     # serves the foreign key too, and the rare references get partial indexes.
@@ -312,13 +317,13 @@ class TodoAttempt(models.Model):
         db_constraint=False,
     )
     user = reference(settings.AUTH_USER_MODEL, index=False)  # partial index below
-    mcp_session_id = models.CharField(max_length=200, blank=True)
-    mcp_session_id_truncated = models.BooleanField(default=False)
-    mcp_session_id_bytes = models.IntegerField(default=0)
+    mcp_session_id = models.CharField(max_length=200, blank=True, default="", db_default="")
+    mcp_session_id_truncated = models.BooleanField(default=False, db_default=False)
+    mcp_session_id_bytes = models.IntegerField(default=0, db_default=0)
     owner = models.CharField(max_length=200)
-    claimant = models.CharField(max_length=200, blank=True)
-    claimant_truncated = models.BooleanField(default=False)
-    claimant_bytes = models.IntegerField(default=0)
+    claimant = models.CharField(max_length=200, blank=True, default="", db_default="")
+    claimant_truncated = models.BooleanField(default=False, db_default=False)
+    claimant_bytes = models.IntegerField(default=0, db_default=0)
     # The W3C trace id of the request that opened it, when tracing is on (SWITCHBOARD_OTEL:
     # queues/tracing.py); the drawer links it where SWITCHBOARD_TRACE_URL says how.
     trace_id = models.CharField(max_length=32, blank=True, db_default="")
@@ -327,8 +332,12 @@ class TodoAttempt(models.Model):
     last_heartbeat_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
-    outcome = models.CharField(max_length=16, choices=Outcome, blank=True)
-    disposition = models.CharField(max_length=16, choices=Disposition, blank=True)
+    outcome = models.CharField(
+        max_length=16, choices=Outcome, blank=True, default="", db_default=""
+    )
+    disposition = models.CharField(
+        max_length=16, choices=Disposition, blank=True, default="", db_default=""
+    )
     # A release with a wake time (a snooze): the todo was not to be claimed again before it.
     not_before = models.DateTimeField(null=True, blank=True)
     # A human who ended someone else's attempt from the Board (release, cancel).
@@ -338,11 +347,11 @@ class TodoAttempt(models.Model):
     ended_by_endpoint = reference(Endpoint, index=False)
 
     summary = models.TextField(null=True, blank=True)
-    summary_truncated = models.BooleanField(default=False)
-    summary_bytes = models.IntegerField(default=0)
+    summary_truncated = models.BooleanField(default=False, db_default=False)
+    summary_bytes = models.IntegerField(default=0, db_default=0)
     artifact = models.CharField(max_length=600, null=True, blank=True)
-    artifact_truncated = models.BooleanField(default=False)
-    artifact_bytes = models.IntegerField(default=0)
+    artifact_truncated = models.BooleanField(default=False, db_default=False)
+    artifact_bytes = models.IntegerField(default=0, db_default=0)
     result = models.JSONField(null=True, blank=True)
     lease_token_hash = models.CharField(max_length=64, null=True, blank=True)
     # The summary's words (NULL without a summary): the Board's search checks a recent todo's

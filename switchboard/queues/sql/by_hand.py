@@ -124,14 +124,10 @@ moved AS (
 ),
 opened AS (
     INSERT INTO todo_attempts (
-        todo_id, seq, round, attempt, claimer_kind, endpoint_id, user_id, mcp_session_id,
-        mcp_session_id_truncated, mcp_session_id_bytes, owner, claimant, claimant_truncated,
-        claimant_bytes, claimed_at, last_heartbeat_at, lease_expires_at, ended_at, outcome,
-        disposition, ended_by_id, summary, summary_truncated, summary_bytes, artifact,
-        artifact_truncated, artifact_bytes, result, lease_token_hash, trace_id)
-    SELECT m.id, m.last_attempt_seq, m.round, m.attempt, 'owner', NULL, %(user_id)s, '', false,
-           0, m.owner, '', false, 0, m.claimed_at, NULL, m.lease_expires_at, NULL, '', '', NULL,
-           NULL, false, 0, NULL, false, 0, NULL, NULL, %(trace_id)s
+        todo_id, seq, round, attempt, claimer_kind, user_id, owner, claimed_at,
+        lease_expires_at, trace_id)
+    SELECT m.id, m.last_attempt_seq, m.round, m.attempt, 'owner', %(user_id)s, m.owner,
+           m.claimed_at, m.lease_expires_at, %(trace_id)s
       FROM moved m
  RETURNING seq
 )

@@ -166,16 +166,13 @@ _CLAIM_OPENED = """,
 opened AS (
     INSERT INTO todo_attempts (
         todo_id, seq, round, attempt, claimer_kind, endpoint_id, user_id, mcp_session_id,
-        mcp_session_id_truncated, mcp_session_id_bytes, owner, claimant, claimant_truncated, claimant_bytes, claimed_at, last_heartbeat_at,
-        lease_expires_at, ended_at, outcome, disposition, ended_by_id, summary,
-        summary_truncated, summary_bytes, artifact, artifact_truncated, artifact_bytes,
-        result, lease_token_hash, trace_id)
+        mcp_session_id_truncated, mcp_session_id_bytes, owner, claimant, claimant_truncated,
+        claimant_bytes, claimed_at, lease_expires_at, lease_token_hash, trace_id)
     SELECT m.id, m.last_attempt_seq, m.round, m.attempt, %(claimer_kind)s,
            %(claimer_endpoint)s, %(claimer_user)s, %(mcp_session_id)s,
            %(mcp_session_id_truncated)s, %(mcp_session_id_bytes)s, m.owner,
-           %(claimant)s, %(claimant_truncated)s, %(claimant_bytes)s, m.claimed_at, NULL,
-           m.lease_expires_at, NULL, '', '', NULL, NULL, false, 0, NULL, false, 0, NULL,
-           %(token_hash)s, %(trace_id)s
+           %(claimant)s, %(claimant_truncated)s, %(claimant_bytes)s, m.claimed_at,
+           m.lease_expires_at, %(token_hash)s, %(trace_id)s
       FROM moved m
      WHERE m.state = 'claimed'{after_lapsed}
  RETURNING seq
