@@ -22,7 +22,7 @@ from typing import Any
 import msgspec
 
 from switchboard.agents import task_view, verbs
-from switchboard.agents.a2a_words import INVALID_PARAMS, A2AError, params_of
+from switchboard.agents.a2a_words import INVALID_PARAMS, A2AError, PageParams, params_of
 from switchboard.queues import db, push, webhooks
 from switchboard.queues.errors import NotFound
 
@@ -45,12 +45,9 @@ class ConfigIn(msgspec.Struct, rename="camel"):
     authentication: Authentication | None = None
 
 
-class ConfigRef(msgspec.Struct, rename="camel"):
+class ConfigRef(PageParams):
     task_id: str = ""
     id: str = ""
-    tenant: str = ""
-    page_size: int | None = None
-    page_token: str = ""
 
 
 def config_json(config: push.PushConfig) -> dict[str, Any]:

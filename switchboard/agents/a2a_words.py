@@ -185,19 +185,23 @@ class CancelParams(msgspec.Struct, rename="camel"):
     metadata: dict | None = None
 
 
-class ListParams(msgspec.Struct, rename="camel"):
+class TenantParams(msgspec.Struct, rename="camel"):
     tenant: str = ""
-    context_id: str = ""
-    status: str = ""
+
+
+class PageParams(TenantParams):
+    """What an A2A list request asks of its list (tasks, a task's push configs): a page."""
+
     page_size: int | None = None
     page_token: str = ""
+
+
+class ListParams(PageParams):
+    context_id: str = ""
+    status: str = ""
     history_length: int | None = None
     status_timestamp_after: str | None = None
     include_artifacts: bool = False
-
-
-class TenantParams(msgspec.Struct, rename="camel"):
-    tenant: str = ""
 
 
 class Envelope(msgspec.Struct):
