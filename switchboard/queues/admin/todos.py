@@ -14,6 +14,7 @@ from switchboard.queues import operators, queue_health
 from switchboard.queues.admin.common import ReadOnlyAdmin, parse_id, shows_times
 from switchboard.queues.admin.endpoints import TeamWithEndpointsFilter
 from switchboard.queues.models import (
+    STANDING,
     Endpoint,
     Todo,
     TodoState,
@@ -41,18 +42,8 @@ class TodoEndpointFilter(admin.SimpleListFilter):
         return queryset.filter(endpoint_id=parse_id(self.value()))
 
 
-# What a todo's list row and its page both start with: where it is, its state and counters.
-_TODO_HEAD = (
-    "id",
-    "endpoint",
-    "team",
-    "state",
-    "priority",
-    "attempt",
-    "failures",
-    "max_attempts",
-    "round",
-)
+# What a todo's list row and its page both start with: where it is and where it stands.
+_TODO_HEAD = ("id", "endpoint", "team", *STANDING)
 
 
 @admin.register(Todo)

@@ -18,6 +18,7 @@ from switchboard.queues.models.states import *  # noqa: F403 (the words, listed 
 from switchboard.queues.models.teams import Membership, Team, TeamInvitation, TeamInvitationQuerySet
 from switchboard.queues.models.todos import (
     CLAIMABLE_AT,
+    STANDING,
     SUMMARY_SEARCHABLE,
     Todo,
     TodoAttempt,
@@ -35,6 +36,7 @@ __all__ = [
     "Schedule",
     "TodoAfter",
     "CLAIMABLE_AT",
+    "STANDING",
     "SUMMARY_SEARCHABLE",
     "VERBS",
     "DeadLetterSink",

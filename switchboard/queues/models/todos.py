@@ -32,6 +32,9 @@ from switchboard.queues.models.states import (
 from switchboard.queues.models.teams import Team
 
 SUMMARY_SEARCHABLE = Q(summary__gt="")
+# Where a todo stands, as a row of it shows first (the Board's queue, the admin's list and
+# page): its state, its priority and its counters.
+STANDING = ("state", "priority", "attempt", "failures", "max_attempts", "round")
 
 
 def row_rules(function: str, *columns: str) -> models.Func:

@@ -31,6 +31,7 @@ from django.db.models.functions import Left
 from switchboard.queues import db, sql
 from switchboard.queues.models import (
     DIED_OUTCOMES,
+    STANDING,
     Outcome,
     Todo,
     TodoAttempt,
@@ -543,12 +544,7 @@ def board_dead_letters(
 _QUEUE_FIELDS = (
     "id",
     "title",
-    "state",
-    "priority",
-    "attempt",
-    "failures",
-    "max_attempts",
-    "round",
+    *STANDING,
     "owner",
     "lease_expires_at",
     "next_retry_at",
