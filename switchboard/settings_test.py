@@ -18,6 +18,14 @@ os.environ.setdefault("SWITCHBOARD_DEV", "1")
 os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="switchboard-test-home-")
 atexit.register(shutil.rmtree, os.environ["XDG_DATA_HOME"], ignore_errors=True)
 
+
+def _remove_if_empty(folder: Path) -> None:
+    try:
+        folder.rmdir()
+    except OSError:
+        pass
+
+
 if not os.environ.get("DATABASE_URL"):
     if os.environ.get("SWITCHBOARD_TEST_DB") == "container":
         from testcontainers.postgres import PostgresContainer
@@ -29,6 +37,9 @@ if not os.environ.get("DATABASE_URL"):
         from switchboard import embedded
 
         _tmp = Path(tempfile.mkdtemp(prefix="switchboard-test-pg-"))
+        # Registered before the server's own clean-up, so run after it: the folder goes too
+        # once pgserver has deleted the cluster inside it (kept if anything is still there).
+        atexit.register(_remove_if_empty, _tmp)
         os.environ["DATABASE_URL"] = embedded.start(_tmp / "pgdata", cleanup_mode="delete")
         # A throwaway cluster, deleted when the run ends: no commit waits for the disk (the
         # tests commit tens of thousands of times; durability across a lost machine is not
