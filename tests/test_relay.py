@@ -116,7 +116,7 @@ def proxy(live_server):
 
 @relay_db
 def test_a_relay_attempt_fails_the_next_dies_and_the_third_reads_both_and_completes(
-    live_server, vend, relay_env, out, settings
+    live_server, vend, relay_env, out, settings, tmp_path
 ):
     settings.SWITCHBOARD_RETRY_BASE_SECONDS = 0  # a failed todo is claimable at once
     endpoint, token = vend("relay-agent")
@@ -144,8 +144,17 @@ def test_a_relay_attempt_fails_the_next_dies_and_the_third_reads_both_and_comple
     assert f"[todo {todo.id}] step 1: checked out" in stdout
     assert f"[todo {todo.id}] step 2: the build broke" in stderr
 
-    # Attempt 2: the process hangs; it and its relay are SIGKILLed. The sweeper reaps it.
-    relay = start_relay(url, relay_env(token, STUB_MODE="hang"), "--max-todos", "1", *fast())
+    # Attempt 2: the process hangs; it and its relay are SIGKILLed. The sweeper reaps it. A
+    # killed relay cannot remove its folder: one under the test's own, not the system's /tmp.
+    relay = start_relay(
+        url,
+        relay_env(token, STUB_MODE="hang"),
+        "--max-todos",
+        "1",
+        "--workdir",
+        str(tmp_path / "killed"),
+        *fast(),
+    )
     pid_file = out / f"pid-{todo.id}-2"
     wait_for(pid_file, relay)
     child = int(pid_file.read_text())
