@@ -56,7 +56,7 @@ def test_hot_statements_plan_index_scans_once_analyzed(agent, make_todo):
     assert "todos_claimable" in both and "Insert on todo_attempts" in both
     assert both.count("Update on todos") == 2 and "Update on todo_attempts" in both
     keyed = _generic_plan(sql.CLOSE_THEN_CLAIM_NEXT_KEYED)  # the same, passing over keys
-    assert "todos_claimable" in keyed and "todos_key_slot" in keyed, keyed
+    assert "todos_claimable" in keyed and "todos_key_claimed" in keyed, keyed
     for statement in (
         sql.CLAIM_NEXT,
         sql.CLOSE_THEN_CLAIM_NEXT,
@@ -93,7 +93,7 @@ def test_a_keyed_pick_probes_its_key_and_never_reads_every_endpoints_keys(make_e
         analyze(cursor, "todos")
     for statement in (sql.CLAIM_NEXT_KEYED, sql.CLOSE_THEN_CLAIM_NEXT_KEYED):
         plan = _generic_plan(statement)
-        assert "todos_key_slot" in plan, plan
+        assert "todos_key_claimed" in plan, plan
         # The row's re-read (switchboard_todo_unclaimed) only for a key under its limit: left
         # to cost order, the planner called it first, for every row the key passed over.
         assert "THEN switchboard_todo_unclaimed(" in plan, plan

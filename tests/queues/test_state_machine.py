@@ -1228,7 +1228,7 @@ class LedgerMachine(RuleBasedStateMachine):
             claimed = Counter(
                 (t.endpoint, t.key) for t in todos.values() if t.key and t.state == "claimed"
             )
-            with connection.cursor() as cursor:  # what a keyed claim counts (todos_key_slot)
+            with connection.cursor() as cursor:  # what a keyed claim counts (todos_key_claimed)
                 cursor.execute(
                     "SELECT endpoint_id, key, count(*) FROM todos WHERE endpoint_id = ANY(%s)"
                     " AND state = 'claimed' AND key <> '' GROUP BY endpoint_id, key",

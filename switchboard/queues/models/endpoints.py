@@ -43,9 +43,8 @@ class Endpoint(models.Model):
     paused_at = models.DateTimeField(null=True, blank=True)
     paused_by = reference(settings.AUTH_USER_MODEL, index=False)  # a small table
     # Limits on what may be claimed at once: todos of one key (a todo's ``key``), and all of
-    # the endpoint's. None: no limit. Counted by the claim: a key's places (todos.key_slot,
-    # the unique todos_key_slot; docs/ledger.md, "Keys") and, for max_claimed,
-    # sql.CLAIMED_OF_ENDPOINT.
+    # the endpoint's. None: no limit. Counted by the claim: the trigger todos_waits_follow (a
+    # key's claimed todos, todos_key_claimed) and, for max_claimed, sql.CLAIMED_OF_ENDPOINT.
     max_claimed_per_key = models.IntegerField(null=True, blank=True)
     max_claimed = models.IntegerField(null=True, blank=True)
     # When a long-poll of this endpoint last began waiting (sql.MARK_WAITING; each process marks

@@ -156,10 +156,6 @@ class Todo(TodoTotals, models.Model):
     # A key the endpoint's limits count claimed todos by (max_claimed_per_key), and that
     # unique_while_active keeps to one open todo; '' for none.
     key = models.CharField(max_length=200, blank=True, db_default="")
-    # While claimed under max_claimed_per_key, which of its key's places it holds (1 to the
-    # limit; the unique todos_key_slot keeps two claims out of one place): set by the keyed
-    # claim, else by the trigger todos_key_slot; left as it was once the claim ends.
-    key_slot = models.IntegerField(null=True, blank=True)
     # Made by a schedule, for this slot (one todo per slot, however many sweepers).
     schedule = reference("Schedule", index=False, related_name="todos")
     scheduled_for = models.DateTimeField(null=True, blank=True)
@@ -198,15 +194,6 @@ class Todo(TodoTotals, models.Model):
             # Keyed by sender too (a requester endpoint, or none): a sender only ever gets
             # back a todo it made. NULLS NOT DISTINCT: the endpoint's own todos share one
             # key space.
-            # A key's claimed todos, one a place: two claims of one key under
-            # max_claimed_per_key never hold the same place (the later one fails, SQLSTATE
-            # 23505, and the claim looks again). Counted by the keyed pick's probe: one entry
-            # a claim. NULL (a key without a limit) takes no place.
-            models.UniqueConstraint(
-                fields=["endpoint", "key", "key_slot"],
-                name="todos_key_slot",
-                condition=Q(state="claimed") & ~Q(key=""),
-            ),
             # One todo per schedule slot: a second sweeper's insert loses.
             models.UniqueConstraint(
                 fields=["schedule", "scheduled_for"],
@@ -262,6 +249,14 @@ class Todo(TodoTotals, models.Model):
             # filter by key).
             models.Index("parent", name="todos_parent", condition=Q(parent__isnull=False)),
             models.Index("endpoint", "key", name="todos_key", condition=~Q(key="")),
+            # A key's claimed todos, counted by a keyed claim under max_claimed_per_key (the
+            # trigger todos_waits_follow, the pick's probe): one entry a claim.
+            models.Index(
+                "endpoint",
+                "key",
+                name="todos_key_claimed",
+                condition=Q(state="claimed") & ~Q(key=""),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -513,9 +513,11 @@ CREATE OR REPLACE TRIGGER todo_questions_outbox_waiting AFTER INSERT ON todo_que
 -- - Children: when a child todo ends (or, rerun, starts again), its parent's count of open
 --   children follows; the last child to end makes a parent waiting for its children pending
 --   (doorbell rung).
--- - Keys: a claim's place among its key's claimed todos is kept by the unique todos_key_slot
---   (the keyed claim sets it, the trigger todos_key_slot otherwise): this trigger sees only
---   an end, leaving `claimed`, which frees the place. A todo leaving `claimed` under a
+-- - Keys: a claim of a todo with a key, on an endpoint with max_claimed_per_key, counts the
+--   key's claimed todos (todos_key_claimed, a statement of its own) under an advisory lock
+--   of the key, held to its commit, so the claims of one key take turns; over the limit it
+--   is refused (SQLSTATE SWK01: the claim looks again, or answers conflict). An end writes
+--   no count: leaving `claimed` is the count's change. A todo leaving `claimed` under a
 --   limit rings the endpoint's doorbell, since others of its key may be claimable now, if a
 --   long-poll of the endpoint may be waiting: one began in the last 60 seconds
 --   (endpoints.waited_at). Not at every end: the notifying transactions' commits take turns
@@ -534,6 +536,8 @@ DECLARE
     v_was_ended boolean := OLD.state IN ('done', 'dead', 'canceled');
     v_edges integer;
     v_endpoint bigint;
+    v_claimed integer;
+    v_max integer;
     v_ring boolean;
 BEGIN
     IF NEW.has_dependents AND v_ended AND NOT v_was_ended THEN
@@ -587,14 +591,35 @@ BEGIN
             PERFORM pg_notify('switchboard_todo_ready', v_endpoint::text);
         END IF;
     END IF;
-    IF NEW.key <> '' AND OLD.state = 'claimed' AND NEW.state <> 'claimed' THEN
-        PERFORM pg_advisory_xact_lock_shared(1463896404, (NEW.endpoint_id & 2147483647)::integer);
-        SELECT e.max_claimed_per_key IS NOT NULL
-               AND e.waited_at > statement_timestamp() - interval '60 seconds'
-          INTO v_ring
-          FROM endpoints e WHERE e.id = NEW.endpoint_id;
-        IF v_ring THEN
-            PERFORM pg_notify('switchboard_todo_ready', NEW.endpoint_id::text);
+    IF NEW.key <> '' AND (OLD.state = 'claimed') <> (NEW.state = 'claimed') THEN
+        IF NEW.state = 'claimed' THEN
+            SELECT e.max_claimed_per_key INTO v_max FROM endpoints e WHERE e.id = NEW.endpoint_id;
+            IF v_max IS NOT NULL THEN
+                -- Claims of one key take turns: an advisory lock of the transaction, keyed by
+                -- the endpoint and the key (seed 45; unique_while_active's is 44). The count,
+                -- a statement of its own (a fresh snapshot), sees every claim of the key
+                -- committed before the lock was had, and this statement's own changes.
+                PERFORM pg_advisory_xact_lock(
+                    hashtextextended(NEW.endpoint_id::text || ':' || NEW.key, 45));
+                SELECT count(*) INTO v_claimed FROM todos c
+                 WHERE c.endpoint_id = NEW.endpoint_id AND c.key = NEW.key
+                   AND c.state = 'claimed' AND c.key <> '';
+                IF v_claimed > v_max THEN
+                    RAISE EXCEPTION
+                        'this key has its most claimed todos (max_claimed_per_key %)', v_max
+                        USING ERRCODE = 'SWK01';
+                END IF;
+            END IF;
+        ELSE
+            PERFORM pg_advisory_xact_lock_shared(1463896404,
+                                                 (NEW.endpoint_id & 2147483647)::integer);
+            SELECT e.max_claimed_per_key IS NOT NULL
+                   AND e.waited_at > statement_timestamp() - interval '60 seconds'
+              INTO v_ring
+              FROM endpoints e WHERE e.id = NEW.endpoint_id;
+            IF v_ring THEN
+                PERFORM pg_notify('switchboard_todo_ready', NEW.endpoint_id::text);
+            END IF;
         END IF;
     END IF;
     RETURN NULL;
@@ -603,55 +628,5 @@ $function$;
 
 CREATE OR REPLACE TRIGGER todos_waits_follow AFTER UPDATE OF state ON todos
     FOR EACH ROW WHEN ((new.has_dependents OR new.parent_id IS NOT NULL
-        OR new.key::text <> ''::text AND old.state::text = 'claimed'::text)
-        AND old.state::text <> new.state::text)
+        OR new.key::text <> ''::text) AND old.state::text <> new.state::text)
     EXECUTE FUNCTION switchboard_waits_follow();
-
--- name: switchboard_key_slot --
--- A todo with a key claimed without a place of its key's (claim statements without the
--- keyed pick, a person's claim, a claim whose statement found no place in its snapshot, one
--- that kept the place of an earlier claim): its place is found here, on an endpoint with
--- max_claimed_per_key, before the row is written. Over the limit (the key's claimed todos,
--- read with a snapshot of this statement's own, this statement's changes included) it is
--- refused, SQLSTATE SWK01; else the smallest place from 1 to the limit that no other claimed
--- todo of the key holds. Two claims that find the same place at once: the unique
--- todos_key_slot lets the first commit and fails the other (23505); either way the claim
--- looks again, or answers conflict. Without a limit a claim holds no place (NULL).
-CREATE OR REPLACE FUNCTION switchboard_key_slot()
- RETURNS trigger
- LANGUAGE plpgsql
-AS $function$
-DECLARE
-    v_max integer;
-    v_claimed integer;
-BEGIN
-    SELECT e.max_claimed_per_key INTO v_max FROM endpoints e WHERE e.id = NEW.endpoint_id;
-    IF v_max IS NULL THEN
-        NEW.key_slot := NULL;
-        RETURN NEW;
-    END IF;
-    SELECT count(*) INTO v_claimed FROM todos c
-     WHERE c.endpoint_id = NEW.endpoint_id AND c.key = NEW.key
-       AND c.state = 'claimed' AND c.key <> '' AND c.id <> NEW.id;
-    NEW.key_slot := NULL;
-    IF v_claimed < v_max THEN
-        SELECT min(p.place) INTO NEW.key_slot
-          FROM generate_series(1, v_max) p(place)
-         WHERE NOT EXISTS (SELECT FROM todos c
-                            WHERE c.endpoint_id = NEW.endpoint_id AND c.key = NEW.key
-                              AND c.state = 'claimed' AND c.key <> ''
-                              AND c.key_slot = p.place AND c.id <> NEW.id);
-    END IF;
-    IF NEW.key_slot IS NULL THEN
-        RAISE EXCEPTION 'this key has its most claimed todos (max_claimed_per_key %)', v_max
-            USING ERRCODE = 'SWK01';
-    END IF;
-    RETURN NEW;
-END
-$function$;
-
-CREATE OR REPLACE TRIGGER todos_key_slot BEFORE UPDATE OF state ON todos
-    FOR EACH ROW WHEN (new.state::text = 'claimed'::text AND old.state::text <> 'claimed'::text
-        AND new.key::text <> ''::text AND (new.key_slot IS NULL
-        OR NOT new.key_slot IS DISTINCT FROM old.key_slot))
-    EXECUTE FUNCTION switchboard_key_slot();

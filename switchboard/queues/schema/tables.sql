@@ -162,7 +162,6 @@ CREATE TABLE todos (
     scheduled_for      timestamp with time zone,
     schedule_id        bigint,
     push_configs       integer DEFAULT 0 NOT NULL,
-    key_slot           integer,
     CONSTRAINT todos_pkey PRIMARY KEY (id),
     CONSTRAINT todos_created_by_id_35c8b432_fk_auth_user_id FOREIGN KEY (created_by_id)
         REFERENCES auth_user(id) ON DELETE SET NULL DEFERRABLE INITIALLY DEFERRED,
@@ -194,7 +193,7 @@ CREATE UNIQUE INDEX todos_idempotency_key_unique ON todos USING btree (endpoint_
     idempotency_key) NULLS NOT DISTINCT
     WHERE idempotency_key IS NOT NULL;
 CREATE INDEX todos_key ON todos USING btree (endpoint_id, key) WHERE NOT key::text = ''::text;
-CREATE UNIQUE INDEX todos_key_slot ON todos USING btree (endpoint_id, key, key_slot)
+CREATE INDEX todos_key_claimed ON todos USING btree (endpoint_id, key)
     WHERE state::text = 'claimed'::text AND NOT key::text = ''::text;
 CREATE INDEX todos_parent ON todos USING btree (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX todos_requester ON todos USING btree (requester_id) WHERE requester_id IS NOT NULL;

@@ -67,7 +67,6 @@ _CLAIM_CTES = """pick AS (
            next_retry_at = NULL,
            dead_letter_reason = CASE WHEN f.dies THEN {lapse_reason} ELSE '' END,
            ended_at = CASE WHEN f.dies THEN statement_timestamp() END,
-           key_slot = {key_slot},
            updated_at = statement_timestamp()
       FROM fresh f
      WHERE f.ok AND NOT f.slow AND t.id = f.id
@@ -220,9 +219,8 @@ def claim_parts(
     (queues/sql/close.py, CLOSE_THEN_CLAIM_NEXT) puts these after its own. ``waiting_too``:
     a waiting todo may be picked as well (a person claims one instead of answering it; the
     trigger todos_wait_ended withdraws its question). ``keyed``: a todo whose key has
-    ``%(max_per_key)s`` claimed (as this statement's snapshot shows it) is passed over, and the
-    claim takes a place of its key (``_KEY_PLACE``; the unique todos_key_slot fails a claim of
-    a place another took since the snapshot).
+    ``%(max_per_key)s`` claimed (as this statement's snapshot shows it) is passed over; the
+    trigger todos_waits_follow refuses a claim the snapshot missed.
     ``freed``: what the statement's own close frees of the candidate's key ``t.key`` (an
     SQL expression; the snapshot still counts it claimed). ``passing``: a pick of the best
     of many (claim_next's) passes over a candidate claimed since the statement's snapshot
@@ -247,7 +245,6 @@ def claim_parts(
     ctes = _CLAIM_CTES.format(
         claimable=claimable,
         key_filter=_key_filter(freed if keyed else None, passing),
-        key_slot=_KEY_PLACE if keyed else "t.key_slot",
         pick_filter=pick_filter,
         lock_mode=lock_mode,
         claimable_at=claimable_at("t"),
@@ -256,34 +253,13 @@ def claim_parts(
     return ctes, _CLAIM_ROW.format(todo_cols=todo_columns("m", **NO_QUESTION))
 
 
-# The key's claimed todos, counted for each keyed candidate by the partial unique index of
-# claimed keyed todos (todos_key_slot: a handful of entries a key, not the key's every todo).
+# The key's claimed todos, counted for each keyed candidate by the partial index of claimed
+# keyed todos (todos_key_claimed: a handful of entries a key, not the key's every todo).
 _KEY_UNDER_LIMIT = """(t.key = '' OR (
             SELECT count(*) FROM todos c
              WHERE c.endpoint_id = t.endpoint_id AND c.key = t.key
                AND c.state = 'claimed' AND c.key <> '') - {freed}
             < %(max_per_key)s::int)"""
-# The place the keyed pick takes among its key's claimed todos: the smallest from 1 to the
-# limit that no other claimed todo of the key holds in this statement's snapshot (under a
-# limit of one, the one place). A claim of the same place that committed since fails this
-# statement on todos_key_slot (23505), and the claim looks again. Left to the trigger
-# todos_key_slot, which reads with a snapshot of its own: none free in the snapshot (a place
-# the statement's own close frees, under a limit above one), or a limit the caller read that
-# is no longer the endpoint's (changed since its process read it). No trigger runs for a
-# place found here: that is the keyed claim's saving (docs/ledger.md, "Keys").
-_KEY_PLACE = """CASE WHEN t.key = '' THEN t.key_slot
-                           WHEN %(max_per_key)s::int IS DISTINCT FROM (
-                                SELECT e.max_claimed_per_key FROM endpoints e
-                                 WHERE e.id = t.endpoint_id) THEN NULL
-                           WHEN %(max_per_key)s::int = 1 THEN 1
-                           ELSE (SELECT min(p.place)
-                                   FROM generate_series(1, %(max_per_key)s::int) p(place)
-                                  WHERE NOT EXISTS (
-                                        SELECT FROM todos c
-                                         WHERE c.endpoint_id = t.endpoint_id
-                                           AND c.key = t.key AND c.key <> ''
-                                           AND c.state = 'claimed' AND c.key_slot = p.place
-                                           AND c.id <> t.id)) END"""
 
 
 # A candidate that another transaction claimed (or closed for good) after this statement's

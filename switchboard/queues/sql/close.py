@@ -199,11 +199,9 @@ CLOSE_THEN_CLAIM_NEXT = _close(
 )
 # The same for an endpoint with max_claimed_per_key: the pick passes over a key at its limit
 # (claim_parts' ``keyed``), counting the key of the todo this statement closes one lower (its
-# snapshot still counts it claimed), and takes a place of its key: the one its close frees
-# is free once the close, the statement's first change, is made. A place another claim took
-# since the snapshot fails the statement on todos_key_slot (23505); a limit above one whose
-# places the snapshot shows full leaves the place to the trigger todos_key_slot, which sees
-# the close (SWK01 at the limit). An end holds nothing a claim of its key waits for, so two
+# snapshot still counts it claimed). The trigger todos_waits_follow counts the claimed key
+# again after the statement's changes, its close's end among them, and refuses a claim the
+# snapshot missed (SQLSTATE SWK01). An end holds nothing a claim of its key waits for, so two
 # such statements that each close the key the other picks never wait for each other. A
 # refused statement fails whole: the close runs alone, then claim_next.
 _FREED = "(t.key = (SELECT f.key FROM ended f))::int"

@@ -33,11 +33,8 @@ MAX_DEAD_LETTERS_PER_CLAIM = 50
 # The todo row is locked by the first run, so a second run sees a settled todo; more than a
 # few runs would mean a bug, not a race.
 MAX_STALE_SNAPSHOT_RETRIES = 5
-# The SQLSTATE the trigger todos_key_slot refuses a claim with; the unique index of a key's
-# places, which fails the later of two claims of one place.
+# The SQLSTATE the trigger todos_waits_follow refuses a claim with.
 KEY_REFUSED = "SWK01"
-UNIQUE_VIOLATION = "23505"
-KEY_PLACE = "todos_key_slot"
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,15 +204,10 @@ def _run_claim(statement, params: dict) -> Plan[list]:
 
 
 def key_refused(exc: BaseException) -> bool:
-    """Was this claim refused by its key's limit: the trigger todos_key_slot found the key
-    at it (SWK01), or a claim of the same place committed first (todos_key_slot, 23505)?"""
-    for error in (exc, exc.__cause__):
-        sqlstate = getattr(error, "sqlstate", None)
-        if sqlstate == KEY_REFUSED:
-            return True
-        if sqlstate == UNIQUE_VIOLATION:
-            return getattr(getattr(error, "diag", None), "constraint_name", None) == KEY_PLACE
-    return False
+    """Did the trigger todos_waits_follow refuse this claim (its key at the endpoint's limit)?"""
+    return getattr(exc.__cause__, "sqlstate", None) == KEY_REFUSED or (
+        getattr(exc, "sqlstate", None) == KEY_REFUSED
+    )
 
 
 def under_capacity(actor: Actor) -> Plan[bool]:

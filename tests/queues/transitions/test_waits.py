@@ -6,8 +6,6 @@ waits for the pieces), keys (``max_claimed_per_key``, ``unique_while_active``) a
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 from django.db import connection
 
@@ -425,54 +423,6 @@ def test_a_claim_of_a_keyed_todo_counts_and_every_ending_gives_it_back(endpoint,
         assert _key_claims(endpoint) == {}
 
 
-def test_a_key_under_a_limit_of_two_gives_each_claim_a_place_of_its_own(endpoint, make_todo):
-    """Places 1 and 2 for two claims of a key under max_claimed_per_key 2; the first place
-    freed is the next claim's, whichever way it was claimed; a key without a limit holds no
-    place."""
-    agent = _limit(endpoint, max_claimed_per_key=2)
-    a, b, c = (make_todo(f"x{n}", key="repo-x") for n in range(3))
-    assert [transitions.claim_next(agent).todo.id for _ in range(2)] == [a.id, b.id]
-    assert _places(endpoint) == {a.id: 1, b.id: 2}
-    assert transitions.claim_next(agent) is None
-    transitions.complete(agent, a.id)
-    assert transitions.claim(agent, c.id).todo.id == c.id  # by id: the trigger's place
-    assert _places(endpoint) == {b.id: 2, c.id: 1}
-    unlimited = _limit(endpoint, max_claimed_per_key=None)
-    free = make_todo("free", key="repo-y")
-    assert transitions.claim(unlimited, free.id).todo.id == free.id
-    assert _places(endpoint)[free.id] is None
-
-
-def test_a_limit_lowered_after_the_claimer_read_it_still_holds(endpoint, make_todo):
-    """The keyed claim takes a place itself only under the limit the endpoint has now: one
-    read before the limit came down to 1 (its process's copy, as a token cache holds it)
-    claims the key's second todo through the trigger, which counts with the new limit."""
-    stale = _limit(endpoint, max_claimed_per_key=2)
-    first, second = make_todo("x1", key="repo-x"), make_todo("x2", key="repo-x")
-    other = make_todo("y", key="repo-y")
-    assert transitions.claim_next(stale).todo.id == first.id
-    Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed_per_key=1)
-    assert stale.endpoint.max_claimed_per_key == 2
-    with pytest.raises(Conflict, match="max_claimed_per_key"):
-        transitions.claim(stale, second.id)
-    with contextlib.suppress(Conflict):  # its pick still takes repo-x for under the limit
-        transitions.claim_next(stale)
-    assert _key_claims(endpoint) == {"repo-x": 1}
-    endpoint.refresh_from_db()  # what the token cache does within milliseconds
-    assert transitions.claim_next(Actor.agent(endpoint)).todo.id == other.id
-
-
-def _places(endpoint) -> dict[int, int | None]:
-    """The endpoint's claimed keyed todos, each with the place of its key it holds."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, key_slot FROM todos WHERE endpoint_id = %s AND state = 'claimed'"
-            " AND key <> ''",
-            [endpoint.pk],
-        )
-        return dict(cursor.fetchall())
-
-
 def _key_claims(endpoint) -> dict[str, int]:
     """The endpoint's claimed todos a key, of the keys that have any."""
     with connection.cursor() as cursor:
@@ -495,15 +445,15 @@ def test_the_waits_are_audited_apart_from_the_todos_own_story(agent, human, make
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("first_commits", [True, False])
 def test_two_claims_of_one_key_at_once_take_turns(endpoint, make_todo, first_commits):
-    """Two claims of one key at once take its one place (the trigger todos_key_slot finds
-    it for a claim by id): the second waits on the unique todos_key_slot for the first's
-    commit. Committed, the second fails on the place and is refused; rolled back, the second
+    """The trigger counts a claimed key under an advisory lock of the key, held to the
+    claim's commit: the second of two claims at once waits for the first's. Committed, the
+    second counts 2 over the limit of 1 and is refused; rolled back, the second counts 1 and
     holds the key."""
     agent = _limit(endpoint, max_claimed_per_key=1)
     first, second = make_todo("a", key="repo-new"), make_todo("b", key="repo-new")
     with held_open(lambda: transitions.claim(agent, first.id), commit=first_commits):
         two, outcome = outcome_in_thread(lambda: transitions.claim(agent, second.id))
-        assert wait_for(lambda: lock_waiters() == 1)  # the second's place waits on the first
+        assert wait_for(lambda: lock_waiters() == 1)  # the second's count waits on the first
     two.join(30)
     if first_commits:
         assert isinstance(outcome[0], Conflict) and "max_claimed_per_key" in str(outcome[0])
@@ -518,16 +468,16 @@ def test_two_claims_of_one_key_at_once_take_turns(endpoint, make_todo, first_com
 @pytest.mark.parametrize("first_commits", [True, False])
 def test_claim_next_refused_by_the_key_looks_again_past_it(endpoint, make_todo, first_commits):
     """claim_next's snapshot misses a claim of the same key not yet committed: it picks the
-    key's other todo and takes the key's one place, which waits for the first claim's commit
-    (the unique todos_key_slot). Committed, the place refuses the second (23505) and
-    claim_next runs its statement again, which sees the key at its limit and takes the other
-    key's todo; rolled back, the second holds the key."""
+    key's other todo, and the trigger's count waits for the first claim's lock of the key.
+    Committed, the trigger refuses the second (SWK01) and claim_next runs its statement again,
+    which sees the key at its limit and takes the other key's todo; rolled back, the second
+    holds the key."""
     agent = _limit(endpoint, max_claimed_per_key=1)
     first, second = make_todo("a1", key="repo-a"), make_todo("a2", key="repo-a")
     other = make_todo("b1", key="repo-b")
     with held_open(lambda: transitions.claim(agent, first.id), commit=first_commits):
         two, outcome = outcome_in_thread(lambda: transitions.claim_next(agent))
-        assert wait_for(lambda: lock_waiters() == 1)  # the place waits on the first's
+        assert wait_for(lambda: lock_waiters() == 1)  # the count waits on the first's lock
     two.join(30)
     taken = outcome[0]
     assert not isinstance(taken, BaseException), repr(taken)
@@ -565,9 +515,8 @@ def test_an_end_holds_nothing_a_claim_of_its_key_waits_for(endpoint, make_todo):
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_claimers_never_hold_two_of_one_key(endpoint, make_todo):
     """Eight threads claim at once from two keys' 40 todos with max_claimed_per_key 1: a
-    claim refused its key's place (another of its key committed after the statement's
-    snapshot) looks again past that key, so exactly one of each key is claimed and nobody
-    errs."""
+    claim the trigger refuses (another of its key committed after the statement's snapshot)
+    looks again past that key, so exactly one of each key is claimed and nobody errs."""
     import threading
 
     from django.db import connections
