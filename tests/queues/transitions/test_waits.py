@@ -6,6 +6,8 @@ waits for the pieces), keys (``max_claimed_per_key``, ``unique_while_active``) a
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from django.db import connection
 
@@ -421,6 +423,26 @@ def test_a_claim_of_a_keyed_todo_counts_and_every_ending_gives_it_back(endpoint,
         assert _key_claims(endpoint) == {"k": 1}
         end()
         assert _key_claims(endpoint) == {}
+
+
+def test_a_limit_lowered_after_the_claimer_read_it_still_holds(endpoint, make_todo):
+    """The limit a claim is held to is the endpoint's as the database has it: a claimer that
+    read it before it came down to 1 (its process's copy, as a token cache holds it for the
+    milliseconds until it hears the change) picks by the old one, and the trigger's count
+    refuses the key's second claim."""
+    stale = _limit(endpoint, max_claimed_per_key=2)
+    first, second = make_todo("x1", key="repo-x"), make_todo("x2", key="repo-x")
+    other = make_todo("y", key="repo-y")
+    assert transitions.claim_next(stale).todo.id == first.id
+    Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed_per_key=1)
+    assert stale.endpoint.max_claimed_per_key == 2
+    with pytest.raises(Conflict, match="max_claimed_per_key"):
+        transitions.claim(stale, second.id)
+    with contextlib.suppress(Conflict):  # its pick still takes repo-x for under the limit
+        transitions.claim_next(stale)
+    assert _key_claims(endpoint) == {"repo-x": 1}
+    endpoint.refresh_from_db()  # what the token cache does when it hears the change
+    assert transitions.claim_next(Actor.agent(endpoint)).todo.id == other.id
 
 
 def _key_claims(endpoint) -> dict[str, int]:
