@@ -243,6 +243,14 @@ RETURNING w.endpoint_id, w.state
     why="the trigger todos_waits_follow's statement, for one batch the sweeper runs",
 )
 
+# max_claimed_per_key as the endpoint has it now, read by claim_next after the trigger
+# refused its keyed pick: the limit its process read may be one changed since.
+KEY_LIMIT_OF_ENDPOINT = Statement(
+    "key_limit_of_endpoint",
+    "SELECT e.max_claimed_per_key FROM endpoints e WHERE e.id = %(scope_endpoint)s",
+    why="one row by the endpoint's primary key",
+)
+
 # max_claimed: an endpoint's claimed todos now, counted under its row's lock (held to the
 # claim's commit: the endpoint's claims take turns, only while it sets the limit).
 CLAIMED_OF_ENDPOINT = Statement(

@@ -187,7 +187,9 @@ def _run_claim(statement, params: dict) -> Plan[list]:
     queues/sql/claim.py); return its rows (each starting with CLAIM_HEAD). A keyed claim
     that the key's limit refused (another claim of its key committed after this statement's
     snapshot) runs again to pick past that key: its one statement, in a savepoint only when
-    the claim is inside a transaction (``Fetch.may_fail``)."""
+    the claim is inside a transaction (``Fetch.may_fail``). It picks by the limit the
+    endpoint has now, read again: the one its process read may have come down since (the
+    trigger counts with the database's), and the same pick would be refused again."""
     for _ in range(MAX_STALE_SNAPSHOT_RETRIES):
         if statement is sql.CLAIM_NEXT_KEYED:
             try:
@@ -195,6 +197,11 @@ def _run_claim(statement, params: dict) -> Plan[list]:
             except DatabaseError as exc:
                 if not key_refused(exc):
                     raise
+                [(limit,)] = yield Fetch(sql.KEY_LIMIT_OF_ENDPOINT, params)
+                if limit is None:  # no longer limited: the plain pick
+                    statement = sql.CLAIM_NEXT
+                else:
+                    params = {**params, "max_per_key": limit}
                 continue
         else:
             rows = yield Fetch(statement, params)

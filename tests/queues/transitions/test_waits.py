@@ -6,8 +6,6 @@ waits for the pieces), keys (``max_claimed_per_key``, ``unique_while_active``) a
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 from django.db import connection
 
@@ -429,7 +427,8 @@ def test_a_limit_lowered_after_the_claimer_read_it_still_holds(endpoint, make_to
     """The limit a claim is held to is the endpoint's as the database has it: a claimer that
     read it before it came down to 1 (its process's copy, as a token cache holds it for the
     milliseconds until it hears the change) picks by the old one, and the trigger's count
-    refuses the key's second claim."""
+    refuses the key's second claim; claim_next then reads the limit again and picks past the
+    key."""
     stale = _limit(endpoint, max_claimed_per_key=2)
     first, second = make_todo("x1", key="repo-x"), make_todo("x2", key="repo-x")
     other = make_todo("y", key="repo-y")
@@ -438,11 +437,24 @@ def test_a_limit_lowered_after_the_claimer_read_it_still_holds(endpoint, make_to
     assert stale.endpoint.max_claimed_per_key == 2
     with pytest.raises(Conflict, match="max_claimed_per_key"):
         transitions.claim(stale, second.id)
-    with contextlib.suppress(Conflict):  # its pick still takes repo-x for under the limit
-        transitions.claim_next(stale)
-    assert _key_claims(endpoint) == {"repo-x": 1}
-    endpoint.refresh_from_db()  # what the token cache does when it hears the change
-    assert transitions.claim_next(Actor.agent(endpoint)).todo.id == other.id
+    assert transitions.claim_next(stale).todo.id == other.id
+    assert _key_claims(endpoint) == {"repo-x": 1, "repo-y": 1}
+    transitions.complete(stale, first.id)
+    assert transitions.claim_next(stale).todo.id == second.id  # the key is free again
+
+
+def test_a_limit_lifted_after_the_claimer_read_it_lets_the_key_be_claimed(endpoint, make_todo):
+    """The other way: a claimer that read a limit of 1 before it was lifted. Its claim_next
+    still passes the key over by the old limit (nothing refuses it, so it reads nothing
+    again) until its process hears the change; a claim of the todo itself is refused by
+    nothing: the trigger counts by the database's limit, which is none."""
+    stale = _limit(endpoint, max_claimed_per_key=1)
+    first, second = make_todo("x1", key="repo-x"), make_todo("x2", key="repo-x")
+    assert transitions.claim_next(stale).todo.id == first.id
+    Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed_per_key=None)
+    assert transitions.claim_next(stale) is None
+    assert transitions.claim(stale, second.id).todo.id == second.id
+    assert _key_claims(endpoint) == {"repo-x": 2}
 
 
 def _key_claims(endpoint) -> dict[str, int]:
