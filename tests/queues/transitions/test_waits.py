@@ -7,9 +7,11 @@ waits for the pieces), keys (``max_claimed_per_key``, ``unique_while_active``) a
 from __future__ import annotations
 
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection
 
-from switchboard.queues import sweeper, teams, transitions
+from switchboard.queues import sql, sweeper, teams, transitions
+from switchboard.queues.db.executor import run
+from switchboard.queues.db.plans import Fetch
 from switchboard.queues.errors import Conflict, Invalid, NotFound
 from switchboard.queues.models import Endpoint, Todo, TodoEvent
 from switchboard.queues.transitions import Actor
@@ -454,6 +456,42 @@ def test_a_limit_lifted_after_the_claimer_read_it_lets_the_key_be_claimed(endpoi
     Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed_per_key=None)
     assert transitions.claim_next(stale) is None
     assert transitions.claim(stale, second.id).todo.id == second.id
+    assert _key_claims(endpoint) == {"repo-x": 2}
+
+
+def test_a_limit_lifted_between_a_refusal_and_the_read_again_claims_by_the_plain_pick(
+    endpoint, make_todo
+):
+    """The race between the two: the trigger refuses a stale claimer's pick by the limit the
+    database had, and by the time claim_next reads the limit again it was lifted. The
+    claim then picks as an endpoint without a limit does (the keyed pick, with no limit to
+    compare with, would pick nothing). The lift is made at that step of the claim's plan, as
+    the other session's commit would land there."""
+    stale = _limit(endpoint, max_claimed_per_key=2)
+    first, second = make_todo("x1", key="repo-x"), make_todo("x2", key="repo-x")
+    assert transitions.claim_next(stale).todo.id == first.id
+    Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed_per_key=1)
+
+    def lifted_at_the_read_again(plan):
+        value, error = None, None
+        while True:
+            try:
+                step = plan.throw(error) if error is not None else plan.send(value)
+            except StopIteration as stop:
+                return stop.value
+            if isinstance(step, Fetch) and step.statement is sql.KEY_LIMIT_OF_ENDPOINT:
+                Endpoint.objects.filter(pk=endpoint.pk).update(max_claimed_per_key=None)
+                lifted.append(step)
+            try:
+                value, error = (yield step), None
+            except DatabaseError as exc:
+                value, error = None, exc
+
+    lifted: list[Fetch] = []
+    claimed = run(lifted_at_the_read_again(transitions.claim_next.plan(stale)))
+    assert len(lifted) == 1  # the trigger refused the first pick, and the limit was read again
+    assert claimed is not None, "the plain pick claimed nothing"
+    assert claimed.todo.id == second.id
     assert _key_claims(endpoint) == {"repo-x": 2}
 
 
