@@ -55,6 +55,8 @@ def test_the_wheel_holds_one_top_level_name_and_what_the_board_serves(installed)
         "switchboard/static/board/board.js",
         "switchboard/queues/schema/functions.sql",
         "switchboard/queues/migrations/0001_initial.py",
+        "switchboard/queues/migrations/0001_squashed_0047_attempts_start_empty.py",
+        "switchboard/queues/migrations/0001_squashed_0047_attempts_start_empty.sql",
     ):
         assert needed in names, needed
 

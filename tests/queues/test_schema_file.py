@@ -1,6 +1,8 @@
 """The schema files (queues/schema/*.sql) are exactly what migrating from zero gives: written
-from the database this run migrated (pytest-django's, migrated once at the start of the run;
-nothing here migrates again), compared in memory with the files as committed."""
+from the database this run migrated (pytest-django's, migrated once at the start of the run,
+through the squashed migration a new database takes), compared in memory with the files as
+committed; and what the 47 migrations that migration replaces give, one after another, as a
+database that had applied some of them goes on through the rest."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ import difflib
 import re
 
 import pytest
-from django.db import connection, migrations
+from django.db import connection, connections, migrations
+from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
 
 from switchboard.queues import schema
@@ -39,6 +42,39 @@ def test_the_migrated_database_is_exactly_the_schema_files(db):
             f"After a migration, run `{COMMAND}` and commit the files.",
             pytrace=False,
         )
+
+
+def test_the_migrations_the_squashed_one_replaces_make_the_schema_files_too(django_db_blocker):
+    """A database that had applied some of 0001 to 0047 goes on through the rest of them, not
+    through 0001_squashed_0047 (which only a database with none of them takes): the same
+    schema either way. Migrated one after another from zero in a scratch database of its
+    own, as Django would without the squashed migration."""
+    name = f"{connection.settings_dict['NAME']}_chain"
+    with django_db_blocker.unblock():
+        with connection._nodb_cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            cursor.execute(f'CREATE DATABASE "{name}"')
+        wrapper = type(connections["default"])
+        chain = wrapper({**connection.settings_dict, "NAME": name}, alias="chain")
+        connections["chain"] = chain  # what looks a connection up by its alias finds this one
+        try:
+            executor = MigrationExecutor(chain)
+            executor.loader = loader = MigrationLoader(chain, replace_migrations=False)
+            leaves = [key for key in loader.graph.leaf_nodes() if key not in loader.replacements]
+            plan = executor.migration_plan(leaves)
+            names = [f"{migration.app_label}.{migration.name}" for migration, _ in plan]
+            assert "queues.0047_attempts_start_empty" in names
+            assert not [name for name in names if "squashed" in name]
+            executor.migrate(leaves, plan=plan)
+            differences = _differences(catalog.files(chain))
+        finally:
+            chain.close()
+            del connections["chain"]
+            with connection._nodb_cursor() as cursor:
+                cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+    assert differences == "", (
+        f"the migrations one after another make another schema:\n{differences}"
+    )
 
 
 def test_every_table_and_function_says_what_it_is():
@@ -94,11 +130,15 @@ def _sql_of(operation) -> list[str]:
     return [s if isinstance(s, str) else s[0] for s in statements]
 
 
-def _writers_after_a_load() -> list[str]:
+def _writers_after_a_load(replace_migrations: bool) -> list[str]:
     """The ledger's migrations, from the first that loads a function from the schema file on,
-    that write rows: a RunPython, or SQL of their own (not the loaded functions') that does."""
-    graph = MigrationLoader(None, ignore_no_migrations=True).graph
-    (leaf,) = graph.leaf_nodes("queues")
+    that write rows: a RunPython, or SQL of their own (not the loaded functions') that does.
+    ``replace_migrations``: as a new database takes them (the squashed migration first), or
+    as a database behind does (the migrations it replaces)."""
+    loader = MigrationLoader(None, ignore_no_migrations=True, replace_migrations=replace_migrations)
+    graph = loader.graph
+    leaves = graph.leaf_nodes("queues")
+    (leaf,) = leaves if replace_migrations else set(leaves) - set(loader.replacements)
     loading, writers = False, []
     for key in graph.forwards_plan(leaf):
         if key[0] != "queues":
@@ -116,4 +156,5 @@ def test_no_migration_writes_rows_once_one_loads_a_function_from_the_schema_file
     """The file holds only the newest text, so a database that is behind makes it at every
     migration that loads it, before the columns it may read: nothing may run it there
     (queues/schema/__init__.py). A backfill is a command run after migrate."""
-    assert _writers_after_a_load() == []
+    assert _writers_after_a_load(replace_migrations=False) == []
+    assert _writers_after_a_load(replace_migrations=True) == []

@@ -1,6 +1,8 @@
 """The ledger's schema as it is today, readable in one place (procrastinate's ``schema.sql`` is
 the model): ``tables.sql`` (every table of the ledger, its columns, constraints, indexes and
-storage) and ``functions.sql`` (every function, with the triggers that call it).
+storage) and ``functions.sql`` (every function, with the triggers that call it). ``script()``
+makes one executable script of the two: the squashed migration's (docs/ledger.md, "A new
+database takes one migration").
 
 Both are written from a migrated database's catalogs by ``python -m switchboard.queues.schema --write``
 and committed; tests/queues/test_schema_file.py holds them to the database the test run
@@ -97,3 +99,69 @@ def function(name: str) -> str:
     definition, *triggers = sql.split(_TRIGGER)
     guarded = [_GUARD.format(f"{_TRIGGER.strip()} {trigger.strip()}") for trigger in triggers]
     return f"{_UNCHECKED}{definition}\n{''.join(guarded)}{_CHECKED}"
+
+
+def script(tables: str, functions: str) -> str:
+    """The two files' text as one script that makes the schema on a database that has none of
+    it (the squashed migration's, queues/migrations/): the functions, the tables and their
+    indexes, then the foreign keys (a table may name one that comes later: todos and
+    schedules name each other), then the triggers, as pg_dump orders a restore."""
+    definitions, triggers = [], []
+    for _, sql in sections(functions)[1].values():
+        definition, *more = sql.split(_TRIGGER)
+        definitions.append(definition.strip())
+        triggers += [f"{_TRIGGER.strip()} {trigger.strip()}" for trigger in more]
+    made, foreign = [], []
+    for name, (_, sql) in sections(tables)[1].items():
+        table, keys = _without_foreign_keys(_IN_LIST.sub(_in_list, sql))
+        made.append(f"-- {name}\n{table}")
+        foreign += [f"ALTER TABLE {name} ADD {key};" for key in keys]
+    return "\n\n".join(
+        [_UNCHECKED.strip(), *definitions, *made, "\n".join(foreign), *triggers, _CHECKED]
+    )
+
+
+# PostgreSQL reads back its own words for ``column IN ('a', 'b')`` of a varchar column as an
+# array of varchars cast to text[], and stores that in other words again: what the files
+# say is written as what was first said, so the catalogs read back the same.
+_IN_LIST = re.compile(
+    r"(\w+)::text = ANY \(ARRAY\[('[^']*'::character varying(?:,\s*'[^']*'::character varying)*)"
+    r"\]::text\[\]\)"
+)
+
+
+def _in_list(match: re.Match[str]) -> str:
+    values = re.findall(r"'[^']*'", match.group(2))
+    return f"{match.group(1)} IN ({', '.join(values)})"
+
+
+_CREATE_TABLE = re.compile(r"^CREATE (?:UNLOGGED )?TABLE \S+ \(", re.MULTILINE)
+
+
+def _without_foreign_keys(sql: str) -> tuple[str, list[str]]:
+    """A table's section with its ``CONSTRAINT … FOREIGN KEY`` items taken out of its
+    ``CREATE TABLE`` (each on one line, for ``ALTER TABLE … ADD``), and those items."""
+    start = _CREATE_TABLE.search(sql)
+    if start is None:
+        raise ValueError(f"no CREATE TABLE in {sql[:60]!r}")
+    items, depth, quoted, begun = [], 0, False, start.end()
+    for at in range(start.end(), len(sql)):
+        char = sql[at]
+        if char == "'":
+            quoted = not quoted
+        elif quoted:
+            continue
+        elif char == "(":
+            depth += 1
+        elif char == ")" and depth:
+            depth -= 1
+        elif char in ",)" and not depth:
+            items.append(sql[begun:at].strip())
+            begun = at + 1
+            if char == ")":
+                break
+    else:
+        raise ValueError(f"the CREATE TABLE in {sql[:60]!r} does not close")
+    keys = [" ".join(item.split()) for item in items if " FOREIGN KEY " in " ".join(item.split())]
+    kept = ",\n    ".join(item for item in items if " ".join(item.split()) not in keys)
+    return f"{sql[: start.end()]}\n    {kept}\n{sql[at:]}", keys
