@@ -5,29 +5,21 @@ psycopg, reports the server's version, and brings the relay (`switchboard-relay`
 from __future__ import annotations
 
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.wheels import installed_in_a_fresh_venv, pip, probe, source, version
+from tests.wheels import built_wheel, installed_in_a_fresh_venv, probe, source, version
 
 
 @pytest.fixture(scope="module")
 def client_alone(tmp_path_factory) -> Path:
     """A fresh virtualenv holding the switchboard-client wheel and nothing else (its bin)."""
     work = tmp_path_factory.mktemp("client")
-    pip(
-        sys.executable,
-        "wheel",
-        str(source(work) / "clients" / "python"),
-        "--no-deps",
-        "--quiet",
-        "-w",
-        str(work / "dist"),
+    wheel = built_wheel(
+        source(work) / "clients" / "python", work / "dist", "switchboard_client-*.whl"
     )
-    (wheel,) = (work / "dist").glob("switchboard_client-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[1] for n in names if n.startswith("switchboard/")} == {
         "client",

@@ -3,7 +3,7 @@ fresh virtualenv beside the OpenAI Agents SDK, serves a signed-in Board and its 
 from an empty folder (`switchboard up`, nothing else), claims no top-level name but
 `switchboard`, and leaves `from agents import Agent, Runner` working.
 
-Real parts throughout: pip builds the wheel, uv installs it and openai-agents from the
+Real parts throughout: uv builds the wheel (setuptools, as pip would) and installs it and openai-agents from the
 package registry into a virtualenv of its own (tests/wheels.py); the installed `switchboard up`
 starts its own embedded PostgreSQL in the per-user data folder of a home made for the test."""
 
@@ -14,7 +14,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -24,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.crash.harness import free_port
-from tests.wheels import installed_in_a_fresh_venv, pip, probe, source, version
+from tests.wheels import built_wheel, installed_in_a_fresh_venv, probe, source, version
 
 PASSWORD = "a wheel's first password"
 
@@ -33,9 +32,7 @@ PASSWORD = "a wheel's first password"
 def installed(tmp_path_factory) -> tuple[Path, Path]:
     """(the wheel, the fresh virtualenv's bin folder): the wheel and openai-agents in it."""
     work = tmp_path_factory.mktemp("wheel")
-    copied = source(work)
-    pip(sys.executable, "wheel", str(copied), "--no-deps", "--quiet", "-w", str(work / "dist"))
-    (wheel,) = (work / "dist").glob("switchboard-*.whl")
+    wheel = built_wheel(source(work), work / "dist", "switchboard-*.whl")
     bin_ = installed_in_a_fresh_venv(work / "venv", str(wheel), "openai-agents")
     return wheel, bin_
 
