@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.db import connection, connections, migrations
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.loader import MigrationLoader
 
@@ -44,37 +47,72 @@ def test_the_migrated_database_is_exactly_the_schema_files(db):
         )
 
 
+@contextmanager
+def _scratch_database(suffix: str, blocker) -> Iterator[BaseDatabaseWrapper]:
+    """A database of its own beside this worker's test database (made empty, dropped after),
+    under the alias ``suffix`` while it lasts."""
+    name = f"{connection.settings_dict['NAME']}_{suffix}"
+    with blocker.unblock():
+        with connection._nodb_cursor() as cursor:
+            cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+            cursor.execute(f'CREATE DATABASE "{name}"')
+        wrapper = type(connections["default"])
+        scratch = wrapper({**connection.settings_dict, "NAME": name}, alias=suffix)
+        connections[suffix] = scratch  # what looks a connection up by its alias finds this one
+        try:
+            yield scratch
+        finally:
+            scratch.close()
+            del connections[suffix]
+            with connection._nodb_cursor() as cursor:
+                cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+
+
+def _migrated(database: BaseDatabaseWrapper, *, replace_migrations: bool, apps=None) -> None:
+    """``database`` migrated from zero: every app (or ``apps``), through the squashed migration
+    (``replace_migrations``) or through the migrations it replaces."""
+    executor = MigrationExecutor(database)
+    executor.loader = loader = MigrationLoader(database, replace_migrations=replace_migrations)
+    leaves = [
+        key
+        for key in loader.graph.leaf_nodes()
+        if (apps is None or key[0] in apps)
+        and (replace_migrations or key not in loader.replacements)
+    ]
+    plan = executor.migration_plan(leaves)
+    names = [f"{migration.app_label}.{migration.name}" for migration, _ in plan]
+    if not replace_migrations:
+        assert "queues.0047_attempts_start_empty" in names
+        assert not [name for name in names if "squashed" in name]
+    executor.migrate(leaves, plan=plan)
+
+
 def test_the_migrations_the_squashed_one_replaces_make_the_schema_files_too(django_db_blocker):
     """A database that had applied some of 0001 to 0047 goes on through the rest of them, not
     through 0001_squashed_0047 (which only a database with none of them takes): the same
     schema either way. Migrated one after another from zero in a scratch database of its
     own, as Django would without the squashed migration."""
-    name = f"{connection.settings_dict['NAME']}_chain"
-    with django_db_blocker.unblock():
-        with connection._nodb_cursor() as cursor:
-            cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
-            cursor.execute(f'CREATE DATABASE "{name}"')
-        wrapper = type(connections["default"])
-        chain = wrapper({**connection.settings_dict, "NAME": name}, alias="chain")
-        connections["chain"] = chain  # what looks a connection up by its alias finds this one
-        try:
-            executor = MigrationExecutor(chain)
-            executor.loader = loader = MigrationLoader(chain, replace_migrations=False)
-            leaves = [key for key in loader.graph.leaf_nodes() if key not in loader.replacements]
-            plan = executor.migration_plan(leaves)
-            names = [f"{migration.app_label}.{migration.name}" for migration, _ in plan]
-            assert "queues.0047_attempts_start_empty" in names
-            assert not [name for name in names if "squashed" in name]
-            executor.migrate(leaves, plan=plan)
-            differences = _differences(catalog.files(chain))
-        finally:
-            chain.close()
-            del connections["chain"]
-            with connection._nodb_cursor() as cursor:
-                cursor.execute(f'DROP DATABASE IF EXISTS "{name}"')
+    with _scratch_database("chain", django_db_blocker) as chain:
+        _migrated(chain, replace_migrations=False)
+        differences = _differences(catalog.files(chain))
     assert differences == "", (
         f"the migrations one after another make another schema:\n{differences}"
     )
+
+
+def test_the_files_as_one_script_make_the_schema_the_files_say(django_db_blocker):
+    """``schema.script()``, which wrote the squashed migration's script, kept true to the
+    files as they are now (for the next squash): run on a database with Django's own tables
+    and nothing of the ledger, it makes what the files say."""
+    script = schema.script(
+        (schema.FOLDER / "tables.sql").read_text(), (schema.FOLDER / "functions.sql").read_text()
+    )
+    with _scratch_database("script", django_db_blocker) as scratch:
+        _migrated(scratch, replace_migrations=True, apps={"auth", "contenttypes"})
+        with scratch.cursor() as cursor:
+            cursor.execute(script)
+        differences = _differences(catalog.files(scratch))
+    assert differences == "", f"the files as one script make another schema:\n{differences}"
 
 
 def test_every_table_and_function_says_what_it_is():
