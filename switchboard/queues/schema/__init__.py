@@ -162,6 +162,7 @@ def _without_foreign_keys(sql: str) -> tuple[str, list[str]]:
                 break
     else:
         raise ValueError(f"the CREATE TABLE in {sql[:60]!r} does not close")
-    keys = [" ".join(item.split()) for item in items if " FOREIGN KEY " in " ".join(item.split())]
-    kept = ",\n    ".join(item for item in items if " ".join(item.split()) not in keys)
+    lines = [" ".join(item.split()) for item in items]  # an item's words on one line
+    keys = [line for line in lines if " FOREIGN KEY " in line]
+    kept = ",\n    ".join(item for item, line in zip(items, lines, strict=True) if line not in keys)
     return f"{sql[: start.end()]}\n    {kept}\n{sql[at:]}", keys
